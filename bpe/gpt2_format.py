@@ -1,0 +1,246 @@
+"""GPT-2 tokenizer files: the byte<->unicode table, `vocab.json` and `merges.txt`.
+
+What it does:
+    * renders any byte string as the printable unicode string GPT-2 uses (`bytes_to_unicode`),
+      and back, losslessly;
+    * saves `vocab.json` (`{rendered_token: id}`) and `merges.txt` (`#version` header, then one
+      `left right` pair per line), atomically (temp file + rename);
+    * loads them back, checking that every merge's parts and result are in the vocab and naming
+      the first bad line of a malformed file.
+
+What it does not do: decide what a vocab is (the trainers do), or encode text (`bpe.tokenizer`).
+The files are the ones Hugging Face `tokenizers` (`models.BPE.from_file`) and GPT-2 itself use.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable
+from functools import lru_cache
+from pathlib import Path
+
+MERGES_HEADER = "#version: 0.2"
+
+
+@lru_cache(maxsize=1)
+def bytes_to_unicode() -> dict[int, str]:
+    """Map every byte 0..255 to a printable unicode character (GPT-2's table).
+
+    Printable Latin-1 bytes map to themselves; the other 68 (control, space, ...) map to
+    U+0100 onwards, in byte order. So a space (0x20) renders as 'Ġ' and a newline as 'Ċ'.
+
+    >>> bytes_to_unicode()[ord(" ")], bytes_to_unicode()[ord("a")]
+    ('Ġ', 'a')
+    """
+    keep = (
+        list(range(ord("!"), ord("~") + 1))
+        + list(range(ord("¡"), ord("¬") + 1))
+        + list(range(ord("®"), ord("ÿ") + 1))
+    )
+    table: dict[int, str] = {b: chr(b) for b in keep}
+    extra = 0
+    for b in range(256):
+        if b not in table:
+            table[b] = chr(256 + extra)
+            extra += 1
+    return dict(sorted(table.items()))
+
+
+@lru_cache(maxsize=1)
+def unicode_to_bytes() -> dict[str, int]:
+    """Inverse of `bytes_to_unicode`."""
+    return {ch: b for b, ch in bytes_to_unicode().items()}
+
+
+def render(token: bytes) -> str:
+    """GPT-2 rendering of a byte string.
+
+    >>> render(b" the\\n")
+    'ĠtheĊ'
+    """
+    table = bytes_to_unicode()
+    return "".join(table[b] for b in token)
+
+
+def unrender(text: str) -> bytes:
+    """Inverse of `render`; raises ValueError naming the first character outside the table.
+
+    >>> unrender("ĠtheĊ")
+    b' the\\n'
+    """
+    table = unicode_to_bytes()
+    try:
+        return bytes(table[ch] for ch in text)
+    except KeyError:
+        bad = next(ch for ch in text if ch not in table)
+        raise ValueError(
+            f"{text!r} contains {bad!r} (U+{ord(bad):04X}), which is not a GPT-2 byte character"
+        ) from None
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Write text to path via a temp file in the same directory and an atomic rename."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write bytes to path via a temp file in the same directory and an atomic rename."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def save_vocab(vocab: dict[int, bytes], path: str | os.PathLike) -> None:
+    """Write `{rendered_token: id}` as JSON, ids ascending, atomically.
+
+    Raises:
+        ValueError: two ids share the same bytes (a rendered JSON key would be lost).
+    """
+    rendered: dict[str, int] = {}
+    for idx in sorted(vocab):
+        key = render(vocab[idx])
+        if key in rendered:
+            raise ValueError(
+                f"vocab ids {rendered[key]} and {idx} both hold {vocab[idx]!r}; "
+                "a vocab must map each byte string to one id"
+            )
+        rendered[key] = idx
+    atomic_write_text(path, json.dumps(rendered, ensure_ascii=False, indent=1) + "\n")
+
+
+def save_merges(merges: Iterable[tuple[bytes, bytes]], path: str | os.PathLike) -> None:
+    """Write merges one `left right` per line under a `#version` header, atomically."""
+    lines = [MERGES_HEADER] + [f"{render(a)} {render(b)}" for a, b in merges]
+    atomic_write_text(path, "\n".join(lines) + "\n")
+
+
+def save_tokenizer_files(
+    vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]], out_dir: str | os.PathLike
+) -> tuple[Path, Path]:
+    """Save `vocab.json` and `merges.txt` into out_dir; returns their paths."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    vocab_path, merges_path = out / "vocab.json", out / "merges.txt"
+    save_vocab(vocab, vocab_path)
+    save_merges(merges, merges_path)
+    return vocab_path, merges_path
+
+
+def load_vocab(path: str | os.PathLike) -> dict[int, bytes]:
+    """Load a GPT-2 `vocab.json` into `{id: bytes}`.
+
+    Raises:
+        FileNotFoundError: the file is missing.
+        ValueError: not JSON, not an object of str -> int, duplicate ids, or a key with a
+            character outside the GPT-2 byte table; the message names the file and the entry.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"vocab file {str(p)!r} does not exist; pass a GPT-2 vocab.json")
+    try:
+        raw = json.loads(p.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"vocab file {str(p)!r} is not valid JSON: {err}") from None
+    if not isinstance(raw, dict):
+        raise ValueError(
+            f"vocab file {str(p)!r} must hold a JSON object {{token: id}}, got {type(raw).__name__}"
+        )
+    vocab: dict[int, bytes] = {}
+    for key, idx in raw.items():
+        if not isinstance(idx, int) or isinstance(idx, bool) or idx < 0:
+            raise ValueError(
+                f"vocab file {str(p)!r}: entry {key!r} has id {idx!r}; ids must be ints >= 0"
+            )
+        if idx in vocab:
+            raise ValueError(f"vocab file {str(p)!r}: id {idx} is used twice (again by {key!r})")
+        try:
+            vocab[idx] = unrender(key)
+        except ValueError as err:
+            raise ValueError(f"vocab file {str(p)!r}: entry {key!r}: {err}") from None
+    return vocab
+
+
+def load_merges(path: str | os.PathLike) -> list[tuple[bytes, bytes]]:
+    """Load a GPT-2 `merges.txt` (optional `#version` header) into byte pairs.
+
+    Raises:
+        FileNotFoundError: the file is missing.
+        ValueError: a line that is not exactly two space-separated GPT-2 tokens; names the line.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"merges file {str(p)!r} does not exist; pass a GPT-2 merges.txt")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"merges file {str(p)!r} is not UTF-8: {err}") from None
+    merges: list[tuple[bytes, bytes]] = []
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        # subtle: a rendered token never holds a raw '\r' (GPT-2 renders byte 0x0D as 'č'),
+        # so a trailing '\r' comes from a CRLF file and is dropped.
+        line = line.rstrip("\r")
+        if not line or (lineno == 1 and line.startswith("#version")):
+            continue
+        parts = line.split(" ")
+        if len(parts) != 2 or not parts[0] or not parts[1]:
+            raise ValueError(
+                f"merges file {str(p)!r} line {lineno}: expected 'left right', got {line!r}"
+            )
+        try:
+            merges.append((unrender(parts[0]), unrender(parts[1])))
+        except ValueError as err:
+            raise ValueError(f"merges file {str(p)!r} line {lineno}: {err}") from None
+    return merges
+
+
+def check_consistent(
+    vocab: dict[int, bytes],
+    merges: list[tuple[bytes, bytes]],
+    *,
+    source: str = "merges",
+    allow_missing_parts: bool = False,
+) -> None:
+    """Check that each merge's parts and result are vocab entries; name the first bad merge.
+
+    Args:
+        allow_missing_parts: accept merges whose result is missing (some published files
+            truncate the vocab); parts must still exist.
+    """
+    known = set(vocab.values())
+    for rank, (a, b) in enumerate(merges):
+        for part in (a, b):
+            if part not in known:
+                raise ValueError(
+                    f"{source} merge #{rank + 1} ({render(a)} {render(b)}): part {render(part)!r} "
+                    "is not in the vocab; the vocab and merges files do not belong together"
+                )
+        if not allow_missing_parts and a + b not in known:
+            raise ValueError(
+                f"{source} merge #{rank + 1} ({render(a)} {render(b)}): result "
+                f"{render(a + b)!r} is not in the vocab; the vocab and merges files do not "
+                "belong together"
+            )
+
+
+def load_tokenizer_files(
+    vocab_path: str | os.PathLike, merges_path: str | os.PathLike
+) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+    """Load and cross-check a vocab.json / merges.txt pair."""
+    vocab = load_vocab(vocab_path)
+    merges = load_merges(merges_path)
+    check_consistent(vocab, merges, source=f"merges file {str(merges_path)!r}")
+    return vocab, merges

@@ -1,0 +1,178 @@
+"""What every trainer shares: the initial vocab, THE candidate order, and merging inside a word.
+
+What it does:
+    * `initial_vocab`: special tokens get ids 0..k-1, the 256 single bytes k..k+255;
+    * `candidate_key`: the one total order on candidate pairs. All three trainers pick the
+      smallest key, so a heap and a scan cannot disagree on a tie;
+    * `merge_word`: replace every non-overlapping (left, right) occurrence, left to right;
+    * `prepare` / `finish`: validate arguments, turn pretoken counts into words, turn merged
+      id pairs into `vocab` and `merges`.
+
+What it does not do: count or select pairs (each trainer's own job).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from bpe.pretokenize import validate_special_tokens
+
+logger = logging.getLogger(__name__)
+
+Pair = tuple[int, int]
+
+
+def initial_vocab(special_tokens: Sequence[str]) -> dict[int, bytes]:
+    """Special tokens first (ids 0..k-1), then the 256 single bytes.
+
+    >>> v = initial_vocab(["<|endoftext|>"]); v[0], v[1], v[256]
+    (b'<|endoftext|>', b'\\x00', b'\\xff')
+    """
+    vocab = {i: tok.encode("utf-8") for i, tok in enumerate(special_tokens)}
+    offset = len(vocab)
+    vocab.update({offset + b: bytes([b]) for b in range(256)})
+    return vocab
+
+
+def descending_bytes_key(token: bytes) -> bytes:
+    """A byte string whose ascending order is the *descending* lexicographic order of tokens.
+
+    Each byte x becomes the 2-byte big-endian value 255 - x and the string ends with 0x0100,
+    larger than any mapped byte, so a longer token sorts before its own prefix (b"ab" > b"a").
+    Being prefix-free, keys of (left, right) can be concatenated and still compare pair-wise.
+
+    >>> descending_bytes_key(b"b") < descending_bytes_key(b"a")
+    True
+    >>> descending_bytes_key(b"ab") < descending_bytes_key(b"a")
+    True
+    """
+    return b"".join((255 - x).to_bytes(2, "big") for x in token) + b"\x01\x00"
+
+
+def candidate_key(count: int, left: int, right: int, token_keys: Sequence[bytes]) -> tuple:
+    """THE order of candidate pairs: the smallest key is merged next.
+
+    Highest count first; ties go to the lexicographically greater (left_bytes, right_bytes),
+    exactly as CS336 specifies; the ids settle the (rare) case of two tokens with equal bytes.
+
+    >>> keys = [descending_bytes_key(bytes([b])) for b in range(256)]
+    >>> candidate_key(5, 97, 98, keys) < candidate_key(5, 97, 97, keys)   # (a,b) beats (a,a)
+    True
+    """
+    return (-count, token_keys[left] + token_keys[right], left, right)
+
+
+def merge_word(word: Sequence[int], left: int, right: int, new_id: int) -> list[int]:
+    """Replace each non-overlapping (left, right) in word by new_id, scanning left to right.
+
+    >>> merge_word([1, 1, 1, 2], 1, 1, 9)
+    [9, 1, 2]
+    """
+    out: list[int] = []
+    i, n = 0, len(word)
+    while i < n:
+        if i + 1 < n and word[i] == left and word[i + 1] == right:
+            out.append(new_id)
+            i += 2
+        else:
+            out.append(word[i])
+            i += 1
+    return out
+
+
+@dataclass
+class TrainerInput:
+    """Words ready for merging, plus the vocab and keys trainers extend as they merge."""
+
+    words: list[list[int]]
+    counts: list[int]
+    vocab: dict[int, bytes]
+    token_keys: list[bytes]
+    num_merges: int
+    merged: list[Pair] = field(default_factory=list)
+
+    def add_merge(self, left: int, right: int) -> int:
+        """Record a merge and create its token; returns the new id."""
+        new_id = len(self.vocab)
+        token = self.vocab[left] + self.vocab[right]
+        self.vocab[new_id] = token
+        self.token_keys.append(descending_bytes_key(token))
+        self.merged.append((left, right))
+        return new_id
+
+
+def check_vocab_size(vocab_size: int, special_tokens: Sequence[str]) -> None:
+    """Raise ValueError unless vocab_size leaves room for the specials and the 256 bytes."""
+    minimum = 256 + len(special_tokens)
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int):
+        raise ValueError(f"vocab_size={vocab_size!r} must be an int (e.g. 10000)")
+    if vocab_size < minimum:
+        raise ValueError(
+            f"vocab_size={vocab_size} is too small: it counts {len(special_tokens)} special "
+            f"token(s) + 256 bytes, so it must be >= {minimum}; raise vocab_size"
+        )
+
+
+def prepare(
+    pretoken_counts: Mapping[bytes, int], vocab_size: int, special_tokens: Sequence[str]
+) -> TrainerInput:
+    """Validate the arguments and build words (byte ids) from the pretoken counts.
+
+    Words are sorted by their bytes so every trainer sees the same order (determinism does not
+    depend on it, since the candidate order is total, but logs and timings become repeatable).
+    """
+    specials = validate_special_tokens(special_tokens)
+    check_vocab_size(vocab_size, specials)
+    vocab = initial_vocab(specials)
+    offset = len(specials)
+    token_keys = [descending_bytes_key(vocab[i]) for i in range(len(vocab))]
+    words, counts = [], []
+    for pretoken in sorted(pretoken_counts):
+        n = pretoken_counts[pretoken]
+        if n <= 0:
+            continue
+        words.append([offset + b for b in pretoken])
+        counts.append(n)
+    return TrainerInput(words, counts, vocab, token_keys, vocab_size - len(vocab))
+
+
+def finish(state: TrainerInput, name: str) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+    """Turn merged id pairs into byte merges; log an early stop."""
+    if len(state.merged) < state.num_merges:
+        logger.info(
+            "%s: stopped after %d of %d merges: no pair is left to merge (the corpus is too "
+            "small for this vocab size)",
+            name,
+            len(state.merged),
+            state.num_merges,
+        )
+    merges = [(state.vocab[a], state.vocab[b]) for a, b in state.merged]
+    return state.vocab, merges
+
+
+def progress_bar(total: int, enabled: bool, desc: str):
+    """A tqdm bar over merges, or a no-op object with the same `update`/`close`."""
+    if enabled:
+        from tqdm.auto import tqdm
+
+        return tqdm(total=total, desc=desc, unit="merge")
+    return _NoBar()
+
+
+class _NoBar:
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def iter_pairs(word: Sequence[int]) -> Iterable[Pair]:
+    """Adjacent pairs of a word.
+
+    >>> list(iter_pairs([1, 2, 3]))
+    [(1, 2), (2, 3)]
+    """
+    return zip(word, word[1:])

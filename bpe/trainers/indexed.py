@@ -1,0 +1,109 @@
+"""The indexed trainer: incremental pair counts plus a pair -> words index.
+
+Stage 1 counts every pair once. Each merge then touches only the words that contain the merged
+pair (found through `pair_to_words`), subtracting their old pairs and adding their new ones, so
+pair counts stay exact without a recount. Selecting the best pair is still a scan over all pair
+counts per merge (`heap` removes that scan); the incremental bookkeeping lives in `PairIndex`,
+which `heap` reuses unchanged.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+
+from bpe.trainers.common import (
+    Pair,
+    TrainerInput,
+    candidate_key,
+    finish,
+    merge_word,
+    prepare,
+    progress_bar,
+)
+
+
+class PairIndex:
+    """Exact pair counts of all words, and for each pair the words that (may) contain it.
+
+    invariant: `pair_counts[p]` equals sum(count of w * occurrences of p in w) over all words,
+    and holds no zero entries. `pair_to_words[p]` is a superset of the words containing p
+    (stale entries are skipped when merged, never trusted).
+    """
+
+    def __init__(self, words: list[list[int]], counts: list[int]) -> None:
+        self.words = words
+        self.counts = counts
+        pair_counts: dict[Pair, int] = defaultdict(int)
+        pair_to_words: dict[Pair, set[int]] = defaultdict(set)
+        for wi, word in enumerate(words):
+            n = counts[wi]
+            for pair in zip(word, word[1:]):
+                pair_counts[pair] += n
+                pair_to_words[pair].add(wi)
+        self.pair_counts: dict[Pair, int] = dict(pair_counts)
+        self.pair_to_words = pair_to_words
+
+    def merge(self, left: int, right: int, new_id: int) -> set[Pair]:
+        """Merge (left, right) into new_id in every word holding it; update counts and index.
+
+        Returns the pairs that contain new_id (the only pairs whose count can have grown).
+        """
+        pair_counts, pair_to_words = self.pair_counts, self.pair_to_words
+        words, counts = self.words, self.counts
+        created: set[Pair] = set()
+        for wi in pair_to_words.pop((left, right), ()):
+            word = words[wi]
+            new_word = merge_word(word, left, right, new_id)
+            if len(new_word) == len(word):
+                continue  # stale index entry: the pair left this word in an earlier merge
+            n = counts[wi]
+            for pair in zip(word, word[1:]):
+                c = pair_counts[pair] - n
+                if c:
+                    pair_counts[pair] = c
+                else:
+                    del pair_counts[pair]
+            for pair in zip(new_word, new_word[1:]):
+                pair_counts[pair] = pair_counts.get(pair, 0) + n
+                if pair[0] == new_id or pair[1] == new_id:
+                    pair_to_words[pair].add(wi)
+                    created.add(pair)
+            words[wi] = new_word
+        return created
+
+
+def select_by_scan(pair_counts: Mapping[Pair, int], token_keys: Sequence[bytes]) -> Pair | None:
+    """The best pair by a full scan: highest count, then THE candidate order among the ties."""
+    if not pair_counts:
+        return None
+    best = max(pair_counts.values())
+    tied = [p for p, c in pair_counts.items() if c == best]
+    return min(tied, key=lambda p: candidate_key(best, *p, token_keys))
+
+
+def run_merges(state: TrainerInput, select, *, progress: bool, name: str) -> None:
+    """Shared merge loop for `indexed`: select, record, apply, until done or no pair is left."""
+    index = PairIndex(state.words, state.counts)
+    bar = progress_bar(state.num_merges, progress, f"merge ({name})")
+    for _ in range(state.num_merges):
+        pair = select(index.pair_counts, state.token_keys)
+        if pair is None:
+            break
+        new_id = state.add_merge(*pair)
+        index.merge(*pair, new_id)
+        bar.update()
+    bar.close()
+
+
+def train(
+    pretoken_counts: Mapping[bytes, int],
+    vocab_size: int,
+    special_tokens: Sequence[str] = (),
+    *,
+    progress: bool = False,
+) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+    """Train BPE with incremental counts and a scan per merge. Same contract as every trainer."""
+    state = prepare(pretoken_counts, vocab_size, special_tokens)
+    run_merges(state, select_by_scan, progress=progress, name="indexed")
+    return finish(state, "indexed")

@@ -1,0 +1,160 @@
+"""`train_bpe`: pretokenize a file once, run a trainer, and time each stage.
+
+What it does: validates every argument before any work (so a bad trainer name or vocab size
+fails in milliseconds, not after pre-tokenization), counts pretokens in parallel
+(`bpe.pretokenize`), dispatches to a trainer (`bpe.trainers`), and returns the vocab and merges,
+or a `TrainResult` with stage timings and counts for the experiment harness.
+
+What it does not do: write files (see `bpe.gpt2_format`) or format reports.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from bpe.pretokenize import check_input_file, pretokenize_file, validate_special_tokens
+from bpe.trainers import get_trainer
+from bpe.trainers.common import check_vocab_size
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainResult:
+    """Everything one training call produced and measured.
+
+    Stage timings (seconds): `read` checks the file and finds chunk boundaries, `pretokenize`
+    reads, decodes and counts the chunks (in workers), `merge` runs the trainer.
+    """
+
+    vocab: dict[int, bytes]
+    merges: list[tuple[bytes, bytes]]
+    trainer: str
+    vocab_size: int
+    special_tokens: list[str]
+    num_bytes: int
+    num_pretokens: int
+    num_unique_pretokens: int
+    num_chunks: int
+    num_workers: int
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def num_merges(self) -> int:
+        return len(self.merges)
+
+    @property
+    def merges_sha256(self) -> str:
+        return merges_sha256(self.merges)
+
+
+def merges_sha256(merges: Sequence[tuple[bytes, bytes]]) -> str:
+    """A fingerprint of the merge list (order matters): equal hashes mean identical merges.
+
+    >>> merges_sha256([(b"a", b"b")])[:12]
+    'c84cfbdbab1b'
+    """
+    h = hashlib.sha256()
+    for a, b in merges:
+        h.update(len(a).to_bytes(4, "big") + a + len(b).to_bytes(4, "big") + b)
+    return h.hexdigest()
+
+
+def train_bpe_detailed(
+    input_path: str | os.PathLike,
+    vocab_size: int,
+    special_tokens: Sequence[str] | None = None,
+    *,
+    trainer: str = "heap",
+    num_workers: int | None = None,
+    progress: bool = False,
+) -> TrainResult:
+    """Train a byte-level BPE tokenizer on a text file and report how it went.
+
+    Args:
+        input_path: UTF-8 text file; its bytes are used exactly as stored.
+        vocab_size: total vocab size: special tokens + 256 bytes + merges.
+        special_tokens: strings kept whole and never merged (e.g. ["<|endoftext|>"]).
+        trainer: "naive", "indexed" or "heap" (identical output, different speed).
+        num_workers: pre-tokenization processes; None uses every available CPU.
+        progress: show progress bars (pre-tokenization chunks and merges).
+
+    Raises:
+        FileNotFoundError: input_path does not exist.
+        ValueError: empty or non-UTF-8 file, vocab_size too small, bad special tokens,
+            unknown trainer.
+    """
+    specials = validate_special_tokens(special_tokens)
+    train_fn = get_trainer(trainer)
+    check_vocab_size(vocab_size, specials)
+
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    path = check_input_file(input_path)
+    timings["read"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    counted = pretokenize_file(path, specials, num_workers=num_workers, progress=progress)
+    timings["pretokenize"] = time.perf_counter() - t0
+    logger.info(
+        "stage 1 (count words): %d pretokens, %d unique, %.3f s",
+        counted.num_pretokens,
+        counted.num_unique,
+        timings["pretokenize"],
+    )
+    if not counted.counts:
+        logger.warning("%s holds no text outside special tokens: nothing to merge", path)
+
+    t0 = time.perf_counter()
+    vocab, merges = train_fn(counted.counts, vocab_size, specials, progress=progress)
+    timings["merge"] = time.perf_counter() - t0
+    logger.info(
+        "stages 2-3 (count pairs, merge) with %s: %d merges in %.3f s",
+        trainer,
+        len(merges),
+        timings["merge"],
+    )
+    return TrainResult(
+        vocab=vocab,
+        merges=merges,
+        trainer=trainer,
+        vocab_size=vocab_size,
+        special_tokens=specials,
+        num_bytes=counted.num_bytes,
+        num_pretokens=counted.num_pretokens,
+        num_unique_pretokens=counted.num_unique,
+        num_chunks=counted.num_chunks,
+        num_workers=counted.num_workers,
+        timings=timings,
+    )
+
+
+def train_bpe(
+    input_path: str | os.PathLike,
+    vocab_size: int,
+    special_tokens: Sequence[str] | None = None,
+    *,
+    trainer: str = "heap",
+    num_workers: int | None = None,
+    progress: bool = False,
+) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+    """Train byte-level BPE on a file; returns `(vocab, merges)`.
+
+    See `train_bpe_detailed` for the arguments; this is its `(vocab, merges)` view.
+
+    >>> # vocab, merges = train_bpe("data/tinystories_sample.txt", 1000, ["<|endoftext|>"])
+    """
+    result = train_bpe_detailed(
+        input_path,
+        vocab_size,
+        special_tokens,
+        trainer=trainer,
+        num_workers=num_workers,
+        progress=progress,
+    )
+    return result.vocab, result.merges

@@ -1,0 +1,20 @@
+"""Shared paths and fixtures for the test suite."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bpe.trainers import TRAINERS
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures"
+DATA = ROOT / "data"
+EOT = "<|endoftext|>"
+
+
+@pytest.fixture(params=sorted(TRAINERS))
+def trainer_name(request) -> str:
+    """Each trainer name in turn."""
+    return request.param
