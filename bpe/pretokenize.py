@@ -300,6 +300,7 @@ def pretokenize_file(
     *,
     num_workers: int | None = None,
     max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
+    min_parallel_bytes: int = 256 * 1024,
     progress: bool = False,
 ) -> PretokenCounts:
     """Count the pretokens of a file, in `num_workers` processes over special-token-aligned chunks.
@@ -312,6 +313,7 @@ def pretokenize_file(
         special_tokens: strings never split or merged; they are removed from the counts.
         num_workers: processes; None means the number of usable CPUs; 1 runs in-process.
         max_chunk_bytes: upper bound on a chunk's size (guide, not exact: cuts move forward).
+        min_parallel_bytes: files smaller than this are counted in-process.
         progress: show a tqdm bar over chunks.
 
     Raises:
@@ -323,10 +325,11 @@ def pretokenize_file(
     workers = default_num_workers() if num_workers is None else int(num_workers)
     if workers < 1:
         raise ValueError(f"num_workers={num_workers!r} must be >= 1 (or None for all CPUs)")
+    if max_chunk_bytes < 1:
+        raise ValueError(f"max_chunk_bytes={max_chunk_bytes!r} must be >= 1")
+    if size < min_parallel_bytes:
+        workers = 1  # a small file is not worth the process start-up cost
     num_chunks = max(workers, -(-size // max_chunk_bytes))
-    # Small files are not worth the process start-up cost.
-    if size < 256 * 1024:
-        num_chunks = 1
     bounds = find_chunk_boundaries(p, num_chunks, specials)
     jobs = [(str(p), a, b, specials) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
     workers = min(workers, len(jobs))

@@ -1,0 +1,199 @@
+"""Pre-tokenization: GPT-2 splitting, special tokens, safe chunk boundaries, parallel counting."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+import regex
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bpe.pretokenize import (
+    GPT2_PATTERN,
+    count_pretokens,
+    find_chunk_boundaries,
+    iter_pretokens,
+    pretokenize_file,
+    split_on_special_tokens,
+    validate_special_tokens,
+)
+from tests.conftest import DATA, EOT, FIXTURES
+
+
+def test_gpt2_pattern_is_the_published_one():
+    assert GPT2_PATTERN == (
+        r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+    )
+
+
+def test_iter_pretokens_splits_like_gpt2():
+    assert list(iter_pretokens("I'll say   hi 2024!!\n")) == [
+        "I", "'ll", " say", "  ", " hi", " 2024", "!!", "\n",
+    ]  # fmt: skip
+
+
+def test_special_tokens_split_longest_first():
+    specials = ["<|a|>", "<|a|><|a|>"]
+    assert split_on_special_tokens("x<|a|><|a|>y<|a|>", specials) == [
+        "x", "<|a|><|a|>", "y", "<|a|>", "",
+    ]  # fmt: skip
+
+
+def test_count_pretokens_never_crosses_or_keeps_special_tokens():
+    counts = count_pretokens("the cat<|endoftext|> the cat", [EOT])
+    assert counts == Counter({b"the": 1, b" cat": 2, b" the": 1})
+    assert not any(b"<|" in tok for tok in counts)
+
+
+def test_without_special_tokens_the_marker_is_ordinary_text():
+    counts = count_pretokens("a<|endoftext|>b")
+    assert b"<|" in counts
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        (["<|x|>", "<|x|>"], "listed twice"),
+        ([""], "empty"),
+        ("<|x|>", "list of strings"),
+        ([3], "not a str"),
+    ],
+)
+def test_bad_special_tokens_are_rejected(bad, message):
+    with pytest.raises(ValueError, match=message):
+        validate_special_tokens(bad)
+
+
+def test_bytes_are_sacred_crlf_and_bom(tmp_path):
+    text = "\ufeffFirst line\r\nsecond\tline\r\n<|endoftext|>\r\nthird"
+    path = tmp_path / "crlf.txt"
+    path.write_bytes(text.encode("utf-8"))
+    counts = pretokenize_file(path, [EOT], num_workers=1).counts
+    raw = text.encode("utf-8")
+    assert sum(len(tok) * n for tok, n in counts.items()) == len(raw) - len(EOT.encode())
+    assert b"\r\n" in counts
+    assert any(tok.startswith("\ufeff".encode()) for tok in counts)
+
+
+def test_chunk_boundaries_fall_on_special_tokens(tmp_path):
+    docs = [f"story number {i} is here." for i in range(50)]
+    path = tmp_path / "docs.txt"
+    path.write_bytes(EOT.join(docs).encode())
+    data = path.read_bytes()
+    bounds = find_chunk_boundaries(path, 8, [EOT])
+    assert bounds[0] == 0 and bounds[-1] == len(data) and len(bounds) > 2
+    assert all(data[b:].startswith(EOT.encode()) for b in bounds[1:-1])
+
+
+def test_chunk_boundaries_fall_back_to_whitespace(tmp_path):
+    path = tmp_path / "plain.txt"
+    path.write_bytes(("word " * 1000).encode())
+    data = path.read_bytes()
+    bounds = find_chunk_boundaries(path, 4, [EOT])
+    assert len(bounds) == 5
+    for b in bounds[1:-1]:
+        assert data[b : b + 1] == b" " and data[b - 1 : b] == b"d"
+
+
+def test_no_boundary_inside_a_special_token_containing_spaces(tmp_path):
+    special = "<|end of doc|>"
+    path = tmp_path / "spaced.txt"
+    path.write_bytes(("ab" * 40 + special).encode() * 20)
+    data = path.read_bytes()
+    for b in find_chunk_boundaries(path, 10, [special], window_bytes=64)[1:-1]:
+        start = data.rfind(special.encode(), 0, b + 1)
+        assert start == -1 or start + len(special) <= b or start == b
+
+
+def test_parallel_counts_equal_serial_on_the_owt_sample():
+    parallel = pretokenize_file(DATA / "owt_sample.txt", [EOT], num_workers=2)
+    serial = pretokenize_file(DATA / "owt_sample.txt", [EOT], num_workers=1)
+    assert parallel.num_workers == 2 and parallel.num_chunks >= 2
+    assert parallel.counts == serial.counts
+
+
+_TMP_OK = [HealthCheck.function_scoped_fixture]  # tmp_path is reused safely: rewritten each time
+
+# Special tokens that overlap (one inside another) or hold a space stress the boundary logic.
+_SPECIALS = [EOT, "<|x|>", "y<|x|>", "<|x y|>"]
+_ALPHABET = st.sampled_from(list("ab cy\n\t\r 'sdé日🙂.,!12") + ["\u00a0", "  "] + _SPECIALS)
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    pieces=st.lists(_ALPHABET, max_size=80),
+    num_chunks=st.integers(min_value=2, max_value=30),
+    window=st.integers(min_value=1, max_value=40),
+)
+def test_chunked_counts_equal_whole_text_counts(tmp_path, pieces, num_chunks, window):
+    """Counting chunk by chunk (cut at specials or safe whitespace) equals counting the text."""
+    text = "".join(pieces)
+    path = tmp_path / "h.txt"
+    data = text.encode("utf-8")
+    path.write_bytes(data)
+    specials = _SPECIALS
+    bounds = find_chunk_boundaries(path, num_chunks, specials, window_bytes=window)
+    chunked: Counter[bytes] = Counter()
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+        chunked.update(count_pretokens(data[a:b].decode("utf-8"), specials))
+    assert chunked == count_pretokens(text, specials)
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(pieces=st.lists(_ALPHABET, min_size=1, max_size=80), chunk=st.integers(1, 40))
+def test_pretokenize_file_in_small_chunks_equals_whole_text(tmp_path, pieces, chunk):
+    text = "".join(pieces)
+    path = tmp_path / "h.txt"
+    path.write_bytes(text.encode("utf-8"))
+    specials = _SPECIALS
+    chunked = pretokenize_file(path, specials, num_workers=1, max_chunk_bytes=chunk)
+    assert chunked.counts == count_pretokens(text, specials)
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(max_size=60))
+def test_pretokens_tile_the_text(text):
+    assert "".join(iter_pretokens(text)) == text
+    assert "".join(m.group() for m in regex.finditer(GPT2_PATTERN, text)) == text
+
+
+def test_missing_file_names_the_path(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nope.txt"):
+        pretokenize_file(tmp_path / "nope.txt")
+
+
+def test_empty_file_is_rejected(tmp_path):
+    (tmp_path / "empty.txt").write_bytes(b"")
+    with pytest.raises(ValueError, match="is empty"):
+        pretokenize_file(tmp_path / "empty.txt")
+
+
+def test_invalid_utf8_names_the_byte_offset(tmp_path):
+    path = tmp_path / "latin1.txt"
+    path.write_bytes("café au lait".encode("latin-1"))
+    with pytest.raises(ValueError, match="byte offset 3"):
+        pretokenize_file(path, num_workers=1)
+
+
+def test_directory_is_rejected(tmp_path):
+    with pytest.raises(ValueError, match="not a regular file"):
+        pretokenize_file(tmp_path)
+
+
+def test_fixture_corpus_counts_are_plausible():
+    counts = pretokenize_file(FIXTURES / "corpus.en", [EOT], num_workers=1)
+    assert counts.num_bytes == (FIXTURES / "corpus.en").stat().st_size
+    assert counts.num_unique < counts.num_pretokens
+
+
+def test_a_cut_never_splits_a_special_token_that_contains_another():
+    from bpe.pretokenize import _safe_cut
+
+    specials = [s.encode() for s in ["<|x|>", "y<|x|>"]]
+    # "y<|x|>" starts one byte before the search region; "<|x|>" inside it must not be a cut.
+    assert _safe_cut(b"y<|x|>abc<|x|>", 1, 20, specials) == 9
