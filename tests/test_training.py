@@ -22,3 +22,53 @@ def test_matches_cs336_reference(trainer_name):
     assert set(vocab.values()) == {unrender(k) for k in reference}
     if trainer_name == "heap":
         assert elapsed < 1.5  # the CS336 bound; the only timing assertion in the suite
+
+
+def test_special_tokens_are_never_merged_into_other_tokens():
+    vocab, _ = train_bpe(DATA / "tinystories_sample.txt", 1000, [EOT, "<|absent|>"])
+    assert vocab[0] == EOT.encode() and vocab[1] == b"<|absent|>"
+    with_marker = [tok for tok in vocab.values() if b"<|" in tok]
+    assert sorted(with_marker) == sorted([EOT.encode(), b"<|absent|>"])
+
+
+def test_detailed_result_has_stage_timings_and_counts():
+    result = train_bpe_detailed(FIXTURES / "corpus.en", 400, [EOT], num_workers=1)
+    assert set(result.timings) == {"read", "pretokenize", "merge"}
+    assert all(t >= 0 for t in result.timings.values())
+    assert result.num_merges == 400 - 257 == len(result.merges)
+    assert result.num_unique_pretokens < result.num_pretokens
+    assert result.num_bytes == (FIXTURES / "corpus.en").stat().st_size
+
+
+def test_training_is_deterministic_across_worker_counts():
+    one = train_bpe_detailed(DATA / "owt_sample.txt", 600, [EOT], num_workers=1)
+    two = train_bpe_detailed(DATA / "owt_sample.txt", 600, [EOT], num_workers=2)
+    assert one.merges_sha256 == two.merges_sha256
+    assert one.vocab == two.vocab
+
+
+def test_unknown_trainer_fails_before_reading(tmp_path):
+    with pytest.raises(ValueError, match="unknown trainer 'quick'"):
+        train_bpe(tmp_path / "missing.txt", 500, [EOT], trainer="quick")
+
+
+def test_vocab_size_too_small_names_the_minimum():
+    with pytest.raises(ValueError, match=r"vocab_size=200 is too small.*>= 257"):
+        train_bpe(FIXTURES / "corpus.en", 200, [EOT])
+
+
+def test_duplicate_special_tokens_are_rejected():
+    with pytest.raises(ValueError, match="listed twice"):
+        train_bpe(FIXTURES / "corpus.en", 300, [EOT, EOT])
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        train_bpe(tmp_path / "nothing.txt", 300, [EOT])
+
+
+def test_file_with_only_special_tokens_trains_no_merges(tmp_path):
+    path = tmp_path / "only.txt"
+    path.write_text(EOT * 3, encoding="utf-8")
+    vocab, merges = train_bpe(path, 300, [EOT])
+    assert merges == [] and len(vocab) == 257

@@ -1,0 +1,135 @@
+"""The three trainers: one contract, identical output, CS336 tie-break, Sennrich's example."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bpe.pretokenize import count_pretokens, pretokenize_file
+from bpe.trainers import TRAINERS, get_trainer
+from bpe.trainers.common import (
+    candidate_key,
+    descending_bytes_key,
+    initial_vocab,
+    merge_word,
+)
+from tests.conftest import DATA, EOT
+
+SENNRICH = {b"low": 5, b"lower": 2, b"widest": 3, b"newest": 6}
+SENNRICH_MERGES = [
+    "s t", "e st", "o w", "l ow", "w est", "n e", "ne west", "w i", "wi d", "wid est", "low e",
+    "lowe r",
+]  # fmt: skip
+
+
+def test_sennrich_example(trainer_name):
+    vocab, merges = TRAINERS[trainer_name](SENNRICH, 256 + 1 + 12, [EOT])
+    assert [f"{a.decode()} {b.decode()}" for a, b in merges] == SENNRICH_MERGES
+    assert vocab[0] == EOT.encode() and vocab[1] == b"\x00" and vocab[256] == b"\xff"
+    assert vocab[257] == b"st" and vocab[268] == b"lower"
+
+
+def test_ties_go_to_the_lexicographically_greater_pair(trainer_name):
+    # (b"a", b"b") and (b"c", b"d") both occur 3 times: "cd" > "ab" wins.
+    _, merges = TRAINERS[trainer_name]({b"ab": 3, b"cd": 3}, 257, [])
+    assert merges == [(b"c", b"d")]
+
+
+def test_tie_break_compares_bytes_not_ids(trainer_name):
+    # After "az" is merged (id 256), (az, q) ties with (b, q). By bytes "b" > "az" wins;
+    # comparing ids instead would pick (256, q) over (98, q).
+    counts = {b"az": 10, b"azq": 2, b"bq": 2}
+    _, merges = TRAINERS[trainer_name](counts, 256 + 2, [])
+    assert merges == [(b"a", b"z"), (b"b", b"q")]
+
+
+def test_longer_token_beats_its_prefix_on_a_tie():
+    keys = [descending_bytes_key(t) for t in (b"a", b"ab", b"b")]
+    # (ab, b) vs (a, b): "ab" > "a" so (ab, b) is better, i.e. has the smaller key.
+    assert candidate_key(1, 1, 2, keys) < candidate_key(1, 0, 2, keys)
+
+
+def test_early_stop_when_no_pair_is_left(trainer_name, caplog):
+    caplog.set_level("INFO")
+    vocab, merges = TRAINERS[trainer_name]({b"abc": 1}, 1000, [])
+    assert merges == [(b"b", b"c"), (b"a", b"bc")]
+    assert len(vocab) == 258
+    assert "stopped after 2 of 744 merges" in caplog.text
+
+
+def test_vocab_size_too_small(trainer_name):
+    with pytest.raises(ValueError, match="must be >= 257"):
+        TRAINERS[trainer_name]({b"ab": 1}, 256, [EOT])
+
+
+def test_unknown_trainer_lists_the_choices():
+    with pytest.raises(ValueError, match=r"unknown trainer 'fast'.*heap.*indexed.*naive"):
+        get_trainer("fast")
+
+
+def test_initial_vocab_ids():
+    vocab = initial_vocab(["<|a|>", "<|b|>"])
+    assert vocab[0] == b"<|a|>" and vocab[1] == b"<|b|>"
+    assert [vocab[2 + b] for b in range(256)] == [bytes([b]) for b in range(256)]
+
+
+def test_merge_word_is_left_to_right_and_non_overlapping():
+    assert merge_word([1, 1, 1, 1], 1, 1, 9) == [9, 9]
+    assert merge_word([1, 1, 1], 1, 1, 9) == [9, 1]
+    assert merge_word([2, 1, 2], 1, 1, 9) == [2, 1, 2]
+
+
+def test_counts_do_not_overflow(trainer_name):
+    huge = 2**70
+    _, merges = TRAINERS[trainer_name]({b"ab": huge, b"cd": huge - 1}, 258, [])
+    assert merges == [(b"a", b"b"), (b"c", b"d")]
+
+
+_WORD = st.text(alphabet="abcé日🙂 ", min_size=1, max_size=8).map(lambda s: s.encode("utf-8"))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    counts=st.dictionaries(_WORD, st.integers(min_value=1, max_value=6), min_size=1, max_size=25),
+    extra=st.integers(min_value=0, max_value=60),
+)
+def test_trainers_agree_on_random_corpora(counts, extra):
+    """Small counts and alphabets make ties common, so the shared order is really exercised."""
+    results = {name: fn(counts, 257 + extra, [EOT]) for name, fn in TRAINERS.items()}
+    reference = results["naive"]
+    for name, result in results.items():
+        assert result == reference, name
+
+
+@settings(max_examples=50, deadline=None)
+@given(text=st.text(max_size=200))
+def test_trainers_agree_on_random_text(text):
+    counts = count_pretokens(text, [EOT])
+    results = [fn(counts, 300, [EOT]) for fn in TRAINERS.values()]
+    assert results[0] == results[1] == results[2]
+
+
+def _sample_counts(name: str) -> Counter[bytes]:
+    return pretokenize_file(DATA / name, [EOT], num_workers=1).counts
+
+
+@pytest.mark.slow
+def test_trainers_agree_on_tinystories_2000():
+    counts = _sample_counts("tinystories_sample.txt")
+    merges = {name: fn(counts, 2000, [EOT])[1] for name, fn in TRAINERS.items()}
+    assert len(merges["heap"]) == 2000 - 257
+    assert merges["naive"] == merges["indexed"] == merges["heap"]
+
+
+@pytest.mark.slow
+def test_trainers_agree_on_owt_5000():
+    counts = _sample_counts("owt_sample.txt")
+    heap = TRAINERS["heap"](counts, 5000, [EOT])
+    assert len(heap[1]) == 5000 - 257
+    assert TRAINERS["indexed"](counts, 5000, [EOT]) == heap
+    # naive recounts the whole corpus per merge: compare it on the first 300 merges.
+    naive = TRAINERS["naive"](counts, 257 + 300, [EOT])
+    assert naive[1] == heap[1][:300]
