@@ -17,7 +17,6 @@ from bpe.trainers.common import (
     TrainerInput,
     candidate_key,
     finish,
-    merge_word,
     prepare,
     progress_bar,
 )
@@ -47,29 +46,62 @@ class PairIndex:
     def merge(self, left: int, right: int, new_id: int) -> set[Pair]:
         """Merge (left, right) into new_id in every word holding it; update counts and index.
 
+        Only the pairs around each occurrence change, so only those are touched: for an
+        occurrence ... p [a b] q ..., (p, a) becomes (p, new) and (b, q) becomes (new, q).
+        subtle: two adjacent occurrences [a b][a b] share the middle pair (b, a), which becomes
+        (new, new); the right side of the first skips it and the left side of the second
+        handles it, so it is counted once. Worked example, merging (a, a) in "a a a a":
+        (a, a) -3, (new, new) +1, matching the old pairs [aa, aa, aa] and the new [NN].
+
         Returns the pairs that contain new_id (the only pairs whose count can have grown).
         """
         pair_counts, pair_to_words = self.pair_counts, self.pair_to_words
         words, counts = self.words, self.counts
         created: set[Pair] = set()
+
+        def add(pair: Pair, delta: int) -> None:
+            c = pair_counts.get(pair, 0) + delta
+            if c:
+                pair_counts[pair] = c
+            else:
+                del pair_counts[pair]
+
         for wi in pair_to_words.pop((left, right), ()):
             word = words[wi]
-            new_word = merge_word(word, left, right, new_id)
-            if len(new_word) == len(word):
-                continue  # stale index entry: the pair left this word in an earlier merge
+            size = len(word)
             n = counts[wi]
-            for pair in zip(word, word[1:]):
-                c = pair_counts[pair] - n
-                if c:
-                    pair_counts[pair] = c
-                else:
-                    del pair_counts[pair]
-            for pair in zip(new_word, new_word[1:]):
-                pair_counts[pair] = pair_counts.get(pair, 0) + n
-                if pair[0] == new_id or pair[1] == new_id:
+            out: list[int] = []
+            i = 0
+            while i < size:
+                if not (word[i] == left and i + 1 < size and word[i + 1] == right):
+                    out.append(word[i])
+                    i += 1
+                    continue
+                if out:
+                    prev = out[-1]
+                    if prev == new_id:
+                        add((right, left), -n)
+                    else:
+                        add((prev, left), -n)
+                    pair = (prev, new_id)
+                    add(pair, n)
                     pair_to_words[pair].add(wi)
                     created.add(pair)
-            words[wi] = new_word
+                if i + 2 < size:
+                    nxt = word[i + 2]
+                    next_is_occurrence = nxt == left and i + 3 < size and word[i + 3] == right
+                    if not next_is_occurrence:
+                        add((right, nxt), -n)
+                        pair = (new_id, nxt)
+                        add(pair, n)
+                        pair_to_words[pair].add(wi)
+                        created.add(pair)
+                out.append(new_id)
+                i += 2
+            if len(out) != size:
+                words[wi] = out
+        # invariant: greedy left-to-right merging leaves no (left, right) anywhere.
+        pair_counts.pop((left, right), None)
         return created
 
 
