@@ -32,8 +32,9 @@ logger = logging.getLogger(__name__)
 GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 GPT2_REGEX = regex.compile(GPT2_PATTERN)
 
-#: Upper bound on the bytes one worker holds at once; a 10 GB file becomes many chunks.
-DEFAULT_MAX_CHUNK_BYTES = 16 * 1024 * 1024
+#: Upper bound on the bytes one worker holds at once; a 10 GB file becomes many chunks. A chunk
+#: costs ~15x its size at peak (decoded text plus the list of matches), so keep it modest.
+DEFAULT_MAX_CHUNK_BYTES = 4 * 1024 * 1024
 
 # ASCII bytes that are neither whitespace nor part of a multi-byte character: a whitespace byte
 # right after one of these starts a fresh GPT-2 match (see `_whitespace_cut`).

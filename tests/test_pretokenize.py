@@ -197,3 +197,22 @@ def test_a_cut_never_splits_a_special_token_that_contains_another():
     specials = [s.encode() for s in ["<|x|>", "y<|x|>"]]
     # "y<|x|>" starts one byte before the search region; "<|x|>" inside it must not be a cut.
     assert _safe_cut(b"y<|x|>abc<|x|>", 1, 20, specials) == 9
+
+
+def test_memory_does_not_grow_with_file_size(tmp_path):
+    """Streaming: peak traced memory for a 4x larger file stays about the same."""
+    import tracemalloc
+
+    sample = (DATA / "owt_sample.txt").read_bytes()
+    peaks = []
+    for copies in (1, 4):
+        path = tmp_path / f"owt_x{copies}.txt"
+        path.write_bytes(sample * copies)
+        tracemalloc.start()
+        result = pretokenize_file(path, [EOT], num_workers=1, max_chunk_bytes=256 * 1024)
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+        assert result.num_chunks >= 9 * copies
+    small, large = peaks
+    assert large < 1.3 * small, f"peak grew from {small:,} to {large:,} bytes"
+    assert large < 4 * len(sample)  # below the size of the file itself
