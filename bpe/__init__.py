@@ -6,7 +6,8 @@ Public API (see README.md):
     vocab, merges = train_bpe(path, vocab_size, ["<|endoftext|>"], trainer="heap")
 """
 
+from bpe.tokenizer import Tokenizer
 from bpe.training import TrainResult, train_bpe, train_bpe_detailed
 
-__all__ = ["TrainResult", "train_bpe", "train_bpe_detailed"]
+__all__ = ["Tokenizer", "TrainResult", "train_bpe", "train_bpe_detailed"]
 __version__ = "0.1.0"

@@ -1,0 +1,194 @@
+"""Measures of a tokenizer for the experiment reports: compression, throughput, Pile projection.
+
+What it does:
+    * `load_documents` reads a corpus file into documents split on `<|endoftext|>`;
+    * `compression_ratio` is UTF-8 bytes per token over a set of documents;
+    * `measure_throughput` times `Tokenizer.encode` over documents (bytes per second), reporting
+      the first pass (cold pretoken cache) and the steady state (warm cache) separately;
+    * `pile_projection` turns a throughput into the time to tokenize The Pile (825 GB);
+    * `gpt2_tokenizer` loads the GPT-2 baseline from `data/gpt2`, and
+      `tiktoken_gpt2_encoding` builds tiktoken's GPT-2 encoding offline from the same files.
+
+What it does not do: write metrics.json or reports (the experiment harness does), or run
+several processes (throughput is single-thread, like the reference it is compared with).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
+
+from bpe.pretokenize import GPT2_PATTERN
+from bpe.tokenizer import Tokenizer
+
+logger = logging.getLogger(__name__)
+
+EOT = "<|endoftext|>"
+#: Size of The Pile in bytes (Gao et al., 2020), the yardstick of the projection.
+PILE_BYTES = 825e9
+#: data/gpt2 inside the repository that holds this package.
+GPT2_DIR = Path(__file__).resolve().parent.parent / "data" / "gpt2"
+
+
+def load_documents(
+    path: str | os.PathLike, separator: str = EOT, max_docs: int | None = None
+) -> list[str]:
+    """Read a UTF-8 file and split it into non-empty documents on `separator`.
+
+    A file without the separator is one document. Whitespace-only documents are kept (they
+    are text too); only empty strings are dropped.
+
+    Raises:
+        FileNotFoundError: the file is missing.
+        ValueError: an empty separator or a negative max_docs.
+
+    >>> # "a<|endoftext|><|endoftext|>b"  ->  ["a", "b"]
+    """
+    if not separator:
+        raise ValueError("separator='' would split between every character; pass a marker")
+    if max_docs is not None and max_docs < 0:
+        raise ValueError(f"max_docs={max_docs!r} must be >= 0 (or None for all)")
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(
+            f"document file {str(p)!r} does not exist; check the path (samples live in data/)"
+        )
+    docs = [d for d in p.read_text(encoding="utf-8").split(separator) if d]
+    return docs if max_docs is None else docs[:max_docs]
+
+
+def compression_ratio(tokenizer: Tokenizer, documents: Sequence[str]) -> float:
+    """Total UTF-8 bytes divided by total tokens (higher compresses better).
+
+    Raises:
+        ValueError: no documents, or documents that encode to no tokens.
+
+    >>> tok = Tokenizer({i: bytes([i]) for i in range(256)}, [])
+    >>> compression_ratio(tok, ["héllo"])
+    1.0
+    """
+    num_bytes = sum(len(d.encode("utf-8")) for d in documents)
+    num_tokens = sum(len(tokenizer.encode(d)) for d in documents)
+    if num_tokens == 0:
+        raise ValueError(
+            f"{len(documents)} document(s) gave no tokens; pass non-empty documents "
+            "(see load_documents)"
+        )
+    return num_bytes / num_tokens
+
+
+def measure_throughput(
+    tokenizer: Tokenizer,
+    documents: Sequence[str],
+    *,
+    min_seconds: float = 1.0,
+    max_passes: int = 50,
+) -> dict:
+    """Encode all documents repeatedly (single thread) and report bytes per second.
+
+    The first pass runs with whatever the tokenizer's pretoken cache holds (cold for a fresh
+    tokenizer) and is reported as `first_pass_bytes_per_second`; `bytes_per_second` is the
+    steady state: the best later pass, repeated until `min_seconds` have been spent overall.
+    The best pass is the least disturbed by other load on the machine.
+
+    Returns:
+        dict with `bytes_per_second`, `first_pass_bytes_per_second`, `num_bytes` and
+        `num_tokens` (per pass), `seconds` (of the best pass) and `passes`.
+
+    Raises:
+        ValueError: no text to encode, or min_seconds / max_passes out of range.
+    """
+    if min_seconds < 0 or max_passes < 2:
+        raise ValueError(
+            f"min_seconds={min_seconds!r} must be >= 0 and max_passes={max_passes!r} >= 2"
+        )
+    num_bytes = sum(len(d.encode("utf-8")) for d in documents)
+    if num_bytes == 0:
+        raise ValueError("documents hold no text; pass at least one non-empty document")
+    encode = tokenizer.encode
+    times: list[float] = []
+    num_tokens = 0
+    start = time.perf_counter()
+    while len(times) < max_passes and (len(times) < 2 or time.perf_counter() - start < min_seconds):
+        t0 = time.perf_counter()
+        num_tokens = sum(len(encode(d)) for d in documents)
+        times.append(time.perf_counter() - t0)
+    best = min(times[1:])
+    result = {
+        "bytes_per_second": num_bytes / best,
+        "first_pass_bytes_per_second": num_bytes / times[0],
+        "num_bytes": num_bytes,
+        "num_tokens": num_tokens,
+        "seconds": best,
+        "passes": len(times),
+    }
+    logger.info(
+        "throughput: %.2f MB/s steady, %.2f MB/s first pass (%d bytes, %d passes)",
+        result["bytes_per_second"] / 1e6,
+        result["first_pass_bytes_per_second"] / 1e6,
+        num_bytes,
+        len(times),
+    )
+    return result
+
+
+def pile_projection(bytes_per_second: float, *, pile_bytes: float = PILE_BYTES) -> dict:
+    """Time to tokenize The Pile (825 GB by default) at a given single-process throughput.
+
+    >>> pile_projection(825e9 / 3600)["hours"]
+    1.0
+    """
+    if not bytes_per_second > 0:
+        raise ValueError(f"bytes_per_second={bytes_per_second!r} must be > 0")
+    seconds = pile_bytes / bytes_per_second
+    return {
+        "pile_bytes": pile_bytes,
+        "seconds": seconds,
+        "hours": seconds / 3600,
+        "days": seconds / 86400,
+    }
+
+
+def _gpt2_files(gpt2_dir: Path) -> tuple[Path, Path]:
+    vocab, merges = gpt2_dir / "vocab.json", gpt2_dir / "merges.txt"
+    for p in (vocab, merges):
+        if not p.is_file():
+            raise FileNotFoundError(
+                f"GPT-2 tokenizer file {str(p)!r} is missing; it ships in the repository's "
+                "data/gpt2 (run from a full checkout, not an installed wheel)"
+            )
+    return vocab, merges
+
+
+@lru_cache(maxsize=1)
+def gpt2_tokenizer() -> Tokenizer:
+    """The GPT-2 tokenizer (data/gpt2 files, `<|endoftext|>` special), loaded once per process.
+
+    Raises:
+        FileNotFoundError: data/gpt2 is missing.
+    """
+    vocab, merges = _gpt2_files(GPT2_DIR)
+    return Tokenizer.from_files(vocab, merges, [EOT])
+
+
+def tiktoken_gpt2_encoding():
+    """tiktoken's GPT-2 `Encoding` built offline from data/gpt2 (tiktoken cannot download here).
+
+    The mergeable ranks are the vocab's byte strings ranked by id, the pattern is GPT-2's, and
+    `<|endoftext|>` is the special token 50256. Needs the optional `tiktoken` package.
+    """
+    import tiktoken
+
+    tok = gpt2_tokenizer()
+    eot_id = tok.special_tokens[EOT]
+    ranks = {token: idx for idx, token in tok.vocab.items() if idx != eot_id}
+    return tiktoken.Encoding(
+        name="gpt2-offline",
+        pat_str=GPT2_PATTERN,
+        mergeable_ranks=ranks,
+        special_tokens={EOT: eot_id},
+    )

@@ -1,0 +1,476 @@
+"""`Tokenizer`: encode text to token ids and back with a byte-level BPE vocab and merges.
+
+What it does:
+    * `encode` splits text on special tokens (longest first, as `bpe.pretokenize` does), cuts the
+      ordinary text into GPT-2 pretokens, and applies the merges inside each pretoken by rank
+      (lowest rank first, leftmost on ties), so GPT-2's own files give GPT-2's ids;
+    * `encode_ordinary` does the same but treats special tokens as plain text;
+    * `encode_iterable` streams: it encodes any iterable of str (a file handle of any size) in
+      bounded memory, and yields exactly the ids `encode` gives for the concatenation, even when a
+      special token or a pretoken straddles two items;
+    * `decode_bytes` is lossless; `decode` turns invalid UTF-8 into U+FFFD.
+
+How it is fast (the hot path does no per-character Python work):
+    * pretokens come from one `findall` over each piece of text. Text without characters above
+      U+FFFF uses an equivalent pattern for the standard `re` engine with explicit BMP classes
+      (about twice as fast as the `regex` module); other text uses `bpe.pretokenize.GPT2_REGEX`;
+    * a pretoken -> ids cache (a dict whose `__missing__` runs BPE), so ids are gathered with
+      `map(cache.__getitem__, pretokens)` and `itertools.chain` entirely in C;
+    * BPE on a cache miss works on ids with a precomputed pair -> rank table and a rank list
+      that is updated only next to each merge.
+
+What it does not do: train (see `bpe.training`), read or write files other than through
+`bpe.gpt2_format`, or add BOS/EOS tokens.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sys
+from collections.abc import Iterable, Iterator, Sequence
+from functools import cache
+from itertools import chain, repeat
+
+import regex
+
+from bpe.gpt2_format import check_consistent, load_tokenizer_files
+from bpe.pretokenize import (
+    GPT2_PATTERN,
+    GPT2_REGEX,
+    special_token_regex,
+    split_on_special_tokens,
+    validate_special_tokens,
+)
+
+logger = logging.getLogger(__name__)
+
+#: Default bound on cached pretokens; the cache is emptied when it fills, so memory stays bounded
+#: on any corpus (a few hundred thousand distinct pretokens cover most of real text).
+DEFAULT_CACHE_SIZE = 1 << 18
+
+#: Characters gathered from an iterable before a block is encoded in `encode_iterable`.
+DEFAULT_STREAM_CHARS = 1 << 16
+
+# A rank larger than any real one: an adjacent pair that is not a merge.
+_NO_MERGE = sys.maxsize
+
+# invariant: a pretoken starting this close to the end of the text seen so far may still change
+# when more text arrives (the contraction alternative reads up to 3 characters ahead).
+_UNSTABLE_TAIL_CHARS = 8
+
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
+
+
+# ---------------------------------------------------------------------------------------------
+# Pre-tokenization with the standard `re` engine (BMP text)
+# ---------------------------------------------------------------------------------------------
+
+
+def _bmp_class(prop: str) -> str:
+    """`re` character-class body equal to the `regex` class `prop` on U+0000..U+FFFF.
+
+    >>> _bmp_class(r"\\p{Nd}")[:6]
+    '0-9٠-٩'
+    """
+    every = "".join(map(chr, range(0x10000)))
+    parts = []
+    for m in regex.finditer(prop + "+", every):
+        first, last = m.group()[0], m.group()[-1]
+        parts.append(re.escape(first) if first == last else f"{re.escape(first)}-{re.escape(last)}")
+    return "".join(parts)
+
+
+@cache
+def bmp_pretoken_regex() -> re.Pattern:
+    """`GPT2_PATTERN` translated for `re`; equal to `GPT2_REGEX` on text without astral characters.
+
+    `\\p{L}`, `\\p{N}` and `\\s` are replaced by explicit classes taken from the `regex` module
+    itself (so both engines agree on Unicode's tables), `\\S` by the negated whitespace class.
+    Characters above U+FFFF are left out: `re` scans such ranges linearly, which is slow, so text
+    containing them goes to `GPT2_REGEX` instead (see `Tokenizer.pretokens`).
+
+    >>> bmp_pretoken_regex().findall("I'll say   hi!")
+    ['I', "'ll", ' say', '  ', ' hi', '!']
+    """
+    space = _bmp_class(r"\s")
+    body = {r"\p{L}": _bmp_class(r"\p{L}"), r"\p{N}": _bmp_class(r"\p{N}"), r"\s": space}
+    out, in_class = [], False
+    for tok in regex.findall(r"\\p\{[LN]\}|\\[sS]|\\.|.", GPT2_PATTERN, flags=regex.DOTALL):
+        if tok in body:
+            out.append(body[tok] if in_class else f"[{body[tok]}]")
+        elif tok == r"\S":
+            assert not in_class, "negated class inside a class is not used by GPT2_PATTERN"
+            out.append(f"[^{space}]")
+        else:
+            if tok == "[":
+                in_class = True
+            elif tok == "]":
+                in_class = False
+            out.append(tok)
+    return re.compile("".join(out))
+
+
+# ---------------------------------------------------------------------------------------------
+# The cache: pretoken -> ids
+# ---------------------------------------------------------------------------------------------
+
+
+class _PretokenCache(dict):
+    """`dict[str, tuple[int, ...]]` that runs BPE on a miss and empties itself when full."""
+
+    __slots__ = ("_bpe", "_max_size")
+
+    def __init__(self, bpe, max_size: int) -> None:
+        super().__init__()
+        self._bpe = bpe
+        self._max_size = max_size
+
+    def __missing__(self, pretoken: str) -> tuple[int, ...]:
+        if len(self) >= self._max_size:
+            self.clear()  # simple and amortised O(1): no LRU bookkeeping on the hot path
+        ids = self[pretoken] = self._bpe(pretoken)
+        return ids
+
+
+# ---------------------------------------------------------------------------------------------
+# Tokenizer
+# ---------------------------------------------------------------------------------------------
+
+
+class Tokenizer:
+    """Byte-level BPE tokenizer (GPT-2 style) over a vocab and an ordered list of merges.
+
+    Args:
+        vocab: id -> token bytes; must hold all 256 single bytes and every merge's parts and result.
+        merges: (left, right) byte pairs in rank order (creation order).
+        special_tokens: strings always encoded as one id; those not in the vocab are appended
+            with fresh ids after the largest one.
+        cache_size: at most this many pretokens are cached (keyword-only).
+
+    Raises:
+        ValueError: a byte missing from the vocab, two ids with the same bytes, a merge whose
+            parts or result are not in the vocab, or bad special tokens.
+
+    >>> vocab = {i: bytes([i]) for i in range(256)} | {256: b"ab"}
+    >>> tok = Tokenizer(vocab, [(b"a", b"b")], ["<|eot|>"])
+    >>> tok.encode("abc<|eot|>")
+    [256, 99, 257]
+    >>> tok.decode([256, 99, 257])
+    'abc<|eot|>'
+    """
+
+    def __init__(
+        self,
+        vocab: dict[int, bytes],
+        merges: Sequence[tuple[bytes, bytes]],
+        special_tokens: Sequence[str] | None = None,
+        *,
+        cache_size: int = DEFAULT_CACHE_SIZE,
+    ) -> None:
+        specials = validate_special_tokens(special_tokens)
+        if cache_size < 1:
+            raise ValueError(f"cache_size={cache_size!r} must be >= 1")
+        self.vocab: dict[int, bytes] = dict(vocab)
+        self.merges: list[tuple[bytes, bytes]] = [(bytes(a), bytes(b)) for a, b in merges]
+        self._cache_size = cache_size
+
+        self._id_of: dict[bytes, int] = {}
+        for idx in sorted(self.vocab):
+            token = self.vocab[idx]
+            if token in self._id_of:
+                raise ValueError(
+                    f"vocab ids {self._id_of[token]} and {idx} both hold {token!r}; "
+                    "a vocab must map each byte string to one id"
+                )
+            self._id_of[token] = idx
+        missing = [b for b in range(256) if bytes([b]) not in self._id_of]
+        if missing:
+            raise ValueError(
+                f"the vocab lacks {len(missing)} single byte(s), e.g. {bytes([missing[0]])!r}; "
+                "a byte-level vocab needs all 256 so that any text can be encoded"
+            )
+        check_consistent(self.vocab, self.merges, source="merges")
+
+        # Specials: reuse an existing id when the vocab already holds the bytes (GPT-2's
+        # <|endoftext|> is id 50256), else append.
+        self.special_tokens: dict[str, int] = {}
+        next_id = max(self.vocab) + 1
+        for tok in specials:
+            raw = tok.encode("utf-8")
+            if raw not in self._id_of:
+                self.vocab[next_id] = raw
+                self._id_of[raw] = next_id
+                next_id += 1
+            self.special_tokens[tok] = self._id_of[raw]
+        self._special_list = specials
+        self._special_regex = special_token_regex(specials)
+        self._longest_special = max((len(t) for t in specials), default=0)
+
+        self._byte_ids: list[int] = [self._id_of[bytes([b])] for b in range(256)]
+        # (left id, right id) -> rank; the first occurrence of a repeated pair wins.
+        self._ranks: dict[tuple[int, int], int] = {}
+        self._merged: list[int] = []
+        for a, b in self.merges:
+            self._ranks.setdefault((self._id_of[a], self._id_of[b]), len(self._merged))
+            self._merged.append(self._id_of[a + b])
+        self._cache = _PretokenCache(self._bpe, cache_size)
+        self._bmp_regex = bmp_pretoken_regex()
+
+    # -- construction ---------------------------------------------------------------------
+
+    @classmethod
+    def from_files(
+        cls,
+        vocab_path: str | os.PathLike,
+        merges_path: str | os.PathLike,
+        special_tokens: Sequence[str] | None = None,
+        **kwargs,
+    ) -> Tokenizer:
+        """Load GPT-2 format `vocab.json` + `merges.txt` (ours or GPT-2's own).
+
+        Raises:
+            FileNotFoundError: a file is missing.
+            ValueError: a malformed file (the message names the file and line or entry), or
+                files that do not belong together.
+        """
+        vocab, merges = load_tokenizer_files(vocab_path, merges_path)
+        return cls(vocab, merges, special_tokens, **kwargs)
+
+    def __reduce__(self):
+        # Rebuild in the receiving process (e.g. a worker) instead of pickling the cache.
+        return (_rebuild, (self.vocab, self.merges, self._special_list, self._cache_size))
+
+    def __repr__(self) -> str:
+        return (
+            f"Tokenizer(vocab_size={self.vocab_size}, merges={len(self.merges)}, "
+            f"special_tokens={self._special_list!r})"
+        )
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of ids, special tokens included."""
+        return len(self.vocab)
+
+    @property
+    def max_token_id(self) -> int:
+        """The largest id (what a dtype must hold)."""
+        return max(self.vocab)
+
+    # -- BPE on one pretoken ----------------------------------------------------------------
+
+    def _bpe(self, pretoken: str) -> tuple[int, ...]:
+        """Ids of one pretoken: repeatedly merge the lowest-ranked adjacent pair (leftmost first).
+
+        >>> vocab = {i: bytes([i]) for i in range(256)} | {256: b"aa"}
+        >>> Tokenizer(vocab, [(b"a", b"a")])._bpe("aaa")
+        (256, 97)
+        """
+        try:
+            data = pretoken.encode("utf-8")
+        except UnicodeEncodeError as err:
+            raise ValueError(
+                f"text contains {pretoken[err.start]!r}, a lone surrogate that UTF-8 cannot "
+                "encode; remove it or decode the source with errors='replace'"
+            ) from None
+        ids = list(map(self._byte_ids.__getitem__, data))
+        if len(ids) < 2:
+            return tuple(ids)
+        get = self._ranks.get
+        merged = self._merged
+        ranks = list(map(get, zip(ids, ids[1:]), repeat(_NO_MERGE)))
+        while True:
+            best = min(ranks)
+            if best == _NO_MERGE:
+                break
+            i = ranks.index(best)
+            new = merged[best]
+            ids[i : i + 2] = (new,)
+            # invariant: ranks[j] is the rank of (ids[j], ids[j + 1]); fix only the neighbours.
+            del ranks[i]
+            if i:
+                ranks[i - 1] = get((ids[i - 1], new), _NO_MERGE)
+            if i < len(ranks):
+                ranks[i] = get((new, ids[i + 1]), _NO_MERGE)
+            elif not ranks:
+                break
+        return tuple(ids)
+
+    # -- encoding ---------------------------------------------------------------------------
+
+    def pretokens(self, text: str) -> list[str]:
+        """GPT-2 pretokens of ordinary text (no special-token handling).
+
+        >>> Tokenizer({i: bytes([i]) for i in range(256)}, []).pretokens("Hi  there!")
+        ['Hi', ' ', ' there', '!']
+        """
+        if _ASTRAL.search(text) is None:
+            return self._bmp_regex.findall(text)
+        return GPT2_REGEX.findall(text)
+
+    def _ids_of_pretokens(self, pretokens: Iterable[str]) -> Iterator[int]:
+        return chain.from_iterable(map(self._cache.__getitem__, pretokens))
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        """Encode text, treating special-token strings as ordinary text.
+
+        >>> tok = Tokenizer({i: bytes([i]) for i in range(256)}, [], ["<s>"])
+        >>> tok.encode_ordinary("<s>")
+        [60, 115, 62]
+        """
+        return list(self._ids_of_pretokens(self.pretokens(text)))
+
+    def encode(self, text: str) -> list[int]:
+        """Encode text: special tokens become their ids, the rest is pre-tokenized and merged.
+
+        >>> tok = Tokenizer({i: bytes([i]) for i in range(256)}, [], ["<s>"])
+        >>> tok.encode("a<s>")
+        [97, 256]
+        """
+        if not isinstance(text, str):
+            raise ValueError(
+                f"encode expects a str, got {type(text).__name__} {text!r:.60}; "
+                "decode bytes first (e.g. data.decode('utf-8'))"
+            )
+        if self._special_regex is None:
+            return self.encode_ordinary(text)
+        ids: list[int] = []
+        specials = self.special_tokens
+        for k, part in enumerate(split_on_special_tokens(text, (), compiled=self._special_regex)):
+            if k & 1:
+                ids.append(specials[part])
+            elif part:
+                ids.extend(self._ids_of_pretokens(self.pretokens(part)))
+        return ids
+
+    def encode_iterable(
+        self, iterable: Iterable[str], *, block_chars: int = DEFAULT_STREAM_CHARS
+    ) -> Iterator[int]:
+        """Lazily encode an iterable of str (e.g. an open text file) in bounded memory.
+
+        Items are gathered into blocks of about `block_chars` characters; each block is encoded
+        up to the last point where no later text can change the result (see `_stable_split`),
+        and the rest is carried over. The ids equal `encode("".join(iterable))`.
+
+        Raises:
+            ValueError: an item is not a str (e.g. a file opened in binary mode).
+
+        >>> tok = Tokenizer({i: bytes([i]) for i in range(256)}, [], ["<s>"])
+        >>> list(tok.encode_iterable(["a<", "s>b"]))
+        [97, 256, 98]
+        """
+        if block_chars < 1:
+            raise ValueError(f"block_chars={block_chars!r} must be >= 1")
+        pending: list[str] = []
+        size = 0
+        carry = ""
+        for k, item in enumerate(iterable):
+            if not isinstance(item, str):
+                raise ValueError(
+                    f"encode_iterable expects str items, but item {k} is "
+                    f"{type(item).__name__} {item!r:.60}; open files in text mode "
+                    "(open(path, encoding='utf-8')) or decode the bytes first"
+                )
+            pending.append(item)
+            size += len(item)
+            if size >= block_chars:
+                text = carry + "".join(pending)
+                pending.clear()
+                ids, carry = self._stable_split(text)
+                size = len(carry)
+                yield from ids
+        pending.insert(0, carry)
+        yield from self.encode("".join(pending))
+
+    def _stable_split(self, text: str) -> tuple[list[int], str]:
+        """Encode the longest prefix of text whose ids cannot depend on text appended later.
+
+        Returns the prefix's ids and the remaining suffix to carry over.
+
+        subtle: a special-token match starting at position p is settled once p + longest
+        special <= len(text): every alternative at p can be decided, and matches before p are
+        settled by the same argument. After the last settled special, ordinary text is safe
+        up to (not including) its last pretoken and any pretoken starting within a few
+        characters of the end (the contraction alternative reads ahead).
+
+        >>> tok = Tokenizer({i: bytes([i]) for i in range(256)}, [])
+        >>> tok._stable_split("hello there world")
+        ([104, 101, 108, 108, 111], ' there world')
+        """
+        parts = (
+            split_on_special_tokens(text, (), compiled=self._special_regex)
+            if self._special_regex is not None
+            else [text]
+        )
+        settled_limit = len(text) - self._longest_special  # last p with p + longest <= len
+        # Find the last settled special: parts alternate ordinary, special, ordinary, ...
+        last = 0  # number of parts (ending with a special) whose ids are final
+        pos = end_of_last = 0
+        for k, part in enumerate(parts):
+            if k & 1:
+                if pos > settled_limit:
+                    break
+                last, end_of_last = k + 1, pos + len(part)
+            pos += len(part)
+        ids: list[int] = []
+        specials = self.special_tokens
+        for k in range(last):
+            part = parts[k]
+            if k & 1:
+                ids.append(specials[part])
+            elif part:
+                ids.extend(self._ids_of_pretokens(self.pretokens(part)))
+        # Ordinary text after the last settled special, cut where no special can start.
+        window_end = max(end_of_last, min(len(text), settled_limit + 1))
+        window = text[end_of_last:window_end]
+        pretokens = self.pretokens(window)
+        keep = len(pretokens) - 1  # the last pretoken may grow
+        start = len(window) - (len(pretokens[-1]) if pretokens else 0)
+        while keep > 0 and start > len(window) - _UNSTABLE_TAIL_CHARS:
+            keep -= 1
+            start -= len(pretokens[keep])
+        if keep > 0:
+            ids.extend(self._ids_of_pretokens(pretokens[:keep]))
+        else:
+            start = 0
+        return ids, text[end_of_last + start :]
+
+    # -- decoding ---------------------------------------------------------------------------
+
+    def decode_bytes(self, ids: Iterable[int]) -> bytes:
+        """Concatenate the bytes of ids (lossless; accepts lists or NumPy arrays).
+
+        Raises:
+            ValueError: an id that is not in the vocab (the message names it).
+
+        >>> Tokenizer({i: bytes([i]) for i in range(256)}, []).decode_bytes([104, 105])
+        b'hi'
+        """
+        if hasattr(ids, "tolist"):
+            ids = ids.tolist()  # NumPy arrays: plain ints are much faster to look up
+        try:
+            return b"".join(map(self.vocab.__getitem__, ids))
+        except (KeyError, TypeError) as err:
+            bad = (
+                err.args[0]
+                if isinstance(err, KeyError)
+                else next((i for i in ids if not isinstance(i, int)), None)
+            )
+            raise ValueError(
+                f"token id {bad!r} is not in the vocab (ids 0..{self.max_token_id}); "
+                "decode ids produced by this tokenizer"
+            ) from None
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """Decode ids to text; bytes that are not valid UTF-8 become U+FFFD.
+
+        >>> Tokenizer({i: bytes([i]) for i in range(256)}, []).decode([0xE2, 104])
+        '\\ufffdh'
+        """
+        return self.decode_bytes(ids).decode("utf-8", errors="replace")
+
+
+def _rebuild(vocab, merges, specials, cache_size) -> Tokenizer:
+    # The vocab already holds the appended specials; they are found again by their bytes.
+    return Tokenizer(vocab, merges, specials, cache_size=cache_size)
