@@ -1,0 +1,342 @@
+"""`bpe-encode`: tokenize a text file into a NumPy `.npy` array of token ids, in parallel.
+
+What it does:
+    * cuts the file into chunks that start at a special token (or, where a corpus has none
+      nearby, at a whitespace cut the GPT-2 pattern cannot span), using
+      `bpe.pretokenize.find_chunk_boundaries`, so encoding the chunks separately and
+      concatenating gives exactly `Tokenizer.encode` of the whole file (tested);
+    * encodes the chunks in `num_workers` processes, each reading only its own byte range, and
+      writes their ids in file order, block by block, to a temporary `.npy` next to the target
+      (header reserved up front, filled in at the end), then renames it into place. Memory is a
+      few chunks, whatever the file size; a failed run leaves no file at the target path;
+    * refuses a vocab whose ids do not fit the dtype (uint16 holds ids below 65,536; pass
+      `--dtype uint32` for larger vocabs).
+
+What it does not do: shuffle, split into train/validation, or add tokens between documents
+(the `<|endoftext|>` already in the text is encoded like any other special token).
+
+Read the result with `np.load(path, mmap_mode="r")`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import logging
+import multiprocessing as mp
+import os
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from bpe.pretokenize import (
+    check_input_file,
+    default_num_workers,
+    find_chunk_boundaries,
+    read_chunk_text,
+)
+from bpe.tokenizer import Tokenizer
+
+logger = logging.getLogger(__name__)
+
+EOT = "<|endoftext|>"
+DTYPES = ("uint16", "uint32")
+#: Bytes of text per chunk. A chunk's ids are a Python list while it is encoded (~40 bytes per
+#: token), so chunks stay small; 1 MB keeps a worker near 50 MB.
+DEFAULT_CHUNK_BYTES = 1 << 20
+
+
+PathLike = str | os.PathLike
+
+
+def resolve_tokenizer_files(spec: PathLike | Sequence[PathLike]) -> tuple[Path, Path]:
+    """Turn a run directory, or a (vocab.json, merges.txt) pair, into the two file paths.
+
+    ``"experiments/run1"`` gives ``run1/vocab.json`` and ``run1/merges.txt``;
+    ``["v.json", "m.txt"]`` gives those two files.
+
+    Raises:
+        FileNotFoundError: the directory or a file is missing.
+        ValueError: not one directory or two files.
+    """
+    items = [spec] if isinstance(spec, PathLike) else list(spec)
+    if len(items) == 1:
+        run_dir = Path(items[0])
+        if not run_dir.is_dir():
+            raise FileNotFoundError(
+                f"tokenizer {str(run_dir)!r} is not a directory; pass a run directory holding "
+                "vocab.json and merges.txt, or the two files"
+            )
+        vocab, merges = run_dir / "vocab.json", run_dir / "merges.txt"
+    elif len(items) == 2:
+        vocab, merges = Path(items[0]), Path(items[1])
+    else:
+        raise ValueError(
+            f"tokenizer {items!r}: pass one run directory or two files (vocab.json merges.txt)"
+        )
+    for p in (vocab, merges):
+        if not p.is_file():
+            raise FileNotFoundError(f"tokenizer file {str(p)!r} does not exist; check the path")
+    return vocab, merges
+
+
+def check_dtype(tokenizer: Tokenizer, dtype: str) -> np.dtype:
+    """Return the NumPy dtype if every id of the tokenizer fits in it.
+
+    Raises:
+        ValueError: unknown dtype, or ids too large (names the largest id and suggests uint32).
+    """
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype={dtype!r} is not supported; use one of {DTYPES}")
+    dt = np.dtype(dtype)
+    limit = np.iinfo(dt).max
+    if tokenizer.max_token_id > limit:
+        raise ValueError(
+            f"the vocab has ids up to {tokenizer.max_token_id} ({tokenizer.vocab_size} tokens), "
+            f"which do not fit {dtype} (max {limit}); pass dtype='uint32' (--dtype uint32)"
+        )
+    return dt
+
+
+# ---------------------------------------------------------------------------------------------
+# Workers
+# ---------------------------------------------------------------------------------------------
+
+_worker_tokenizer: Tokenizer | None = None
+
+
+def _init_worker(tokenizer: Tokenizer) -> None:
+    global _worker_tokenizer
+    _worker_tokenizer = tokenizer
+
+
+def _encode_range(job: tuple[str, int, int, str]) -> np.ndarray:
+    path, start, end, dtype = job
+    assert _worker_tokenizer is not None, "worker started without a tokenizer"
+    return _encode_chunk(_worker_tokenizer, path, start, end, dtype)
+
+
+def _encode_chunk(tokenizer: Tokenizer, path: str, start: int, end: int, dtype: str) -> np.ndarray:
+    return np.array(tokenizer.encode(read_chunk_text(path, start, end)), dtype=dtype)
+
+
+def _encoded_chunks(
+    tokenizer: Tokenizer, jobs: list[tuple[str, int, int, str]], workers: int
+) -> Iterator[np.ndarray]:
+    """Arrays of ids for each job, in file order."""
+    if workers == 1:
+        for path, start, end, dtype in jobs:
+            yield _encode_chunk(tokenizer, path, start, end, dtype)
+        return
+    # subtle: fork is cheap on Linux and the tokenizer is inherited, not pickled; under spawn
+    # the tokenizer is rebuilt in each worker from its vocab and merges (Tokenizer.__reduce__).
+    method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
+    with mp.get_context(method).Pool(workers, _init_worker, (tokenizer,)) as pool:
+        yield from pool.imap(_encode_range, jobs)
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing the .npy
+# ---------------------------------------------------------------------------------------------
+
+
+def _npy_header(dtype: np.dtype, length: int) -> bytes:
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        buf,
+        {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": (length,)},
+    )
+    return buf.getvalue()
+
+
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def encode_file_to_npy(
+    input_path: str | os.PathLike,
+    tokenizer: Tokenizer,
+    out_path: str | os.PathLike,
+    *,
+    num_workers: int | None = None,
+    dtype: str = "uint16",
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    progress: bool = False,
+) -> dict:
+    """Encode a UTF-8 text file into a 1-D `.npy` array of token ids, written atomically.
+
+    Args:
+        input_path: UTF-8 text file (an empty file gives an empty array).
+        tokenizer: the tokenizer; its special tokens also choose where chunks may be cut.
+        out_path: target `.npy`; replaced only when encoding succeeded.
+        num_workers: processes; None means every usable CPU; 1 encodes in-process.
+        dtype: "uint16" (ids < 65,536) or "uint32".
+        chunk_bytes: about how many bytes of text each job encodes.
+        progress: show a tqdm bar over the input bytes.
+
+    Returns:
+        dict with `num_tokens`, `num_bytes`, `num_chunks`, `num_workers`, `seconds`, `path`.
+
+    Raises:
+        FileNotFoundError: the input is missing.
+        ValueError: ids too large for dtype, invalid UTF-8 (names the byte offset), bad options.
+
+    >>> # encode_file_to_npy("data/owt_sample.txt", gpt2_tokenizer(), "owt.npy", num_workers=2)
+    """
+    dt = check_dtype(tokenizer, dtype)
+    src = Path(input_path)
+    size = src.stat().st_size if src.is_file() else None
+    if size != 0:
+        check_input_file(src)  # missing / not a file / unreadable: a clear error
+        size = src.stat().st_size
+    workers = default_num_workers() if num_workers is None else int(num_workers)
+    if workers < 1:
+        raise ValueError(f"num_workers={num_workers!r} must be >= 1 (or None for all CPUs)")
+    if chunk_bytes < 1:
+        raise ValueError(f"chunk_bytes={chunk_bytes!r} must be >= 1")
+
+    start_time = time.perf_counter()
+    specials = list(tokenizer.special_tokens)
+    num_chunks = max(workers, -(-size // chunk_bytes)) if size else 1
+    bounds = find_chunk_boundaries(src, num_chunks, specials) if size else [0, 0]
+    jobs = [(str(src), a, b, dt.name) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    workers = max(1, min(workers, len(jobs)))
+    logger.info(
+        "encoding %s (%d bytes) in %d chunks with %d worker(s) -> %s",
+        src,
+        size,
+        len(jobs),
+        workers,
+        out_path,
+    )
+
+    target = Path(out_path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    header_len = len(_npy_header(dt, 0))
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    os.chmod(tmp, 0o666 & ~_current_umask())  # mkstemp makes 0600; give a normal file's mode
+    bar = None
+    try:
+        if progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=size, unit="B", unit_scale=True, desc="encode")
+        num_tokens = 0
+        with os.fdopen(fd, "wb") as f:
+            f.write(b"\0" * header_len)  # placeholder: the length is known only at the end
+            for (_, a, b, _), ids in zip(jobs, _encoded_chunks(tokenizer, jobs, workers)):
+                f.write(ids.tobytes())
+                num_tokens += len(ids)
+                if bar is not None:
+                    bar.update(b - a)
+            header = _npy_header(dt, num_tokens)
+            # invariant: the header is padded to 64 bytes; 128 fits any realistic length.
+            assert len(header) == header_len, (len(header), header_len)
+            f.seek(0)
+            f.write(header)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+    seconds = time.perf_counter() - start_time
+    logger.info(
+        "wrote %d tokens (%s) to %s in %.2f s (%.2f MB/s)",
+        num_tokens,
+        dt.name,
+        target,
+        seconds,
+        size / seconds / 1e6 if seconds else 0.0,
+    )
+    return {
+        "path": str(target),
+        "num_tokens": num_tokens,
+        "num_bytes": size,
+        "num_chunks": len(jobs),
+        "num_workers": workers,
+        "seconds": seconds,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# CLI
+# ---------------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="bpe-encode",
+        description="Encode a UTF-8 text file into a .npy array of token ids (uint16 by default).",
+    )
+    parser.add_argument(
+        "--tokenizer",
+        nargs="+",
+        required=True,
+        metavar="RUN_DIR_OR_FILES",
+        help="a run directory with vocab.json and merges.txt, or the two files",
+    )
+    parser.add_argument("--input", required=True, help="UTF-8 text file to encode")
+    parser.add_argument("--out", required=True, help="output .npy path")
+    parser.add_argument(
+        "--special-tokens",
+        nargs="*",
+        default=[EOT],
+        metavar="TOKEN",
+        help=f"special tokens (default: {EOT}; pass the flag alone for none)",
+    )
+    parser.add_argument(
+        "--num-workers", type=int, default=None, help="processes (default: all CPUs)"
+    )
+    parser.add_argument("--dtype", choices=DTYPES, default="uint16")
+    parser.add_argument(
+        "--chunk-mb", type=float, default=DEFAULT_CHUNK_BYTES / 2**20, help="MB of text per job"
+    )
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of `bpe-encode`: 0 on success, 2 on bad input (the error is logged)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        vocab_path, merges_path = resolve_tokenizer_files(args.tokenizer)
+        tokenizer = Tokenizer.from_files(vocab_path, merges_path, args.special_tokens)
+        result = encode_file_to_npy(
+            args.input,
+            tokenizer,
+            args.out,
+            num_workers=args.num_workers,
+            dtype=args.dtype,
+            chunk_bytes=max(1, int(args.chunk_mb * 2**20)),
+            progress=not args.no_progress,
+        )
+    except (FileNotFoundError, PermissionError, ValueError) as err:
+        logger.error("%s", err)
+        return 2
+    logger.info(
+        "%d tokens from %d bytes (%.3f bytes/token) -> %s",
+        result["num_tokens"],
+        result["num_bytes"],
+        result["num_bytes"] / max(result["num_tokens"], 1),
+        result["path"],
+    )
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
