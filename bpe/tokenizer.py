@@ -134,6 +134,38 @@ class _PretokenCache(dict):
         return ids
 
 
+def _merge_bytes(data: bytes, byte_id, rank_of, merged: list[int], no_merge=_NO_MERGE) -> tuple:
+    """BPE of one pretoken's bytes: merge the lowest-ranked adjacent pair (leftmost) until none.
+
+    `byte_id(b)` is the id of byte b, `rank_of((left, right), default)` a pair's merge rank and
+    `merged[rank]` the id that merge creates. Lowest rank, then leftmost, is the order Hugging
+    Face `tokenizers` uses; for merges listed in creation order it equals GPT-2's "merge every
+    occurrence of the best pair" loop.
+
+    >>> _merge_bytes(b"abc", lambda b: b, {(97, 98): 0}.get, [256])
+    (256, 99)
+    """
+    ids = list(map(byte_id, data))
+    if len(ids) < 2:
+        return tuple(ids)
+    ranks = list(map(rank_of, zip(ids, ids[1:]), repeat(no_merge)))
+    best = min(ranks)
+    while best != no_merge:
+        i = ranks.index(best)
+        new = ids[i] = merged[best]
+        del ids[i + 1]
+        # invariant: ranks[j] is the rank of (ids[j], ids[j + 1]); only the neighbours change.
+        del ranks[i]
+        if i:
+            ranks[i - 1] = rank_of((ids[i - 1], new), no_merge)
+        if i < len(ranks):
+            ranks[i] = rank_of((new, ids[i + 1]), no_merge)
+        elif not ranks:
+            break
+        best = min(ranks)
+    return tuple(ids)
+
+
 # ---------------------------------------------------------------------------------------------
 # Tokenizer
 # ---------------------------------------------------------------------------------------------
@@ -274,28 +306,7 @@ class Tokenizer:
                 f"text contains {pretoken[err.start]!r}, a lone surrogate that UTF-8 cannot "
                 "encode; remove it or decode the source with errors='replace'"
             ) from None
-        ids = list(map(self._byte_ids.__getitem__, data))
-        if len(ids) < 2:
-            return tuple(ids)
-        get = self._ranks.get
-        merged = self._merged
-        ranks = list(map(get, zip(ids, ids[1:]), repeat(_NO_MERGE)))
-        while True:
-            best = min(ranks)
-            if best == _NO_MERGE:
-                break
-            i = ranks.index(best)
-            new = merged[best]
-            ids[i : i + 2] = (new,)
-            # invariant: ranks[j] is the rank of (ids[j], ids[j + 1]); fix only the neighbours.
-            del ranks[i]
-            if i:
-                ranks[i - 1] = get((ids[i - 1], new), _NO_MERGE)
-            if i < len(ranks):
-                ranks[i] = get((new, ids[i + 1]), _NO_MERGE)
-            elif not ranks:
-                break
-        return tuple(ids)
+        return _merge_bytes(data, self._byte_ids.__getitem__, self._ranks.get, self._merged)
 
     # -- encoding ---------------------------------------------------------------------------
 
