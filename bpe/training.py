@@ -43,6 +43,8 @@ class TrainResult:
     num_chunks: int
     num_workers: int
     timings: dict[str, float] = field(default_factory=dict)
+    #: how often each merged pair occurred when it was merged (non-increasing in practice)
+    merge_counts: list[int] = field(default_factory=list)
 
     @property
     def num_merges(self) -> int:
@@ -90,7 +92,7 @@ def train_bpe_detailed(
             unknown trainer.
     """
     specials = validate_special_tokens(special_tokens)
-    train_fn = get_trainer(trainer)
+    train_fn = get_trainer(trainer, detailed=True)
     check_vocab_size(vocab_size, specials)
 
     timings: dict[str, float] = {}
@@ -111,7 +113,8 @@ def train_bpe_detailed(
         logger.warning("%s holds no text outside special tokens: nothing to merge", path)
 
     t0 = time.perf_counter()
-    vocab, merges = train_fn(counted.counts, vocab_size, specials, progress=progress)
+    output = train_fn(counted.counts, vocab_size, specials, progress=progress)
+    vocab, merges = output.vocab, output.merges
     timings["merge"] = time.perf_counter() - t0
     logger.info(
         "stages 2-3 (count pairs, merge) with %s: %d merges in %.3f s",
@@ -131,6 +134,7 @@ def train_bpe_detailed(
         num_chunks=counted.num_chunks,
         num_workers=counted.num_workers,
         timings=timings,
+        merge_counts=output.merge_counts,
     )
 
 

@@ -22,10 +22,17 @@ TRAINERS: dict[str, Callable] = {
     "heap": heap.train,
 }
 
+#: The same trainers returning a `TrainerOutput` (vocab, merges and each merge's pair count).
+DETAILED: dict[str, Callable] = {
+    "naive": naive.train_detailed,
+    "indexed": indexed.train_detailed,
+    "heap": heap.train_detailed,
+}
 
-def get_trainer(name: str) -> Callable:
+
+def get_trainer(name: str, *, detailed: bool = False) -> Callable:
     """Look a trainer up by name; unknown names get an error listing the choices."""
     try:
-        return TRAINERS[name]
+        return (DETAILED if detailed else TRAINERS)[name]
     except (KeyError, TypeError):
         raise ValueError(f"unknown trainer {name!r}; choose one of {sorted(TRAINERS)}") from None

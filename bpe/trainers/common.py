@@ -92,15 +92,29 @@ class TrainerInput:
     token_keys: list[bytes]
     num_merges: int
     merged: list[Pair] = field(default_factory=list)
+    merge_counts: list[int] = field(default_factory=list)
 
-    def add_merge(self, left: int, right: int) -> int:
-        """Record a merge and create its token; returns the new id."""
+    def add_merge(self, left: int, right: int, count: int) -> int:
+        """Record a merge (and how often the pair occurred) and create its token; returns its id."""
         new_id = len(self.vocab)
         token = self.vocab[left] + self.vocab[right]
         self.vocab[new_id] = token
         self.token_keys.append(descending_bytes_key(token))
         self.merged.append((left, right))
+        self.merge_counts.append(count)
         return new_id
+
+
+@dataclass
+class TrainerOutput:
+    """What a trainer returns: the contract's (vocab, merges) plus each merge's pair count."""
+
+    vocab: dict[int, bytes]
+    merges: list[tuple[bytes, bytes]]
+    merge_counts: list[int]
+
+    def as_tuple(self) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+        return self.vocab, self.merges
 
 
 def check_vocab_size(vocab_size: int, special_tokens: Sequence[str]) -> None:
@@ -138,7 +152,7 @@ def prepare(
     return TrainerInput(words, counts, vocab, token_keys, vocab_size - len(vocab))
 
 
-def finish(state: TrainerInput, name: str) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+def finish(state: TrainerInput, name: str) -> TrainerOutput:
     """Turn merged id pairs into byte merges; log an early stop."""
     if len(state.merged) < state.num_merges:
         logger.info(
@@ -149,7 +163,7 @@ def finish(state: TrainerInput, name: str) -> tuple[dict[int, bytes], list[tuple
             state.num_merges,
         )
     merges = [(state.vocab[a], state.vocab[b]) for a, b in state.merged]
-    return state.vocab, merges
+    return TrainerOutput(state.vocab, merges, state.merge_counts)
 
 
 def progress_bar(total: int, enabled: bool, desc: str):

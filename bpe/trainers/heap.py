@@ -12,17 +12,17 @@ from __future__ import annotations
 import heapq
 from collections.abc import Mapping, Sequence
 
-from bpe.trainers.common import candidate_key, finish, prepare, progress_bar
+from bpe.trainers.common import TrainerOutput, candidate_key, finish, prepare, progress_bar
 from bpe.trainers.indexed import PairIndex
 
 
-def train(
+def train_detailed(
     pretoken_counts: Mapping[bytes, int],
     vocab_size: int,
     special_tokens: Sequence[str] = (),
     *,
     progress: bool = False,
-) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+) -> TrainerOutput:
     """Train BPE with a lazily invalidated heap. Same contract as every trainer."""
     state = prepare(pretoken_counts, vocab_size, special_tokens)
     keys = state.token_keys
@@ -46,9 +46,20 @@ def train(
             break
         heapq.heappop(heap)
         # Stage 3b: merge it everywhere and queue the pairs around the new token.
-        new_id = state.add_merge(left, right)
+        new_id = state.add_merge(left, right, -neg_count)
         for a, b in index.merge(left, right, new_id):
             heapq.heappush(heap, candidate_key(pair_counts[(a, b)], a, b, keys))
         bar.update()
     bar.close()
     return finish(state, "heap")
+
+
+def train(
+    pretoken_counts: Mapping[bytes, int],
+    vocab_size: int,
+    special_tokens: Sequence[str] = (),
+    *,
+    progress: bool = False,
+) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+    """The trainer contract: `(vocab, merges)`; see `train_detailed` for the merge counts."""
+    return train_detailed(pretoken_counts, vocab_size, special_tokens, progress=progress).as_tuple()

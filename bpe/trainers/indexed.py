@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from bpe.trainers.common import (
     Pair,
     TrainerInput,
+    TrainerOutput,
     candidate_key,
     finish,
     prepare,
@@ -122,10 +123,23 @@ def run_merges(state: TrainerInput, select, *, progress: bool, name: str) -> Non
         pair = select(index.pair_counts, state.token_keys)
         if pair is None:
             break
-        new_id = state.add_merge(*pair)
+        new_id = state.add_merge(*pair, index.pair_counts[pair])
         index.merge(*pair, new_id)
         bar.update()
     bar.close()
+
+
+def train_detailed(
+    pretoken_counts: Mapping[bytes, int],
+    vocab_size: int,
+    special_tokens: Sequence[str] = (),
+    *,
+    progress: bool = False,
+) -> TrainerOutput:
+    """Train BPE with incremental counts and a scan per merge. Same contract as every trainer."""
+    state = prepare(pretoken_counts, vocab_size, special_tokens)
+    run_merges(state, select_by_scan, progress=progress, name="indexed")
+    return finish(state, "indexed")
 
 
 def train(
@@ -135,7 +149,5 @@ def train(
     *,
     progress: bool = False,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
-    """Train BPE with incremental counts and a scan per merge. Same contract as every trainer."""
-    state = prepare(pretoken_counts, vocab_size, special_tokens)
-    run_merges(state, select_by_scan, progress=progress, name="indexed")
-    return finish(state, "indexed")
+    """The trainer contract: `(vocab, merges)`; see `train_detailed` for the merge counts."""
+    return train_detailed(pretoken_counts, vocab_size, special_tokens, progress=progress).as_tuple()

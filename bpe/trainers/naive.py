@@ -11,6 +11,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
 from bpe.trainers.common import (
+    TrainerOutput,
     candidate_key,
     finish,
     iter_pairs,
@@ -20,13 +21,13 @@ from bpe.trainers.common import (
 )
 
 
-def train(
+def train_detailed(
     pretoken_counts: Mapping[bytes, int],
     vocab_size: int,
     special_tokens: Sequence[str] = (),
     *,
     progress: bool = False,
-) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+) -> TrainerOutput:
     """Train BPE by full recount per merge. Same contract as every trainer (see `bpe.trainers`)."""
     state = prepare(pretoken_counts, vocab_size, special_tokens)
     bar = progress_bar(state.num_merges, progress, "merge (naive)")
@@ -42,8 +43,19 @@ def train(
         left, right = min(
             pair_counts, key=lambda p: candidate_key(pair_counts[p], *p, state.token_keys)
         )
-        new_id = state.add_merge(left, right)
+        new_id = state.add_merge(left, right, pair_counts[(left, right)])
         state.words = [merge_word(word, left, right, new_id) for word in state.words]
         bar.update()
     bar.close()
     return finish(state, "naive")
+
+
+def train(
+    pretoken_counts: Mapping[bytes, int],
+    vocab_size: int,
+    special_tokens: Sequence[str] = (),
+    *,
+    progress: bool = False,
+) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+    """The trainer contract: `(vocab, merges)`; see `train_detailed` for the merge counts."""
+    return train_detailed(pretoken_counts, vocab_size, special_tokens, progress=progress).as_tuple()
