@@ -1,0 +1,214 @@
+"""Figures for run and sweep reports: matplotlib on the headless Agg backend, saved as PNG.
+
+What it does: small functions that each draw one figure from plain data (a DataFrame of runs
+or lists of numbers) and save it atomically to a path, returning the path. Every figure has
+axis labels with units, a title and a legend where there is more than one series.
+
+What it does not do: read run directories (see `bpe.analysis.loader`) or write Markdown.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # headless: reports are built on servers and in CI
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from bpe.gpt2_format import atomic_write_bytes  # noqa: E402
+
+logger = logging.getLogger(__name__)
+
+TRAINER_ORDER = ("naive", "indexed", "heap")
+_STYLE = {"naive": "o-", "indexed": "s-", "heap": "^-"}
+
+
+def _save(fig, path: str | os.PathLike) -> Path:
+    """Render to PNG in memory, then write atomically (no half-written figure on failure)."""
+    buf = io.BytesIO()
+    fig.tight_layout()
+    # Fixed metadata keeps PNG bytes stable when the data is unchanged.
+    fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
+    plt.close(fig)
+    atomic_write_bytes(path, buf.getvalue())
+    return Path(path)
+
+
+def _trainers_in(frame: pd.DataFrame, column: str) -> list[str]:
+    present = list(dict.fromkeys(frame[column].dropna()))
+    return [t for t in TRAINER_ORDER if t in present] + sorted(
+        t for t in present if t not in TRAINER_ORDER
+    )
+
+
+def time_vs_vocab(
+    frame: pd.DataFrame,
+    path: str | os.PathLike,
+    *,
+    vocab_col: str = "vocab_size",
+    time_col: str = "merge_seconds",
+    trainer_col: str = "trainer",
+    title: str = "Training time vs vocab size",
+) -> Path:
+    """Log-log time vs vocab size, one line per trainer."""
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for trainer in _trainers_in(frame, trainer_col):
+        sub = frame[frame[trainer_col] == trainer].groupby(vocab_col)[time_col].median()
+        ax.plot(sub.index, sub.values, _STYLE.get(trainer, "x-"), label=trainer)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("vocab size")
+    ax.set_ylabel("seconds (log)")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    return _save(fig, path)
+
+
+def speedup_vs_vocab(
+    frame: pd.DataFrame,
+    path: str | os.PathLike,
+    *,
+    baseline: str = "naive",
+    vocab_col: str = "vocab_size",
+    time_col: str = "merge_seconds",
+    trainer_col: str = "trainer",
+) -> Path:
+    """Speedup of each other trainer over `baseline` at every vocab size both ran."""
+    med = frame.groupby([trainer_col, vocab_col])[time_col].median().unstack(trainer_col)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    if baseline in med:
+        for trainer in [t for t in _trainers_in(frame, trainer_col) if t != baseline]:
+            ratio = (med[baseline] / med[trainer]).dropna()
+            ax.plot(ratio.index, ratio.values, _STYLE.get(trainer, "x-"), label=trainer)
+    ax.axhline(1.0, color="grey", lw=0.8)
+    ax.set_xscale("log")
+    ax.set_xlabel("vocab size")
+    ax.set_ylabel(f"speedup over {baseline} (x)")
+    ax.set_title(f"Speedup over {baseline}")
+    ax.grid(True, which="both", alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend()
+    return _save(fig, path)
+
+
+def stage_bars(
+    values: Mapping[str, Mapping[str, float]],
+    path: str | os.PathLike,
+    *,
+    ylabel: str,
+    title: str,
+) -> Path:
+    """Grouped bars: one group per run label, one bar per stage (e.g. peak MB per stage)."""
+    labels = list(values)
+    stages = list(dict.fromkeys(s for v in values.values() for s in v))
+    width = 0.8 / max(len(stages), 1)
+    fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(labels)), 4))
+    for k, stage in enumerate(stages):
+        xs = [i + k * width for i in range(len(labels))]
+        ax.bar(xs, [values[lab].get(stage, 0.0) for lab in labels], width, label=stage)
+    ax.set_xticks([i + width * (len(stages) - 1) / 2 for i in range(len(labels))])
+    ax.set_xticklabels(labels, rotation=20, ha="right")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend()
+    return _save(fig, path)
+
+
+def memory_timeline(
+    series: Mapping[str, Sequence[tuple[float, float]]],
+    path: str | os.PathLike,
+    *,
+    stages: Sequence[tuple[str, float, float]] = (),
+    title: str = "Memory over time",
+) -> Path:
+    """RSS/PSS over time (MB vs seconds) for one or more runs; stages shaded when given."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for k, (name, start, end) in enumerate(stages):
+        ax.axvspan(start, end, alpha=0.12, color=f"C{k % 10}", label=f"stage: {name}")
+    for label, points in series.items():
+        if points:
+            xs, ys = zip(*points, strict=True)
+            ax.plot(xs, ys, label=label)
+    ax.set_xlabel("seconds since start")
+    ax.set_ylabel("memory (MB)")
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small")
+    return _save(fig, path)
+
+
+def compression_vs_vocab(
+    frame: pd.DataFrame,
+    path: str | os.PathLike,
+    *,
+    vocab_col: str = "vocab_size",
+    ratio_col: str = "compression",
+    dataset_col: str = "dataset",
+    gpt2: Mapping[str, float] | None = None,
+) -> Path:
+    """Compression ratio (bytes/token) vs vocab size per dataset, GPT-2 as dashed lines."""
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for k, dataset in enumerate(sorted(frame[dataset_col].dropna().unique())):
+        sub = frame[frame[dataset_col] == dataset].groupby(vocab_col)[ratio_col].median()
+        ax.plot(sub.index, sub.values, "o-", color=f"C{k}", label=dataset)
+        if gpt2 and dataset in gpt2:
+            ax.axhline(gpt2[dataset], ls="--", color=f"C{k}", label=f"GPT-2 on {dataset}")
+    ax.set_xscale("log")
+    ax.set_xlabel("vocab size")
+    ax.set_ylabel("bytes per token")
+    ax.set_title("Compression vs vocab size")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize="small")
+    return _save(fig, path)
+
+
+def histogram(
+    values: Sequence[float],
+    path: str | os.PathLike,
+    *,
+    xlabel: str,
+    title: str,
+    bins: int | Sequence[float] = 30,
+    log_y: bool = False,
+) -> Path:
+    """A plain histogram (e.g. token lengths in bytes)."""
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.hist(values, bins=bins, color="C0", edgecolor="white")
+    if log_y:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("count" + (" (log)" if log_y else ""))
+    ax.set_title(title)
+    return _save(fig, path)
+
+
+def line(
+    series: Mapping[str, Sequence[float]],
+    path: str | os.PathLike,
+    *,
+    xlabel: str,
+    ylabel: str,
+    title: str,
+    log_y: bool = False,
+) -> Path:
+    """One line per series against its index (e.g. count of the k-th merge)."""
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for label, ys in series.items():
+        ax.plot(range(1, len(ys) + 1), ys, label=label)
+    if log_y:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    if len(series) > 1:
+        ax.legend(fontsize="small")
+    return _save(fig, path)

@@ -1,0 +1,134 @@
+"""Load experiment runs into a pandas DataFrame: one row per run directory.
+
+What it does: finds run directories (any directory holding `metrics.json`) under a path, a run
+directory itself, or a glob; reads each run's resolved config (`.hydra/config.yaml`),
+`metrics.json` and `environment.json`, and flattens them with `pandas.json_normalize` into
+columns prefixed `config.`, `metrics.` and `env.`. Failed and still-running runs are rows too,
+with their `status`. A run whose files are corrupt (bad JSON or YAML) is skipped with a
+warning naming it; the skipped directories and reasons are kept in `frame.attrs["skipped"]`
+so reports can say what they left out.
+
+What it does not do: compute or render anything (see `bpe.analysis.figures` and the report
+modules), or write to run directories.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import logging
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+logger = logging.getLogger(__name__)
+
+METRICS_FILE = "metrics.json"
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def find_run_dirs(path_or_glob: str | os.PathLike) -> list[Path]:
+    """Run directories (holding metrics.json) at, below, or matched by path_or_glob; sorted.
+
+    >>> # find_run_dirs("experiments")            every run, sweeps included
+    >>> # find_run_dirs("experiments/*_owt_*")    runs whose directory name matches
+    """
+    text = str(path_or_glob)
+    if any(ch in text for ch in "*?["):
+        roots = [Path(p) for p in sorted(glob.glob(text))]
+    else:
+        root = Path(text)
+        if not root.exists():
+            raise FileNotFoundError(
+                f"experiments path {text!r} does not exist; run `bpe-train` first or pass the "
+                "directory that holds your runs"
+            )
+        roots = [root]
+    found: set[Path] = set()
+    for root in roots:
+        if (root / METRICS_FILE).is_file():
+            found.add(root)
+        elif root.is_dir():
+            # os.walk beats Path.rglob on hundreds of runs; stop descending into a run dir.
+            for dirpath, dirnames, filenames in os.walk(root):
+                if METRICS_FILE in filenames:
+                    found.add(Path(dirpath))
+                    dirnames[:] = [d for d in dirnames if d not in {"profile", ".hydra"}]
+                dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+    return sorted(found)
+
+
+def read_run(run_dir: Path) -> dict:
+    """One run as a nested dict: run_dir, run_name, config, metrics, env.
+
+    Raises:
+        ValueError: a file is not valid JSON / YAML (names the file).
+    """
+    record: dict = {"run_dir": str(run_dir), "run_name": run_dir.name}
+    record["metrics"] = _read_json(run_dir / METRICS_FILE, required=True)
+    record["env"] = _read_json(run_dir / "environment.json", required=False) or {}
+    config_path = run_dir / ".hydra" / "config.yaml"
+    if config_path.is_file():
+        try:
+            record["config"] = yaml.load(config_path.read_text("utf-8"), Loader=_YAML_LOADER) or {}
+        except yaml.YAMLError as err:
+            raise ValueError(f"{config_path} is not valid YAML: {err}") from None
+    else:
+        record["config"] = {}
+    return record
+
+
+def _read_json(path: Path, *, required: bool) -> dict | None:
+    if not path.is_file():
+        if required:
+            raise ValueError(f"{path} is missing")
+        return None
+    try:
+        data = json.loads(path.read_text("utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path} is not valid JSON ({err})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} does not hold a JSON object")
+    return data
+
+
+def load_runs(path_or_glob: str | os.PathLike = "experiments") -> pd.DataFrame:
+    """Load every run under path_or_glob into a DataFrame, one row per run, sorted by run_dir.
+
+    Columns: `run_dir`, `run_name`, `status`, then `config.*`, `metrics.*`, `env.*` (nested
+    keys joined with dots). Corrupt runs are skipped with a warning and listed in
+    `frame.attrs["skipped"]` as `(run_dir, reason)` pairs.
+
+    Raises:
+        FileNotFoundError: the path does not exist.
+
+    >>> # df = load_runs("experiments"); df[["run_name", "status", "metrics.timings.merge"]]
+    """
+    records, skipped = [], []
+    for run_dir in find_run_dirs(path_or_glob):
+        try:
+            records.append(read_run(run_dir))
+        except ValueError as err:
+            logger.warning("skipping run %s: %s", run_dir, err)
+            skipped.append((str(run_dir), str(err)))
+    frame = _flatten(records)
+    frame.attrs["skipped"] = skipped
+    if frame.empty:
+        logger.warning(
+            "no runs found under %s; train one with `bpe-train` or point at your experiments dir",
+            path_or_glob,
+        )
+    return frame
+
+
+def _flatten(records: Iterable[dict]) -> pd.DataFrame:
+    records = list(records)
+    if not records:
+        return pd.DataFrame(columns=["run_dir", "run_name", "status"])
+    frame = pd.json_normalize(records, sep=".")
+    frame.insert(2, "status", frame.get("metrics.status", pd.Series(["unknown"] * len(frame))))
+    frame["status"] = frame["status"].fillna("unknown")
+    return frame.sort_values("run_dir", kind="stable").reset_index(drop=True)
