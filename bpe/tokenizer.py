@@ -31,6 +31,7 @@ import re
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from functools import cache
+from heapq import heapify, heappop, heappush
 from itertools import chain, repeat
 
 import regex
@@ -55,6 +56,10 @@ DEFAULT_STREAM_CHARS = 1 << 16
 
 # A rank larger than any real one: an adjacent pair that is not a merge.
 _NO_MERGE = sys.maxsize
+
+# Pretokens longer than this (in bytes) are merged with a heap (O(n log n)) rather than the
+# list scan (O(n^2), but faster for the short pretokens that make up real text).
+_LONG_PRETOKEN = 64
 
 # invariant: a pretoken starting this close to the end of the text seen so far may still change
 # when more text arrives (the contraction alternative reads up to 3 characters ahead).
@@ -148,6 +153,8 @@ def _merge_bytes(data: bytes, byte_id, rank_of, merged: list[int], no_merge=_NO_
     ids = list(map(byte_id, data))
     if len(ids) < 2:
         return tuple(ids)
+    if len(ids) > _LONG_PRETOKEN:
+        return _merge_long(ids, rank_of, merged)
     ranks = list(map(rank_of, zip(ids, ids[1:]), repeat(no_merge)))
     best = min(ranks)
     while best != no_merge:
@@ -164,6 +171,46 @@ def _merge_bytes(data: bytes, byte_id, rank_of, merged: list[int], no_merge=_NO_
             break
         best = min(ranks)
     return tuple(ids)
+
+
+def _merge_long(ids: list[int], rank_of, merged: list[int]) -> tuple:
+    """`_merge_bytes` for long pretokens: a heap of candidate pairs over a linked list.
+
+    Heap entries are (rank, position, left id, right id); positions never move, so the
+    smallest (rank, position) is the lowest rank, leftmost, as in the list scan. Entries made
+    stale by earlier merges are skipped when popped (their ids no longer match).
+
+    >>> _merge_long([97, 97, 97], {(97, 97): 0}.get, [256])
+    (256, 97)
+    """
+    n = len(ids)
+    nxt = list(range(1, n + 1))  # n marks the end
+    prv = list(range(-1, n - 1))
+    heap = [
+        (rank, i, a, b)
+        for i, (a, b) in enumerate(zip(ids, ids[1:]))
+        if (rank := rank_of((a, b))) is not None
+    ]
+    heapify(heap)
+    while heap:
+        rank, i, a, b = heappop(heap)
+        j = nxt[i]
+        if j >= n or ids[i] != a or ids[j] != b:
+            continue  # stale: one side was merged away or changed since this entry was pushed
+        new = ids[i] = merged[rank]
+        ids[j] = -1  # invariant: -1 marks a removed position, never a real id
+        k = nxt[i] = nxt[j]
+        if k < n:
+            prv[k] = i
+            r = rank_of((new, ids[k]))
+            if r is not None:
+                heappush(heap, (r, i, new, ids[k]))
+        h = prv[i]
+        if h >= 0:
+            r = rank_of((ids[h], new))
+            if r is not None:
+                heappush(heap, (r, h, ids[h], new))
+    return tuple(x for x in ids if x != -1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -376,6 +423,7 @@ class Tokenizer:
         pending: list[str] = []
         size = 0
         carry = ""
+        threshold = block_chars
         for k, item in enumerate(iterable):
             if not isinstance(item, str):
                 raise ValueError(
@@ -385,11 +433,14 @@ class Tokenizer:
                 )
             pending.append(item)
             size += len(item)
-            if size >= block_chars:
+            if size >= threshold:
                 text = carry + "".join(pending)
                 pending.clear()
                 ids, carry = self._stable_split(text)
                 size = len(carry)
+                # subtle: text with no safe cut (one huge pretoken) is carried over; waiting
+                # for twice as much keeps the rescanning linear overall instead of quadratic.
+                threshold = max(block_chars, 2 * size)
                 yield from ids
         pending.insert(0, carry)
         yield from self.encode("".join(pending))

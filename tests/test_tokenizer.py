@@ -13,7 +13,7 @@ from bpe import Tokenizer, train_bpe
 from bpe.gpt2_format import save_tokenizer_files
 from bpe.measures import gpt2_tokenizer, load_documents, tiktoken_gpt2_encoding
 from bpe.pretokenize import GPT2_REGEX
-from bpe.tokenizer import bmp_pretoken_regex
+from bpe.tokenizer import _merge_bytes, _merge_long, bmp_pretoken_regex
 from tests.conftest import DATA, EOT, FIXTURES
 
 GPT2_VOCAB, GPT2_MERGES = DATA / "gpt2" / "vocab.json", DATA / "gpt2" / "merges.txt"
@@ -175,6 +175,24 @@ def test_merges_apply_by_rank_leftmost_first():
     assert tok.encode("abc") == [ord("a"), 256]  # rank 0 (b c) beats rank 1 (a b)
     assert tok.encode("aaa") == [258, ord("a")]  # leftmost occurrence first
     assert tok.encode("aaaa") == [258, 258]
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(max_size=64) | st.text(alphabet="ab c1'", max_size=64).map(str.encode))
+def test_heap_merge_for_long_pretokens_equals_the_list_scan(gpt2, trained, data):
+    for tok in (gpt2, trained):
+        args = (tok._byte_ids.__getitem__, tok._ranks.get, tok._merged)
+        short = _merge_bytes(data, *args)  # <= 64 bytes: the list scan
+        assert _merge_long(list(map(args[0], data)), *args[1:]) == short
+
+
+def test_very_long_pretokens_match_tiktoken(gpt2, tiktoken_enc):
+    import base64
+    import random
+
+    blob = base64.b64encode(random.Random(0).randbytes(30_000)).decode()
+    for text in ("a" * 30_000, blob, " " + "7" * 5_000, "!" * 9_999 + "\n" * 7_777):
+        assert gpt2.encode(text) == tiktoken_enc.encode_ordinary(text)
 
 
 def test_overlapping_special_tokens_longest_first(gpt2, tiktoken_enc):
