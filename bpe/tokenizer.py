@@ -17,7 +17,8 @@ How it is fast (the hot path does no per-character Python work):
     * a pretoken -> ids cache (a dict whose `__missing__` runs BPE), so ids are gathered with
       `map(cache.__getitem__, pretokens)` and `itertools.chain` entirely in C;
     * BPE on a cache miss works on ids with a precomputed pair -> rank table and a rank list
-      that is updated only next to each merge.
+      that is updated only next to each merge; pretokens over 64 bytes (base64 blobs, long
+      runs) use a heap instead, so they cost O(n log n), not O(n^2).
 
 What it does not do: train (see `bpe.training`), read or write files other than through
 `bpe.gpt2_format`, or add BOS/EOS tokens.
@@ -296,6 +297,12 @@ class Tokenizer:
             self._merged.append(self._id_of[a + b])
         self._cache = _PretokenCache(self._bpe, cache_size)
         self._bmp_regex = bmp_pretoken_regex()
+        logger.debug(
+            "tokenizer: %d ids, %d merges, special tokens %s",
+            len(self.vocab),
+            len(self.merges),
+            self.special_tokens,
+        )
 
     # -- construction ---------------------------------------------------------------------
 
