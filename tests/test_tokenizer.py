@@ -308,8 +308,8 @@ def test_encode_iterable_memory_is_bounded(gpt2):
     """Peak traced memory while streaming stays below the file size and does not grow with it.
 
     The cache is warmed first so that only the streaming itself is measured. Holding the text
-    (2.5 MB) or its ids as a list (~570K ints, > 4.5 MB) would break the first bound; anything
-    proportional to the input would break the second (the same file streamed twice).
+    (2.5 MB) or its ids as a list (~570K ints, > 4.5 MB of pointers alone) would break the first
+    bound; anything proportional to the input would break the second (the file streamed twice).
     """
     import itertools
     import tracemalloc
@@ -333,7 +333,8 @@ def test_encode_iterable_memory_is_bounded(gpt2):
     count1, peak1 = stream(1)
     count2, peak2 = stream(2)
     assert count1 > 500_000 and count2 == 2 * count1
-    assert peak1 < size / 2, f"peak {peak1} bytes while streaming a {size}-byte file"
+    # ~1.2 MB: one 64K-character block with its pretokens and ids, whatever the input size.
+    assert peak1 < 0.8 * size, f"peak {peak1} bytes while streaming a {size}-byte file"
     assert peak2 < 1.25 * peak1 + 100_000, f"peak grew from {peak1} to {peak2} bytes"
 
 
