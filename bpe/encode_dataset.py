@@ -27,7 +27,7 @@ import multiprocessing as mp
 import os
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -152,10 +152,71 @@ def _npy_header(dtype: np.dtype, length: int) -> bytes:
     return buf.getvalue()
 
 
+def write_npy_atomically(
+    path: str | os.PathLike, dtype: np.dtype, arrays: Iterable[np.ndarray]
+) -> int:
+    """Write the concatenation of 1-D arrays as one `.npy`, block by block; return its length.
+
+    The header is reserved first and filled in once the length is known; the data goes to a
+    temporary file next to `path` that is renamed into place only after everything succeeded,
+    so a failure (or Ctrl-C) leaves any previous file untouched and no partial file behind.
+
+    >>> # write_npy_atomically("ids.npy", np.dtype("uint16"), [np.arange(3), np.arange(2)])
+    >>> # np.load("ids.npy") -> array([0, 1, 2, 0, 1], dtype=uint16)
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    header_len = len(_npy_header(dtype, 0))
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    os.chmod(tmp, 0o666 & ~_current_umask())  # mkstemp makes 0600; give a normal file's mode
+    try:
+        length = 0
+        with os.fdopen(fd, "wb") as f:
+            f.write(b"\0" * header_len)  # placeholder: the length is known only at the end
+            for ids in arrays:
+                f.write(_as_dtype(np.asarray(ids), dtype).tobytes())
+                length += len(ids)
+            header = _npy_header(dtype, length)
+            # invariant: the header is padded to 64 bytes; 128 fits any realistic length.
+            assert len(header) == header_len, (len(header), header_len)
+            f.seek(0)
+            f.write(header)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    return length
+
+
+def _as_dtype(ids: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """ids as dtype, refusing values that would wrap around (NumPy casts them silently)."""
+    if ids.dtype == dtype or ids.size == 0:
+        return ids.astype(dtype, copy=False)
+    lo, hi = np.iinfo(dtype).min, np.iinfo(dtype).max
+    if ids.min() < lo or ids.max() > hi:
+        raise ValueError(
+            f"token id {int(ids.max() if ids.max() > hi else ids.min())!r} does not fit {dtype} "
+            f"({lo}..{hi}); write with dtype='uint32'"
+        )
+    return ids.astype(dtype)
+
+
 def _current_umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def _ticking(arrays: Iterable[np.ndarray], sizes: list[int], bar) -> Iterator[np.ndarray]:
+    """Pass arrays through, advancing a progress bar by each chunk's size in bytes."""
+    for ids, size in zip(arrays, sizes):
+        bar.update(size)
+        yield ids
 
 
 def encode_file_to_npy(
@@ -216,41 +277,15 @@ def encode_file_to_npy(
     )
 
     target = Path(out_path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    header_len = len(_npy_header(dt, 0))
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    os.chmod(tmp, 0o666 & ~_current_umask())  # mkstemp makes 0600; give a normal file's mode
-    bar = None
-    try:
-        if progress:
-            from tqdm.auto import tqdm
+    arrays = _encoded_chunks(tokenizer, jobs, workers)
+    if not progress:
+        num_tokens = write_npy_atomically(target, dt, arrays)
+    else:
+        from tqdm.auto import tqdm
 
-            bar = tqdm(total=size, unit="B", unit_scale=True, desc="encode")
-        num_tokens = 0
-        with os.fdopen(fd, "wb") as f:
-            f.write(b"\0" * header_len)  # placeholder: the length is known only at the end
-            for (_, a, b, _), ids in zip(jobs, _encoded_chunks(tokenizer, jobs, workers)):
-                f.write(ids.tobytes())
-                num_tokens += len(ids)
-                if bar is not None:
-                    bar.update(b - a)
-            header = _npy_header(dt, num_tokens)
-            # invariant: the header is padded to 64 bytes; 128 fits any realistic length.
-            assert len(header) == header_len, (len(header), header_len)
-            f.seek(0)
-            f.write(header)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    finally:
-        if bar is not None:
-            bar.close()
+        with tqdm(total=size, unit="B", unit_scale=True, desc="encode") as bar:
+            sizes = [b - a for _, a, b, _ in jobs]
+            num_tokens = write_npy_atomically(target, dt, _ticking(arrays, sizes, bar))
     seconds = time.perf_counter() - start_time
     logger.info(
         "wrote %d tokens (%s) to %s in %.2f s (%.2f MB/s)",

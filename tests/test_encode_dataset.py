@@ -10,7 +10,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bpe import Tokenizer, train_bpe
-from bpe.encode_dataset import encode_file_to_npy, main, resolve_tokenizer_files
+from bpe.encode_dataset import (
+    encode_file_to_npy,
+    main,
+    resolve_tokenizer_files,
+    write_npy_atomically,
+)
 from bpe.gpt2_format import save_tokenizer_files
 from bpe.measures import gpt2_tokenizer
 from tests.conftest import DATA, EOT, FIXTURES
@@ -116,6 +121,23 @@ def test_failed_encode_leaves_no_file_behind(gpt2, tmp_path):
         encode_file_to_npy(src, gpt2, target, num_workers=1)
     assert target.read_bytes() == b"previous result"  # untouched
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.txt", "out.npy"]  # no temp file
+
+
+def test_npy_writer_concatenates_blocks_and_is_atomic(tmp_path):
+    path = tmp_path / "ids.npy"
+    n = write_npy_atomically(path, np.dtype("uint16"), [np.arange(3), np.arange(65_534, 65_536)])
+    assert n == 5 and np.load(path).tolist() == [0, 1, 2, 65_534, 65_535]
+    with pytest.raises(ValueError, match=r"token id 65536 does not fit uint16.*uint32"):
+        write_npy_atomically(path, np.dtype("uint16"), [np.arange(65_535, 65_537)])
+
+    def interrupted():
+        yield np.arange(10)
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        write_npy_atomically(path, np.dtype("uint32"), interrupted())
+    assert np.load(path).dtype == np.uint16  # the previous file is intact
+    assert [p.name for p in tmp_path.iterdir()] == ["ids.npy"]
 
 
 def test_missing_input_is_named(gpt2, tmp_path, caplog):
