@@ -12,7 +12,8 @@ same run, single-threaded, so the ratios compare like with like on this machine 
 
 Ours and tiktoken encode each sample file whole (documents joined by `<|endoftext|>`). Runs are
 interleaved and the best of `--repeats` is kept, which is the least disturbed by other load.
-Ids are checked against tiktoken's. Usage:
+Ids are checked against tiktoken's (the exit status is 1 if they differ). It asserts nothing
+about speed and writes no files: it prints a Markdown table to paste into a note. Usage:
 
     python scripts/bench_encode.py               # TinyStories and OWT samples, 5 repeats
     python scripts/bench_encode.py --repeats 9
