@@ -61,16 +61,26 @@ def corpus_text(draw):
     return "".join(draw(st.lists(st.sampled_from(FRAGMENTS), min_size=1, max_size=60)))
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(text=corpus_text(), chunk=st.integers(1, 48), with_specials=st.booleans())
-def test_chunked_encoding_equals_whole_text(gpt2, tmp_path_factory, text, chunk, with_specials):
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    text=corpus_text(),
+    chunk=st.integers(1, 48),
+    with_specials=st.booleans(),
+    workers=st.sampled_from([1, 2]),
+)
+def test_chunked_encoding_equals_whole_text(
+    gpt2, tmp_path_factory, text, chunk, with_specials, workers
+):
+    """Chunks cut anywhere the boundary finder allows, in 1 or 2 processes, give encode's ids."""
     tok = gpt2 if with_specials else Tokenizer(gpt2.vocab, gpt2.merges)
     tmp = tmp_path_factory.mktemp("h")
     src = tmp / "in.txt"
     src.write_bytes(text.encode("utf-8"))
-    result = encode_file_to_npy(src, tok, tmp / "out.npy", num_workers=1, chunk_bytes=chunk)
-    assert _encoded(tmp / "out.npy").tolist() == tok.encode(text)
-    assert result["num_tokens"] == len(tok.encode(text))
+    out = tmp / "out.npy"
+    result = encode_file_to_npy(src, tok, out, num_workers=workers, chunk_bytes=chunk)
+    expected = tok.encode(text)
+    assert _encoded(out).tolist() == expected
+    assert result["num_tokens"] == len(expected)
 
 
 def test_cli_with_a_run_directory_and_with_two_files(run_dir, tmp_path, caplog):
