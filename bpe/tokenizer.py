@@ -334,6 +334,10 @@ class Tokenizer:
             f"special_tokens={self._special_list!r})"
         )
 
+    def clear_cache(self) -> None:
+        """Forget cached pretoken encodings (ids do not change; the next encode is cold)."""
+        self._cache.clear()
+
     @property
     def vocab_size(self) -> int:
         """Number of ids, special tokens included."""
