@@ -1,67 +1,55 @@
-"""`bpe-train`: train a tokenizer on a text file and write `vocab.json` + `merges.txt`.
+"""`bpe-train`: the Hydra command line for training runs (also `python -m bpe.train`).
 
-A thin command line over `bpe.train_bpe_detailed` and `bpe.gpt2_format`; all the work lives in
-the library. (The experiment harness turns this entry point into a Hydra app.)
+    bpe-train                                        defaults: conf/config.yaml
+    bpe-train dataset=owt_sample vocab_size=32000 trainer=indexed profiler=cprofile
+    bpe-train experiment=owt_32k
+    bpe-train -m trainer=naive,indexed,heap vocab_size=500,1000 dataset=tinystories_sample
+
+A thin shell: `bpe.experiment.runner.train(cfg)` does the work and returns the metrics, so tests
+call it without the command line. In a sweep (-m) a failing job is recorded as failed in its
+run directory and the sweep goes on; a single run that fails exits with status 1.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
-from pathlib import Path
 
-from bpe.gpt2_format import save_tokenizer_files
-from bpe.training import train_bpe_detailed
+import hydra
+from omegaconf import DictConfig
+
+from bpe.datasets import CONF_DIR
+from bpe.experiment.runner import train
 
 logger = logging.getLogger("bpe.train")
 
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="bpe-train", description=__doc__.splitlines()[0])
-    parser.add_argument("input", type=Path, help="UTF-8 text file to train on")
-    parser.add_argument("--vocab-size", type=int, default=1000)
-    parser.add_argument(
-        "--special-token",
-        action="append",
-        default=None,
-        help="special token (repeatable); default: <|endoftext|>",
-    )
-    parser.add_argument("--trainer", default="heap", help="naive | indexed | heap")
-    parser.add_argument("--num-workers", type=int, default=None)
-    parser.add_argument("--out", type=Path, required=True, help="output directory")
-    parser.add_argument("--no-progress", action="store_true")
-    return parser
+__all__ = ["main", "train"]
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    specials = args.special_token if args.special_token is not None else ["<|endoftext|>"]
+# subtle: an absolute path, because inside a package Hydra would look for a `conf` module.
+@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
+def _app(cfg: DictConfig) -> str | None:
+    from hydra.core.hydra_config import HydraConfig
+
+    multirun = str(HydraConfig.get().mode) == "RunMode.MULTIRUN"
     try:
-        result = train_bpe_detailed(
-            args.input,
-            args.vocab_size,
-            specials,
-            trainer=args.trainer,
-            num_workers=args.num_workers,
-            progress=not args.no_progress,
-        )
-    except (FileNotFoundError, PermissionError, ValueError) as err:
-        logger.error("%s", err)
-        return 2
-    vocab_path, merges_path = save_tokenizer_files(result.vocab, result.merges, args.out)
-    logger.info(
-        "wrote %s and %s (%d merges, sha256 %s)",
-        vocab_path,
-        merges_path,
-        result.num_merges,
-        result.merges_sha256[:16],
-    )
-    return 0
+        metrics = train(cfg)
+    except KeyboardInterrupt:
+        logger.error("interrupted: the run is marked failed in its metrics.json")
+        raise
+    except Exception as err:  # noqa: BLE001 - reported, recorded in metrics.json
+        logger.error("run failed: %s", err)
+        if multirun:
+            return "failed"  # keep the sweep going; SWEEP.md lists the failure
+        sys.exit(1)
+    logger.info("wrote %s", metrics["run"]["dir"])
+    return metrics["status"]
+
+
+def main() -> None:
+    """Console-script entry point."""
+    _app()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

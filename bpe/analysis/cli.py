@@ -1,0 +1,62 @@
+"""`bpe-report`: regenerate reports from run directories.
+
+    bpe-report RUN_DIR                 ANALYSIS.md (+ figures) of one run
+    bpe-report SWEEP_DIR               SWEEP.md (+ figures) of a sweep (a dir of job run dirs)
+    bpe-report --all [--experiments-dir experiments] [--out reports]
+                                       every report in reports/
+
+A small dispatcher: the work lives in `bpe.analysis.run_report`, `.sweep` and `.reports`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+logger = logging.getLogger("bpe.report")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="bpe-report", description=__doc__.splitlines()[0])
+    parser.add_argument("path", nargs="?", type=Path, help="a run directory or a sweep directory")
+    parser.add_argument("--all", action="store_true", help="regenerate every report in --out")
+    parser.add_argument("--experiments-dir", type=Path, default=Path("experiments"))
+    parser.add_argument("--out", type=Path, default=Path("reports"))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        if args.all:
+            from bpe.analysis.reports import write_all_reports
+
+            for path in write_all_reports(args.experiments_dir, out_dir=args.out):
+                logger.info("wrote %s", path)
+            return 0
+        if args.path is None:
+            parser.error("pass a RUN_DIR or SWEEP_DIR, or --all")
+        if not args.path.is_dir():
+            raise FileNotFoundError(
+                f"{str(args.path)!r} is not a directory; pass a run or sweep dir"
+            )
+        if (args.path / "metrics.json").is_file():
+            from bpe.analysis.run_report import write_run_report
+
+            logger.info("wrote %s", write_run_report(args.path))
+            return 0
+        from bpe.analysis.sweep import write_sweep_report
+
+        logger.info("wrote %s", write_sweep_report(args.path))
+        return 0
+    except (FileNotFoundError, ValueError, PermissionError) as err:
+        logger.error("%s", err)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

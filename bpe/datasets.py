@@ -1,0 +1,95 @@
+"""Named corpora: where each dataset's training file and held-out documents live.
+
+What it does: turns a dataset config (`conf/dataset/*.yaml`) into a `Dataset` with absolute
+paths, resolving relative paths against the project root (so runs work from any directory), and
+fails with a message that says how to get a missing file: the bundled samples ship with the
+repository, the full datasets come from `scripts/download_data.py`.
+
+What it does not do: download anything (see `scripts/download_data.py`) or read text (see
+`bpe.pretokenize` and `bpe.measures.load_documents`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: The repository root: the directory holding `bpe/`, `conf/` and `data/`.
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+CONF_DIR = PROJECT_ROOT / "conf"
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """One named corpus: training file, held-out file, special tokens."""
+
+    name: str
+    path: Path
+    heldout_path: Path | None
+    special_tokens: list[str] = field(default_factory=list)
+    document_separator: str = "<|endoftext|>"
+    other: str | None = None
+    download: str | None = None
+
+    def check(self) -> None:
+        """Raise FileNotFoundError, saying how to get it, when the training file is missing."""
+        _check_file(self.path, self, "training file")
+
+    def check_heldout(self) -> None:
+        if self.heldout_path is not None:
+            _check_file(self.heldout_path, self, "held-out file")
+
+
+def resolve(path: str | os.PathLike) -> Path:
+    """Absolute path: as given if absolute or existing from the cwd, else under the project root.
+
+    >>> resolve("data/owt_sample.txt").name
+    'owt_sample.txt'
+    """
+    p = Path(path).expanduser()
+    if p.is_absolute() or p.exists():
+        return p.resolve()
+    return (PROJECT_ROOT / p).resolve()
+
+
+def from_config(cfg: Mapping) -> Dataset:
+    """Build a Dataset from a dataset config mapping (a `cfg.dataset` node or a plain dict)."""
+    missing = [k for k in ("name", "path") if not cfg.get(k)]
+    if missing:
+        raise ValueError(f"dataset config {dict(cfg)!r} lacks {missing}; see conf/dataset/")
+    heldout = cfg.get("heldout_path")
+    return Dataset(
+        name=str(cfg["name"]),
+        path=resolve(cfg["path"]),
+        heldout_path=resolve(heldout) if heldout else None,
+        special_tokens=list(cfg.get("special_tokens") or []),
+        document_separator=str(cfg.get("document_separator") or "<|endoftext|>"),
+        other=cfg.get("other"),
+        download=cfg.get("download"),
+    )
+
+
+def load_named(name: str) -> Dataset:
+    """The Dataset of `conf/dataset/<name>.yaml` (used for the cross-domain measurement)."""
+    import yaml
+
+    path = CONF_DIR / "dataset" / f"{name}.yaml"
+    if not path.is_file():
+        choices = sorted(p.stem for p in (CONF_DIR / "dataset").glob("*.yaml"))
+        raise ValueError(f"unknown dataset {name!r}; choose one of {choices}")
+    return from_config(yaml.safe_load(path.read_text("utf-8")))
+
+
+def _check_file(path: Path, ds: Dataset, what: str) -> None:
+    if path.is_file():
+        return
+    if ds.download:
+        hint = (
+            f"download it with `python scripts/download_data.py {ds.download}` "
+            "(needs network access), or point dataset.path at your copy"
+        )
+    else:
+        hint = "it ships with the repository: restore it with `git checkout -- data/`"
+    raise FileNotFoundError(f"{what} of dataset {ds.name!r} not found at {str(path)!r}; {hint}")

@@ -1,0 +1,82 @@
+"""environment.json: what produced a run (code version, interpreter, machine, command).
+
+What it does: records the git sha and dirty flag of the project (and saves `git diff HEAD` as
+`diff.patch` when dirty), python and platform, usable CPUs, versions of the packages that shape
+the results, argv and Hydra overrides, and the multiprocessing start method.
+
+What it does not do: fail a run: anything it cannot learn (no git, say) is recorded as null.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import platform
+import socket
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+from bpe.datasets import PROJECT_ROOT
+from bpe.gpt2_format import atomic_write_text
+from bpe.pretokenize import default_num_workers
+
+PACKAGES = (
+    "bpe-lab", "hydra-core", "omegaconf", "regex", "numpy", "pandas", "matplotlib", "scalene",
+    "psutil", "tqdm", "tabulate", "tokenizers", "tiktoken",
+)  # fmt: skip
+
+
+def _git(*args: str) -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(PROJECT_ROOT), *args],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout
+
+
+def capture(*, argv: list[str] | None = None, overrides: list[str] | None = None) -> dict:
+    """The environment of this process as a JSON-ready dict (git diff under key `_diff`)."""
+    sha = _git("rev-parse", "HEAD")
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    dirty = None if status is None else bool(status.strip())
+    diff = _git("diff", "HEAD") if dirty else None
+    versions = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return {
+        "git": {"sha": sha.strip() if sha else None, "dirty": dirty},
+        "python": sys.version.split()[0],
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "hostname": socket.gethostname(),
+        "cpu_count": os.cpu_count(),
+        "usable_cpus": default_num_workers(),
+        "mp_start_method": mp.get_start_method(allow_none=True) or "fork (default)",
+        "packages": versions,
+        "argv": list(sys.argv if argv is None else argv),
+        "overrides": list(overrides or []),
+        "_diff": diff,
+    }
+
+
+def write(run_dir: Path, env: dict) -> None:
+    """Write environment.json (and diff.patch when the tree was dirty) into run_dir."""
+    env = dict(env)
+    diff = env.pop("_diff", None)
+    if diff:
+        atomic_write_text(run_dir / "diff.patch", diff)
+        env["git"] = {**env["git"], "diff_file": "diff.patch"}
+    atomic_write_text(run_dir / "environment.json", json.dumps(env, indent=1) + "\n")

@@ -1,0 +1,115 @@
+"""Memory of the whole process tree, sampled over time by a background thread.
+
+What it does: every `interval` seconds sums the memory of this process and all its children
+(pre-tokenization workers, a profiled child): PSS where the OS exposes it (shared pages split
+fairly between processes, so forked workers are not double counted), RSS otherwise. Each sample
+is tagged with the current stage, giving a timeline and a per-stage peak. `ru_maxrss` of the
+process and of its reaped children complete the picture (they catch peaks between samples).
+
+What it does not do: limit memory, or profile allocations (that is scalene's job).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import resource
+import threading
+import time
+
+import psutil
+
+logger = logging.getLogger(__name__)
+
+MB = 1024 * 1024
+
+
+def _process_mb(proc: psutil.Process) -> float:
+    try:
+        info = proc.memory_full_info()
+        value = getattr(info, "pss", None) or info.rss
+    except psutil.AccessDenied:
+        value = proc.memory_info().rss
+    return value / MB
+
+
+def tree_mb(pid: int | None = None) -> float:
+    """Memory of a process and all its descendants, in MB (PSS where available)."""
+    root = psutil.Process(pid or os.getpid())
+    total = 0.0
+    for proc in [root, *root.children(recursive=True)]:
+        try:
+            total += _process_mb(proc)
+        except (psutil.NoSuchProcess, psutil.ZombieProcess):
+            continue  # a worker exited between listing and reading
+    return total
+
+
+class MemorySampler:
+    """Background sampler: `with MemorySampler() as m: m.stage = "merge"; ...`.
+
+    After exit, `summary()` gives peak, per-stage peaks and the (downsampled) timeline.
+    """
+
+    def __init__(self, *, interval: float = 0.05, max_points: int = 2000) -> None:
+        self.interval = interval
+        self.max_points = max_points
+        self.stage = "start"
+        self.samples: list[tuple[float, float, str]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="memory-sampler", daemon=True)
+        self._t0 = 0.0
+
+    def __enter__(self) -> MemorySampler:
+        self._t0 = time.perf_counter()
+        self._sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self._sample()
+
+    def set_stage(self, stage: str) -> None:
+        """Switch the stage label, with a sample at the boundary."""
+        self.stage = stage
+        self._sample()
+
+    def _sample(self) -> None:
+        try:
+            mb = tree_mb()
+        except Exception as err:  # noqa: BLE001 - sampling must never kill a run
+            logger.debug("memory sample failed: %s", err)
+            return
+        self.samples.append((time.perf_counter() - self._t0, mb, self.stage))
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+    def summary(self) -> dict:
+        """Peak, per-stage peaks, ru_maxrss figures and a timeline of at most max_points."""
+        per_stage: dict[str, float] = {}
+        for _, mb, stage in self.samples:
+            per_stage[stage] = max(per_stage.get(stage, 0.0), mb)
+        step = max(1, -(-len(self.samples) // self.max_points))
+        timeline = [
+            [round(t, 4), round(mb, 2), stage] for t, mb, stage in self.samples[::step]
+        ]
+        # keep the true peak visible in a downsampled timeline
+        if self.samples and step > 1:
+            peak = max(self.samples, key=lambda s: s[1])
+            timeline.append([round(peak[0], 4), round(peak[1], 2), peak[2]])
+            timeline.sort(key=lambda p: p[0])
+        own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        return {
+            "peak_mb": round(max((mb for _, mb, _ in self.samples), default=0.0), 2),
+            "ru_maxrss_mb": round(own, 2),
+            "children_ru_maxrss_mb": round(children, 2),
+            "per_stage_peak_mb": {k: round(v, 2) for k, v in per_stage.items()},
+            "interval_s": self.interval,
+            "num_samples": len(self.samples),
+            "timeline": timeline,
+        }

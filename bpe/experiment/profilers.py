@@ -1,0 +1,162 @@
+"""Profilers for the training stages: none, cProfile, or scalene in a child process.
+
+What it does:
+    * `cprofile`: runs the stages under `cProfile` in this process (pre-tokenization workers are
+      separate processes and are not profiled); saves `profile/cprofile.pstats`, the pstats text
+      report `profile/cprofile.txt`, and `profile/summary.json` (top functions);
+    * `scalene`: runs the stages in a child `scalene run -o profile/scalene.json <target> ---
+      <args>` process (scalene must own the interpreter from the start: calling
+      `scalene_profiler.start()` under plain python exits the process, so we never do), then
+      reads the result back and writes `profile/summary.json` (top functions and lines by CPU,
+      with memory);
+    * `none`: just runs the stages.
+
+What it does not do: render Markdown (ANALYSIS.md embeds `summary.json` at report time).
+"""
+
+from __future__ import annotations
+
+import cProfile
+import io
+import json
+import logging
+import os
+import pickle
+import pstats
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bpe.datasets import PROJECT_ROOT
+from bpe.gpt2_format import atomic_write_text
+
+logger = logging.getLogger(__name__)
+
+PROFILERS = ("none", "cprofile", "scalene")
+SCALENE_TARGET = Path(__file__).with_name("scalene_target.py")
+
+
+def check_profiler(name: str) -> None:
+    if name not in PROFILERS:
+        raise ValueError(f"unknown profiler {name!r}; choose one of {list(PROFILERS)}")
+
+
+def run_cprofile(fn: Callable[[], Any], out_dir: Path, *, top_n: int) -> Any:
+    """Run fn under cProfile; write pstats, a text report and summary.json. Returns fn()."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    prof = cProfile.Profile()
+    try:
+        return prof.runcall(fn)
+    finally:
+        prof.dump_stats(str(out_dir / "cprofile.pstats"))
+        stats = pstats.Stats(prof)
+        text = io.StringIO()
+        pstats.Stats(prof, stream=text).sort_stats("cumulative").print_stats(top_n)
+        atomic_write_text(out_dir / "cprofile.txt", text.getvalue())
+        summary = {"profiler": "cprofile", "functions": _pstats_top(stats, top_n)}
+        atomic_write_text(out_dir / "summary.json", json.dumps(summary, indent=1) + "\n")
+
+
+def _pstats_top(stats: pstats.Stats, top_n: int) -> list[dict]:
+    total = max(stats.total_tt, 1e-12)
+    rows = []
+    for (filename, lineno, func), (_cc, ncalls, tottime, cumtime, _callers) in stats.stats.items():
+        rows.append(
+            {
+                "function": func,
+                "file": _short(filename),
+                "line": lineno,
+                "calls": ncalls,
+                "self_seconds": round(tottime, 4),
+                "cumulative_seconds": round(cumtime, 4),
+                "self_percent": round(100 * tottime / total, 2),
+            }
+        )
+    rows.sort(key=lambda r: (-r["self_seconds"], r["file"], r["line"]))
+    return rows[:top_n]
+
+
+def _short(filename: str) -> str:
+    """Path relative to the project (or site-packages / stdlib tail), never a machine path."""
+    p = Path(filename)
+    try:
+        return str(p.resolve().relative_to(PROJECT_ROOT))
+    except (ValueError, OSError):
+        pass
+    parts = p.parts
+    for marker in ("site-packages", "lib"):
+        if marker in parts:
+            idx = len(parts) - 1 - parts[::-1].index(marker)
+            return "/".join(parts[idx + 1 :]) or p.name
+    return p.name
+
+
+def run_scalene(
+    args: dict, out_dir: Path, *, top_n: int, cpu_only: bool = False, timeout: float = 3600
+) -> Any:
+    """Run the training stages in a scalene-profiled child; return its TrainResult.
+
+    args are keyword arguments of `bpe.training.train_bpe_detailed` (input_path, vocab_size,
+    special_tokens, trainer, num_workers).
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    profile_json = out_dir / "scalene.json"
+    with tempfile.TemporaryDirectory() as tmp:
+        spec = Path(tmp) / "spec.json"
+        result_path = Path(tmp) / "result.pickle"
+        spec.write_text(json.dumps({**args, "result_path": str(result_path)}), "utf-8")
+        cmd = [sys.executable, "-m", "scalene", "run", "-o", str(profile_json)]
+        if cpu_only:
+            cmd.append("--cpu-only")
+        cmd += [str(SCALENE_TARGET), "---", str(spec)]
+        logger.info("profiling with scalene: %s", " ".join(cmd[2:4]))
+        env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+        if proc.returncode != 0 or not result_path.is_file():
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-15:]
+            detail = "\n".join(tail)
+            raise RuntimeError(f"scalene run failed (exit {proc.returncode}): {detail}")
+        with open(result_path, "rb") as f:
+            result = pickle.load(f)
+    if not profile_json.is_file():
+        raise RuntimeError(f"scalene did not write {profile_json}; is scalene installed?")
+    summary = summarize_scalene(json.loads(profile_json.read_text("utf-8")), top_n=top_n)
+    atomic_write_text(out_dir / "summary.json", json.dumps(summary, indent=1) + "\n")
+    return result
+
+
+def summarize_scalene(profile: dict, *, top_n: int) -> dict:
+    """Top functions and lines by total CPU % (python + native), with memory, from scalene JSON."""
+    functions, lines = [], []
+    for filename, info in (profile.get("files") or {}).items():
+        short = _short(filename)
+        for kind, bucket in (("functions", functions), ("lines", lines)):
+            for row in info.get(kind) or []:
+                cpu_py = float(row.get("n_cpu_percent_python") or 0.0)
+                cpu_c = float(row.get("n_cpu_percent_c") or 0.0)
+                if cpu_py + cpu_c <= 0 and not row.get("n_peak_mb"):
+                    continue
+                bucket.append(
+                    {
+                        "file": short,
+                        "line": row.get("lineno"),
+                        "code": (row.get("line") or "").strip()[:80],
+                        "cpu_percent": round(cpu_py + cpu_c, 2),
+                        "cpu_python_percent": round(cpu_py, 2),
+                        "cpu_native_percent": round(cpu_c, 2),
+                        "peak_mb": round(float(row.get("n_peak_mb") or 0.0), 2),
+                        "alloc_mb": round(float(row.get("n_malloc_mb") or 0.0), 2),
+                    }
+                )
+    for bucket in (functions, lines):
+        bucket.sort(key=lambda r: (-r["cpu_percent"], r["file"], r["line"] or 0))
+    return {
+        "profiler": "scalene",
+        "elapsed_seconds": profile.get("elapsed_time_sec"),
+        "max_footprint_mb": profile.get("max_footprint_mb"),
+        "functions": functions[:top_n],
+        "lines": lines[:top_n],
+    }

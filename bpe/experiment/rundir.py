@@ -1,0 +1,70 @@
+"""Run directories: unique, timestamped, created exclusively, writable or a clear error.
+
+What it does: picks `<experiments_dir>/<YYYY-mm-dd_HH-MM-SS_ffffff>_<dataset>_<trainer>_v<vocab>`
+(microseconds, so two runs started in the same second get two directories; a collision is
+resolved by moving to the next free microsecond), or reuses the directory Hydra made.
+
+What it does not do: write any artifact (see `bpe.experiment.metrics` and the runner).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from pathlib import Path
+
+TIMESTAMP_FORMAT = "%Y-%m-%d_%H-%M-%S_%f"
+
+
+def run_name(when: dt.datetime, dataset: str, trainer: str, vocab_size: int) -> str:
+    """The directory name of a run.
+
+    >>> run_name(dt.datetime(2026, 1, 2, 3, 4, 5, 6), "owt_sample", "heap", 32000)
+    '2026-01-02_03-04-05_000006_owt_sample_heap_v32000'
+    """
+    return f"{when.strftime(TIMESTAMP_FORMAT)}_{dataset}_{trainer}_v{vocab_size}"
+
+
+def create_run_dir(
+    experiments_dir: str | os.PathLike, *, dataset: str, trainer: str, vocab_size: int
+) -> Path:
+    """Create and return a new, empty run directory under experiments_dir.
+
+    Raises:
+        PermissionError: experiments_dir cannot be written, with the fix.
+    """
+    root = Path(experiments_dir)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise PermissionError(
+            f"cannot create experiments_dir {str(root)!r} ({err.strerror}); pass a writable "
+            "directory, e.g. experiments_dir=/tmp/bpe-experiments"
+        ) from None
+    when = dt.datetime.now()
+    for _ in range(1000):
+        path = root / run_name(when, dataset, trainer, vocab_size)
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            when += dt.timedelta(microseconds=1)
+        except OSError as err:
+            raise PermissionError(
+                f"cannot create a run directory in {str(root)!r} ({err.strerror}); pass a "
+                "writable experiments_dir, e.g. experiments_dir=/tmp/bpe-experiments"
+            ) from None
+    raise RuntimeError(f"could not find a free run directory name in {str(root)!r}")
+
+
+def check_writable(path: Path) -> None:
+    """Raise PermissionError naming path when a file cannot be created in it."""
+    probe = path / ".write-test"
+    try:
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as err:
+        raise PermissionError(
+            f"run directory {str(path)!r} is not writable ({err.strerror}); pass a writable "
+            "experiments_dir"
+        ) from None

@@ -1,0 +1,298 @@
+"""`train(cfg)`: one training run from a Hydra config to a complete, self-describing run dir.
+
+Stages (each timed, memory sampled throughout, status kept honest in metrics.json):
+
+    setup     validate the config, create the run dir, write config, environment, status=running
+    read / pretokenize / merge    `train_bpe_detailed` (optionally under a profiler)
+    save      vocab.json, merges.txt, merge_counts.json (atomic)
+    analysis  vocab metrics, compression, throughput (bpe.experiment.measure_run)
+    report    ANALYSIS.md + figures (bpe.analysis.run_report), then status=complete, last
+
+Any exception, Ctrl-C or SIGTERM marks the run `failed` (with the stage and traceback) and is
+re-raised; artifacts are written atomically, so each one is either complete or absent.
+
+What it does not do: parse the command line (see `bpe.train`), or format Markdown itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from bpe import datasets
+from bpe.experiment import environment
+from bpe.experiment.memory import MemorySampler
+from bpe.experiment.metrics import MetricsFile
+from bpe.experiment.profilers import check_profiler, run_cprofile, run_scalene
+from bpe.experiment.rundir import check_writable, create_run_dir
+from bpe.gpt2_format import atomic_write_text, save_tokenizer_files
+from bpe.pretokenize import validate_special_tokens
+from bpe.trainers import get_trainer
+from bpe.trainers.common import check_vocab_size
+from bpe.training import TrainResult, train_bpe_detailed
+
+logger = logging.getLogger(__name__)
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Raised in the main thread when the run receives SIGTERM."""
+
+
+@contextlib.contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):  # noqa: ARG001
+        raise RunInterrupted(f"received signal {signal.Signals(signum).name}")
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def _run_log(run_dir: Path) -> Iterator[None]:
+    """Send this package's logs to run_dir/train.log unless Hydra already does."""
+    target = (run_dir / "train.log").resolve()
+    root = logging.getLogger()
+    for h in root.handlers:
+        if isinstance(h, logging.FileHandler) and Path(h.baseFilename).resolve() == target:
+            yield
+            return
+    handler = logging.FileHandler(target, encoding="utf-8")
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    handler.setLevel(logging.INFO)
+    pkg = logging.getLogger("bpe")
+    old_level = pkg.level
+    if pkg.getEffectiveLevel() > logging.INFO:
+        pkg.setLevel(logging.INFO)
+    pkg.addHandler(handler)
+    try:
+        yield
+    finally:
+        pkg.removeHandler(handler)
+        pkg.setLevel(old_level)
+        handler.close()
+
+
+def _hydra_output_dir() -> tuple[Path | None, list[str], dict]:
+    """Hydra's run/job dir, overrides and sweep info when running under @hydra.main."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        hc = HydraConfig.get()
+    except (ImportError, ValueError):
+        return None, [], {}
+    sweep = {}
+    if str(hc.mode) == "RunMode.MULTIRUN":
+        sweep = {"sweep_dir": str(Path(hc.sweep.dir)), "job_num": int(hc.job.num)}
+    return Path(hc.runtime.output_dir), list(hc.overrides.task), sweep
+
+
+def _command(overrides: list[str]) -> str:
+    return " ".join(["bpe-train", *overrides])
+
+
+def validate(cfg: DictConfig) -> datasets.Dataset:
+    """Check everything that can be checked before any work; returns the dataset."""
+    get_trainer(cfg.trainer.name)
+    check_profiler(cfg.profiler.name)
+    ds = datasets.from_config(cfg.dataset)
+    specials = validate_special_tokens(list(ds.special_tokens))
+    check_vocab_size(int(cfg.vocab_size), specials)
+    ds.check()
+    return ds
+
+
+def train(cfg: DictConfig) -> dict:
+    """Run one training job described by cfg; returns the final metrics dict.
+
+    Raises whatever stopped the run (after marking it failed in metrics.json).
+    """
+    hydra_dir, overrides, sweep = _hydra_output_dir()
+    if hydra_dir is not None:
+        run_dir = hydra_dir
+        run_dir.mkdir(parents=True, exist_ok=True)
+        check_writable(run_dir)
+    else:
+        run_dir = create_run_dir(
+            cfg.experiments_dir,
+            dataset=str(cfg.dataset.name),
+            trainer=str(cfg.trainer.name),
+            vocab_size=int(cfg.vocab_size),
+        )
+        overrides = list(cfg.get("_overrides_", []) or [])
+        hydra_meta = run_dir / ".hydra"
+        hydra_meta.mkdir(exist_ok=True)
+        atomic_write_text(hydra_meta / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
+        atomic_write_text(hydra_meta / "overrides.yaml", OmegaConf.to_yaml(overrides))
+
+    run_info = {
+        "name": run_dir.name,
+        "dir": str(run_dir),
+        "dataset": str(cfg.dataset.name),
+        "trainer": str(cfg.trainer.name),
+        "vocab_size": int(cfg.vocab_size),
+        "profiler": str(cfg.profiler.name),
+        "num_workers": cfg.num_workers,
+        "seed": int(cfg.seed),
+        "special_tokens": list(cfg.dataset.special_tokens or []),
+        "input_path": str(cfg.dataset.path),
+        "command": _command(overrides),
+        "overrides": overrides,
+        "sweep_dir": sweep.get("sweep_dir"),
+        "job_num": sweep.get("job_num"),
+    }
+    metrics = MetricsFile(run_dir / "metrics.json", run_info)
+    stage = "setup"
+    with _run_log(run_dir), _sigterm_raises():
+        try:
+            metrics.write()
+            environment.write(run_dir, environment.capture(overrides=overrides))
+            logger.info("run %s: %s", run_dir.name, _command(overrides))
+            ds = validate(cfg)
+            with MemorySampler() as mem:
+                stage = "train"
+                mem.set_stage("pretokenize")
+                result = _train_stage(cfg, ds, run_dir)
+                timings = dict(result.timings)
+                _label_stages(mem, timings)
+
+                stage = "save"
+                mem.set_stage("save")
+                t0 = time.perf_counter()
+                save_tokenizer_files(result.vocab, result.merges, run_dir)
+                atomic_write_text(run_dir / "merge_counts.json", json.dumps(result.merge_counts))
+                timings["save"] = time.perf_counter() - t0
+                logger.info("stage save: vocab.json, merges.txt in %.3f s", timings["save"])
+
+                stage = "analysis"
+                mem.set_stage("analysis")
+                t0 = time.perf_counter()
+                analysis = _analysis_stage(cfg, ds, result)
+                timings["analysis"] = time.perf_counter() - t0
+                logger.info("stage analysis: %.3f s", timings["analysis"])
+            timings["total"] = sum(timings.values())
+            metrics.update(
+                profiled=cfg.profiler.name != "none",
+                timings={k: round(v, 6) for k, v in timings.items()},
+                memory=mem.summary(),
+                counts={
+                    "bytes": result.num_bytes,
+                    "pretokens": result.num_pretokens,
+                    "unique_pretokens": result.num_unique_pretokens,
+                    "merges": result.num_merges,
+                    "vocab": len(result.vocab),
+                    "chunks": result.num_chunks,
+                    "workers": result.num_workers,
+                },
+                merges_sha256=result.merges_sha256,
+                stopped_early=len(result.vocab) < int(cfg.vocab_size),
+                **analysis,
+            )
+            stage = "report"
+            metrics.write()  # every number on disk before the report reads it
+            from bpe.analysis.run_report import write_run_report
+
+            write_run_report(run_dir, metrics=metrics.as_complete())
+            metrics.complete()
+            logger.info(
+                "run complete: %d merges, peak %.1f MB, %s",
+                result.num_merges,
+                metrics.data["memory"]["peak_mb"],
+                run_dir,
+            )
+            return metrics.data
+        except BaseException as err:
+            logger.error("run failed in stage %s: %s: %s", stage, type(err).__name__, err)
+            metrics.fail(err, stage)
+            raise
+
+
+def _label_stages(mem: MemorySampler, timings: dict[str, float]) -> None:
+    """Relabel the samples taken during training by the stage boundaries we now know.
+
+    The training call runs read -> pretokenize -> merge back to back; its timings tell where
+    each stage began, so each sample gets the right stage name.
+    """
+    if not mem.samples:
+        return
+    end = mem.samples[-1][0]
+    start = end - sum(timings.get(k, 0.0) for k in ("read", "pretokenize", "merge"))
+    bounds, t = [], start
+    for name in ("read", "pretokenize", "merge"):
+        t += timings.get(name, 0.0)
+        bounds.append((t, name))
+    relabelled = []
+    for ts, mb, stage in mem.samples:
+        if stage == "pretokenize":
+            stage = next((name for limit, name in bounds if ts <= limit), "merge")
+        relabelled.append((ts, mb, stage))
+    mem.samples[:] = relabelled
+
+
+def _train_stage(cfg: DictConfig, ds: datasets.Dataset, run_dir: Path) -> TrainResult:
+    kwargs = {
+        "input_path": str(ds.path),
+        "vocab_size": int(cfg.vocab_size),
+        "special_tokens": list(ds.special_tokens),
+        "trainer": str(cfg.trainer.name),
+        "num_workers": cfg.num_workers,
+    }
+    profiler = cfg.profiler.name
+    if profiler == "scalene":
+        return run_scalene(
+            kwargs,
+            run_dir / "profile",
+            top_n=int(cfg.profiler.top_n),
+            cpu_only=bool(cfg.profiler.get("cpu_only", False)),
+        )
+
+    def call() -> TrainResult:
+        return train_bpe_detailed(**kwargs, progress=bool(cfg.get("progress", False)))
+
+    if profiler == "cprofile":
+        return run_cprofile(call, run_dir / "profile", top_n=int(cfg.profiler.top_n))
+    return call()
+
+
+def _analysis_stage(cfg: DictConfig, ds: datasets.Dataset, result: TrainResult) -> dict:
+    from bpe.experiment.measure_run import corpus_metrics, vocab_metrics
+
+    acfg = cfg.get("analysis") or {}
+    out = vocab_metrics(
+        result.vocab,
+        result.special_tokens,
+        num_bytes_tokens=256,
+        top_k=int(acfg.get("longest_tokens", 20)),
+    )
+    try:
+        from bpe.tokenizer import Tokenizer
+    except ImportError as err:  # pragma: no cover - the tokenizer ships with the package
+        logger.warning("tokenizer unavailable, no compression/throughput: %s", err)
+        return {**out, "compression": None, "throughput": None}
+    tokenizer = Tokenizer(result.vocab, result.merges, list(result.special_tokens))
+    out.update(
+        corpus_metrics(
+            tokenizer,
+            ds,
+            max_docs=int(acfg.get("max_docs", 200)),
+            throughput_seconds=float(acfg.get("throughput_seconds", 1.0)),
+            gpt2_baseline=bool(acfg.get("gpt2_baseline", True)),
+        )
+    )
+    return out
