@@ -1,0 +1,239 @@
+"""The experiment harness: configs compose, train(cfg) leaves complete self-describing runs,
+failures are recorded as failed, reports regenerate identically, the CLI works end to end."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from bpe.analysis.cli import main as report_main
+from bpe.datasets import CONF_DIR
+from bpe.experiment import rundir, runner
+from tests.conftest import FIXTURES, ROOT
+
+FAST = [
+    "progress=false",
+    "num_workers=1",
+    f"dataset.path={FIXTURES / 'corpus.en'}",
+    "vocab_size=400",
+    "analysis.max_docs=10",
+    "analysis.throughput_seconds=0.02",
+]
+
+
+def make_cfg(tmp_path: Path, *overrides: str):
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        return compose("config", overrides=[f"experiments_dir={tmp_path}", *FAST, *overrides])
+
+
+def run_dirs(root: Path) -> list[Path]:
+    return sorted(p.parent for p in root.rglob("metrics.json"))
+
+
+@pytest.mark.parametrize(
+    "overlay", sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml"))
+)
+def test_every_experiment_overlay_composes_and_documents_its_command(overlay):
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=[f"experiment={overlay}"])
+    assert cfg.trainer.name in {"naive", "indexed", "heap"}
+    assert int(cfg.vocab_size) >= 257
+    text = (CONF_DIR / "experiment" / f"{overlay}.yaml").read_text("utf-8")
+    assert "bpe-train" in text  # the run command, in a comment
+
+
+def test_defaults_list_is_the_table_of_contents():
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config")
+    assert (cfg.dataset.name, cfg.trainer.name, cfg.profiler.name) == (
+        "tinystories_sample", "heap", "none",
+    )  # fmt: skip
+    assert {"vocab_size", "num_workers", "seed", "experiments_dir"} <= set(cfg)
+
+
+def test_train_writes_a_complete_run_dir(tmp_path, trainer_name):
+    metrics = runner.train(make_cfg(tmp_path, f"trainer={trainer_name}"))
+    (run,) = run_dirs(tmp_path)
+    for name in ("vocab.json", "merges.txt", "merge_counts.json", "metrics.json",
+                 "environment.json", "train.log", "ANALYSIS.md", ".hydra/config.yaml",
+                 "figures/memory_timeline.png", "figures/merge_counts.png"):  # fmt: skip
+        assert (run / name).is_file(), name
+    on_disk = json.loads((run / "metrics.json").read_text("utf-8"))
+    assert on_disk == json.loads(json.dumps(metrics))
+    assert on_disk["status"] == "complete" and on_disk["error"] is None
+    assert on_disk["counts"]["merges"] == 400 - 257
+    assert set(on_disk["timings"]) >= {"read", "pretokenize", "merge", "save", "analysis", "total"}
+    assert on_disk["memory"]["peak_mb"] > 0 and on_disk["memory"]["timeline"]
+    assert on_disk["longest_tokens"][0]["bytes"] >= on_disk["longest_tokens"][-1]["bytes"]
+    assert on_disk["compression"]["own"]["ratio"] > 1
+    assert run.name.endswith(f"_tinystories_sample_{trainer_name}_v400")
+    report = (run / "ANALYSIS.md").read_text("utf-8")
+    for section in ("## Time", "## Memory", "## Profile hot spots", "## Longest tokens",
+                    "## Compression", "## Throughput", "## Sibling runs"):  # fmt: skip
+        assert section in report
+    assert on_disk["merges_sha256"] in report
+    assert f"**{on_disk['memory']['peak_mb']:.1f} MB**" in report
+    assert f"`{on_disk['longest_tokens'][0]['gpt2']}`" in report
+    assert f"{on_disk['compression']['own']['ratio']:.3f}" in report
+    assert "| status        | complete" in report
+    log = (run / "train.log").read_text("utf-8")
+    assert "stage save" in log and "run complete" in log
+
+
+def test_siblings_are_compared_and_merges_checked(tmp_path):
+    runner.train(make_cfg(tmp_path, "trainer=indexed"))
+    runner.train(make_cfg(tmp_path, "trainer=heap"))
+    newest = run_dirs(tmp_path)[-1]
+    report = (newest / "ANALYSIS.md").read_text("utf-8")
+    assert "| indexed" in report and "identical" in report
+    assert "produced identical merges" in report
+
+
+def test_cprofile_writes_profile_and_marks_timings(tmp_path):
+    metrics = runner.train(make_cfg(tmp_path, "profiler=cprofile"))
+    (run,) = run_dirs(tmp_path)
+    summary = json.loads((run / "profile" / "summary.json").read_text("utf-8"))
+    assert (run / "profile" / "cprofile.pstats").is_file()
+    assert summary["functions"] and metrics["profiled"] is True
+    report = (run / "ANALYSIS.md").read_text("utf-8")
+    assert "cProfile" in report and "include its overhead" in report
+    assert f"`{summary['functions'][0]['function']}`" in report
+
+
+@pytest.mark.slow
+def test_scalene_profiles_in_a_child_process(tmp_path):
+    metrics = runner.train(make_cfg(tmp_path, "profiler=scalene"))
+    (run,) = run_dirs(tmp_path)
+    assert metrics["status"] == "complete" and metrics["counts"]["merges"] == 143
+    assert (run / "profile" / "scalene.json").is_file()
+    summary = json.loads((run / "profile" / "summary.json").read_text("utf-8"))
+    assert summary["profiler"] == "scalene" and summary["lines"]
+    assert any(row["file"].startswith("bpe/") for row in summary["lines"])
+    assert "Top lines by CPU (scalene)" in (run / "ANALYSIS.md").read_text("utf-8")
+
+
+def test_vocab_size_too_small_marks_the_run_failed(tmp_path):
+    with pytest.raises(ValueError, match="too small"):
+        runner.train(make_cfg(tmp_path, "vocab_size=100"))
+    (run,) = run_dirs(tmp_path)
+    metrics = json.loads((run / "metrics.json").read_text("utf-8"))
+    assert metrics["status"] == "failed"
+    assert metrics["error"]["stage"] == "setup" and "too small" in metrics["error"]["message"]
+    assert not (run / "vocab.json").exists()
+
+
+def test_missing_full_dataset_says_how_to_get_it(tmp_path):
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=[f"experiments_dir={tmp_path}", "dataset=owt"])
+    with pytest.raises(FileNotFoundError, match=r"scripts/download_data.py owt"):
+        runner.train(cfg)
+
+
+@pytest.mark.parametrize("exc", [KeyboardInterrupt, "sigterm", RuntimeError])
+def test_interrupted_or_crashed_run_is_failed_with_nothing_half_written(tmp_path, monkeypatch, exc):
+    def boom(**kwargs):
+        if exc == "sigterm":
+            os.kill(os.getpid(), signal.SIGTERM)
+        raise exc("stop")
+
+    monkeypatch.setattr(runner, "train_bpe_detailed", boom)
+    with pytest.raises(BaseException):  # noqa: B017 - each case raises its own type
+        runner.train(make_cfg(tmp_path))
+    (run,) = run_dirs(tmp_path)
+    metrics = json.loads((run / "metrics.json").read_text("utf-8"))
+    assert metrics["status"] == "failed" and metrics["error"]["stage"] == "train"
+    if exc == "sigterm":
+        assert "SIGTERM" in metrics["error"]["message"]
+    assert not (run / "vocab.json").exists() and not (run / "merges.txt").exists()
+    assert not list(run.rglob("*.tmp"))
+
+
+def test_two_runs_in_the_same_microsecond_get_two_directories(tmp_path, monkeypatch):
+    import datetime as dt
+
+    frozen = dt.datetime(2026, 1, 1, 12, 0, 0, 0)
+
+    class Frozen(dt.datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return frozen
+
+    monkeypatch.setattr(rundir.dt, "datetime", Frozen)
+    a = rundir.create_run_dir(tmp_path, dataset="d", trainer="heap", vocab_size=300)
+    b = rundir.create_run_dir(tmp_path, dataset="d", trainer="heap", vocab_size=300)
+    assert a != b and a.is_dir() and b.is_dir()
+    assert a.name == "2026-01-01_12-00-00_000000_d_heap_v300"
+    assert b.name == "2026-01-01_12-00-00_000001_d_heap_v300"
+
+
+def test_unwritable_experiments_dir_is_a_clear_error(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("x")
+    with pytest.raises(PermissionError, match="experiments_dir"):
+        runner.train(make_cfg(blocker / "sub"))
+
+
+def test_bpe_report_regenerates_the_same_analysis(tmp_path):
+    runner.train(make_cfg(tmp_path))
+    (run,) = run_dirs(tmp_path)
+    before = (run / "ANALYSIS.md").read_bytes()
+    (run / "ANALYSIS.md").unlink()
+    assert report_main([str(run)]) == 0
+    assert (run / "ANALYSIS.md").read_bytes() == before
+
+
+def test_bpe_report_on_a_non_run_dir_fails_clearly(tmp_path, caplog):
+    assert report_main([str(tmp_path / "nope")]) == 2
+    assert "not a directory" in caplog.text
+
+
+def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "bpe.train", f"experiments_dir={tmp_path}", *FAST, *args],
+        capture_output=True, text=True, cwd=ROOT, timeout=300,
+    )  # fmt: skip
+
+
+def test_cli_single_run(tmp_path):
+    proc = _cli(tmp_path, "trainer=naive")
+    assert proc.returncode == 0, proc.stderr
+    (run,) = run_dirs(tmp_path)
+    assert run.parent == tmp_path and "_naive_v400" in run.name
+    assert (run / ".hydra" / "overrides.yaml").is_file()
+    metrics = json.loads((run / "metrics.json").read_text("utf-8"))
+    assert metrics["status"] == "complete" and "trainer=naive" in metrics["run"]["overrides"]
+
+
+def test_cli_unknown_option_lists_the_choices(tmp_path):
+    proc = _cli(tmp_path, "trainer=fast")
+    assert proc.returncode != 0
+    assert "heap" in proc.stderr and "indexed" in proc.stderr and "naive" in proc.stderr
+
+
+def test_cli_failure_exits_nonzero_and_marks_failed(tmp_path):
+    proc = _cli(tmp_path, "vocab_size=10")
+    assert proc.returncode == 1
+    (run,) = run_dirs(tmp_path)
+    assert json.loads((run / "metrics.json").read_text("utf-8"))["status"] == "failed"
+
+
+def test_download_script_fails_clearly_offline(tmp_path, monkeypatch):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import download_data
+    finally:
+        sys.path.pop(0)
+
+    def refuse(*args, **kwargs):
+        raise OSError("Name or service not known")
+
+    monkeypatch.setattr(download_data.urllib.request, "urlopen", refuse)
+    assert download_data.main(["owt", "--dest", str(tmp_path), "--timeout", "1"]) == 2
+    assert not any(tmp_path.iterdir())
