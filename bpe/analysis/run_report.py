@@ -51,16 +51,28 @@ def _f(value, fmt: str = ".3f", none: str = "n/a") -> str:
     return none if value is None else format(value, fmt)
 
 
-def reproduce_command(run: dict, config: dict | None) -> str:
-    """The command that reruns this run: every group choice and key that shapes the result."""
+def reproduce_command(run: dict, config: dict | None = None) -> str:
+    """The command that reruns this run: every group choice and key that shapes the result.
+
+    >>> reproduce_command({"dataset": "owt_sample", "trainer": "heap", "profiler": "none",
+    ...                    "vocab_size": 500, "num_workers": None, "overrides": ["seed=3"]})
+    'bpe-train dataset=owt_sample trainer=heap profiler=none vocab_size=500 num_workers=null seed=3'
+    """
+    workers = run.get("num_workers")
     parts = [
         f"dataset={run.get('dataset')}",
         f"trainer={run.get('trainer')}",
         f"profiler={run.get('profiler')}",
         f"vocab_size={run.get('vocab_size')}",
+        f"num_workers={'null' if workers is None else workers}",
     ]
-    workers = run.get("num_workers")
-    parts.append(f"num_workers={'null' if workers is None else workers}")
+    covered = {p.split("=", 1)[0] for p in parts} | {"experiments_dir", "progress"}
+    extra = list(run.get("overrides") or []) + list(run.get("extra_overrides") or [])
+    for item in extra:
+        key = item.split("=", 1)[0].lstrip("+~")
+        if key not in covered:
+            parts.append(item)
+            covered.add(key)
     return "bpe-train " + " ".join(parts)
 
 
@@ -200,7 +212,7 @@ def render(run_dir: Path, metrics: dict, env: dict | None, profile: dict | None)
     add("Reproduce:")
     add("")
     add("```bash")
-    add(reproduce_command(run, None))
+    add(reproduce_command(run))
     add("```")
     add("")
     if metrics.get("status") == "failed":

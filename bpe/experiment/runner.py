@@ -154,6 +154,7 @@ def train(cfg: DictConfig) -> dict:
         "input_path": str(cfg.dataset.path),
         "command": _command(overrides),
         "overrides": overrides,
+        "extra_overrides": _path_overrides(cfg),
         "sweep_dir": sweep.get("sweep_dir"),
         "job_num": sweep.get("job_num"),
     }
@@ -221,6 +222,17 @@ def train(cfg: DictConfig) -> dict:
             logger.error("run failed in stage %s: %s: %s", stage, type(err).__name__, err)
             metrics.fail(err, stage)
             raise
+
+
+def _path_overrides(cfg: DictConfig) -> list[str]:
+    """`dataset.path=...` when the path differs from the named dataset's config (for reruns)."""
+    try:
+        named = datasets.load_named(str(cfg.dataset.name))
+    except ValueError:
+        return []
+    if datasets.resolve(cfg.dataset.path) == named.path:
+        return []
+    return [f"dataset.path={cfg.dataset.path}"]
 
 
 def _label_stages(mem: MemorySampler, timings: dict[str, float]) -> None:

@@ -1,0 +1,94 @@
+"""ANALYSIS.md rendering from a checked-in fixture run: golden file, determinism, judgements."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from bpe.analysis.run_report import reproduce_command, write_run_report
+from bpe.experiment.measure_run import token_kind, vocab_metrics
+from tests.conftest import FIXTURES, ROOT
+
+RUN = FIXTURES / "runs" / "2026-01-01_00-00-00_000000_tinystories_sample_heap_v300"
+GOLDEN = ROOT / "tests" / "golden" / "ANALYSIS.md"
+
+
+@pytest.fixture
+def run_copy(tmp_path) -> Path:
+    dst = tmp_path / "experiments" / RUN.name
+    shutil.copytree(RUN, dst)
+    return dst
+
+
+def test_analysis_matches_golden(run_copy):
+    text = write_run_report(run_copy).read_text("utf-8")
+    if os.environ.get("UPDATE_GOLDEN"):
+        GOLDEN.write_text(text, "utf-8")
+    assert text == GOLDEN.read_text("utf-8")
+    for png in ("memory_timeline.png", "token_lengths.png", "merge_counts.png"):
+        data = (run_copy / "figures" / png).read_bytes()
+        assert data.startswith(b"\x89PNG") and len(data) > 2000
+
+
+def test_report_is_deterministic(run_copy):
+    first = write_run_report(run_copy).read_bytes()
+    assert write_run_report(run_copy).read_bytes() == first
+
+
+def test_report_numbers_come_from_metrics(run_copy):
+    metrics = json.loads((run_copy / "metrics.json").read_text("utf-8"))
+    text = write_run_report(run_copy).read_text("utf-8")
+    assert f"{metrics['timings']['merge']:.3f}" in text
+    assert f"**{metrics['memory']['peak_mb']:.1f} MB**" in text
+    assert metrics["merges_sha256"] in text
+    assert reproduce_command(metrics["run"], None) in text
+    assert "Not profiled" not in text  # this fixture was profiled with cProfile
+
+
+def test_sibling_with_different_merges_is_flagged(run_copy):
+    sibling = run_copy.parent / (RUN.name.replace("heap", "indexed"))
+    shutil.copytree(run_copy, sibling)
+    metrics = json.loads((sibling / "metrics.json").read_text("utf-8"))
+    metrics["run"]["trainer"] = "indexed"
+    metrics["merges_sha256"] = "0" * 64
+    (sibling / "metrics.json").write_text(json.dumps(metrics), "utf-8")
+    merges = (sibling / "merges.txt").read_text("utf-8").splitlines()
+    merges[5], merges[6] = merges[6], merges[5]
+    (sibling / "merges.txt").write_text("\n".join(merges) + "\n", "utf-8")
+    text = write_run_report(run_copy).read_text("utf-8")
+    assert "DIFFERENT" in text and "produced DIFFERENT merges" in text
+
+
+def test_failed_run_report_says_so(run_copy):
+    metrics = json.loads((run_copy / "metrics.json").read_text("utf-8"))
+    metrics.update(
+        status="failed", error={"type": "ValueError", "message": "boom", "stage": "merge"}
+    )
+    (run_copy / "metrics.json").write_text(json.dumps(metrics), "utf-8")
+    assert "**This run failed** in stage `merge`: ValueError: boom" in write_run_report(
+        run_copy
+    ).read_text("utf-8")
+
+
+def test_missing_or_corrupt_metrics(tmp_path):
+    with pytest.raises(FileNotFoundError, match="not a run directory"):
+        write_run_report(tmp_path)
+    (tmp_path / "metrics.json").write_text("{oops", "utf-8")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        write_run_report(tmp_path)
+
+
+def test_token_kinds_and_longest_tokens():
+    assert token_kind(b" hello") == "word" and token_kind(b"----") == "punctuation"
+    vocab = {0: b"<|endoftext|>", **{1 + b: bytes([b]) for b in range(256)}}
+    vocab.update({257: b" the", 258: b"======", 259: b"\xe2\x80"})
+    out = vocab_metrics(vocab, ["<|endoftext|>"], num_bytes_tokens=256, top_k=2)
+    assert [t["id"] for t in out["longest_tokens"]] == [258, 257]
+    assert out["longest_tokens"][1]["gpt2"] == "Ġthe"
+    assert out["token_kinds"]["word"] == pytest.approx(1 / 3, abs=1e-3)
+    assert out["token_kinds"]["partial_utf8"] == pytest.approx(1 / 3, abs=1e-3)
+    assert out["token_lengths"]["1"] == 256
