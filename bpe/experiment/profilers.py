@@ -108,11 +108,13 @@ def run_scalene(
         spec = Path(tmp) / "spec.json"
         result_path = Path(tmp) / "result.pickle"
         spec.write_text(json.dumps({**args, "result_path": str(result_path)}), "utf-8")
-        cmd = [sys.executable, "-m", "scalene", "run", "-o", str(profile_json)]
+        # --program-path: profile the whole package, not only the target's own directory.
+        cmd = [sys.executable, "-m", "scalene", "run", "-o", str(profile_json),
+               "--program-path", str(PROJECT_ROOT / "bpe")]  # fmt: skip
         if cpu_only:
             cmd.append("--cpu-only")
         cmd += [str(SCALENE_TARGET), "---", str(spec)]
-        logger.info("profiling with scalene: %s", " ".join(cmd[2:4]))
+        logger.info("profiling with scalene in a child process: %s", profile_json)
         env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
         if proc.returncode != 0 or not result_path.is_file():
