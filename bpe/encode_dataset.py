@@ -25,18 +25,18 @@ import io
 import logging
 import multiprocessing as mp
 import os
-import tempfile
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 
+from bpe.gpt2_format import atomic_open
 from bpe.pretokenize import (
     check_input_file,
-    default_num_workers,
     find_chunk_boundaries,
     read_chunk_text,
+    resolve_num_workers,
 )
 from bpe.tokenizer import Tokenizer
 
@@ -164,32 +164,18 @@ def write_npy_atomically(
     >>> # write_npy_atomically("ids.npy", np.dtype("uint16"), [np.arange(3), np.arange(2)])
     >>> # np.load("ids.npy") -> array([0, 1, 2, 0, 1], dtype=uint16)
     """
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
     header_len = len(_npy_header(dtype, 0))
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    os.chmod(tmp, 0o666 & ~_current_umask())  # mkstemp makes 0600; give a normal file's mode
-    try:
-        length = 0
-        with os.fdopen(fd, "wb") as f:
-            f.write(b"\0" * header_len)  # placeholder: the length is known only at the end
-            for ids in arrays:
-                f.write(_as_dtype(np.asarray(ids), dtype).tobytes())
-                length += len(ids)
-            header = _npy_header(dtype, length)
-            # invariant: the header is padded to 64 bytes; 128 fits any realistic length.
-            assert len(header) == header_len, (len(header), header_len)
-            f.seek(0)
-            f.write(header)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    length = 0
+    with atomic_open(path) as f:
+        f.write(b"\0" * header_len)  # placeholder: the length is known only at the end
+        for ids in arrays:
+            f.write(_as_dtype(np.asarray(ids), dtype).tobytes())
+            length += len(ids)
+        header = _npy_header(dtype, length)
+        # invariant: the header is padded to 64 bytes; 128 fits any realistic length.
+        assert len(header) == header_len, (len(header), header_len)
+        f.seek(0)
+        f.write(header)
     return length
 
 
@@ -204,12 +190,6 @@ def _as_dtype(ids: np.ndarray, dtype: np.dtype) -> np.ndarray:
             f"({lo}..{hi}); write with dtype='uint32'"
         )
     return ids.astype(dtype)
-
-
-def _current_umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def _ticking(arrays: Iterable[np.ndarray], sizes: list[int], bar) -> Iterator[np.ndarray]:
@@ -255,9 +235,7 @@ def encode_file_to_npy(
     if size != 0:
         check_input_file(src)  # missing / not a file / unreadable: a clear error
         size = src.stat().st_size
-    workers = default_num_workers() if num_workers is None else int(num_workers)
-    if workers < 1:
-        raise ValueError(f"num_workers={num_workers!r} must be >= 1 (or None for all CPUs)")
+    workers = resolve_num_workers(num_workers)
     if chunk_bytes < 1:
         raise ValueError(f"chunk_bytes={chunk_bytes!r} must be >= 1")
 

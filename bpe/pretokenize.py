@@ -287,6 +287,19 @@ class PretokenCounts:
         return len(self.counts)
 
 
+def resolve_num_workers(num_workers: int | None) -> int:
+    """None -> every usable CPU; otherwise the number itself, which must be >= 1.
+
+    >>> resolve_num_workers(3)
+    3
+    """
+    if num_workers is None:
+        return default_num_workers()
+    if isinstance(num_workers, bool) or int(num_workers) != num_workers or num_workers < 1:
+        raise ValueError(f"num_workers={num_workers!r} must be an int >= 1 (or None for all CPUs)")
+    return int(num_workers)
+
+
 def default_num_workers() -> int:
     """Usable CPUs (affinity-aware), at least 1."""
     try:
@@ -323,9 +336,7 @@ def pretokenize_file(
     specials = tuple(validate_special_tokens(special_tokens))
     p = check_input_file(path)
     size = p.stat().st_size
-    workers = default_num_workers() if num_workers is None else int(num_workers)
-    if workers < 1:
-        raise ValueError(f"num_workers={num_workers!r} must be >= 1 (or None for all CPUs)")
+    workers = resolve_num_workers(num_workers)
     if max_chunk_bytes < 1:
         raise ValueError(f"max_chunk_bytes={max_chunk_bytes!r} must be >= 1")
     if size < min_parallel_bytes:

@@ -14,7 +14,7 @@ What it does not do: count or select pairs (each trainer's own job).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from bpe.pretokenize import validate_special_tokens
@@ -115,6 +115,25 @@ class TrainerOutput:
 
     def as_tuple(self) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
         return self.vocab, self.merges
+
+
+def contract_view(train_detailed: Callable[..., TrainerOutput]) -> Callable:
+    """The `(vocab, merges)` view of a trainer's `train_detailed`: the shared contract."""
+
+    def train(
+        pretoken_counts: Mapping[bytes, int],
+        vocab_size: int,
+        special_tokens: Sequence[str] = (),
+        *,
+        progress: bool = False,
+    ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+        return train_detailed(
+            pretoken_counts, vocab_size, special_tokens, progress=progress
+        ).as_tuple()
+
+    train.__module__ = train_detailed.__module__
+    train.__doc__ = f"{train_detailed.__doc__}\n\nReturns only `(vocab, merges)`."
+    return train
 
 
 def check_vocab_size(vocab_size: int, special_tokens: Sequence[str]) -> None:

@@ -12,7 +12,14 @@ from __future__ import annotations
 import heapq
 from collections.abc import Mapping, Sequence
 
-from bpe.trainers.common import TrainerOutput, candidate_key, finish, prepare, progress_bar
+from bpe.trainers.common import (
+    TrainerOutput,
+    candidate_key,
+    contract_view,
+    finish,
+    prepare,
+    progress_bar,
+)
 from bpe.trainers.indexed import PairIndex
 
 
@@ -54,12 +61,5 @@ def train_detailed(
     return finish(state, "heap")
 
 
-def train(
-    pretoken_counts: Mapping[bytes, int],
-    vocab_size: int,
-    special_tokens: Sequence[str] = (),
-    *,
-    progress: bool = False,
-) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
-    """The trainer contract: `(vocab, merges)`; see `train_detailed` for the merge counts."""
-    return train_detailed(pretoken_counts, vocab_size, special_tokens, progress=progress).as_tuple()
+#: The trainer contract: `(vocab, merges)`; `train_detailed` also gives merge counts.
+train = contract_view(train_detailed)

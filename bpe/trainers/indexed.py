@@ -17,6 +17,7 @@ from bpe.trainers.common import (
     TrainerInput,
     TrainerOutput,
     candidate_key,
+    contract_view,
     finish,
     prepare,
     progress_bar,
@@ -142,12 +143,5 @@ def train_detailed(
     return finish(state, "indexed")
 
 
-def train(
-    pretoken_counts: Mapping[bytes, int],
-    vocab_size: int,
-    special_tokens: Sequence[str] = (),
-    *,
-    progress: bool = False,
-) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
-    """The trainer contract: `(vocab, merges)`; see `train_detailed` for the merge counts."""
-    return train_detailed(pretoken_counts, vocab_size, special_tokens, progress=progress).as_tuple()
+#: The trainer contract: `(vocab, merges)`; `train_detailed` also gives merge counts.
+train = contract_view(train_detailed)

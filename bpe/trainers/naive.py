@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from bpe.trainers.common import (
     TrainerOutput,
     candidate_key,
+    contract_view,
     finish,
     iter_pairs,
     merge_word,
@@ -50,12 +51,5 @@ def train_detailed(
     return finish(state, "naive")
 
 
-def train(
-    pretoken_counts: Mapping[bytes, int],
-    vocab_size: int,
-    special_tokens: Sequence[str] = (),
-    *,
-    progress: bool = False,
-) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
-    """The trainer contract: `(vocab, merges)`; see `train_detailed` for the merge counts."""
-    return train_detailed(pretoken_counts, vocab_size, special_tokens, progress=progress).as_tuple()
+#: The trainer contract: `(vocab, merges)`; `train_detailed` also gives merge counts.
+train = contract_view(train_detailed)
