@@ -11,9 +11,8 @@ What it does:
     * `decode_bytes` is lossless; `decode` turns invalid UTF-8 into U+FFFD.
 
 How it is fast (the hot path does no per-character Python work):
-    * pretokens come from one `findall` over each piece of text. Text without characters above
-      U+FFFF uses an equivalent pattern for the standard `re` engine with explicit BMP classes
-      (about twice as fast as the `regex` module); other text uses `bpe.pretokenize.GPT2_REGEX`;
+    * pretokens come from one `findall` over each piece of text (`bpe.pretokenize.find_pretokens`,
+      which uses an exact `re` translation of the GPT-2 pattern, twice as fast as `regex`);
     * a pretoken -> ids cache (a dict whose `__missing__` runs BPE), so ids are gathered with
       `map(cache.__getitem__, pretokens)` and `itertools.chain` entirely in C;
     * BPE on a cache miss works on ids with a precomputed pair -> rank table and a rank list
@@ -28,19 +27,14 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import sys
 from collections.abc import Iterable, Iterator, Sequence
-from functools import cache
 from heapq import heapify, heappop, heappush
 from itertools import chain, repeat
 
-import regex
-
 from bpe.gpt2_format import check_consistent, load_tokenizer_files
 from bpe.pretokenize import (
-    GPT2_PATTERN,
-    GPT2_REGEX,
+    find_pretokens,
     special_token_regex,
     split_on_special_tokens,
     validate_special_tokens,
@@ -65,57 +59,6 @@ _LONG_PRETOKEN = 64
 # invariant: a pretoken starting this close to the end of the text seen so far may still change
 # when more text arrives (the contraction alternative reads up to 3 characters ahead).
 _UNSTABLE_TAIL_CHARS = 8
-
-_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
-
-
-# ---------------------------------------------------------------------------------------------
-# Pre-tokenization with the standard `re` engine (BMP text)
-# ---------------------------------------------------------------------------------------------
-
-
-def _bmp_class(prop: str) -> str:
-    """`re` character-class body equal to the `regex` class `prop` on U+0000..U+FFFF.
-
-    >>> _bmp_class(r"\\p{Nd}")[:6]
-    '0-9٠-٩'
-    """
-    every = "".join(map(chr, range(0x10000)))
-    parts = []
-    for m in regex.finditer(prop + "+", every):
-        first, last = m.group()[0], m.group()[-1]
-        parts.append(re.escape(first) if first == last else f"{re.escape(first)}-{re.escape(last)}")
-    return "".join(parts)
-
-
-@cache
-def bmp_pretoken_regex() -> re.Pattern:
-    """`GPT2_PATTERN` translated for `re`; equal to `GPT2_REGEX` on text without astral characters.
-
-    `\\p{L}`, `\\p{N}` and `\\s` are replaced by explicit classes taken from the `regex` module
-    itself (so both engines agree on Unicode's tables), `\\S` by the negated whitespace class.
-    Characters above U+FFFF are left out: `re` scans such ranges linearly, which is slow, so text
-    containing them goes to `GPT2_REGEX` instead (see `Tokenizer.pretokens`).
-
-    >>> bmp_pretoken_regex().findall("I'll say   hi!")
-    ['I', "'ll", ' say', '  ', ' hi', '!']
-    """
-    space = _bmp_class(r"\s")
-    body = {r"\p{L}": _bmp_class(r"\p{L}"), r"\p{N}": _bmp_class(r"\p{N}"), r"\s": space}
-    out, in_class = [], False
-    for tok in regex.findall(r"\\p\{[LN]\}|\\[sS]|\\.|.", GPT2_PATTERN, flags=regex.DOTALL):
-        if tok in body:
-            out.append(body[tok] if in_class else f"[{body[tok]}]")
-        elif tok == r"\S":
-            assert not in_class, "negated class inside a class is not used by GPT2_PATTERN"
-            out.append(f"[^{space}]")
-        else:
-            if tok == "[":
-                in_class = True
-            elif tok == "]":
-                in_class = False
-            out.append(tok)
-    return re.compile("".join(out))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -296,7 +239,6 @@ class Tokenizer:
             self._ranks.setdefault((self._id_of[a], self._id_of[b]), len(self._merged))
             self._merged.append(self._id_of[a + b])
         self._cache = _PretokenCache(self._bpe, cache_size)
-        self._bmp_regex = bmp_pretoken_regex()
         logger.debug(
             "tokenizer: %d ids, %d merges, special tokens %s",
             len(self.vocab),
@@ -374,9 +316,7 @@ class Tokenizer:
         >>> Tokenizer({i: bytes([i]) for i in range(256)}, []).pretokens("Hi  there!")
         ['Hi', ' ', ' there', '!']
         """
-        if _ASTRAL.search(text) is None:
-            return self._bmp_regex.findall(text)
-        return GPT2_REGEX.findall(text)
+        return find_pretokens(text)
 
     def _ids_of_pretokens(self, pretokens: Iterable[str]) -> Iterator[int]:
         return chain.from_iterable(map(self._cache.__getitem__, pretokens))

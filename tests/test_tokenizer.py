@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from bpe import Tokenizer, train_bpe
 from bpe.gpt2_format import save_tokenizer_files
 from bpe.measures import gpt2_tokenizer, load_documents, tiktoken_gpt2_encoding
-from bpe.pretokenize import GPT2_REGEX
-from bpe.tokenizer import _merge_bytes, _merge_long, bmp_pretoken_regex
+from bpe.pretokenize import GPT2_REGEX, bmp_pretoken_regex
+from bpe.tokenizer import _merge_bytes, _merge_long
 from tests.conftest import DATA, EOT, FIXTURES
 
 GPT2_VOCAB, GPT2_MERGES = DATA / "gpt2" / "vocab.json", DATA / "gpt2" / "merges.txt"
