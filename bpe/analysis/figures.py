@@ -118,7 +118,7 @@ def stage_bars(
     ax.set_xticklabels(labels, rotation=20, ha="right")
     ax.set_ylabel(ylabel)
     ax.set_title(title)
-    ax.legend()
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
     return _save(fig, path)
 
 

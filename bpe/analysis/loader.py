@@ -132,3 +132,54 @@ def _flatten(records: Iterable[dict]) -> pd.DataFrame:
     frame.insert(2, "status", frame.get("metrics.status", pd.Series(["unknown"] * len(frame))))
     frame["status"] = frame["status"].fillna("unknown")
     return frame.sort_values("run_dir", kind="stable").reset_index(drop=True)
+
+
+#: Short names for the columns reports use, and where they come from in load_runs' frame.
+TIDY_COLUMNS = {
+    "run_dir": "run_dir",
+    "run_name": "run_name",
+    "status": "status",
+    "dataset": "metrics.run.dataset",
+    "trainer": "metrics.run.trainer",
+    "vocab_size": "metrics.run.vocab_size",
+    "profiler": "metrics.run.profiler",
+    "profiled": "metrics.profiled",
+    "job_num": "metrics.run.job_num",
+    "pretokenize_seconds": "metrics.timings.pretokenize",
+    "merge_seconds": "metrics.timings.merge",
+    "train_seconds": None,  # read + pretokenize + merge
+    "total_seconds": "metrics.timings.total",
+    "peak_mb": "metrics.memory.peak_mb",
+    "merges": "metrics.counts.merges",
+    "vocab": "metrics.counts.vocab",
+    "merges_sha256": "metrics.merges_sha256",
+    "compression": "metrics.compression.own.ratio",
+    "gpt2_compression": "metrics.compression.own.gpt2_ratio",
+    "other_dataset": "metrics.compression.other.dataset",
+    "other_compression": "metrics.compression.other.ratio",
+    "other_gpt2_compression": "metrics.compression.other.gpt2_ratio",
+    "throughput_mb_s": None,  # bytes_per_second / 1e6
+    "error": "metrics.error.message",
+}
+
+
+def tidy(frame: pd.DataFrame) -> pd.DataFrame:
+    """The report-friendly view of `load_runs`: one row per run, short column names.
+
+    Missing measurements are NaN/None, never invented. Sorted by dataset, vocab size, trainer
+    and run directory, so every report lists runs in the same order.
+    """
+    out = pd.DataFrame(index=frame.index)
+    for name, source in TIDY_COLUMNS.items():
+        if source is not None:
+            out[name] = frame[source] if source in frame else None
+    stages = [f"metrics.timings.{s}" for s in ("read", "pretokenize", "merge")]
+    if all(s in frame for s in stages):
+        out["train_seconds"] = frame[stages].sum(axis=1, min_count=3)
+    else:
+        out["train_seconds"] = None
+    bps = "metrics.throughput.bytes_per_second"
+    out["throughput_mb_s"] = frame[bps] / 1e6 if bps in frame else None
+    out["profiled"] = out["profiled"].fillna(False).astype(bool)
+    order = ["dataset", "vocab_size", "trainer", "run_dir"]
+    return out.sort_values(order, kind="stable", na_position="last").reset_index(drop=True)

@@ -1,0 +1,256 @@
+"""SWEEP.md: one report comparing every job of a Hydra multirun, from the job directories only.
+
+What it does: loads the sweep's job run directories (`bpe.analysis.loader`), writes a table of
+all jobs (failed and unfinished ones as such, never dropped; corrupt ones named), checks whether
+trainers that ran the same dataset and vocab size produced identical merges, states which
+trainer is fastest and by how much, draws figures into `<sweep>/figures/`, and writes
+`<sweep>/SWEEP.md` atomically. `SweepReportCallback` runs it when a multirun ends; since Hydra
+skips `on_multirun_end` when a job raises, `bpe-report SWEEP_DIR` produces the same report by
+hand.
+
+What it does not do: run jobs, or read anything outside the sweep directory.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from tabulate import tabulate
+
+from bpe.analysis import figures
+from bpe.analysis.loader import load_runs, tidy
+from bpe.gpt2_format import atomic_write_text
+
+logger = logging.getLogger(__name__)
+
+
+def _fmt(value: Any, spec: str) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    return format(value, spec)
+
+
+def _table(rows: list[list], headers: list[str]) -> str:
+    return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
+
+
+def sweep_command(runs: pd.DataFrame, frame: pd.DataFrame) -> str:
+    """The `bpe-train -m` command that reproduces the sweep, rebuilt from the jobs' overrides.
+
+    >>> # overrides [trainer=naive, vocab_size=300], [trainer=heap, vocab_size=300]
+    >>> # -> "bpe-train -m trainer=naive,heap vocab_size=300"
+    """
+    values: dict[str, list[str]] = {}
+    column = "metrics.run.overrides"
+    for overrides in frame[column] if column in frame else []:
+        for item in overrides if isinstance(overrides, list) else []:
+            key, _, value = item.partition("=")
+            bucket = values.setdefault(key, [])
+            if value not in bucket:
+                bucket.append(value)
+    parts = [f"{k}={','.join(v)}" for k, v in values.items()]
+    return "bpe-train -m " + " ".join(parts) if parts else "bpe-train -m (overrides unknown)"
+
+
+def merge_agreement(runs: pd.DataFrame) -> list[tuple[str, int, list[str], bool]]:
+    """For each (dataset, vocab_size) with 2+ complete runs: trainers and whether merges agree."""
+    out = []
+    done = runs[runs["status"] == "complete"]
+    for (dataset, vocab), group in done.groupby(["dataset", "vocab_size"], sort=True):
+        if len(group) < 2:
+            continue
+        trainers = sorted(set(group["trainer"]))
+        out.append((dataset, int(vocab), trainers, group["merges_sha256"].nunique() == 1))
+    return out
+
+
+def speed_sentences(runs: pd.DataFrame) -> list[str]:
+    """Per (dataset, vocab): the fastest unprofiled trainer and its speedup over the others."""
+    sentences = []
+    clean = runs[(runs["status"] == "complete") & ~runs["profiled"]]
+    for (dataset, vocab), group in clean.groupby(["dataset", "vocab_size"], sort=True):
+        med = group.groupby("trainer")["merge_seconds"].median().dropna()
+        if len(med) < 2:
+            continue
+        best = med.idxmin()
+        others = ", ".join(
+            f"{_fmt(med[t] / med[best], '.1f')}x faster than {t}"
+            for t in sorted(med.index)
+            if t != best
+        )
+        sentences.append(
+            f"{dataset} @ {int(vocab)}: **{best}** merges fastest ({_fmt(med[best], '.3f')} s), "
+            f"{others}."
+        )
+    return sentences
+
+
+def _job_label(row: pd.Series, sweep_dir: Path) -> str:
+    try:
+        return Path(row["run_dir"]).relative_to(sweep_dir).as_posix()
+    except ValueError:
+        return row["run_name"]
+
+
+def _figures(runs: pd.DataFrame, frame: pd.DataFrame, out_dir: Path) -> list[tuple[str, str]]:
+    made = []
+    done = runs[runs["status"] == "complete"]
+    if done.empty:
+        return made
+    if done["vocab_size"].nunique() > 1:
+        figures.time_vs_vocab(done, out_dir / "time_vs_vocab.png", time_col="merge_seconds")
+        made.append(("Merge time vs vocab size", "figures/time_vs_vocab.png"))
+        if "naive" in set(done["trainer"]) and done["trainer"].nunique() > 1:
+            figures.speedup_vs_vocab(done, out_dir / "speedup.png", time_col="merge_seconds")
+            made.append(("Speedup over naive", "figures/speedup.png"))
+        if done["compression"].notna().any():
+            gpt2 = done.groupby("dataset")["gpt2_compression"].median().dropna().to_dict()
+            figures.compression_vs_vocab(done, out_dir / "compression.png", gpt2=gpt2)
+            made.append(("Compression vs vocab size", "figures/compression.png"))
+    stage_cols = [c for c in frame.columns if c.startswith("metrics.memory.per_stage_peak_mb.")]
+    if stage_cols:
+        values = {}
+        for _, row in done.iterrows():
+            label = f"{row['trainer']} v{row['vocab_size']}"
+            src = frame.loc[frame["run_dir"] == row["run_dir"]].iloc[0]
+            values[label] = {
+                c.rsplit(".", 1)[1]: float(src[c]) for c in stage_cols if pd.notna(src[c])
+            }
+        figures.stage_bars(
+            values, out_dir / "memory_by_stage.png", ylabel="peak MB (process tree)",
+            title="Peak memory per stage",
+        )  # fmt: skip
+        made.append(("Peak memory per stage", "figures/memory_by_stage.png"))
+    return made
+
+
+def render_sweep(sweep_dir: Path, frame: pd.DataFrame, runs: pd.DataFrame, fig_list) -> str:
+    """SWEEP.md text for the jobs in runs (tidy) / frame (raw)."""
+    lines: list[str] = []
+    add = lines.append
+    status_counts = runs["status"].value_counts().to_dict()
+    add(f"# Sweep {sweep_dir.name}")
+    add("")
+    add(
+        f"{len(runs)} job(s): "
+        + ", ".join(f"{status_counts[s]} {s}" for s in sorted(status_counts))
+        + ". Generated from the job directories by `bpe-report "
+        + f"{sweep_dir.name}` (or the sweep callback)."
+    )
+    add("")
+    add("Reproduce:")
+    add("")
+    add("```bash")
+    add(sweep_command(runs, frame))
+    add("```")
+    add("")
+    add("## Jobs")
+    add("")
+    rows = []
+    for _, r in runs.iterrows():
+        rows.append([
+            _job_label(r, sweep_dir), r["dataset"], r["trainer"], _fmt(r["vocab_size"], "d"),
+            r["status"], _fmt(r["merge_seconds"], ".3f"), _fmt(r["total_seconds"], ".3f"),
+            _fmt(r["peak_mb"], ".1f"), _fmt(r["merges"], ".0f"),
+            (r["merges_sha256"] or "")[:12] if isinstance(r["merges_sha256"], str) else "n/a",
+            _fmt(r["compression"], ".3f"),
+        ])  # fmt: skip
+    add(_table(rows, ["job", "dataset", "trainer", "vocab", "status", "merge s", "total s",
+                      "peak MB", "merges", "merges sha256", "bytes/token"]))  # fmt: skip
+    add("")
+    if runs["job_num"].notna().sum() > 1:
+        add(
+            "*With Hydra's basic launcher the jobs run one after another in one process, so a "
+            "later job's memory includes what earlier jobs left behind (imports, caches): "
+            "compare peak memory across separate runs, or the per-stage growth within a job.*"
+        )
+        add("")
+    if runs["profiled"].any():
+        add("*Some jobs ran under a profiler: their times include its overhead.*")
+        add("")
+    failed = runs[runs["status"] != "complete"]
+    if not failed.empty:
+        add("## Failed or unfinished jobs")
+        add("")
+        for _, r in failed.iterrows():
+            err = r["error"] if isinstance(r["error"], str) else "no error recorded (killed?)"
+            add(f"- `{_job_label(r, sweep_dir)}`: **{r['status']}**: {err}")
+        add("")
+    skipped = frame.attrs.get("skipped") or []
+    if skipped:
+        add("## Skipped (corrupt) job directories")
+        add("")
+        for path, reason in skipped:
+            name = Path(path).name
+            add(f"- `{name}`: {reason.replace(str(Path(path)), name)}")
+        add("")
+    add("## Findings")
+    add("")
+    agreement = merge_agreement(runs)
+    for dataset, vocab, trainers, same in agreement:
+        verdict = "identical merges" if same else "**DIFFERENT merges**"
+        add(f"- {dataset} @ {vocab}: {', '.join(trainers)} produced {verdict}.")
+    for sentence in speed_sentences(runs):
+        add(f"- {sentence}")
+    done = runs[runs["status"] == "complete"]
+    if not done.empty and done["peak_mb"].notna().any():
+        top = done.loc[done["peak_mb"].idxmax()]
+        add(
+            f"- Highest peak memory: {top['trainer']} @ {int(top['vocab_size'])} on "
+            f"{top['dataset']}, {_fmt(top['peak_mb'], '.1f')} MB."
+        )
+    if not agreement and done.empty:
+        add("- No job completed, so there is nothing to compare.")
+    add("")
+    if fig_list:
+        add("## Figures")
+        add("")
+        for title, path in fig_list:
+            add(f"![{title}]({path})")
+            add("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def write_sweep_report(sweep_dir: str | Path) -> Path:
+    """Write SWEEP.md (+ figures) for the job directories in sweep_dir; returns its path.
+
+    Raises:
+        FileNotFoundError: sweep_dir does not exist.
+        ValueError: sweep_dir holds no job directories.
+    """
+    sweep_dir = Path(sweep_dir)
+    if not sweep_dir.is_dir():
+        raise FileNotFoundError(f"sweep directory {str(sweep_dir)!r} does not exist")
+    frame = load_runs(sweep_dir)
+    if frame.empty and not frame.attrs.get("skipped"):
+        raise ValueError(
+            f"{str(sweep_dir)!r} holds no job directories (no metrics.json below it); pass a "
+            "sweep directory written by `bpe-train -m`"
+        )
+    runs = tidy(frame) if not frame.empty else tidy(pd.DataFrame(columns=["run_dir"]))
+    runs = runs.sort_values(["job_num", "run_dir"], kind="stable", na_position="last")
+    fig_list = _figures(runs, frame, sweep_dir / "figures")
+    out = sweep_dir / "SWEEP.md"
+    atomic_write_text(out, render_sweep(sweep_dir, frame, runs, fig_list))
+    logger.info("wrote %s", out)
+    return out
+
+
+try:
+    from hydra.experimental.callback import Callback
+except ImportError:  # pragma: no cover - hydra is a dependency
+    Callback = object  # type: ignore[assignment,misc]
+
+
+class SweepReportCallback(Callback):
+    """Hydra callback: write SWEEP.md when a multirun ends (never raises)."""
+
+    def on_multirun_end(self, config, **kwargs) -> None:  # noqa: ARG002
+        try:
+            write_sweep_report(Path(config.hydra.sweep.dir))
+        except Exception as err:  # noqa: BLE001 - a report failure must not fail the sweep
+            logger.error("could not write the sweep report: %s (run bpe-report SWEEP_DIR)", err)
