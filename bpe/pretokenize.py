@@ -24,6 +24,7 @@ import logging
 import multiprocessing as mp
 import os
 import re
+import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -423,15 +424,27 @@ def pretokenize_file(
     return PretokenCounts(total, size, len(jobs), workers)
 
 
+def pool_start_method() -> str:
+    """"fork" when this process has a single thread, else "forkserver" (or "spawn").
+
+    subtle: forking a multi-threaded process can copy a lock another thread holds (logging,
+    a sampler thread inside psutil) into the child, which then hangs forever. fork is the fastest
+    start and safe with one thread; with more (the experiment harness samples memory in a
+    thread) workers come from a clean fork server instead. The worker function lives in an
+    importable module, so every start method works.
+    """
+    methods = mp.get_all_start_methods()
+    if "fork" in methods and threading.active_count() == 1:
+        return "fork"
+    return "forkserver" if "forkserver" in methods else "spawn"
+
+
 def _run_jobs(jobs: list, workers: int) -> Iterable[tuple[Counter[bytes], int]]:
     if workers == 1:
         for job in jobs:
             yield _count_range(job)
         return
-    # subtle: "spawn"-safe (the worker function lives in an importable module), but fork is faster
-    # to start on Linux and the parent holds nothing large at this point.
-    method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
-    with mp.get_context(method).Pool(workers) as pool:
+    with mp.get_context(pool_start_method()).Pool(workers) as pool:
         yield from pool.imap_unordered(_count_range, jobs)
 
 

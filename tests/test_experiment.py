@@ -237,3 +237,12 @@ def test_download_script_fails_clearly_offline(tmp_path, monkeypatch):
     monkeypatch.setattr(download_data.urllib.request, "urlopen", refuse)
     assert download_data.main(["owt", "--dest", str(tmp_path), "--timeout", "1"]) == 2
     assert not any(tmp_path.iterdir())
+
+
+def test_parallel_pretokenization_inside_a_run(tmp_path):
+    """Workers started while the memory sampler thread runs (no fork-with-threads hang)."""
+    cfg = make_cfg(tmp_path, "dataset=owt_sample", "num_workers=2", "vocab_size=300")
+    cfg.dataset.path = "data/owt_sample.txt"
+    metrics = runner.train(cfg)
+    assert metrics["status"] == "complete" and metrics["counts"]["workers"] == 2
+    assert metrics["memory"]["per_stage_peak_mb"]["pretokenize"] > 0

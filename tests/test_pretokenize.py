@@ -216,3 +216,26 @@ def test_memory_does_not_grow_with_file_size(tmp_path):
     small, large = peaks
     assert large < 1.3 * small, f"peak grew from {small:,} to {large:,} bytes"
     assert large < 4 * len(sample)  # below the size of the file itself
+
+
+def test_workers_are_not_forked_from_a_threaded_process():
+    import threading
+
+    from bpe.pretokenize import pool_start_method
+
+    assert pool_start_method() in {"fork", "forkserver", "spawn"}
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        assert pool_start_method() != "fork"
+        # and counting still works (and matches) with the threaded start method
+        parallel = pretokenize_file(DATA / "owt_sample.txt", [EOT], num_workers=2)
+        assert parallel.num_workers == 2
+        assert (
+            parallel.counts
+            == pretokenize_file(DATA / "owt_sample.txt", [EOT], num_workers=1).counts
+        )
+    finally:
+        stop.set()
+        thread.join()

@@ -49,6 +49,8 @@ def sweep_command(runs: pd.DataFrame, frame: pd.DataFrame) -> str:
     for overrides in frame[column] if column in frame else []:
         for item in overrides if isinstance(overrides, list) else []:
             key, _, value = item.partition("=")
+            if key in ("experiments_dir", "hydra.sweep.dir", "hydra.run.dir"):
+                continue  # where the runs went, not what they were
             bucket = values.setdefault(key, [])
             if value not in bucket:
                 bucket.append(value)

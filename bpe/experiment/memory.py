@@ -71,6 +71,10 @@ class MemorySampler:
         self._thread.join(timeout=5)
         self._sample()
 
+    def elapsed(self) -> float:
+        """Seconds since the sampler started (the clock of the timeline)."""
+        return time.perf_counter() - self._t0
+
     def set_stage(self, stage: str) -> None:
         """Switch the stage label, with a sample at the boundary."""
         self.stage = stage

@@ -169,9 +169,10 @@ def train(cfg: DictConfig) -> dict:
             with MemorySampler() as mem:
                 stage = "train"
                 mem.set_stage("pretokenize")
+                train_start = mem.elapsed()
                 result = _train_stage(cfg, ds, run_dir)
                 timings = dict(result.timings)
-                _label_stages(mem, timings)
+                _label_stages(mem, timings, start=train_start)
 
                 stage = "save"
                 mem.set_stage("save")
@@ -235,16 +236,12 @@ def _path_overrides(cfg: DictConfig) -> list[str]:
     return [f"dataset.path={cfg.dataset.path}"]
 
 
-def _label_stages(mem: MemorySampler, timings: dict[str, float]) -> None:
+def _label_stages(mem: MemorySampler, timings: dict[str, float], *, start: float) -> None:
     """Relabel the samples taken during training by the stage boundaries we now know.
 
-    The training call runs read -> pretokenize -> merge back to back; its timings tell where
-    each stage began, so each sample gets the right stage name.
+    The training call started at `start` (seconds on the sampler's clock) and ran read ->
+    pretokenize -> merge back to back; its timings say where each stage ended.
     """
-    if not mem.samples:
-        return
-    end = mem.samples[-1][0]
-    start = end - sum(timings.get(k, 0.0) for k in ("read", "pretokenize", "merge"))
     bounds, t = [], start
     for name in ("read", "pretokenize", "merge"):
         t += timings.get(name, 0.0)

@@ -1,0 +1,140 @@
+"""Analysis over run directories: the loader, figures, SWEEP.md and the reports/ set."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from bpe.analysis import load_runs
+from bpe.analysis.cli import main as report_main
+from bpe.analysis.loader import tidy
+from bpe.analysis.reports import write_all_reports
+from bpe.analysis.sweep import write_sweep_report
+from tests.conftest import FIXTURES, ROOT
+
+EXPERIMENTS = FIXTURES / "experiments"
+GOLDEN = ROOT / "tests" / "golden"
+COLUMNS = ["run", "status", "dataset", "trainer", "vocab_size", "merges", "merges_sha256"]
+UPDATE = bool(os.environ.get("UPDATE_GOLDEN"))
+
+
+@pytest.fixture
+def experiments(tmp_path) -> Path:
+    dst = tmp_path / "experiments"
+    shutil.copytree(EXPERIMENTS, dst)
+    return dst
+
+
+def _golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if UPDATE:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, "utf-8")
+    assert text == path.read_text("utf-8"), f"{name} differs from its golden file"
+
+
+def _frame_text(root: Path) -> str:
+    runs = tidy(load_runs(root))
+    runs["run"] = [Path(p).relative_to(root).as_posix() for p in runs["run_dir"]]
+    runs["merges_sha256"] = runs["merges_sha256"].str[:12]
+    return runs[COLUMNS].to_csv(index=False)
+
+
+def test_load_runs_golden(experiments, caplog):
+    _golden("runs_frame.csv", _frame_text(experiments))
+    frame = load_runs(experiments)
+    assert len(frame) == 8  # 6 sweep jobs, 1 single run, 1 failed run; the corrupt one skipped
+    assert "corrupt" in caplog.text and "skipping run" in caplog.text
+    (skipped,) = frame.attrs["skipped"]
+    assert "corrupt" in skipped[0] and "not valid JSON" in skipped[1]
+    assert {"complete", "failed"} == set(frame["status"])
+    assert "config.trainer.name" in frame and "env.python" in frame
+    assert "metrics.timings.merge" in frame and "metrics.memory.peak_mb" in frame
+
+
+def test_load_runs_on_one_run_dir_and_a_glob(experiments):
+    one = next(experiments.glob("*_owt_sample_heap_v320"))
+    assert len(load_runs(one)) == 1
+    assert len(load_runs(str(experiments / "sweeps" / "*" / "*_heap_*"))) == 2
+
+
+def test_empty_and_missing_dirs(tmp_path, caplog):
+    frame = load_runs(tmp_path)
+    assert frame.empty and list(frame.columns) == ["run_dir", "run_name", "status"]
+    assert "no runs found" in caplog.text
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        load_runs(tmp_path / "missing")
+
+
+def test_load_runs_is_fast_on_hundreds_of_runs(tmp_path):
+    src = next(EXPERIMENTS.glob("*_owt_sample_heap_v320"))
+    for i in range(300):
+        shutil.copytree(src, tmp_path / f"run_{i:03d}", ignore=shutil.ignore_patterns("*.txt"))
+    frame = load_runs(tmp_path)
+    assert len(frame) == 300 and frame["status"].eq("complete").all()
+
+
+def test_sweep_report_golden_and_failed_rows(experiments):
+    sweep = next((experiments / "sweeps").iterdir())
+    # make one job fail, as a crashed job would leave it
+    job = next(sweep.glob("2_*"))
+    text = (job / "metrics.json").read_text("utf-8")
+    (job / "metrics.json").write_text(
+        text.replace('"status": "complete"', '"status": "failed"').replace(
+            '"error": null',
+            '"error": {"type": "RuntimeError", "message": "boom", "stage": "merge"}',
+        ),
+        "utf-8",
+    )
+    out = write_sweep_report(sweep)
+    text = out.read_text("utf-8").replace(sweep.name, "SWEEP")
+    _golden("SWEEP.md", text)
+    assert "6 job(s): 5 complete, 1 failed" in text
+    assert "| failed" in text and "boom" in text
+    assert "produced identical merges" in text
+    for png in (sweep / "figures").glob("*.png"):
+        assert png.read_bytes().startswith(b"\x89PNG") and png.stat().st_size > 2000
+    assert len(list((sweep / "figures").glob("*.png"))) >= 3
+
+
+def test_sweep_report_via_cli(experiments):
+    sweep = next((experiments / "sweeps").iterdir())
+    assert report_main([str(sweep)]) == 0
+    assert (sweep / "SWEEP.md").is_file()
+
+
+def test_reports_golden_and_deterministic(experiments, tmp_path):
+    out = tmp_path / "reports"
+    paths = write_all_reports(experiments, out)
+    assert sorted(p.name for p in paths) == ["README.md", "datasets.md", "trainers.md"]
+    first = {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    for name in ("README.md", "trainers.md", "datasets.md"):
+        _golden(f"reports/{name}", (out / name).read_text("utf-8"))
+    write_all_reports(experiments, out)
+    again = {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert again == first  # regenerating unchanged runs changes no byte, figures included
+    index = (out / "README.md").read_text("utf-8")
+    assert "corrupt" in index and "failed" in index
+    trainers = (out / "trainers.md").read_text("utf-8")
+    assert "all produced the same merges" in trainers and "heap vs naive" in trainers
+
+
+def test_reports_cli_and_empty_dir(experiments, tmp_path, caplog):
+    assert report_main(["--all", "--experiments-dir", str(experiments),
+                        "--out", str(tmp_path / "r")]) == 0  # fmt: skip
+    assert (tmp_path / "r" / "trainers.md").is_file()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert report_main(["--all", "--experiments-dir", str(empty), "--out", str(tmp_path)]) == 2
+    assert "no runs under" in caplog.text
+
+
+def test_tidy_keeps_missing_measurements_missing(experiments):
+    runs = tidy(load_runs(experiments))
+    failed = runs[runs["status"] == "failed"].iloc[0]
+    assert pd.isna(failed["merge_seconds"]) and pd.isna(failed["compression"])
+    assert "too small" in failed["error"]
