@@ -1,0 +1,77 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 01 · Comparing the trainers
+#
+# `naive`, `indexed` and `heap` implement one contract and must produce identical merges; they
+# differ only in how they find the next pair. This notebook reads every run under the
+# experiments directory (set `BPE_EXPERIMENTS` to point elsewhere) and answers:
+#
+# 1. How long does the merge stage take per trainer and vocab size?
+# 2. How much faster are `indexed` and `heap` than `naive`?
+# 3. Did every trainer produce the same merges?
+#
+# Make runs first, e.g. `bpe-train -m experiment=compare_trainers`.
+
+# %%
+import os
+import tempfile
+from pathlib import Path
+
+from IPython.display import Image, display
+
+from bpe.analysis import figures, load_runs
+from bpe.analysis.loader import tidy
+from bpe.analysis.sweep import merge_agreement
+from bpe.datasets import PROJECT_ROOT
+
+EXPERIMENTS = Path(os.environ.get("BPE_EXPERIMENTS", PROJECT_ROOT / "experiments"))
+runs = tidy(load_runs(EXPERIMENTS))
+done = runs[(runs["status"] == "complete") & ~runs["profiled"]]
+print(f"{len(runs)} runs under {EXPERIMENTS.name}/, {len(done)} complete and unprofiled")
+
+# %% [markdown]
+# ## Merge time (median seconds) per trainer and vocab size
+
+# %%
+table = done.pivot_table(
+    index=["dataset", "vocab_size"], columns="trainer", values="merge_seconds", aggfunc="median"
+)
+table
+
+# %% [markdown]
+# ## Speedup over naive (where naive ran)
+
+# %%
+if "naive" in table:
+    speedup = table.drop(columns="naive").rdiv(table["naive"], axis=0).dropna(how="all")
+    display(speedup.round(1))
+else:
+    print("no naive runs: run `bpe-train -m experiment=compare_trainers`")
+
+# %% [markdown]
+# ## Identical merges?
+
+# %%
+for dataset, vocab, trainers, same in merge_agreement(done):
+    print(f"{dataset} @ {vocab}: {', '.join(trainers)} ->", "identical" if same else "DIFFERENT")
+
+# %% [markdown]
+# ## Time vs vocab size
+
+# %%
+out = Path(tempfile.mkdtemp())
+for dataset, group in done.groupby("dataset"):
+    if group["vocab_size"].nunique() > 1:
+        path = figures.time_vs_vocab(
+            group, out / f"time_{dataset}.png", time_col="merge_seconds", title=dataset
+        )
+        display(Image(filename=str(path)))

@@ -1,0 +1,77 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 02 · Vocabularies and compression
+#
+# What does a TinyStories vocabulary look like next to an OpenWebText one, and how many bytes
+# does each token carry on held-out text of the same and of the other domain, against GPT-2?
+# Make runs first, e.g. `bpe-train -m experiment=compare_datasets`.
+
+# %%
+import os
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+from IPython.display import Image, display
+
+from bpe.analysis import figures, load_runs
+from bpe.analysis.loader import tidy
+from bpe.datasets import PROJECT_ROOT
+
+EXPERIMENTS = Path(os.environ.get("BPE_EXPERIMENTS", PROJECT_ROOT / "experiments"))
+frame = load_runs(EXPERIMENTS)
+runs = tidy(frame)
+done = runs[runs["status"] == "complete"]
+print(f"{len(done)} complete runs on {sorted(set(done['dataset']))}")
+
+# %% [markdown]
+# ## Compression (bytes per token on held-out documents)
+
+# %%
+cols = ["dataset", "vocab_size", "trainer", "compression", "gpt2_compression",
+        "other_dataset", "other_compression"]  # fmt: skip
+done[cols].sort_values(["dataset", "vocab_size"]).drop_duplicates(["dataset", "vocab_size"])
+
+# %%
+out = Path(tempfile.mkdtemp())
+if done["vocab_size"].nunique() > 1:
+    gpt2 = done.groupby("dataset")["gpt2_compression"].median().dropna().to_dict()
+    display(Image(filename=str(figures.compression_vs_vocab(done, out / "c.png", gpt2=gpt2))))
+
+# %% [markdown]
+# ## Longest tokens of the largest vocab per dataset
+
+# %%
+for dataset, group in done.groupby("dataset"):
+    run_dir = group.loc[group["vocab_size"].idxmax(), "run_dir"]
+    longest = frame.loc[frame["run_dir"] == run_dir, "metrics.longest_tokens"].iloc[0]
+    print(f"== {dataset} ({Path(run_dir).name})")
+    display(pd.DataFrame(longest)[["bytes", "gpt2", "text"]].head(10))
+
+# %% [markdown]
+# ## Token lengths
+
+# %%
+for dataset, group in done.groupby("dataset"):
+    run_dir = group.loc[group["vocab_size"].idxmax(), "run_dir"]
+    row = frame.loc[frame["run_dir"] == run_dir].iloc[0]
+    lengths = {
+        int(c.rsplit(".", 1)[1]): int(row[c])
+        for c in frame.columns
+        if c.startswith("metrics.token_lengths.") and pd.notna(row[c])
+    }
+    values = [k for k, n in lengths.items() for _ in range(n)]
+    path = figures.histogram(
+        values, out / f"len_{dataset}.png", xlabel="bytes", title=f"Token lengths: {dataset}",
+        bins=range(1, max(values) + 2), log_y=True,
+    )  # fmt: skip
+    display(Image(filename=str(path)))

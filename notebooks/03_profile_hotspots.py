@@ -1,0 +1,67 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 03 · Where does the time (and memory) go?
+#
+# Profiled runs (`profiler=cprofile` or `profiler=scalene`) leave `profile/summary.json` in
+# their run directory; every run records a memory timeline of its whole process tree.
+# Make one with e.g. `bpe-train experiment=profile_owt`.
+
+# %%
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+from IPython.display import Image, display
+
+from bpe.analysis import figures, load_runs
+from bpe.analysis.loader import tidy
+from bpe.datasets import PROJECT_ROOT
+
+EXPERIMENTS = Path(os.environ.get("BPE_EXPERIMENTS", PROJECT_ROOT / "experiments"))
+frame = load_runs(EXPERIMENTS)
+runs = tidy(frame)
+profiled = [Path(p) for p in runs["run_dir"] if (Path(p) / "profile" / "summary.json").is_file()]
+print(f"{len(profiled)} profiled run(s)")
+
+# %% [markdown]
+# ## Stage times of every complete run (seconds)
+
+# %%
+stage_cols = [f"metrics.timings.{s}" for s in ("read", "pretokenize", "merge", "save", "analysis")]
+present = [c for c in stage_cols if c in frame]
+times = frame.loc[frame["status"] == "complete", ["run_name", *present]].set_index("run_name")
+times.columns = [c.rsplit(".", 1)[1] for c in present]
+times.round(3)
+
+# %% [markdown]
+# ## Hot spots of the profiled runs
+
+# %%
+for run_dir in profiled:
+    summary = json.loads((run_dir / "profile" / "summary.json").read_text("utf-8"))
+    print(f"== {run_dir.name} ({summary['profiler']})")
+    rows = summary.get("lines") or summary["functions"]
+    display(pd.DataFrame(rows).head(10))
+
+# %% [markdown]
+# ## Memory timeline of the most recent complete run
+
+# %%
+done = frame[frame["status"] == "complete"]
+if not done.empty and "metrics.memory.timeline" in done:
+    row = done.sort_values("run_dir").iloc[-1]
+    timeline = row["metrics.memory.timeline"]
+    out = Path(tempfile.mkdtemp()) / "memory.png"
+    figures.memory_timeline({row["run_name"]: [(t, mb) for t, mb, _ in timeline]}, out)
+    display(Image(filename=str(out)))

@@ -1,0 +1,58 @@
+"""Hydra multirun end to end: one run per job, SWEEP.md written at the end, failures kept."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import FIXTURES, ROOT
+
+FAST = [
+    "progress=false", "num_workers=1", f"dataset.path={FIXTURES / 'corpus.en'}",
+    "analysis.max_docs=5", "analysis.throughput_seconds=0.02", "analysis.gpt2_baseline=false",
+]  # fmt: skip
+
+
+def _sweep(tmp_path: Path, *overrides: str) -> tuple[subprocess.CompletedProcess, Path]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "bpe.train", "-m", f"experiments_dir={tmp_path}", *FAST, *overrides],
+        capture_output=True, text=True, cwd=ROOT, timeout=600,
+    )  # fmt: skip
+    sweeps = list((tmp_path / "sweeps").iterdir()) if (tmp_path / "sweeps").is_dir() else []
+    assert len(sweeps) == 1, proc.stderr
+    return proc, sweeps[0]
+
+
+def _status(job: Path) -> str:
+    return json.loads((job / "metrics.json").read_text("utf-8"))["status"]
+
+
+def test_three_trainer_sweep_writes_one_run_per_job_and_a_matching_sweep_report(tmp_path):
+    proc, sweep = _sweep(tmp_path, "trainer=naive,indexed,heap", "vocab_size=300")
+    assert proc.returncode == 0, proc.stderr
+    jobs = sorted(p for p in sweep.iterdir() if (p / "metrics.json").is_file())
+    assert [j.name for j in jobs] == [
+        "0_tinystories_sample_naive_v300",
+        "1_tinystories_sample_indexed_v300",
+        "2_tinystories_sample_heap_v300",
+    ]
+    assert all(_status(j) == "complete" for j in jobs)
+    report = (sweep / "SWEEP.md").read_text("utf-8")
+    for job in jobs:
+        metrics = json.loads((job / "metrics.json").read_text("utf-8"))
+        row = next(line for line in report.splitlines() if line.startswith(f"| {job.name} "))
+        assert f"| {metrics['timings']['merge']:.3f} " in row
+        assert metrics["merges_sha256"][:12] in row
+    assert "heap, indexed, naive produced identical merges" in report
+    assert "bpe-train -m" in report and "trainer=naive,indexed,heap" in report
+
+
+def test_a_failing_job_does_not_stop_the_sweep_and_is_reported(tmp_path):
+    proc, sweep = _sweep(tmp_path, "trainer=heap", "vocab_size=10,300")
+    jobs = sorted(p for p in sweep.iterdir() if (p / "metrics.json").is_file())
+    assert [_status(j) for j in jobs] == ["failed", "complete"]
+    report = (sweep / "SWEEP.md").read_text("utf-8")
+    assert "2 job(s): 1 complete, 1 failed" in report
+    assert "## Failed or unfinished jobs" in report and "too small" in report
