@@ -28,6 +28,7 @@ from tabulate import tabulate
 
 from bpe.analysis import figures
 from bpe.analysis.loader import load_runs, tidy
+from bpe.analysis.run_report import clip
 from bpe.analysis.sweep import merge_agreement
 from bpe.gpt2_format import atomic_write_text
 
@@ -97,8 +98,10 @@ def render_trainers(runs: pd.DataFrame, root: Path, out_dir: Path) -> str:
         )
         trainers = [t for t in TRAINERS if t in set(group["trainer"])]
         rows = []
+        short = group[group["vocab"] < group["vocab_size"]]
+        stopped = short.groupby("vocab_size")["vocab"].max().to_dict()
         for vocab in sorted(group["vocab_size"].unique()):
-            row = [str(int(vocab))]
+            row = [f"{int(vocab)}*" if vocab in stopped else str(int(vocab))]
             for t in trainers:
                 row.append(_fmt(med["merge"].get((vocab, t)), ".3f"))
             heap = med["merge"].get((vocab, "heap"))
@@ -114,6 +117,13 @@ def render_trainers(runs: pd.DataFrame, root: Path, out_dir: Path) -> str:
         headers = ["vocab", *(f"{t} merge s" for t in trainers), *(f"heap vs {b}" for b in bases)]
         headers += [f"{t} peak MB" for t in trainers]
         lines += [_table(rows, headers), ""]
+        if stopped:
+            lines += [
+                "\\* The corpus ran out of pairs before this size: training stopped at "
+                + ", ".join(f"{int(v)} tokens (asked {int(k)})" for k, v in sorted(stopped.items()))
+                + ", so these rows time fewer merges.",
+                "",
+            ]
         agreement = [a for a in merge_agreement(group) if a[0] == dataset]
         same = [a for a in agreement if a[3]]
         diff = [a for a in agreement if not a[3]]
@@ -211,7 +221,7 @@ def render_datasets(runs: pd.DataFrame, frame: pd.DataFrame, root: Path, out_dir
                 else ""
             )
             lines.append(
-                f"- A {dataset} tokenizer (vocab {int(top['vocab_size'])}) packs "
+                f"- A tokenizer trained on {dataset} (vocab {int(top['vocab_size'])}) packs "
                 f"{_fmt(top['compression'], '.2f')} bytes per token in its own domain and "
                 f"{_fmt(top['other_compression'], '.2f')} on {top['other_dataset']} "
                 f"({_fmt(abs(loss), '.0f')}% {'worse' if loss >= 0 else 'better'}).{rel}"
@@ -229,7 +239,9 @@ def render_datasets(runs: pd.DataFrame, frame: pd.DataFrame, root: Path, out_dir
         kinds = _kinds(frame, top["run_dir"])
         lines += [f"### {dataset} (vocab {int(top['vocab_size'])})", ""]
         if longest:
-            rows = [[str(t["bytes"]), f"`{t['gpt2']}`", repr(t["text"])] for t in longest]
+            rows = [
+                [str(t["bytes"]), f"`{clip(t['gpt2'])}`", clip(repr(t["text"]))] for t in longest
+            ]
             lines += [_table(rows, ["bytes", "GPT-2 rendering", "text"]), ""]
         if kinds:
             ordered = sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))
@@ -259,7 +271,7 @@ def _vocab_contrast(reps: pd.DataFrame, frame: pd.DataFrame) -> list[str]:
             f"{_fmt(100 * kinds.get('number', 0), '.1f')}% digits, "
             f"{_fmt(100 * kinds.get('partial_utf8', 0), '.1f')}% partial UTF-8; "
             f"{words} of its {len(longest)} longest tokens are words"
-            + (f" (longest: `{longest[0]['gpt2']}`)." if longest else ".")
+            + (f" (longest: `{clip(longest[0]['gpt2'])}`)." if longest else ".")
         )
     out.append("")
     return out

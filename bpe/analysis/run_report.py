@@ -47,6 +47,15 @@ def _table(rows, headers, colalign=None) -> str:
     )
 
 
+def clip(text: str, width: int = 40) -> str:
+    """Shorten long table cells (a 128-byte run of dashes) and say how long they were.
+
+    >>> clip("-" * 50, 10)
+    '----------… (50 chars)'
+    """
+    return text if len(text) <= width else f"{text[:width]}… ({len(text)} chars)"
+
+
 def _f(value, fmt: str = ".3f", none: str = "n/a") -> str:
     return none if value is None else format(value, fmt)
 
@@ -457,7 +466,8 @@ def _longest_judgement(longest: list[dict], metrics: dict) -> str:
         if share > 0
     )
     return (
-        f"The longest token is `{top['gpt2']}` ({top['bytes']} bytes, {text!r}): {descr}; {sense}. "
+        f"The longest token is `{clip(top['gpt2'])}` ({top['bytes']} bytes, {clip(repr(text))}): "
+        f"{descr}; {sense}. "
         f"{among} of the {len(longest)} longest tokens are letter-only words. "
         f"Across all {metrics.get('learned_tokens', 'n/a')} learned tokens: {parts}; "
         f"{_f(100 * (metrics.get('leading_space_share') or 0), '.0f')}% start with a space."
