@@ -56,3 +56,13 @@ def test_a_failing_job_does_not_stop_the_sweep_and_is_reported(tmp_path):
     report = (sweep / "SWEEP.md").read_text("utf-8")
     assert "2 job(s): 1 complete, 1 failed" in report
     assert "## Failed or unfinished jobs" in report and "too small" in report
+
+
+def test_joblib_launcher_runs_jobs_in_parallel_processes(tmp_path):
+    proc, sweep = _sweep(
+        tmp_path, "hydra/launcher=joblib", "trainer=indexed,heap", "vocab_size=300"
+    )
+    assert proc.returncode == 0, proc.stderr
+    jobs = sorted(p for p in sweep.iterdir() if (p / "metrics.json").is_file())
+    assert [_status(j) for j in jobs] == ["complete", "complete"]
+    assert "2 job(s): 2 complete" in (sweep / "SWEEP.md").read_text("utf-8")
