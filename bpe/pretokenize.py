@@ -425,7 +425,7 @@ def pretokenize_file(
 
 
 def pool_start_method() -> str:
-    """"fork" when this process has a single thread, else "forkserver" (or "spawn").
+    """ "fork" when this process has a single thread, else "forkserver" (or "spawn").
 
     subtle: forking a multi-threaded process can copy a lock another thread holds (logging,
     a sampler thread inside psutil) into the child, which then hangs forever. fork is the fastest

@@ -98,9 +98,7 @@ class MemorySampler:
         for _, mb, stage in self.samples:
             per_stage[stage] = max(per_stage.get(stage, 0.0), mb)
         step = max(1, -(-len(self.samples) // self.max_points))
-        timeline = [
-            [round(t, 4), round(mb, 2), stage] for t, mb, stage in self.samples[::step]
-        ]
+        timeline = [[round(t, 4), round(mb, 2), stage] for t, mb, stage in self.samples[::step]]
         # keep the true peak visible in a downsampled timeline
         if self.samples and step > 1:
             peak = max(self.samples, key=lambda s: s[1])
