@@ -18,17 +18,14 @@ What it does not do: run anything, or edit run directories.
 from __future__ import annotations
 
 import logging
-import math
 import os
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
-from tabulate import tabulate
 
 from bpe.analysis import figures
 from bpe.analysis.loader import load_runs, tidy
-from bpe.analysis.run_report import clip
+from bpe.analysis.markdown import clip, fmt, table
 from bpe.analysis.sweep import merge_agreement
 from bpe.gpt2_format import atomic_write_text
 
@@ -36,16 +33,6 @@ logger = logging.getLogger(__name__)
 
 COMMAND = "bpe-report --all"
 TRAINERS = ("naive", "indexed", "heap")
-
-
-def _fmt(value: Any, spec: str) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    return format(value, spec)
-
-
-def _table(rows: list[list], headers: list[str]) -> str:
-    return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
 
 
 def _rel(path: str, root: Path) -> str:
@@ -103,20 +90,20 @@ def render_trainers(runs: pd.DataFrame, root: Path, out_dir: Path) -> str:
         for vocab in sorted(group["vocab_size"].unique()):
             row = [f"{int(vocab)}*" if vocab in stopped else str(int(vocab))]
             for t in trainers:
-                row.append(_fmt(med["merge"].get((vocab, t)), ".3f"))
+                row.append(fmt(med["merge"].get((vocab, t)), ".3f"))
             heap = med["merge"].get((vocab, "heap"))
             for base in ("naive", "indexed"):
                 if base in trainers and "heap" in trainers:
                     b = med["merge"].get((vocab, base))
-                    row.append(_fmt(b / heap if b is not None and heap else None, ".1f") + "x"
+                    row.append(fmt(b / heap if b is not None and heap else None, ".1f") + "x"
                                if b is not None and heap else "n/a")  # fmt: skip
             for t in trainers:
-                row.append(_fmt(med["peak"].get((vocab, t)), ".0f"))
+                row.append(fmt(med["peak"].get((vocab, t)), ".0f"))
             rows.append(row)
         bases = [b for b in ("naive", "indexed") if b in trainers and "heap" in trainers]
         headers = ["vocab", *(f"{t} merge s" for t in trainers), *(f"heap vs {b}" for b in bases)]
         headers += [f"{t} peak MB" for t in trainers]
-        lines += [_table(rows, headers), ""]
+        lines += [table(rows, headers), ""]
         if stopped:
             lines += [
                 "\\* The corpus ran out of pairs before this size: training stopped at "
@@ -147,7 +134,7 @@ def render_trainers(runs: pd.DataFrame, root: Path, out_dir: Path) -> str:
             fastest = at_big["merge"].idxmin()
             lines.append(
                 f"At vocab {int(big)} the fastest trainer is **{fastest}** "
-                f"({_fmt(at_big['merge'].min(), '.3f')} s for the merges)."
+                f"({fmt(at_big['merge'].min(), '.3f')} s for the merges)."
             )
             lines.append("")
         if group["vocab_size"].nunique() > 1:
@@ -205,26 +192,26 @@ def render_datasets(runs: pd.DataFrame, frame: pd.DataFrame, root: Path, out_dir
     rows = []
     for _, r in reps.iterrows():
         rows.append([
-            r["dataset"], str(int(r["vocab_size"])), _fmt(r["compression"], ".3f"),
-            _fmt(r["gpt2_compression"], ".3f"), r["other_dataset"] or "n/a",
-            _fmt(r["other_compression"], ".3f"), _fmt(r["other_gpt2_compression"], ".3f"),
+            r["dataset"], str(int(r["vocab_size"])), fmt(r["compression"], ".3f"),
+            fmt(r["gpt2_compression"], ".3f"), r["other_dataset"] or "n/a",
+            fmt(r["other_compression"], ".3f"), fmt(r["other_gpt2_compression"], ".3f"),
         ])  # fmt: skip
-    lines += [_table(rows, ["trained on", "vocab", "own domain", "GPT-2 own", "other domain",
+    lines += [table(rows, ["trained on", "vocab", "own domain", "GPT-2 own", "other domain",
                             "other", "GPT-2 other"]), ""]  # fmt: skip
     for dataset, group in reps.groupby("dataset", sort=True):
         top = group.loc[group["vocab_size"].idxmax()]
         if pd.notna(top["compression"]) and pd.notna(top["other_compression"]):
             loss = 100 * (1 - top["other_compression"] / top["compression"])
             rel = (
-                f" GPT-2 gets {_fmt(top['gpt2_compression'], '.2f')} on the same documents."
+                f" GPT-2 gets {fmt(top['gpt2_compression'], '.2f')} on the same documents."
                 if pd.notna(top["gpt2_compression"])
                 else ""
             )
             lines.append(
                 f"- A tokenizer trained on {dataset} (vocab {int(top['vocab_size'])}) packs "
-                f"{_fmt(top['compression'], '.2f')} bytes per token in its own domain and "
-                f"{_fmt(top['other_compression'], '.2f')} on {top['other_dataset']} "
-                f"({_fmt(abs(loss), '.0f')}% {'worse' if loss >= 0 else 'better'}).{rel}"
+                f"{fmt(top['compression'], '.2f')} bytes per token in its own domain and "
+                f"{fmt(top['other_compression'], '.2f')} on {top['other_dataset']} "
+                f"({fmt(abs(loss), '.0f')}% {'worse' if loss >= 0 else 'better'}).{rel}"
             )
     lines.append("")
     if done["vocab_size"].nunique() > 1 and done["compression"].notna().any():
@@ -242,12 +229,12 @@ def render_datasets(runs: pd.DataFrame, frame: pd.DataFrame, root: Path, out_dir
             rows = [
                 [str(t["bytes"]), f"`{clip(t['gpt2'])}`", clip(repr(t["text"]))] for t in longest
             ]
-            lines += [_table(rows, ["bytes", "GPT-2 rendering", "text"]), ""]
+            lines += [table(rows, ["bytes", "GPT-2 rendering", "text"]), ""]
         if kinds:
             ordered = sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))
             lines.append(
                 "Learned tokens: "
-                + ", ".join(f"{_fmt(100 * v, '.0f')}% {k.replace('_', ' ')}" for k, v in ordered)
+                + ", ".join(f"{fmt(100 * v, '.0f')}% {k.replace('_', ' ')}" for k, v in ordered)
                 + "."
             )
             lines.append("")
@@ -266,10 +253,10 @@ def _vocab_contrast(reps: pd.DataFrame, frame: pd.DataFrame) -> list[str]:
         longest = _longest(frame, top["run_dir"], 20)
         words = sum(1 for t in longest if t["text"].strip().isalpha())
         out.append(
-            f"- **{dataset}**: {_fmt(100 * kinds.get('word', 0), '.0f')}% of learned tokens "
-            f"are letter-only, {_fmt(100 * kinds.get('punctuation', 0), '.1f')}% punctuation, "
-            f"{_fmt(100 * kinds.get('number', 0), '.1f')}% digits, "
-            f"{_fmt(100 * kinds.get('partial_utf8', 0), '.1f')}% partial UTF-8; "
+            f"- **{dataset}**: {fmt(100 * kinds.get('word', 0), '.0f')}% of learned tokens "
+            f"are letter-only, {fmt(100 * kinds.get('punctuation', 0), '.1f')}% punctuation, "
+            f"{fmt(100 * kinds.get('number', 0), '.1f')}% digits, "
+            f"{fmt(100 * kinds.get('partial_utf8', 0), '.1f')}% partial UTF-8; "
             f"{words} of its {len(longest)} longest tokens are words"
             + (f" (longest: `{clip(longest[0]['gpt2'])}`)." if longest else ".")
         )

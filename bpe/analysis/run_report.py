@@ -16,9 +16,8 @@ import json
 import logging
 from pathlib import Path
 
-from tabulate import tabulate
-
 from bpe.analysis import figures
+from bpe.analysis.markdown import clip, fmt, table
 from bpe.gpt2_format import atomic_write_text
 
 logger = logging.getLogger(__name__)
@@ -39,25 +38,6 @@ def _load_json(path: Path):
         return json.loads(path.read_text("utf-8"))
     except (OSError, json.JSONDecodeError):
         return None
-
-
-def _table(rows, headers, colalign=None) -> str:
-    return tabulate(
-        rows, headers=headers, tablefmt="github", colalign=colalign, disable_numparse=True
-    )
-
-
-def clip(text: str, width: int = 40) -> str:
-    """Shorten long table cells (a 128-byte run of dashes) and say how long they were.
-
-    >>> clip("-" * 50, 10)
-    '----------… (50 chars)'
-    """
-    return text if len(text) <= width else f"{text[:width]}… ({len(text)} chars)"
-
-
-def _f(value, fmt: str = ".3f", none: str = "n/a") -> str:
-    return none if value is None else format(value, fmt)
 
 
 def reproduce_command(run: dict, config: dict | None = None) -> str:
@@ -216,7 +196,7 @@ def render(run_dir: Path, metrics: dict, env: dict | None, profile: dict | None)
         ["input", f"{run.get('input_path')} ({counts.get('bytes', 'n/a')} bytes)"],
         ["merges sha256", metrics.get("merges_sha256")],
     ]
-    add(_table(header_rows, ["", ""]))
+    add(table(header_rows, ["", ""]))
     add("")
     add("Reproduce:")
     add("")
@@ -239,20 +219,20 @@ def render(run_dir: Path, metrics: dict, env: dict | None, profile: dict | None)
     rows = [
         [
             s,
-            _f(timings.get(s)),
-            _f(100 * timings[s] / total, ".1f") if total and s in timings else "n/a",
+            fmt(timings.get(s)),
+            fmt(100 * timings[s] / total, ".1f") if total and s in timings else "n/a",
         ]
         for s in STAGES
     ]
-    add(_table(rows, ["stage", "seconds", "% of run"], colalign=("left", "right", "right")))
+    add(table(rows, ["stage", "seconds", "% of run"], colalign=("left", "right", "right")))
     add("")
     train_stages = {s: timings[s] for s in ("read", "pretokenize", "merge") if s in timings}
     if train_stages:
         top = max(train_stages, key=train_stages.get)
         train_total = sum(train_stages.values())
         add(
-            f"Training took {_f(train_total)} s; **{top}** dominates with "
-            f"{_f(100 * train_stages[top] / train_total, '.0f')}% of it "
+            f"Training took {fmt(train_total)} s; **{top}** dominates with "
+            f"{fmt(100 * train_stages[top] / train_total, '.0f')}% of it "
             f"({counts.get('merges', 'n/a')} merges over {counts.get('unique_pretokens', 'n/a')} "
             f"unique pretokens, {counts.get('pretokens', 'n/a')} pretokens in "
             f"{counts.get('chunks', 'n/a')} chunk(s) on {counts.get('workers', 'n/a')} worker(s))."
@@ -276,15 +256,15 @@ def render(run_dir: Path, metrics: dict, env: dict | None, profile: dict | None)
     add("## Memory")
     add("")
     per_stage = memory.get("per_stage_peak_mb") or {}
-    rows = [[s, _f(per_stage.get(s), ".1f")] for s in ("start", *STAGES) if s in per_stage]
-    add(_table(rows, ["stage", "peak MB (process tree, PSS)"], colalign=("left", "right")))
+    rows = [[s, fmt(per_stage.get(s), ".1f")] for s in ("start", *STAGES) if s in per_stage]
+    add(table(rows, ["stage", "peak MB (process tree, PSS)"], colalign=("left", "right")))
     add("")
     if memory:
         add(
-            f"Peak memory of the whole process tree was **{_f(memory.get('peak_mb'), '.1f')} MB** "
+            f"Peak memory of the whole process tree was **{fmt(memory.get('peak_mb'), '.1f')} MB** "
             f"(sampled every {memory.get('interval_s')} s; the parent's own peak RSS was "
-            f"{_f(memory.get('ru_maxrss_mb'), '.1f')} MB, the largest worker's "
-            f"{_f(memory.get('children_ru_maxrss_mb'), '.1f')} MB)."
+            f"{fmt(memory.get('ru_maxrss_mb'), '.1f')} MB, the largest worker's "
+            f"{fmt(memory.get('children_ru_maxrss_mb'), '.1f')} MB)."
         )
         if per_stage:
             worst = max((s for s in per_stage if s in STAGES), key=per_stage.get, default=None)
@@ -302,33 +282,34 @@ def render(run_dir: Path, metrics: dict, env: dict | None, profile: dict | None)
         kind = profile.get("profiler")
         if kind == "scalene":
             rows = [
-                [f"`{r['file']}:{r['line']}`", r["code"] or "", _f(r["cpu_percent"], ".1f"),
-                 _f(r["cpu_python_percent"], ".1f"), _f(r["peak_mb"], ".1f")]
+                [f"`{r['file']}:{r['line']}`", r["code"] or "", fmt(r["cpu_percent"], ".1f"),
+                 fmt(r["cpu_python_percent"], ".1f"), fmt(r["peak_mb"], ".1f")]
                 for r in profile.get("lines", [])[:10]
             ]  # fmt: skip
             add("Top lines by CPU (scalene):")
             add("")
-            add(_table(rows, ["where", "code", "CPU %", "Python %", "peak MB"]))
+            add(table(rows, ["where", "code", "CPU %", "Python %", "peak MB"]))
             add("")
             top = (profile.get("lines") or profile["functions"])[0]
             add(
                 f"The hottest line is `{top['file']}:{top['line']}` "
-                f"({_f(top['cpu_percent'], '.1f')}% of CPU time)."
+                f"({fmt(top['cpu_percent'], '.1f')}% of CPU time)."
             )
         else:
             rows = [
                 [f"`{r['function']}`", f"`{r['file']}:{r['line']}`", r["calls"],
-                 _f(r["self_seconds"]), _f(r["cumulative_seconds"]), _f(r["self_percent"], ".1f")]
+                 fmt(r["self_seconds"]), fmt(r["cumulative_seconds"]),
+                 fmt(r["self_percent"], ".1f")]
                 for r in profile["functions"][:10]
             ]  # fmt: skip
             add("Top functions by self time (cProfile, parent process only):")
             add("")
-            add(_table(rows, ["function", "where", "calls", "self s", "cum s", "self %"]))
+            add(table(rows, ["function", "where", "calls", "self s", "cum s", "self %"]))
             add("")
             top = profile["functions"][0]
             add(
                 f"Most self time is spent in `{top['function']}` ({top['file']}), "
-                f"{_f(top['self_percent'], '.1f')}% of the profiled time."
+                f"{fmt(top['self_percent'], '.1f')}% of the profiled time."
             )
     else:
         add(f"Not profiled (profiler={run.get('profiler')}); rerun with `profiler=scalene` or "
@@ -344,7 +325,7 @@ def render(run_dir: Path, metrics: dict, env: dict | None, profile: dict | None)
             [k + 1, t["id"], t["bytes"], f"`{t['gpt2']}`", repr(t["text"])]
             for k, t in enumerate(longest)
         ]
-        add(_table(rows, ["#", "id", "bytes", "GPT-2 rendering", "text"]))
+        add(table(rows, ["#", "id", "bytes", "GPT-2 rendering", "text"]))
         add("")
         add(_longest_judgement(longest, metrics))
         add("")
@@ -369,10 +350,10 @@ def render(run_dir: Path, metrics: dict, env: dict | None, profile: dict | None)
         rows.append([
             f"{c['dataset']} ({'same' if side == 'own' else 'other'} domain)",
             c["docs"], c["bytes"],
-            _f(ratio), _f(base), _f(ratio / base if ratio and base else None, ".2f"),
+            fmt(ratio), fmt(base), fmt(ratio / base if ratio and base else None, ".2f"),
         ])  # fmt: skip
     if rows:
-        add(_table(rows, ["held-out documents", "docs", "bytes", "bytes/token (ours)",
+        add(table(rows, ["held-out documents", "docs", "bytes", "bytes/token (ours)",
                           "bytes/token (GPT-2)", "ours / GPT-2"]))  # fmt: skip
         add("")
         own, other = comp.get("own"), comp.get("other")
@@ -380,16 +361,16 @@ def render(run_dir: Path, metrics: dict, env: dict | None, profile: dict | None)
             drop = 100 * (1 - other["ratio"] / own["ratio"])
             add(
                 "On its own domain this tokenizer packs "
-                f"{_f(own['ratio'], '.2f')} bytes per token; "
-                f"on {other['dataset']} {_f(other['ratio'], '.2f')} "
-                f"({_f(abs(drop), '.0f')}% {'less' if drop >= 0 else 'more'})."
+                f"{fmt(own['ratio'], '.2f')} bytes per token; "
+                f"on {other['dataset']} {fmt(other['ratio'], '.2f')} "
+                f"({fmt(abs(drop), '.0f')}% {'less' if drop >= 0 else 'more'})."
             )
         if own and own.get("gpt2_ratio"):
             rel = own["ratio"] / own["gpt2_ratio"]
             add(
-                f"GPT-2's 50,257-token vocab gets {_f(own['gpt2_ratio'], '.2f')} bytes per token "
+                f"GPT-2's 50,257-token vocab gets {fmt(own['gpt2_ratio'], '.2f')} bytes per token "
                 "on "
-                f"the same documents: ours reaches {_f(100 * rel, '.0f')}% of that."
+                f"the same documents: ours reaches {fmt(100 * rel, '.0f')}% of that."
             )
     else:
         add("No held-out documents were measured.")
@@ -400,16 +381,18 @@ def render(run_dir: Path, metrics: dict, env: dict | None, profile: dict | None)
     add("")
     tp = metrics.get("throughput")
     if tp:
-        rows = [["ours", _f(tp["bytes_per_second"] / 1e6, ".2f"), _f(tp.get("pile_hours"), ".1f")]]
+        rows = [
+            ["ours", fmt(tp["bytes_per_second"] / 1e6, ".2f"), fmt(tp.get("pile_hours"), ".1f")]
+        ]
         if tp.get("gpt2_bytes_per_second"):
-            rows.append(["GPT-2 (same encoder)", _f(tp["gpt2_bytes_per_second"] / 1e6, ".2f"),
-                         _f(tp.get("gpt2_pile_hours"), ".1f")])  # fmt: skip
-        add(_table(rows, ["tokenizer", "MB/s (one thread)", "hours for The Pile (825 GB)"]))
+            rows.append(["GPT-2 (same encoder)", fmt(tp["gpt2_bytes_per_second"] / 1e6, ".2f"),
+                         fmt(tp.get("gpt2_pile_hours"), ".1f")])  # fmt: skip
+        add(table(rows, ["tokenizer", "MB/s (one thread)", "hours for The Pile (825 GB)"]))
         add("")
         add(
-            f"At {_f(tp['bytes_per_second'] / 1e6, '.2f')} MB/s on one core, tokenizing The Pile "
-            f"would take about {_f(tp.get('pile_hours'), '.0f')} hours "
-            f"({_f((tp.get('pile_hours') or 0) / 24, '.1f')} days)."
+            f"At {fmt(tp['bytes_per_second'] / 1e6, '.2f')} MB/s on one core, tokenizing The Pile "
+            f"would take about {fmt(tp.get('pile_hours'), '.0f')} hours "
+            f"({fmt((tp.get('pile_hours') or 0) / 24, '.1f')} days)."
         )
     else:
         add("Throughput was not measured.")
@@ -423,11 +406,11 @@ def render(run_dir: Path, metrics: dict, env: dict | None, profile: dict | None)
         my_merge = timings.get("merge")
         rows = []
         for s in sibs:
-            speed = _f(s["merge"] / my_merge, ".2f") if s["merge"] and my_merge else "n/a"
-            rows.append([s["rel"], s["trainer"], s["vocab_size"], _f(s["merge"]), _f(s["total"]),
-                         _f(s["peak_mb"], ".1f"), speed + (" (profiled)" if s["profiled"] else ""),
+            speed = fmt(s["merge"] / my_merge, ".2f") if s["merge"] and my_merge else "n/a"
+            rows.append([s["rel"], s["trainer"], s["vocab_size"], fmt(s["merge"]), fmt(s["total"]),
+                         fmt(s["peak_mb"], ".1f"), speed + (" (profiled)" if s["profiled"] else ""),
                          s["agree"]])  # fmt: skip
-        add(_table(rows, ["run", "trainer", "vocab", "merge s", "total s", "peak MB",
+        add(table(rows, ["run", "trainer", "vocab", "merge s", "total s", "peak MB",
                           "their merge time / ours", "merges vs this run"]))  # fmt: skip
         add("")
         add(_sibling_summary(sibs, metrics))
@@ -461,7 +444,7 @@ def _longest_judgement(longest: list[dict], metrics: dict) -> str:
     )
     among = sum(1 for t in longest if token_kind(t["text"].encode("utf-8")) == "word")
     parts = ", ".join(
-        f"{_f(100 * share, '.0f')}% {KIND_LABELS[k]}"
+        f"{fmt(100 * share, '.0f')}% {KIND_LABELS[k]}"
         for k, share in sorted(kinds.items(), key=lambda kv: -kv[1])
         if share > 0
     )
@@ -470,7 +453,7 @@ def _longest_judgement(longest: list[dict], metrics: dict) -> str:
         f"{descr}; {sense}. "
         f"{among} of the {len(longest)} longest tokens are letter-only words. "
         f"Across all {metrics.get('learned_tokens', 'n/a')} learned tokens: {parts}; "
-        f"{_f(100 * (metrics.get('leading_space_share') or 0), '.0f')}% start with a space."
+        f"{fmt(100 * (metrics.get('leading_space_share') or 0), '.0f')}% start with a space."
     )
 
 
@@ -500,7 +483,7 @@ def _sibling_summary(sibs: list[dict], metrics: dict) -> str:
                 ratio = s["merge"] / mine
                 sentences.append(
                     f"Against {s['trainer']} at the same size, this run's merge stage is "
-                    f"{_f(ratio, '.1f')}x {'faster' if ratio >= 1 else 'slower'}."
+                    f"{fmt(ratio, '.1f')}x {'faster' if ratio >= 1 else 'slower'}."
                 )
     return " ".join(sentences) or "No other run at the same vocab size to compare with."
 

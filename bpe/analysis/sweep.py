@@ -14,28 +14,16 @@ What it does not do: run jobs, or read anything outside the sweep directory.
 from __future__ import annotations
 
 import logging
-import math
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
-from tabulate import tabulate
 
 from bpe.analysis import figures
 from bpe.analysis.loader import load_runs, tidy
+from bpe.analysis.markdown import fmt, table
 from bpe.gpt2_format import atomic_write_text
 
 logger = logging.getLogger(__name__)
-
-
-def _fmt(value: Any, spec: str) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    return format(value, spec)
-
-
-def _table(rows: list[list], headers: list[str]) -> str:
-    return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
 
 
 def sweep_command(runs: pd.DataFrame, frame: pd.DataFrame) -> str:
@@ -80,12 +68,12 @@ def speed_sentences(runs: pd.DataFrame) -> list[str]:
             continue
         best = med.idxmin()
         others = ", ".join(
-            f"{_fmt(med[t] / med[best], '.1f')}x faster than {t}"
+            f"{fmt(med[t] / med[best], '.1f')}x faster than {t}"
             for t in sorted(med.index)
             if t != best
         )
         sentences.append(
-            f"{dataset} @ {int(vocab)}: **{best}** merges fastest ({_fmt(med[best], '.3f')} s), "
+            f"{dataset} @ {int(vocab)}: **{best}** merges fastest ({fmt(med[best], '.3f')} s), "
             f"{others}."
         )
     return sentences
@@ -155,13 +143,13 @@ def render_sweep(sweep_dir: Path, frame: pd.DataFrame, runs: pd.DataFrame, fig_l
     rows = []
     for _, r in runs.iterrows():
         rows.append([
-            _job_label(r, sweep_dir), r["dataset"], r["trainer"], _fmt(r["vocab_size"], "d"),
-            r["status"], _fmt(r["merge_seconds"], ".3f"), _fmt(r["total_seconds"], ".3f"),
-            _fmt(r["peak_mb"], ".1f"), _fmt(r["merges"], ".0f"),
+            _job_label(r, sweep_dir), r["dataset"], r["trainer"], fmt(r["vocab_size"], "d"),
+            r["status"], fmt(r["merge_seconds"], ".3f"), fmt(r["total_seconds"], ".3f"),
+            fmt(r["peak_mb"], ".1f"), fmt(r["merges"], ".0f"),
             (r["merges_sha256"] or "")[:12] if isinstance(r["merges_sha256"], str) else "n/a",
-            _fmt(r["compression"], ".3f"),
+            fmt(r["compression"], ".3f"),
         ])  # fmt: skip
-    add(_table(rows, ["job", "dataset", "trainer", "vocab", "status", "merge s", "total s",
+    add(table(rows, ["job", "dataset", "trainer", "vocab", "status", "merge s", "total s",
                       "peak MB", "merges", "merges sha256", "bytes/token"]))  # fmt: skip
     add("")
     if runs["job_num"].notna().sum() > 1:
@@ -203,7 +191,7 @@ def render_sweep(sweep_dir: Path, frame: pd.DataFrame, runs: pd.DataFrame, fig_l
         top = done.loc[done["peak_mb"].idxmax()]
         add(
             f"- Highest peak memory: {top['trainer']} @ {int(top['vocab_size'])} on "
-            f"{top['dataset']}, {_fmt(top['peak_mb'], '.1f')} MB."
+            f"{top['dataset']}, {fmt(top['peak_mb'], '.1f')} MB."
         )
     if not agreement and done.empty:
         add("- No job completed, so there is nothing to compare.")
