@@ -59,7 +59,7 @@ def merges_sha256(merges: Sequence[tuple[bytes, bytes]]) -> str:
     """A fingerprint of the merge list (order matters): equal hashes mean identical merges.
 
     >>> merges_sha256([(b"a", b"b")])[:12]
-    'c84cfbdbab1b'
+    '16275ef0f5d0'
     """
     h = hashlib.sha256()
     for a, b in merges:
