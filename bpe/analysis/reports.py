@@ -17,6 +17,7 @@ What it does not do: run anything, or edit run directories.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from pathlib import Path
@@ -239,7 +240,43 @@ def render_datasets(runs: pd.DataFrame, frame: pd.DataFrame, root: Path, out_dir
             )
             lines.append("")
     lines += _vocab_contrast(reps, frame)
+    lines += _merge_count_curves(reps, out_dir)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _times(n: int) -> str:
+    """>>> _times(1), _times(2000)
+    ('once', '2,000 times')
+    """
+    return "once" if n == 1 else f"{n:,} times"
+
+
+def _merge_count_curves(reps: pd.DataFrame, out_dir: Path) -> list[str]:
+    """How frequent the k-th merge is, for the largest run of each dataset (merge_counts.json)."""
+    series = {}
+    for dataset, group in reps.groupby("dataset", sort=True):
+        top = group.loc[group["vocab_size"].idxmax()]
+        path = Path(top["run_dir"]) / "merge_counts.json"
+        try:
+            counts = json.loads(path.read_text("utf-8"))
+        except (OSError, ValueError):
+            continue
+        if counts:
+            series[f"{dataset} (vocab {int(top['vocab_size'])})"] = counts
+    if not series:
+        return []
+    fig = figures.line(
+        series, out_dir / "datasets_merge_counts.png", xlabel="merge step k",
+        ylabel="occurrences of the k-th merged pair", title="How frequent the k-th merge is",
+        log_y=True,
+    )  # fmt: skip
+    out = ["## How frequent the k-th merge is", ""]
+    for label, counts in series.items():
+        out.append(
+            f"- {label}: the first merge joins a pair seen {_times(counts[0])}, the last "
+            f"(merge {len(counts):,}) one seen {_times(counts[-1])}."
+        )
+    return out + ["", f"![merge counts](figures/{fig.name})", ""]
 
 
 def _vocab_contrast(reps: pd.DataFrame, frame: pd.DataFrame) -> list[str]:
