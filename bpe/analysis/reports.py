@@ -245,7 +245,9 @@ def render_datasets(runs: pd.DataFrame, frame: pd.DataFrame, root: Path, out_dir
 
 
 def _times(n: int) -> str:
-    """>>> _times(1), _times(2000)
+    """How many times, in words.
+
+    >>> _times(1), _times(2000)
     ('once', '2,000 times')
     """
     return "once" if n == 1 else f"{n:,} times"
