@@ -9,6 +9,7 @@ which `heap` reuses unchanged.
 
 from __future__ import annotations
 
+import sys
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
@@ -23,6 +24,9 @@ from bpe.trainers.common import (
     progress_bar,
 )
 
+#: Largest token id a word string can hold (one character per token id).
+MAX_TOKEN_ID = sys.maxunicode
+
 
 class PairIndex:
     """Exact pair counts of all words, and for each pair the words that (may) contain it.
@@ -30,11 +34,16 @@ class PairIndex:
     invariant: `pair_counts[p]` equals sum(count of w * occurrences of p in w) over all words,
     and holds no zero entries. `pair_to_words[p]` is a superset of the words containing p
     (stale entries are skipped when merged, never trusted).
+
+    Each word is held as a str with one character per token id (`chr(id)`), so finding a pair
+    is `str.find` and merging it everywhere in the word is `str.replace`, both in C. subtle:
+    `str.replace` scans left to right without overlaps, which is exactly BPE's greedy merge
+    (merging (a, a) in "aaa" gives "Na").
     """
 
     def __init__(self, words: list[list[int]], counts: list[int]) -> None:
-        self.words = words
         self.counts = counts
+        self.words = ["".join(map(chr, word)) for word in words]
         pair_counts: dict[Pair, int] = defaultdict(int)
         pair_to_words: dict[Pair, set[int]] = defaultdict(set)
         for wi, word in enumerate(words):
@@ -57,12 +66,16 @@ class PairIndex:
 
         Returns the pairs that contain new_id (the only pairs whose count can have grown).
         """
+        if new_id > MAX_TOKEN_ID:
+            raise ValueError(f"token id {new_id} exceeds {MAX_TOKEN_ID}; lower vocab_size")
         pair_counts, pair_to_words = self.pair_counts, self.pair_to_words
         words, counts = self.words, self.counts
         created: set[Pair] = set()
+        pattern = chr(left) + chr(right)
+        merged = chr(new_id)
 
-        def add(pair: Pair, delta: int) -> None:
-            c = pair_counts.get(pair, 0) + delta
+        def drop(pair: Pair, n: int) -> None:
+            c = pair_counts[pair] - n  # invariant: an existing pair's count never goes below 0
             if c:
                 pair_counts[pair] = c
             else:
@@ -70,38 +83,36 @@ class PairIndex:
 
         for wi in pair_to_words.pop((left, right), ()):
             word = words[wi]
-            size = len(word)
+            i = word.find(pattern)
+            if i < 0:
+                continue  # stale index entry: the pair left this word in an earlier merge
             n = counts[wi]
-            out: list[int] = []
-            i = 0
-            while i < size:
-                if not (word[i] == left and i + 1 < size and word[i + 1] == right):
-                    out.append(word[i])
-                    i += 1
-                    continue
-                if out:
-                    prev = out[-1]
-                    if prev == new_id:
-                        add((right, left), -n)
+            size = len(word)
+            end_of_previous = -1
+            while i >= 0:
+                if i > 0:
+                    if i == end_of_previous:  # adjacent occurrence before: (b, a) -> (new, new)
+                        drop((right, left), n)
+                        pair = (new_id, new_id)
                     else:
-                        add((prev, left), -n)
-                    pair = (prev, new_id)
-                    add(pair, n)
+                        prev = ord(word[i - 1])
+                        drop((prev, left), n)
+                        pair = (prev, new_id)
+                    pair_counts[pair] = pair_counts.get(pair, 0) + n
                     pair_to_words[pair].add(wi)
                     created.add(pair)
-                if i + 2 < size:
-                    nxt = word[i + 2]
-                    next_is_occurrence = nxt == left and i + 3 < size and word[i + 3] == right
-                    if not next_is_occurrence:
-                        add((right, nxt), -n)
-                        pair = (new_id, nxt)
-                        add(pair, n)
-                        pair_to_words[pair].add(wi)
-                        created.add(pair)
-                out.append(new_id)
-                i += 2
-            if len(out) != size:
-                words[wi] = out
+                after = i + 2
+                # the right side is handled here unless another occurrence starts right after
+                if after < size and not word.startswith(pattern, after):
+                    nxt = ord(word[after])
+                    drop((right, nxt), n)
+                    pair = (new_id, nxt)
+                    pair_counts[pair] = pair_counts.get(pair, 0) + n
+                    pair_to_words[pair].add(wi)
+                    created.add(pair)
+                end_of_previous = after
+                i = word.find(pattern, after)
+            words[wi] = word.replace(pattern, merged)
         # invariant: greedy left-to-right merging leaves no (left, right) anywhere.
         pair_counts.pop((left, right), None)
         return created
