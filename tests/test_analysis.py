@@ -110,12 +110,20 @@ def test_sweep_report_via_cli(experiments):
 def test_reports_golden_and_deterministic(experiments, tmp_path):
     out = tmp_path / "reports"
     paths = write_all_reports(experiments, out)
-    assert sorted(p.name for p in paths) == ["README.md", "datasets.md", "trainers.md"]
-    first = {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert sorted({p.name for p in paths}) == [
+        "ANALYSIS.md",
+        "README.md",
+        "datasets.md",
+        "trainers.md",
+    ]
+    first = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    examples = sorted(p.parent.name for p in out.glob("runs/*/ANALYSIS.md"))
+    assert len(examples) == 2  # one full run report per dataset
+    assert all((out / "runs" / e / "figures" / "memory_timeline.png").is_file() for e in examples)
     for name in ("README.md", "trainers.md", "datasets.md"):
         _golden(f"reports/{name}", (out / name).read_text("utf-8"))
     write_all_reports(experiments, out)
-    again = {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    again = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
     assert again == first  # regenerating unchanged runs changes no byte, figures included
     index = (out / "README.md").read_text("utf-8")
     assert "corrupt" in index and "failed" in index

@@ -28,7 +28,7 @@ from bpe.analysis import figures
 from bpe.analysis.loader import load_runs, tidy
 from bpe.analysis.markdown import clip, fmt, table
 from bpe.analysis.sweep import merge_agreement
-from bpe.gpt2_format import atomic_write_text
+from bpe.gpt2_format import atomic_open, atomic_write_text
 
 logger = logging.getLogger(__name__)
 
@@ -308,7 +308,9 @@ def _vocab_contrast(reps: pd.DataFrame, frame: pd.DataFrame) -> list[str]:
 # --------------------------------------------------------------------------------------------
 
 
-def render_index(runs: pd.DataFrame, frame: pd.DataFrame, root: Path) -> str:
+def render_index(
+    runs: pd.DataFrame, frame: pd.DataFrame, root: Path, examples: list[Path] = ()
+) -> str:
     status = runs["status"].value_counts().to_dict() if not runs.empty else {}
     lines = [
         "# Reports",
@@ -322,6 +324,11 @@ def render_index(runs: pd.DataFrame, frame: pd.DataFrame, root: Path) -> str:
         "much memory do they use, and do all three produce identical merges? |",
         "| [datasets.md](datasets.md) | What do TinyStories and OpenWebText vocabularies look "
         "like, and how well does each compress its own and the other domain vs GPT-2? |",
+        *(
+            f"| [runs/{p.name}](runs/{p.name}/ANALYSIS.md) | One run in full (its own "
+            "ANALYSIS.md): time, memory, longest tokens, compression, siblings. |"
+            for p in examples
+        ),
         "",
         f"Runs found: {len(runs)} ("
         + (", ".join(f"{status[s]} {s}" for s in sorted(status)) or "none")
@@ -365,11 +372,39 @@ def write_all_reports(
     runs = tidy(frame) if not frame.empty else tidy(pd.DataFrame(columns=["run_dir"]))
     out = Path(out_dir)
     fig_dir = out / "figures"
+    examples = example_runs(runs)
     written = [
         _write(out / "trainers.md", render_trainers(runs, root, fig_dir)),
         _write(out / "datasets.md", render_datasets(runs, frame, root, fig_dir)),
-        _write(out / "README.md", render_index(runs, frame, root)),
+        *_copy_run_reports(examples, out / "runs"),
+        _write(out / "README.md", render_index(runs, frame, root, examples)),
     ]
+    return written
+
+
+def example_runs(runs: pd.DataFrame) -> list[Path]:
+    """One run per dataset to show in full: the largest complete unprofiled vocab, heap first."""
+    done = _clean(runs)
+    if done.empty:
+        return []
+    ranked = done.assign(_heap=(done["trainer"] != "heap")).sort_values(
+        ["dataset", "vocab_size", "_heap", "run_dir"], ascending=[True, False, True, False]
+    )
+    return [Path(p) for p in ranked.groupby("dataset", sort=True).head(1)["run_dir"]]
+
+
+def _copy_run_reports(run_dirs: list[Path], dest: Path) -> list[Path]:
+    """Regenerate each example run's ANALYSIS.md and copy it (with figures) under dest."""
+    from bpe.analysis.run_report import write_run_report
+
+    written = []
+    for run_dir in run_dirs:
+        report = write_run_report(run_dir)
+        target = dest / run_dir.name
+        for fig in sorted((run_dir / "figures").glob("*.png")):
+            with atomic_open(target / "figures" / fig.name) as f:
+                f.write(fig.read_bytes())
+        written.append(_write(target / "ANALYSIS.md", report.read_text("utf-8")))
     return written
 
 
