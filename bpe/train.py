@@ -46,8 +46,38 @@ def _app(cfg: DictConfig) -> str | None:
     return metrics["status"]
 
 
+def unknown_keys(overrides: list[str]) -> list[str]:
+    """Override keys whose first part is neither a config group nor a top-level key.
+
+    >>> unknown_keys(["vocab_size=500", "dataset.path=x.txt", "vocab_sze=500", "-m"])
+    ['vocab_sze']
+    """
+    import yaml
+
+    config = yaml.safe_load((CONF_DIR / "config.yaml").read_text("utf-8"))
+    groups = {p.name for p in CONF_DIR.iterdir() if p.is_dir()}
+    known = groups | set(config) | {"hydra"}
+    out = []
+    for item in overrides:
+        if item.startswith(("-", "+", "~")) or "=" not in item:
+            continue
+        key = item.split("=", 1)[0]
+        if key.split(".", 1)[0].split("/", 1)[0] not in known:
+            out.append(key)
+    return out
+
+
 def main() -> None:
     """Console-script entry point."""
+    unknown = unknown_keys(sys.argv[1:])
+    if unknown:
+        # Hydra's own error follows; this says what the valid choices are.
+        groups = sorted(p.name for p in CONF_DIR.iterdir() if p.is_dir())
+        sys.stderr.write(
+            f"bpe-train: unknown key(s) {unknown}; config groups are {groups} "
+            "(e.g. trainer=heap), top-level keys are vocab_size, num_workers, seed, "
+            "experiments_dir, progress, analysis.* (see conf/config.yaml)\n"
+        )
     _app()
 
 

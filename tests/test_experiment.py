@@ -246,3 +246,10 @@ def test_parallel_pretokenization_inside_a_run(tmp_path):
     metrics = runner.train(cfg)
     assert metrics["status"] == "complete" and metrics["counts"]["workers"] == 2
     assert metrics["memory"]["per_stage_peak_mb"]["pretokenize"] > 0
+
+
+def test_cli_unknown_key_gets_a_hint_with_the_valid_keys(tmp_path):
+    proc = _cli(tmp_path, "vocab_sze=500")
+    assert proc.returncode != 0
+    assert "unknown key(s) ['vocab_sze']" in proc.stderr and "vocab_size" in proc.stderr
+    assert "Could not override 'vocab_sze'" in proc.stderr  # Hydra's own error follows
