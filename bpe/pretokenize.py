@@ -346,6 +346,8 @@ class PretokenCounts:
     num_bytes: int
     num_chunks: int
     num_workers: int
+    #: how worker processes were started ("in-process" when num_workers == 1)
+    start_method: str = "in-process"
 
     @property
     def num_pretokens(self) -> int:
@@ -417,11 +419,14 @@ def pretokenize_file(
     logger.info(
         "pretokenizing %s (%d bytes) in %d chunks with %d worker(s)", p, size, len(jobs), workers
     )
+    method = "in-process" if workers == 1 else pool_start_method()
     bmp_pretoken_regex()  # compile once here, so forked workers inherit it
     total: Counter[bytes] = Counter()
-    for counts, _ in _progress(_run_jobs(jobs, workers), len(jobs), progress, "pretokenize"):
+    for counts, _ in _progress(
+        _run_jobs(jobs, workers, method), len(jobs), progress, "pretokenize"
+    ):
         total.update(counts)
-    return PretokenCounts(total, size, len(jobs), workers)
+    return PretokenCounts(total, size, len(jobs), workers, method)
 
 
 def pool_start_method() -> str:
@@ -439,12 +444,12 @@ def pool_start_method() -> str:
     return "forkserver" if "forkserver" in methods else "spawn"
 
 
-def _run_jobs(jobs: list, workers: int) -> Iterable[tuple[Counter[bytes], int]]:
+def _run_jobs(jobs: list, workers: int, method: str) -> Iterable[tuple[Counter[bytes], int]]:
     if workers == 1:
         for job in jobs:
             yield _count_range(job)
         return
-    with mp.get_context(pool_start_method()).Pool(workers) as pool:
+    with mp.get_context(method).Pool(workers) as pool:
         yield from pool.imap_unordered(_count_range, jobs)
 
 

@@ -42,6 +42,7 @@ class TrainResult:
     num_unique_pretokens: int
     num_chunks: int
     num_workers: int
+    start_method: str = "in-process"
     timings: dict[str, float] = field(default_factory=dict)
     #: how often each merged pair occurred when it was merged (non-increasing in practice)
     merge_counts: list[int] = field(default_factory=list)
@@ -133,6 +134,7 @@ def train_bpe_detailed(
         num_unique_pretokens=counted.num_unique,
         num_chunks=counted.num_chunks,
         num_workers=counted.num_workers,
+        start_method=counted.start_method,
         timings=timings,
         merge_counts=output.merge_counts,
     )

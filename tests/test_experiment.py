@@ -245,6 +245,7 @@ def test_parallel_pretokenization_inside_a_run(tmp_path):
     cfg.dataset.path = "data/owt_sample.txt"
     metrics = runner.train(cfg)
     assert metrics["status"] == "complete" and metrics["counts"]["workers"] == 2
+    assert metrics["counts"]["start_method"] != "fork"  # the sampler thread is running
     assert metrics["memory"]["per_stage_peak_mb"]["pretokenize"] > 0
 
 

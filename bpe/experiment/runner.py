@@ -201,6 +201,7 @@ def train(cfg: DictConfig) -> dict:
                     "vocab": len(result.vocab),
                     "chunks": result.num_chunks,
                     "workers": result.num_workers,
+                    "start_method": result.start_method,
                 },
                 merges_sha256=result.merges_sha256,
                 stopped_early=len(result.vocab) < int(cfg.vocab_size),
