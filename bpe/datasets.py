@@ -16,9 +16,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bpe._io import CONF_DIR, PROJECT_ROOT
+from bpe.pretokenize import EOT
+
 #: The repository root: the directory holding `bpe/`, `conf/` and `data/`.
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-CONF_DIR = PROJECT_ROOT / "conf"
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,7 @@ class Dataset:
     path: Path
     heldout_path: Path | None
     special_tokens: list[str] = field(default_factory=list)
-    document_separator: str = "<|endoftext|>"
+    document_separator: str = EOT
     other: str | None = None
     download: str | None = None
 
@@ -65,7 +66,7 @@ def from_config(cfg: Mapping) -> Dataset:
         path=resolve(cfg["path"]),
         heldout_path=resolve(heldout) if heldout else None,
         special_tokens=list(cfg.get("special_tokens") or []),
-        document_separator=str(cfg.get("document_separator") or "<|endoftext|>"),
+        document_separator=str(cfg.get("document_separator") or EOT),
         other=cfg.get("other"),
         download=cfg.get("download"),
     )

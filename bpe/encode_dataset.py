@@ -31,8 +31,9 @@ from pathlib import Path
 
 import numpy as np
 
-from bpe.gpt2_format import atomic_open
+from bpe._io import atomic_open
 from bpe.pretokenize import (
+    EOT,
     check_input_file,
     find_chunk_boundaries,
     read_chunk_text,
@@ -42,7 +43,6 @@ from bpe.tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)
 
-EOT = "<|endoftext|>"
 DTYPES = ("uint16", "uint32")
 #: Bytes of text per chunk. A chunk's ids are a Python list while it is encoded (~40 bytes per
 #: token), so chunks stay small; 1 MB keeps a worker near 50 MB.

@@ -14,14 +14,13 @@ The files are the ones Hugging Face `tokenizers` (`models.BPE.from_file`) and GP
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
-from typing import BinaryIO
+
+from bpe._io import atomic_write_text
 
 MERGES_HEADER = "#version: 0.2"
 
@@ -80,50 +79,6 @@ def unrender(text: str) -> bytes:
         raise ValueError(
             f"{text!r} contains {bad!r} (U+{ord(bad):04X}), which is not a GPT-2 byte character"
         ) from None
-
-
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    """Write text to path via a temp file in the same directory and an atomic rename."""
-    atomic_write_bytes(path, text.encode("utf-8"))
-
-
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Write bytes to path via a temp file in the same directory and an atomic rename."""
-    with atomic_open(path) as f:
-        f.write(data)
-
-
-@contextlib.contextmanager
-def atomic_open(path: str | os.PathLike) -> Iterator[BinaryIO]:
-    """Open a temp file next to path for binary writing; rename it onto path on success.
-
-    On any exception (Ctrl-C included) the temp file is removed and path is left untouched,
-    so a reader never sees a half-written file. The file gets the usual mode (0666 & ~umask).
-
-    >>> # with atomic_open("out.bin") as f: f.write(b"...")
-    """
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        os.chmod(tmp, 0o666 & ~_current_umask())  # mkstemp makes 0600
-        with os.fdopen(fd, "wb") as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-
-
-def _current_umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def save_vocab(vocab: dict[int, bytes], path: str | os.PathLike) -> None:

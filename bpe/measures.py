@@ -22,16 +22,16 @@ from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 
-from bpe.pretokenize import GPT2_PATTERN
+from bpe._io import DATA_DIR
+from bpe.pretokenize import EOT, GPT2_PATTERN
 from bpe.tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)
 
-EOT = "<|endoftext|>"
 #: Size of The Pile in bytes (Gao et al., 2020), the yardstick of the projection.
 PILE_BYTES = 825e9
 #: data/gpt2 inside the repository that holds this package.
-GPT2_DIR = Path(__file__).resolve().parent.parent / "data" / "gpt2"
+GPT2_DIR = DATA_DIR / "gpt2"
 
 
 def load_documents(

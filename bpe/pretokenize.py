@@ -35,6 +35,9 @@ import regex
 
 logger = logging.getLogger(__name__)
 
+#: GPT-2's end-of-text special token, the document separator of every bundled corpus.
+EOT = "<|endoftext|>"
+
 #: The GPT-2 pre-tokenization pattern (contractions, letters, numbers, other, whitespace).
 GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 GPT2_REGEX = regex.compile(GPT2_PATTERN)

@@ -18,7 +18,7 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from bpe.datasets import CONF_DIR
+from bpe._io import CONF_DIR
 from bpe.experiment.runner import train
 
 logger = logging.getLogger("bpe.train")

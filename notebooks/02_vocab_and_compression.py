@@ -23,9 +23,9 @@ from pathlib import Path
 import pandas as pd
 from IPython.display import Image, display
 
+from bpe._io import PROJECT_ROOT
 from bpe.analysis import figures, load_runs
 from bpe.analysis.loader import tidy
-from bpe.datasets import PROJECT_ROOT
 
 EXPERIMENTS = Path(os.environ.get("BPE_EXPERIMENTS", PROJECT_ROOT / "experiments"))
 frame = load_runs(EXPERIMENTS)

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from bpe.pretokenize import EOT  # noqa: F401  (re-exported for the tests)
 from bpe.trainers import TRAINERS
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
 DATA = ROOT / "data"
-EOT = "<|endoftext|>"
 
 
 @pytest.fixture(params=sorted(TRAINERS))

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
+from bpe._io import CONF_DIR
 from bpe.analysis.cli import main as report_main
-from bpe.datasets import CONF_DIR
 from bpe.experiment import rundir, runner
 from tests.conftest import FIXTURES, ROOT
 

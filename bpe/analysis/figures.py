@@ -22,7 +22,7 @@ matplotlib.use("Agg")  # headless: reports are built on servers and in CI
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from bpe.gpt2_format import atomic_write_bytes  # noqa: E402
+from bpe._io import atomic_write_bytes  # noqa: E402
 
 logger = logging.getLogger(__name__)
 

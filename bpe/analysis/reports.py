@@ -24,11 +24,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from bpe._io import atomic_open, atomic_write_text
 from bpe.analysis import figures
 from bpe.analysis.loader import load_runs, tidy
 from bpe.analysis.markdown import clip, fmt, table
 from bpe.analysis.sweep import merge_agreement
-from bpe.gpt2_format import atomic_open, atomic_write_text
 
 logger = logging.getLogger(__name__)
 

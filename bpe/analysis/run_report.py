@@ -16,9 +16,9 @@ import json
 import logging
 from pathlib import Path
 
+from bpe._io import atomic_write_text
 from bpe.analysis import figures
 from bpe.analysis.markdown import clip, fmt, table
-from bpe.gpt2_format import atomic_write_text
 
 logger = logging.getLogger(__name__)
 

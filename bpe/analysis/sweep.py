@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from bpe._io import atomic_write_text
 from bpe.analysis import figures
 from bpe.analysis.loader import load_runs, tidy
 from bpe.analysis.markdown import fmt, table
-from bpe.gpt2_format import atomic_write_text
 
 logger = logging.getLogger(__name__)
 

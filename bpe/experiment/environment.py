@@ -19,8 +19,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from bpe.datasets import PROJECT_ROOT
-from bpe.gpt2_format import atomic_write_text
+from bpe._io import PROJECT_ROOT, atomic_write_text
 from bpe.pretokenize import default_num_workers
 
 PACKAGES = (

@@ -16,7 +16,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from bpe.gpt2_format import atomic_write_text
+from bpe._io import atomic_write_text
 
 SCHEMA_VERSION = 1
 

@@ -30,8 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bpe.datasets import PROJECT_ROOT
-from bpe.gpt2_format import atomic_write_text
+from bpe._io import PROJECT_ROOT, atomic_write_text
 
 logger = logging.getLogger(__name__)
 

@@ -28,12 +28,13 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from bpe import datasets
+from bpe._io import atomic_write_text
 from bpe.experiment import environment
 from bpe.experiment.memory import MemorySampler
 from bpe.experiment.metrics import MetricsFile
 from bpe.experiment.profilers import check_profiler, run_cprofile, run_scalene
 from bpe.experiment.rundir import check_writable, create_run_dir
-from bpe.gpt2_format import atomic_write_text, save_tokenizer_files
+from bpe.gpt2_format import save_tokenizer_files
 from bpe.pretokenize import validate_special_tokens
 from bpe.trainers import get_trainer
 from bpe.trainers.common import check_vocab_size

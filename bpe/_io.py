@@ -1,0 +1,73 @@
+"""Project paths and atomic writes: the two things every layer needs and none should own.
+
+What it does:
+    * `PROJECT_ROOT`, `CONF_DIR`, `DATA_DIR`: where the repository's configs and bundled data live;
+    * `atomic_open` / `atomic_write_text` / `atomic_write_bytes`: write through a temp file in the
+      target's directory and rename it into place, so a reader sees the old file or the new one,
+      never half of one.
+
+What it does not do: know any file format (see `bpe.gpt2_format`, `bpe.encode_dataset`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+#: The repository root (the directory holding `bpe/`, `conf/` and `data/`).
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+CONF_DIR = PROJECT_ROOT / "conf"
+DATA_DIR = PROJECT_ROOT / "data"
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Write text to path via a temp file in the same directory and an atomic rename."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write bytes to path via a temp file in the same directory and an atomic rename."""
+    with atomic_open(path) as f:
+        f.write(data)
+
+
+@contextlib.contextmanager
+def atomic_open(path: str | os.PathLike) -> Iterator[BinaryIO]:
+    """Open a temp file next to path for binary writing; rename it onto path on success.
+
+    On any exception (Ctrl-C included) the temp file is removed and path is left untouched,
+    so a reader never sees a half-written file. The file gets the usual mode (0666 & ~umask).
+
+    >>> import tempfile, pathlib
+    >>> out = pathlib.Path(tempfile.mkdtemp()) / "out.bin"
+    >>> with atomic_open(out) as f:
+    ...     _ = f.write(b"abc")
+    >>> out.read_bytes()
+    b'abc'
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        os.chmod(tmp, 0o666 & ~_current_umask())  # mkstemp makes 0600
+        with os.fdopen(fd, "wb") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
