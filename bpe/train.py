@@ -5,9 +5,11 @@
     bpe-train experiment=owt_32k
     bpe-train -m trainer=naive,indexed,heap vocab_size=500,1000 dataset=tinystories_sample
 
-A thin shell: `bpe.experiment.runner.train(cfg)` does the work and returns the metrics, so tests
-call it without the command line. In a sweep (-m) a failing job is recorded as failed in its
-run directory and the sweep goes on; a single run that fails exits with status 1.
+A thin shell that wires the layers: `bpe.experiment.runner.run_experiment(cfg, report=...)` does
+the work and returns the metrics (tests call it without the command line), and this module hands
+it the report writer of `bpe.analysis.run_report`, so neither layer imports the other. In a sweep
+(-m) a failing job is recorded as failed in its run directory and the sweep goes on; a single run
+that fails exits with status 1.
 """
 
 from __future__ import annotations
@@ -19,11 +21,12 @@ import hydra
 from omegaconf import DictConfig
 
 from bpe._io import CONF_DIR
-from bpe.experiment.runner import train
+from bpe.analysis.run_report import write_run_report
+from bpe.experiment.runner import run_experiment
 
 logger = logging.getLogger("bpe.train")
 
-__all__ = ["main", "train"]
+__all__ = ["main"]
 
 
 # subtle: an absolute path, because inside a package Hydra would look for a `conf` module.
@@ -33,7 +36,7 @@ def _app(cfg: DictConfig) -> str | None:
 
     multirun = str(HydraConfig.get().mode) == "RunMode.MULTIRUN"
     try:
-        metrics = train(cfg)
+        metrics = run_experiment(cfg, report=write_run_report)
     except KeyboardInterrupt:
         logger.error("interrupted: the run is marked failed in its metrics.json")
         raise

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from bpe.analysis.run_report import reproduce_command, write_run_report
-from bpe.experiment.measure_run import token_kind, vocab_metrics
+from bpe.experiment.evaluate import vocab_metrics
+from bpe.measures import token_kind
 from tests.conftest import FIXTURES, ROOT
 
 RUN = FIXTURES / "runs" / "2026-01-01_00-00-00_000000_tinystories_sample_heap_v300"

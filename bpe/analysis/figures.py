@@ -23,11 +23,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from bpe._io import atomic_write_bytes  # noqa: E402
+from bpe.analysis.loader import trainer_order  # noqa: E402
+from bpe.trainers import TRAINERS  # noqa: E402
 
 logger = logging.getLogger(__name__)
 
-TRAINER_ORDER = ("naive", "indexed", "heap")
-_STYLE = {"naive": "o-", "indexed": "s-", "heap": "^-"}
+_MARKERS = ("o-", "s-", "^-", "D-", "v-", "P-")
 
 
 def _save(fig, path: str | os.PathLike) -> Path:
@@ -41,11 +42,12 @@ def _save(fig, path: str | os.PathLike) -> Path:
     return Path(path)
 
 
-def _trainers_in(frame: pd.DataFrame, column: str) -> list[str]:
-    present = list(dict.fromkeys(frame[column].dropna()))
-    return [t for t in TRAINER_ORDER if t in present] + sorted(
-        t for t in present if t not in TRAINER_ORDER
-    )
+def _style(trainer: str) -> str:
+    """A marker by the trainer's place in the registry, so it looks the same in every figure."""
+    registered = list(TRAINERS)
+    if trainer not in registered:
+        return "x-"
+    return _MARKERS[registered.index(trainer) % len(_MARKERS)]
 
 
 def time_vs_vocab(
@@ -59,9 +61,9 @@ def time_vs_vocab(
 ) -> Path:
     """Log-log time vs vocab size, one line per trainer."""
     fig, ax = plt.subplots(figsize=(6, 4))
-    for trainer in _trainers_in(frame, trainer_col):
+    for trainer in trainer_order(frame[trainer_col]):
         sub = frame[frame[trainer_col] == trainer].groupby(vocab_col)[time_col].median()
-        ax.plot(sub.index, sub.values, _STYLE.get(trainer, "x-"), label=trainer)
+        ax.plot(sub.index, sub.values, _style(trainer), label=trainer)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("vocab size")
@@ -85,9 +87,9 @@ def speedup_vs_vocab(
     med = frame.groupby([trainer_col, vocab_col])[time_col].median().unstack(trainer_col)
     fig, ax = plt.subplots(figsize=(6, 4))
     if baseline in med:
-        for trainer in [t for t in _trainers_in(frame, trainer_col) if t != baseline]:
+        for trainer in [t for t in trainer_order(frame[trainer_col]) if t != baseline]:
             ratio = (med[baseline] / med[trainer]).dropna()
-            ax.plot(ratio.index, ratio.values, _STYLE.get(trainer, "x-"), label=trainer)
+            ax.plot(ratio.index, ratio.values, _style(trainer), label=trainer)
     ax.axhline(1.0, color="grey", lw=0.8)
     ax.set_xscale("log")
     ax.set_xlabel("vocab size")
