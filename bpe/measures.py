@@ -110,7 +110,7 @@ def load_documents(
 
     >>> import tempfile, pathlib
     >>> path = pathlib.Path(tempfile.mkdtemp()) / "docs.txt"
-    >>> _ = path.write_text("a<|endoftext|><|endoftext|>b", encoding="utf-8")
+    >>> _ = path.write_text(f"a{EOT}{EOT}b", encoding="utf-8")
     >>> load_documents(path)
     ['a', 'b']
     """
