@@ -103,17 +103,20 @@ def _value(x):
     return x.item() if hasattr(x, "item") else x
 
 
-def merges_verdict(same: bool, mine: list[str] | None, theirs: list[str] | None) -> str:
+def merges_verdict(same: bool, mine: list[str], theirs: list[str] | None) -> str:
     """How a sibling's merges compare with this run's, for the siblings table.
 
-    >>> merges_verdict(True, None, None), merges_verdict(False, ["a b"], None)
+    `same` is `merges_agree` of the two runs; otherwise the merge lists are compared, since a
+    run with a smaller vocab should hold the first merges of a larger one.
+
+    >>> merges_verdict(True, [], None), merges_verdict(False, ["a b"], None)
     ('identical', 'n/a')
     >>> merges_verdict(False, ["a b", "c d"], ["a b"]), merges_verdict(False, ["a b"], ["c d"])
     ('same first 1', 'DIFFERENT')
     """
     if same:
         return "identical"
-    if mine is None or theirs is None:
+    if theirs is None:
         return "n/a"
     n = min(len(theirs), len(mine))
     return f"same first {n}" if theirs[:n] == mine[:n] else "DIFFERENT"
@@ -124,7 +127,7 @@ def sibling_rows(run_dir: Path, metrics: dict) -> list[dict]:
     root = experiments_root(run_dir)
     runs = complete(tidy(load_runs(root)))
     runs = runs[runs["dataset"] == metrics["run"].get("dataset")]
-    mine = _merges_lines(run_dir)
+    mine = _merges_lines(run_dir) or []  # a run that failed early has no merges.txt
     rows = []
     for _, r in runs.iterrows():
         other = Path(r["run_dir"])
