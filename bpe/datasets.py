@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
+
 from bpe._io import CONF_DIR, PROJECT_ROOT
 from bpe.pretokenize import EOT
 
@@ -81,8 +83,6 @@ def from_config(cfg: Mapping) -> Dataset:
 
 def load_named(name: str) -> Dataset:
     """The Dataset of `conf/dataset/<name>.yaml` (used for the cross-domain measurement)."""
-    import yaml
-
     path = CONF_DIR / "dataset" / f"{name}.yaml"
     if not path.is_file():
         choices = sorted(p.stem for p in (CONF_DIR / "dataset").glob("*.yaml"))

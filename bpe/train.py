@@ -18,6 +18,8 @@ import logging
 import sys
 
 import hydra
+import yaml
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from bpe._io import CONF_DIR
@@ -32,8 +34,6 @@ __all__ = ["main"]
 # subtle: an absolute path, because inside a package Hydra would look for a `conf` module.
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
 def _app(cfg: DictConfig) -> str | None:
-    from hydra.core.hydra_config import HydraConfig
-
     multirun = str(HydraConfig.get().mode) == "RunMode.MULTIRUN"
     try:
         metrics = run_experiment(cfg, report=write_run_report)
@@ -55,8 +55,6 @@ def unknown_keys(overrides: list[str]) -> list[str]:
     >>> unknown_keys(["vocab_size=500", "dataset.path=x.txt", "vocab_sze=500", "-m"])
     ['vocab_sze']
     """
-    import yaml
-
     config = yaml.safe_load((CONF_DIR / "config.yaml").read_text("utf-8"))
     groups = {p.name for p in CONF_DIR.iterdir() if p.is_dir()}
     known = groups | set(config) | {"hydra"}

@@ -134,12 +134,14 @@ def sibling_rows(run_dir: Path, metrics: dict) -> list[dict]:
         if other.resolve() == run_dir.resolve():
             continue
         same = merges_agree(metrics.get("merges_sha256"), _value(r["merges_sha256"]))
+        vocab_size = _value(r["vocab_size"])
         rows.append(
             {
                 "name": other.name,
                 "rel": other.relative_to(root).as_posix(),
                 "trainer": _value(r["trainer"]),
-                "vocab_size": _value(r["vocab_size"]),
+                # a float column when any run lacks it; the table shows whole numbers
+                "vocab_size": None if vocab_size is None else int(vocab_size),
                 "profiled": bool(r["profiled"]),
                 "merge": _value(r["merge_seconds"]),
                 "total": _value(r["total_seconds"]),

@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from bpe import datasets
@@ -105,10 +106,8 @@ def _run_log(run_dir: Path) -> Iterator[None]:
 def _hydra_output_dir() -> tuple[Path | None, list[str], dict]:
     """Hydra's run/job dir, overrides and sweep info when running under @hydra.main."""
     try:
-        from hydra.core.hydra_config import HydraConfig
-
         hc = HydraConfig.get()
-    except (ImportError, ValueError):
+    except ValueError:  # not running under @hydra.main
         return None, [], {}
     sweep = {}
     if str(hc.mode) == "RunMode.MULTIRUN":
