@@ -26,8 +26,7 @@ from IPython.display import Image, display
 
 from bpe._io import PROJECT_ROOT
 from bpe.analysis import figures, load_runs
-from bpe.analysis.loader import tidy
-from bpe.analysis.run_report import shown_stages
+from bpe.analysis.loader import shown_stages, tidy
 
 EXPERIMENTS = Path(os.environ.get("BPE_EXPERIMENTS", PROJECT_ROOT / "experiments"))
 frame = load_runs(EXPERIMENTS)

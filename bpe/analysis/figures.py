@@ -50,6 +50,17 @@ def _style(trainer: str) -> str:
     return _MARKERS[registered.index(trainer) % len(_MARKERS)]
 
 
+def _vocab_axes(ax, *, ylabel: str, title: str, log_y: bool = False) -> None:
+    """Label an axes whose x is the vocab size (log scale), as every vs-vocab figure does."""
+    ax.set_xscale("log")
+    if log_y:
+        ax.set_yscale("log")
+    ax.set_xlabel("vocab size")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+
+
 def time_vs_vocab(
     frame: pd.DataFrame,
     path: str | os.PathLike,
@@ -64,12 +75,7 @@ def time_vs_vocab(
     for trainer in trainer_order(frame[trainer_col]):
         sub = frame[frame[trainer_col] == trainer].groupby(vocab_col)[time_col].median()
         ax.plot(sub.index, sub.values, _style(trainer), label=trainer)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("vocab size")
-    ax.set_ylabel("seconds (log)")
-    ax.set_title(title)
-    ax.grid(True, which="both", alpha=0.3)
+    _vocab_axes(ax, ylabel="seconds (log)", title=title, log_y=True)
     ax.legend()
     return _save(fig, path)
 
@@ -91,11 +97,7 @@ def speedup_vs_vocab(
             ratio = (med[baseline] / med[trainer]).dropna()
             ax.plot(ratio.index, ratio.values, _style(trainer), label=trainer)
     ax.axhline(1.0, color="grey", lw=0.8)
-    ax.set_xscale("log")
-    ax.set_xlabel("vocab size")
-    ax.set_ylabel(f"speedup over {baseline} (x)")
-    ax.set_title(f"Speedup over {baseline}")
-    ax.grid(True, which="both", alpha=0.3)
+    _vocab_axes(ax, ylabel=f"speedup over {baseline} (x)", title=f"Speedup over {baseline}")
     if ax.get_legend_handles_labels()[0]:
         ax.legend()
     return _save(fig, path)
@@ -163,11 +165,7 @@ def compression_vs_vocab(
         ax.plot(sub.index, sub.values, "o-", color=f"C{k}", label=dataset)
         if gpt2 and dataset in gpt2:
             ax.axhline(gpt2[dataset], ls="--", color=f"C{k}", label=f"GPT-2 on {dataset}")
-    ax.set_xscale("log")
-    ax.set_xlabel("vocab size")
-    ax.set_ylabel("bytes per token")
-    ax.set_title("Compression vs vocab size")
-    ax.grid(True, which="both", alpha=0.3)
+    _vocab_axes(ax, ylabel="bytes per token", title="Compression vs vocab size")
     ax.legend(fontsize="small")
     return _save(fig, path)
 

@@ -8,7 +8,8 @@ with their `status`. A run whose files are corrupt (bad JSON or YAML) is skipped
 warning naming it; the skipped directories and reasons are kept in `frame.attrs["skipped"]`
 so reports can say what they left out. `tidy` gives the short-named view every report uses, and
 the rules the reports share live here once: `complete` (which runs count), `merges_agree` (when
-two runs learned the same merges) and `trainer_order` (how trainers are listed).
+two runs learned the same merges), `trainer_order` (how trainers are listed) and
+`shown_stages` (which recorded stages a report lists).
 
 What it does not do: compute or render anything (see `bpe.analysis.figures` and the report
 modules), or write to run directories.
@@ -236,3 +237,12 @@ def trainer_order(names: Iterable[object]) -> list[str]:
     """
     present = {n for n in names if isinstance(n, str)}
     return [t for t in TRAINERS if t in present] + sorted(present - set(TRAINERS))
+
+
+def shown_stages(recorded: Iterable[str]) -> list[str]:
+    """The recorded stage names a report lists, in recorded order (no total, no retired stage).
+
+    >>> shown_stages(["read", "pretokenize", "merge", "total"])
+    ['pretokenize', 'merge']
+    """
+    return [s for s in recorded if s != "total" and s not in RETIRED_STAGES]

@@ -21,13 +21,12 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bpe._io import atomic_write_text
 from bpe.analysis import figures
-from bpe.analysis.loader import complete, load_runs, merges_agree, tidy
+from bpe.analysis.loader import complete, load_runs, merges_agree, shown_stages, tidy
 from bpe.analysis.markdown import clip, fmt, table
 from bpe.measures import (
     RETIRED_STAGES,
@@ -230,15 +229,6 @@ def render_analysis(facts: RunFacts) -> str:
         section_siblings(facts.metrics, facts.siblings),
     )
     return "\n".join(line for section in sections for line in section)
-
-
-def shown_stages(recorded: Iterable[str]) -> list[str]:
-    """The recorded stage names a report lists, in recorded order.
-
-    >>> shown_stages(["read", "pretokenize", "merge", "total"])
-    ['pretokenize', 'merge']
-    """
-    return [s for s in recorded if s != "total" and s not in RETIRED_STAGES]
 
 
 def section_header(metrics: dict, env: dict) -> list[str]:

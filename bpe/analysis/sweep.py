@@ -20,7 +20,7 @@ import pandas as pd
 
 from bpe._io import atomic_write_text
 from bpe.analysis import figures
-from bpe.analysis.loader import complete, load_tidy, merges_agree
+from bpe.analysis.loader import complete, load_tidy, merges_agree, shown_stages
 from bpe.analysis.markdown import fmt, table
 
 logger = logging.getLogger(__name__)
@@ -102,7 +102,9 @@ def _figures(runs: pd.DataFrame, frame: pd.DataFrame, out_dir: Path) -> list[tup
             gpt2 = done.groupby("dataset")["gpt2_compression"].median().dropna().to_dict()
             figures.compression_vs_vocab(done, out_dir / "compression.png", gpt2=gpt2)
             made.append(("Compression vs vocab size", "figures/compression.png"))
-    stage_cols = [c for c in frame.columns if c.startswith("metrics.memory.per_stage_peak_mb.")]
+    prefix = "metrics.memory.per_stage_peak_mb."
+    stages = shown_stages(c[len(prefix) :] for c in frame.columns if c.startswith(prefix))
+    stage_cols = [prefix + s for s in stages]
     if stage_cols:
         values = {}
         for _, row in done.iterrows():
