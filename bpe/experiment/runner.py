@@ -1,7 +1,7 @@
 """`run_experiment(cfg, report=...)`: one training run from a Hydra config to a complete run dir.
 
-Stages (`bpe.measures.RUN_STAGES`; each timed, memory sampled throughout, status kept honest in
-metrics.json):
+Stages (`bpe.measures.RUN_STAGES`; all but setup and report timed in metrics.json, memory
+sampled throughout, status kept honest):
 
     setup       validate the config, create the run dir, write config, environment, status=running
     pretokenize, merge    `train_bpe_detailed` (optionally under a profiler), timed by training
