@@ -11,8 +11,8 @@ What it does:
       writes tiktoken's ranks file (`base64(token) rank` per line);
     * `tiktoken_mismatches` counts the pretokens of some texts that tiktoken encodes
       differently from merge-list BPE (see below), and `encode_with_tiktoken` /
-      `tiktoken_encode_chunks` encode text with an Encoding while cutting at special tokens
-      exactly as `bpe.Tokenizer` does;
+      `tiktoken_chunk_arrays` (the `bpe-encode --backend tiktoken` path) encode text with an
+      Encoding while cutting at special tokens exactly as `bpe.Tokenizer` does;
     * `save_pretrained`: a whole Hugging Face style directory (vocab.json, merges.txt,
       tokenizer.json and its configs, tokenizer.tiktoken); `Tokenizer.from_pretrained` reads
       it back (its special tokens from tokenizer.json, `special_tokens_of_dir`).
@@ -24,8 +24,8 @@ not its merge: with merges a+b, b+c, a+bc, the pretoken "abc" is [ab, c] for BPE
 merge ab+c) but [abc] for tiktoken. Trained vocabs rarely contain such a case, so the export is
 checked (`check_on`) and measured (`tiktoken_mismatches`) rather than assumed.
 
-What it does not do: train, or hand-write JSON that the `tokenizers` library writes itself. The
-`transformers` and `tiktoken` packages are only imported by the functions that need them.
+What it does not do: train, or hand-write JSON that the `tokenizers` library writes itself
+(`transformers` is not needed to write the files, only to load them in a model's code).
 """
 
 from __future__ import annotations
@@ -34,10 +34,16 @@ import base64
 import json
 import logging
 import os
-from collections.abc import Iterable, Iterator
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import numpy as np
+import tiktoken
+from tokenizers import AddedToken, Regex, decoders, models, pre_tokenizers
+from tokenizers import Tokenizer as HFTokenizer
 
 from bpe._io import atomic_write_text
 from bpe.gpt2_format import render, save_tokenizer_files
@@ -85,9 +91,6 @@ def to_hf_tokenizer(tok: Tokenizer):
     >>> to_hf_tokenizer(tok).encode("a a<|eot|>").ids
     [98, 257, 0]
     """
-    from tokenizers import AddedToken, Regex, decoders, models, pre_tokenizers
-    from tokenizers import Tokenizer as HFTokenizer
-
     specials = _special_ids(tok)
     model_vocab: dict[str, int] = {}
     for idx in sorted(tok.vocab):
@@ -228,8 +231,6 @@ def to_tiktoken(tok: Tokenizer, *, check_on: Iterable[str] | None = None, name: 
     >>> to_tiktoken(tok, check_on=["abc ab"]).encode_ordinary("abc")
     [256, 99]
     """
-    import tiktoken
-
     enc = tiktoken.Encoding(
         name or f"bpe-lab-{merges_sha256(tok.merges)[:12]}",
         pat_str=GPT2_PATTERN,
@@ -319,21 +320,61 @@ def encode_with_tiktoken(enc, tok: Tokenizer, text: str) -> list[int]:
     return ids
 
 
-def tiktoken_encode_chunks(
-    tok: Tokenizer, texts: Iterable[str], *, threads: int, encoding=None
-) -> Iterator[list[int]]:
-    """Encode texts (e.g. chunks of a file) with tiktoken on `threads` threads, in order.
+def _ordered_map(fn, items: Iterable, threads: int) -> Iterator:
+    """`map(fn, items)` on `threads` threads, in order, with at most 2 * threads in flight.
 
-    tiktoken releases the GIL while it encodes, so threads scale without copying the
-    tokenizer into processes.
+    (`ThreadPoolExecutor.map` would submit every item at once, i.e. read a whole corpus.)
     """
-    enc = encoding if encoding is not None else to_tiktoken(tok)
     if threads <= 1:
-        for text in texts:
-            yield encode_with_tiktoken(enc, tok, text)
+        yield from map(fn, items)
         return
     with ThreadPoolExecutor(threads) as pool:
-        yield from pool.map(lambda t: encode_with_tiktoken(enc, tok, t), texts)
+        pending: deque = deque()
+        for item in items:
+            pending.append(pool.submit(fn, item))
+            if len(pending) >= 2 * threads:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+
+
+def tiktoken_chunk_arrays(
+    tok: Tokenizer,
+    path: str | os.PathLike,
+    ranges: Sequence[tuple[int, int]],
+    *,
+    read_text: Callable[[str, int, int], str],
+    dtype: str,
+    threads: int,
+) -> Iterator[np.ndarray] | None:
+    """Ids of each byte range of a file, encoded by tiktoken on threads; None if it differs.
+
+    The first range is encoded by both `tok` and the tiktoken export first: if they differ the
+    mismatch is logged as a warning and None is returned, so the caller encodes with `tok`.
+    tiktoken releases the GIL while it encodes, so threads scale without copying the tokenizer
+    into processes. `read_text(path, start, end)` reads one range as text.
+    """
+    enc = to_tiktoken(tok)
+    if ranges:
+        first = read_text(str(path), *ranges[0])
+        ours, theirs = tok.encode(first), encode_with_tiktoken(enc, tok, first)
+        if ours != theirs:
+            at = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), None)
+            at = min(len(ours), len(theirs)) if at is None else at
+            logger.warning(
+                "the tiktoken export encodes the first chunk of %s differently from bpe.Tokenizer "
+                "(first difference at token %d: %s vs %s); encoding with the python backend",
+                path,
+                at,
+                ours[at : at + 5],
+                theirs[at : at + 5],
+            )
+            return None
+
+    def encode(span: tuple[int, int]) -> np.ndarray:
+        return np.array(encode_with_tiktoken(enc, tok, read_text(str(path), *span)), dtype=dtype)
+
+    return _ordered_map(encode, ranges, threads)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -347,11 +388,8 @@ def save_pretrained(tok: Tokenizer, out_dir: str | os.PathLike) -> list[Path]:
     Returns the paths written.
     """
     out = Path(out_dir)
-    specials = _special_ids(tok)
-    # vocab.json keeps GPT-2's format: specials appear under their rendered text, as training
-    # wrote them before this module existed.
+    # vocab.json keeps GPT-2's format (specials under their rendered text), as runs always had.
     paths = list(save_tokenizer_files(tok.vocab, tok.merges, out))
-    assert all(i in tok.vocab for i in specials)
     paths += save_hf_files(tok, out)
     paths.append(save_tiktoken_file(tok, out / TIKTOKEN_FILE))
     return paths
