@@ -382,17 +382,20 @@ def tiktoken_chunk_arrays(
 # ---------------------------------------------------------------------------------------------
 
 
+def save_exports(tok: Tokenizer, out_dir: str | os.PathLike) -> list[Path]:
+    """Write tokenizer.json (+ its configs) and tokenizer.tiktoken; returns their paths."""
+    out = Path(out_dir)
+    return [*save_hf_files(tok, out), save_tiktoken_file(tok, out / TIKTOKEN_FILE)]
+
+
 def save_pretrained(tok: Tokenizer, out_dir: str | os.PathLike) -> list[Path]:
     """Write vocab.json, merges.txt, tokenizer.json (+ configs) and tokenizer.tiktoken.
 
     Returns the paths written.
     """
-    out = Path(out_dir)
     # vocab.json keeps GPT-2's format (specials under their rendered text), as runs always had.
-    paths = list(save_tokenizer_files(tok.vocab, tok.merges, out))
-    paths += save_hf_files(tok, out)
-    paths.append(save_tiktoken_file(tok, out / TIKTOKEN_FILE))
-    return paths
+    paths = list(save_tokenizer_files(tok.vocab, tok.merges, out_dir))
+    return paths + save_exports(tok, out_dir)
 
 
 def special_tokens_of_dir(run_dir: str | os.PathLike) -> list[str] | None:

@@ -49,6 +49,26 @@ def file_identity(path: str | os.PathLike) -> dict:
     return {"path": str(p), "bytes": p.stat().st_size, "sha256": sha256_file(p)}
 
 
+def heldout_files(ds: Dataset) -> dict[str, Path]:
+    """The held-out files a run is measured on: its dataset's and its `other` dataset's.
+
+    Missing ones are left out (with a log line), as the measurements skip them too.
+    """
+    out: dict[str, Path] = {}
+    sides = [ds]
+    if ds.other:
+        try:
+            sides.append(load_named(ds.other))
+        except ValueError as err:
+            logger.info("no held-out file for the other dataset: %s", err)
+    for side in sides:
+        if side.heldout_path is not None and Path(side.heldout_path).is_file():
+            out[side.name] = Path(side.heldout_path)
+        else:
+            logger.info("dataset %s has no held-out file at %s", side.name, side.heldout_path)
+    return out
+
+
 def dataset_lineage(ds: Dataset) -> dict:
     """sha256 of a dataset's training file and of the held-out files a run is measured on.
 
@@ -60,18 +80,7 @@ def dataset_lineage(ds: Dataset) -> dict:
     t0 = time.perf_counter()
     source = file_identity(ds.path)
     source["seconds"] = round(time.perf_counter() - t0, 6)
-    heldout: dict[str, dict] = {}
-    sides = [ds]
-    if ds.other:
-        try:
-            sides.append(load_named(ds.other))
-        except ValueError as err:
-            logger.info("no lineage for the other dataset: %s", err)
-    for side in sides:
-        if side.heldout_path is not None and Path(side.heldout_path).is_file():
-            heldout[side.name] = file_identity(side.heldout_path)
-        else:
-            logger.info("dataset %s has no held-out file: no sha256 recorded", side.name)
+    heldout = {name: file_identity(path) for name, path in heldout_files(ds).items()}
     return {"input": source, "heldout": heldout}
 
 

@@ -196,6 +196,7 @@ def render(run_dir: Path, metrics: dict, env: dict | None, profile: dict | None)
         ["input", f"{run.get('input_path')} ({counts.get('bytes', 'n/a')} bytes)"],
         ["merges sha256", metrics.get("merges_sha256")],
     ]
+    header_rows += _lineage_rows(metrics)
     add(table(header_rows, ["", ""]))
     add("")
     add("Reproduce:")
@@ -375,6 +376,9 @@ def render(run_dir: Path, metrics: dict, env: dict | None, profile: dict | None)
     else:
         add("No held-out documents were measured.")
     add("")
+    if metrics.get("tiktoken"):
+        add(_tiktoken_line(metrics["tiktoken"]))
+        add("")
 
     # --- throughput
     add("## Throughput")
@@ -418,6 +422,36 @@ def render(run_dir: Path, metrics: dict, env: dict | None, profile: dict | None)
         add("No other complete runs of this dataset in the experiments directory yet.")
     add("")
     return "\n".join(lines)
+
+
+def _lineage_rows(metrics: dict) -> list[list]:
+    """Header rows naming the corpus and held-out files by sha256 (runs that recorded them)."""
+    lineage = metrics.get("lineage") or {}
+    rows = []
+    if (lineage.get("input") or {}).get("sha256"):
+        rows.append(["input sha256", lineage["input"]["sha256"]])
+    heldout = lineage.get("heldout") or {}
+    if heldout:
+        rows.append(
+            ["held-out", "; ".join(f"{k} sha256 {v.get('sha256')}" for k, v in heldout.items())]
+        )
+    return rows
+
+
+def _tiktoken_line(tk: dict) -> str:
+    """One sentence: does the tiktoken export (tokenizer.tiktoken) agree on held-out text?"""
+    where = ", ".join(tk.get("heldout") or []) or "held-out text"
+    head = (
+        f"The tiktoken export (`tokenizer.tiktoken`) encodes {tk.get('mismatches')} of "
+        f"{tk.get('pretokens')} held-out pretokens ({where}) differently from this tokenizer"
+    )
+    first = tk.get("first")
+    if not first:
+        return head + ": its ids are identical."
+    return (
+        f"{head} ({tk.get('unique_mismatches')} distinct; first {first['pretoken']!r}: "
+        f"BPE {first['bpe']}, tiktoken {first['tiktoken']}); encode with `--backend python`."
+    )
 
 
 def _longest_judgement(longest: list[dict], metrics: dict) -> str:

@@ -4,8 +4,10 @@ Stages (each timed, memory sampled throughout, status kept honest in metrics.jso
 
     setup     validate the config, create the run dir, write config, environment, status=running
     read / pretokenize / merge    `train_bpe_detailed` (optionally under a profiler)
-    save      vocab.json, merges.txt, merge_counts.json (atomic)
-    analysis  vocab metrics, compression, throughput (bpe.experiment.measure_run)
+    save      vocab.json, merges.txt, tokenizer.json (+ HF configs), tokenizer.tiktoken,
+              merge_counts.json (atomic)
+    analysis  vocab metrics, compression, throughput (bpe.experiment.measure_run), input and
+              held-out sha256 (bpe.lineage), tiktoken export mismatches (bpe.exports)
     report    ANALYSIS.md + figures (bpe.analysis.run_report), then status=complete, last
 
 Any exception, Ctrl-C or SIGTERM marks the run `failed` (with the stage and traceback) and is
@@ -34,8 +36,11 @@ from bpe.experiment.memory import MemorySampler
 from bpe.experiment.metrics import MetricsFile
 from bpe.experiment.profilers import check_profiler, run_cprofile, run_scalene
 from bpe.experiment.rundir import check_writable, create_run_dir
+from bpe.exports import save_exports, tiktoken_mismatches
 from bpe.gpt2_format import save_tokenizer_files
+from bpe.lineage import dataset_lineage, heldout_files
 from bpe.pretokenize import validate_special_tokens
+from bpe.tokenizer import Tokenizer
 from bpe.trainers import get_trainer
 from bpe.trainers.common import check_vocab_size
 from bpe.training import TrainResult, train_bpe_detailed
@@ -179,9 +184,10 @@ def train(cfg: DictConfig) -> dict:
                 mem.set_stage("save")
                 t0 = time.perf_counter()
                 save_tokenizer_files(result.vocab, result.merges, run_dir)
+                save_exports(Tokenizer(result.vocab, result.merges, result.special_tokens), run_dir)
                 atomic_write_text(run_dir / "merge_counts.json", json.dumps(result.merge_counts))
                 timings["save"] = time.perf_counter() - t0
-                logger.info("stage save: vocab.json, merges.txt in %.3f s", timings["save"])
+                logger.info("stage save: tokenizer files in %.3f s", timings["save"])
 
                 stage = "analysis"
                 mem.set_stage("analysis")
@@ -306,4 +312,9 @@ def _analysis_stage(cfg: DictConfig, ds: datasets.Dataset, result: TrainResult) 
             gpt2_baseline=bool(acfg.get("gpt2_baseline", True)),
         )
     )
+    # Lineage (sha256 of the corpus and held-out files) and the tiktoken export's agreement.
+    out["lineage"] = dataset_lineage(ds)
+    heldout = heldout_files(ds)
+    texts = [p.read_text(encoding="utf-8") for p in heldout.values()]
+    out["tiktoken"] = {"heldout": list(heldout), **tiktoken_mismatches(tokenizer, texts)}
     return out
