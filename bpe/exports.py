@@ -156,7 +156,6 @@ def _hf_configs(tok: Tokenizer) -> tuple[dict, dict]:
     }
     config = {
         "tokenizer_class": "PreTrainedTokenizerFast",
-        "model_max_length": 1024,
         "add_prefix_space": False,
         "clean_up_tokenization_spaces": False,
         "added_tokens_decoder": added,

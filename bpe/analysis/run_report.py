@@ -430,11 +430,8 @@ def _lineage_rows(metrics: dict) -> list[list]:
     rows = []
     if (lineage.get("input") or {}).get("sha256"):
         rows.append(["input sha256", lineage["input"]["sha256"]])
-    heldout = lineage.get("heldout") or {}
-    if heldout:
-        rows.append(
-            ["held-out", "; ".join(f"{k} sha256 {v.get('sha256')}" for k, v in heldout.items())]
-        )
+    for name, ident in (lineage.get("heldout") or {}).items():
+        rows.append(["held-out", f"{name} sha256 {ident.get('sha256')}"])
     return rows
 
 
@@ -447,7 +444,7 @@ def _tiktoken_line(tk: dict) -> str:
     )
     first = tk.get("first")
     if not first:
-        return head + ": its ids are identical."
+        return head + ": the ids are identical."
     return (
         f"{head} ({tk.get('unique_mismatches')} distinct; first {first['pretoken']!r}: "
         f"BPE {first['bpe']}, tiktoken {first['tiktoken']}); encode with `--backend python`."
