@@ -35,17 +35,32 @@ SPECIALS = {
 }
 
 
-@pytest.fixture(scope="module", params=sorted(SPECIALS))
-def exported(request, tmp_path_factory):
-    """A small tokenizer trained on a sample, saved with save_pretrained, and its loaders."""
-    specials = SPECIALS[request.param]
+@pytest.fixture(scope="module")
+def export_of(tmp_path_factory):
+    """`export_of(name)`: a small tokenizer with SPECIALS[name], saved, and its loaders."""
+    built: dict[str, dict] = {}
+
+    def get(name: str) -> dict:
+        if name not in built:
+            built[name] = _build(name, tmp_path_factory.mktemp(f"tok_{name}"))
+        return built[name]
+
+    return get
+
+
+@pytest.fixture(params=sorted(SPECIALS))
+def exported(request, export_of):
+    return export_of(request.param)
+
+
+def _build(name: str, out) -> dict:
+    specials = SPECIALS[name]
     vocab, merges = train_bpe(DATA / "tinystories_sample.txt", 700, specials)
     tok = Tokenizer(vocab, merges, specials)
-    out = tmp_path_factory.mktemp(f"tok_{request.param}")
     tok.save_pretrained(out)
     enc = tok.to_tiktoken()
     return {
-        "name": request.param,
+        "name": name,
         "dir": out,
         "ours": tok,
         "reloaded": Tokenizer.from_pretrained(out),
@@ -78,7 +93,7 @@ def _check_same(ex: dict, text: str) -> None:
 
 @pytest.mark.parametrize("sample", ["tinystories_heldout.txt", "owt_heldout.txt", "owt_sample.txt"])
 def test_every_loader_gives_our_ids_on_the_bundled_samples(exported, sample):
-    text = (DATA / sample).read_text(encoding="utf-8")[:300_000]
+    text = (DATA / sample).read_text(encoding="utf-8")[:200_000]
     _check_same(exported, text)
     assert exported["auto"].decode(exported["ours"].encode(text)) == text
 
@@ -97,9 +112,8 @@ def test_specials_keep_their_ids_and_no_learned_token_shares_them(exported):
         assert auto.eos_token_id == tok.special_tokens[EOT]
 
 
-def test_overlapping_specials_take_the_longest_match(exported):
-    if exported["name"] != "overlapping":
-        pytest.skip("needs overlapping specials")
+def test_overlapping_specials_take_the_longest_match(export_of):
+    exported = export_of("overlapping")
     specials = exported["ours"].special_tokens
     text = "x<|a|><|a|><|a|>y<|a|>"
     assert exported["ours"].encode(text).count(specials["<|a|><|a|>"]) == 1
@@ -110,7 +124,7 @@ PIECES = ["<|a|>", "<|a|><|a|>", EOT, "<|", "|>", " ", "  ", "\n", "'s", "'ll", 
 
 
 @settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
     parts=st.lists(
@@ -203,9 +217,9 @@ def test_special_spelled_like_a_rendered_token_is_refused():
 # ---------------------------------------------------------------------------------------------
 
 
-def test_tiktoken_backend_writes_the_same_array(exported, tmp_path):
-    if exported["name"] == "none":
-        pytest.skip("one tokenizer with specials is enough here")
+@pytest.mark.parametrize("name", ["eot", "overlapping"])
+def test_tiktoken_backend_writes_the_same_array(export_of, name, tmp_path):
+    exported = export_of(name)
     src = DATA / "owt_heldout.txt"
     out = {}
     for backend in ("python", "tiktoken"):
