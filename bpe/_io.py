@@ -4,7 +4,8 @@ What it does:
     * `PROJECT_ROOT`, `CONF_DIR`, `DATA_DIR`: where the repository's configs and bundled data live;
     * `atomic_open` / `atomic_write_text` / `atomic_write_bytes`: write through a temp file in the
       target's directory and rename it into place, so a reader sees the old file or the new one,
-      never half of one.
+      never half of one;
+    * `sha256_file`: a file's sha256 in one streamed pass (the identity of a corpus).
 
 What it does not do: know any file format (see `bpe.gpt2_format`, `bpe.encode_dataset`).
 """
@@ -12,6 +13,7 @@ What it does not do: know any file format (see `bpe.gpt2_format`, `bpe.encode_da
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import tempfile
 from collections.abc import Iterator
@@ -71,3 +73,22 @@ def _current_umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def sha256_file(path: str | os.PathLike, *, block_bytes: int = 1 << 20) -> str:
+    """Hex sha256 of a file's bytes, read in blocks of `block_bytes` (constant memory).
+
+    Raises:
+        FileNotFoundError: the file is missing.
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "x.txt"
+    >>> _ = p.write_bytes(b"abc")
+    >>> sha256_file(p)[:12]
+    'ba7816bf8f01'
+    """
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(block_bytes):
+            h.update(block)
+    return h.hexdigest()

@@ -15,7 +15,10 @@ What it does:
 What it does not do: shuffle, split into train/validation, or add tokens between documents
 (the `<|endoftext|>` already in the text is encoded like any other special token).
 
-Read the result with `np.load(path, mmap_mode="r")`.
+Every `.npy` gets a sidecar `<out>.npy.json` (corpus sha256, tokenizer merges sha256, command,
+...; see `bpe.lineage`). Read the result with `bpe.encode_dataset.load(path)`, which checks the
+sidecar, or `np.load(path, mmap_mode="r")`. `--backend tiktoken` encodes with the tiktoken export
+on threads (see `bpe.exports.tiktoken_chunk_arrays`).
 """
 
 from __future__ import annotations
@@ -25,13 +28,17 @@ import io
 import logging
 import multiprocessing as mp
 import os
+import shlex
+import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 
+from bpe import exports, lineage
 from bpe._io import atomic_open
+from bpe.lineage import load  # noqa: F401  (re-exported: bpe.encode_dataset.load)
 from bpe.pretokenize import (
     EOT,
     check_input_file,
@@ -44,6 +51,7 @@ from bpe.tokenizer import Tokenizer
 logger = logging.getLogger(__name__)
 
 DTYPES = ("uint16", "uint32")
+BACKENDS = ("python", "tiktoken")
 #: Bytes of text per chunk. A chunk's ids are a Python list while it is encoded (~40 bytes per
 #: token), so chunks stay small; 1 MB keeps a worker near 50 MB.
 DEFAULT_CHUNK_BYTES = 1 << 20
@@ -208,6 +216,9 @@ def encode_file_to_npy(
     dtype: str = "uint16",
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     progress: bool = False,
+    backend: str = "python",
+    tokenizer_dir: str | os.PathLike | None = None,
+    command: str | None = None,
 ) -> dict:
     """Encode a UTF-8 text file into a 1-D `.npy` array of token ids, written atomically.
 
@@ -219,9 +230,13 @@ def encode_file_to_npy(
         dtype: "uint16" (ids < 65,536) or "uint32".
         chunk_bytes: about how many bytes of text each job encodes.
         progress: show a tqdm bar over the input bytes.
+        backend: "python" (bpe.Tokenizer in processes) or "tiktoken" (the tiktoken export on
+            threads; falls back to python with a warning if the first chunk differs).
+        tokenizer_dir, command: recorded in the sidecar `<out_path>.json` (see `bpe.lineage`).
 
     Returns:
-        dict with `num_tokens`, `num_bytes`, `num_chunks`, `num_workers`, `seconds`, `path`.
+        dict with `num_tokens`, `num_bytes`, `num_chunks`, `num_workers`, `seconds`, `path`,
+        `backend` (the one used) and `sidecar` (its path).
 
     Raises:
         FileNotFoundError: the input is missing.
@@ -230,6 +245,8 @@ def encode_file_to_npy(
     >>> # encode_file_to_npy("data/owt_sample.txt", gpt2_tokenizer(), "owt.npy", num_workers=2)
     """
     dt = check_dtype(tokenizer, dtype)
+    if backend not in BACKENDS:
+        raise ValueError(f"backend={backend!r} is not supported; use one of {BACKENDS}")
     src = Path(input_path)
     size = src.stat().st_size if src.is_file() else None
     if size != 0:
@@ -255,7 +272,15 @@ def encode_file_to_npy(
     )
 
     target = Path(out_path)
-    arrays = _encoded_chunks(tokenizer, jobs, workers)
+    arrays = None
+    if backend == "tiktoken":
+        ranges = [(a, b) for _, a, b, _ in jobs]
+        arrays = exports.tiktoken_chunk_arrays(
+            tokenizer, src, ranges, read_text=read_chunk_text, dtype=dt.name, threads=workers
+        )
+        backend = "tiktoken" if arrays is not None else "python"
+    if arrays is None:
+        arrays = _encoded_chunks(tokenizer, jobs, workers)
     if not progress:
         num_tokens = write_npy_atomically(target, dt, arrays)
     else:
@@ -265,6 +290,16 @@ def encode_file_to_npy(
             sizes = [b - a for _, a, b, _ in jobs]
             num_tokens = write_npy_atomically(target, dt, _ticking(arrays, sizes, bar))
     seconds = time.perf_counter() - start_time
+    record = lineage.encode_sidecar(
+        tokenizer=tokenizer,
+        input_path=src,
+        num_tokens=num_tokens,
+        dtype=dt.name,
+        backend=backend,
+        tokenizer_dir=tokenizer_dir,
+        command=command,
+    )
+    sidecar = lineage.write_sidecar(target, record)
     logger.info(
         "wrote %d tokens (%s) to %s in %.2f s (%.2f MB/s)",
         num_tokens,
@@ -280,6 +315,8 @@ def encode_file_to_npy(
         "num_chunks": len(jobs),
         "num_workers": workers,
         "seconds": seconds,
+        "backend": backend,
+        "sidecar": str(sidecar),
     }
 
 
@@ -316,6 +353,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--chunk-mb", type=float, default=DEFAULT_CHUNK_BYTES / 2**20, help="MB of text per job"
     )
+    parser.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default="python",
+        help="python (readable, processes) or tiktoken (the exported Encoding on threads)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     return parser
 
@@ -337,6 +380,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             dtype=args.dtype,
             chunk_bytes=max(1, int(args.chunk_mb * 2**20)),
             progress=not args.no_progress,
+            backend=args.backend,
+            tokenizer_dir=args.tokenizer[0] if len(args.tokenizer) == 1 else vocab_path.parent,
+            command=shlex.join(["bpe-encode", *(sys.argv[1:] if argv is None else argv)]),
         )
     except (FileNotFoundError, PermissionError, ValueError) as err:
         logger.error("%s", err)

@@ -19,8 +19,12 @@ How it is fast (the hot path does no per-character Python work):
       that is updated only next to each merge; pretokens over 64 bytes (base64 blobs, long
       runs) use a heap instead, so they cost O(n log n), not O(n^2).
 
-What it does not do: train (see `bpe.training`), read or write files other than through
-`bpe.gpt2_format`, or add BOS/EOS tokens.
+Files: `from_files` / `from_pretrained` read GPT-2 `vocab.json` + `merges.txt` (a directory's
+special tokens come from its `tokenizer.json`); `save_pretrained` writes a Hugging Face style
+directory and `to_tiktoken` builds a `tiktoken.Encoding`, both through `bpe.exports`.
+
+What it does not do: train (see `bpe.training`), parse or write any file format itself (see
+`bpe.gpt2_format` and `bpe.exports`), or add BOS/EOS tokens.
 """
 
 from __future__ import annotations
@@ -31,7 +35,9 @@ import sys
 from collections.abc import Iterable, Iterator, Sequence
 from heapq import heapify, heappop, heappush
 from itertools import chain, repeat
+from pathlib import Path
 
+from bpe import exports
 from bpe.gpt2_format import check_consistent, load_tokenizer_files
 from bpe.pretokenize import (
     find_pretokens,
@@ -265,6 +271,52 @@ class Tokenizer:
         """
         vocab, merges = load_tokenizer_files(vocab_path, merges_path)
         return cls(vocab, merges, special_tokens, **kwargs)
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        run_dir: str | os.PathLike,
+        *,
+        special_tokens: Sequence[str] | None = None,
+        **kwargs,
+    ) -> Tokenizer:
+        """Load a run directory or one written by `save_pretrained` (Hugging Face's name).
+
+        Args:
+            run_dir: directory holding vocab.json and merges.txt.
+            special_tokens: override; by default those listed in the directory's tokenizer.json,
+                or none when it has no tokenizer.json (a plain GPT-2 vocab.json/merges.txt).
+
+        Raises:
+            FileNotFoundError: the directory, vocab.json or merges.txt is missing.
+            ValueError: malformed files, or files that do not belong together.
+        """
+        d = Path(run_dir)
+        if not d.is_dir():
+            raise FileNotFoundError(
+                f"tokenizer directory {str(d)!r} does not exist; pass a run directory holding "
+                "vocab.json and merges.txt"
+            )
+        if special_tokens is None:
+            special_tokens = exports.special_tokens_of_dir(d)
+        return cls.from_files(d / "vocab.json", d / "merges.txt", special_tokens, **kwargs)
+
+    def save_pretrained(self, out_dir: str | os.PathLike) -> list[Path]:
+        """Write vocab.json, merges.txt, tokenizer.json (+ its configs) and tokenizer.tiktoken.
+
+        `transformers.AutoTokenizer.from_pretrained(out_dir)` and `Tokenizer.from_pretrained`
+        load the result with the same ids. Returns the paths written.
+        """
+        return exports.save_pretrained(self, out_dir)
+
+    def to_tiktoken(self, *, check_on: Iterable[str] | None = None, name: str | None = None):
+        """A `tiktoken.Encoding` with the same ids (needs the `tiktoken` package).
+
+        tiktoken's algorithm can differ from merge-list BPE on rare vocabs (see `bpe.exports`);
+        pass `check_on=texts` to verify, which raises a ValueError naming the first pretoken
+        that differs.
+        """
+        return exports.to_tiktoken(self, check_on=check_on, name=name)
 
     def __reduce__(self):
         # Rebuild in the receiving process (e.g. a worker) instead of pickling the cache.

@@ -12,11 +12,22 @@ same run, single-threaded, so the ratios compare like with like on this machine 
 
 Ours and tiktoken encode each sample file whole (documents joined by `<|endoftext|>`). Runs are
 interleaved and the best of `--repeats` is kept, which is the least disturbed by other load.
-Ids are checked against tiktoken's (the exit status is 1 if they differ). It asserts nothing
-about speed and writes no files: it prints a Markdown table to paste into a note. Usage:
+Ids are checked against tiktoken's (the exit status is 1 if they differ).
+
+A second table times whole-file encoding with `bpe-encode`'s two backends
+(`encode_file_to_npy(backend="python")`: processes; `backend="tiktoken"`: the tiktoken export on
+threads, after its first-chunk check) with every usable CPU, next to tiktoken's own GPT-2
+`Encoding` on the same chunks and threads (`encode_ordinary_batch`, specials cut out first), in
+the same run. The tokenizer is GPT-2's (data/gpt2) unless `--tokenizer RUN_DIR` names a run; the
+input is the OWT sample repeated `--copies` times (a temp file, removed at the end), so later
+copies hit the python backend's pretoken cache as a long corpus mostly would. Wall time includes
+reading and writing the `.npy` and its sidecar, and for the tiktoken backend building the
+Encoding and its check of the first 1 MB chunk against the python encoder (about 0.4 s).
+
+It asserts nothing about speed: it prints Markdown tables to paste into a note. Usage:
 
     python scripts/bench_encode.py               # TinyStories and OWT samples, 5 repeats
-    python scripts/bench_encode.py --repeats 9
+    python scripts/bench_encode.py --repeats 9 --copies 8 --tokenizer experiments/<run_dir>
 """
 
 from __future__ import annotations
@@ -24,8 +35,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+import numpy as np
 
 # Single-threaded references: set before tokenizers / tiktoken start any thread pool.
 os.environ.setdefault("RAYON_NUM_THREADS", "1")
@@ -103,9 +118,68 @@ def bench(repeats: int) -> list[dict]:
     return rows
 
 
+def bench_backends(tokenizer_dir: Path | None, copies: int, repeats: int) -> list[dict]:
+    """MB/s of bpe-encode's backends and of tiktoken's GPT-2 on the same file, all CPUs."""
+    from bpe import Tokenizer
+    from bpe.encode_dataset import encode_file_to_npy
+    from bpe.exports import encode_with_tiktoken
+    from bpe.measures import GPT2_DIR, tiktoken_gpt2_encoding
+    from bpe.pretokenize import find_chunk_boundaries, read_chunk_text, resolve_num_workers
+
+    tok = (
+        Tokenizer.from_pretrained(tokenizer_dir)
+        if tokenizer_dir is not None
+        else Tokenizer.from_files(GPT2_DIR / "vocab.json", GPT2_DIR / "merges.txt", [EOT])
+    )
+    gpt2 = Tokenizer.from_files(GPT2_DIR / "vocab.json", GPT2_DIR / "merges.txt", [EOT])
+    enc = tiktoken_gpt2_encoding()
+    workers = resolve_num_workers(None)
+    dtype = "uint16" if tok.max_token_id < 2**16 else "uint32"
+    text = (ROOT / "data" / SAMPLES["OWT"]).read_bytes()
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "corpus.txt"
+        src.write_bytes(text * copies)
+        size = src.stat().st_size
+        best = {"python": float("inf"), "tiktoken": float("inf"), "tiktoken GPT-2": float("inf")}
+        used = {}
+        bounds = find_chunk_boundaries(src, max(workers, -(-size // (1 << 20))), [EOT])
+        for _ in range(repeats):
+            for backend in ("python", "tiktoken"):
+                tok.clear_cache()  # python workers fork with this cache: start each run cold
+                out = encode_file_to_npy(
+                    src, tok, Path(tmp) / f"{backend}.npy", backend=backend, dtype=dtype
+                )
+                best[backend] = min(best[backend], out["seconds"])
+                used[backend] = out["backend"]
+            # tiktoken's GPT-2 on the same chunks and threads (reading included, no .npy).
+            t0 = time.perf_counter()
+            with ThreadPoolExecutor(workers) as pool:
+                n = sum(
+                    map(
+                        len,
+                        pool.map(
+                            lambda ab: encode_with_tiktoken(enc, gpt2, read_chunk_text(src, *ab)),
+                            zip(bounds[:-1], bounds[1:]),
+                        ),
+                    )
+                )
+            best["tiktoken GPT-2"] = min(best["tiktoken GPT-2"], time.perf_counter() - t0)
+            assert n > 0
+        same = np.array_equal(
+            np.load(Path(tmp) / "python.npy"), np.load(Path(tmp) / "tiktoken.npy")
+        )
+    return [
+        {"encoder": name, "backend_used": used.get(name, "-"), "workers": workers,
+         "mb": size / 1e6, "mb_s": size / sec / 1e6, "same_ids": same}
+        for name, sec in best.items()
+    ]  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5, help="timed runs per measurement")
+    parser.add_argument("--copies", type=int, default=4, help="OWT sample copies to encode")
+    parser.add_argument("--tokenizer", type=Path, default=None, help="run dir (default GPT-2)")
     args = parser.parse_args(argv)
     rows = bench(max(1, args.repeats))
     mb = 1e6
@@ -131,7 +205,16 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['sample']}: tokenizing The Pile (825 GB) at our warm single-thread rate takes "
             f"{r['pile_days_warm']:.1f} days"
         )
-    return 0 if all(r["same_as_tiktoken"] for r in rows) else 1
+    backends = bench_backends(args.tokenizer, max(1, args.copies), max(1, args.repeats))
+    print()
+    print(f"Whole-file encoding ({backends[0]['mb']:.1f} MB, {backends[0]['workers']} workers):")
+    print()
+    print("| encoder | backend used | MB/s | python == tiktoken backend ids |")
+    print("| --- | --- | --- | --- |")
+    for r in backends:
+        print(f"| {r['encoder']} | {r['backend_used']} | {r['mb_s']:.1f} | {r['same_ids']} |")
+    ok = all(r["same_as_tiktoken"] for r in rows) and backends[0]["same_ids"]
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

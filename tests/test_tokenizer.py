@@ -434,3 +434,19 @@ def test_duplicate_vocab_bytes_are_rejected():
 def test_bad_special_tokens_are_rejected():
     with pytest.raises(ValueError, match="wrap it in a list"):
         Tokenizer(_byte_vocab(), [], EOT)  # type: ignore[arg-type]
+
+
+def test_from_pretrained_reads_specials_from_tokenizer_json(tmp_path):
+    vocab, merges = train_bpe(FIXTURES / "corpus.en", 300, ["<|a|>", EOT])
+    tok = Tokenizer(vocab, merges, ["<|a|>", EOT])
+    tok.save_pretrained(tmp_path / "hf")
+    again = Tokenizer.from_pretrained(tmp_path / "hf")
+    assert again.special_tokens == tok.special_tokens == {"<|a|>": 0, EOT: 1}
+    assert again.encode("hi<|a|>there" + EOT) == tok.encode("hi<|a|>there" + EOT)
+    # A plain GPT-2 pair of files has no tokenizer.json: no specials unless given.
+    save_tokenizer_files(vocab, merges, tmp_path / "gpt2")
+    assert Tokenizer.from_pretrained(tmp_path / "gpt2").special_tokens == {}
+    given_specials = Tokenizer.from_pretrained(tmp_path / "gpt2", special_tokens=[EOT])
+    assert given_specials.special_tokens == {EOT: 1}
+    with pytest.raises(FileNotFoundError, match="pass a run directory"):
+        Tokenizer.from_pretrained(tmp_path / "missing")

@@ -159,6 +159,8 @@ TIDY_COLUMNS = {
     "merges": "metrics.counts.merges",
     "vocab": "metrics.counts.vocab",
     "merges_sha256": "metrics.merges_sha256",
+    "input_sha256": "metrics.lineage.input.sha256",
+    "tiktoken_mismatches": "metrics.tiktoken.mismatches",
     "compression": "metrics.compression.own.ratio",
     "gpt2_compression": "metrics.compression.own.gpt2_ratio",
     "other_dataset": "metrics.compression.other.dataset",

@@ -245,6 +245,7 @@ def section_header(metrics: dict, env: dict) -> list[str]:
         ["input", f"{run.get('input_path')} ({counts.get('bytes', 'n/a')} bytes)"],
         ["merges sha256", metrics.get("merges_sha256")],
     ]
+    header_rows += _lineage_rows(metrics)
     lines = [
         f"# Run analysis: {run.get('name')}",
         "",
@@ -418,7 +419,7 @@ def section_compression(metrics: dict) -> list[str]:
             fmt(ratio), fmt(base), fmt(ratio / base if ratio and base else None, ".2f"),
         ])  # fmt: skip
     if not rows:
-        return [*lines, "No held-out documents were measured.", ""]
+        return [*lines, "No held-out documents were measured.", "", *_tiktoken_lines(metrics)]
     lines += [table(rows, ["held-out documents", "docs", "bytes", "bytes/token (ours)",
                            "bytes/token (GPT-2)", "ours / GPT-2"]), ""]  # fmt: skip
     own, other = comp.get("own"), comp.get("other")
@@ -437,7 +438,7 @@ def section_compression(metrics: dict) -> list[str]:
             f"on the same documents: ours reaches {fmt(100 * rel, '.0f')}% of that."
         )
     lines.append("")
-    return lines
+    return lines + _tiktoken_lines(metrics)
 
 
 def section_throughput(metrics: dict) -> list[str]:
@@ -475,6 +476,38 @@ def section_siblings(metrics: dict, sibs: list[dict]) -> list[str]:
     headers = ["run", "trainer", "vocab", "merge s", "total s", "peak MB",
                "their merge time / ours", "merges vs this run"]  # fmt: skip
     return [*lines, table(rows, headers), "", _sibling_summary(sibs, metrics), ""]
+
+
+def _lineage_rows(metrics: dict) -> list[list]:
+    """Header rows naming the corpus and held-out files by sha256 (runs that recorded them)."""
+    lineage = metrics.get("lineage") or {}
+    rows = []
+    if (lineage.get("input") or {}).get("sha256"):
+        rows.append(["input sha256", lineage["input"]["sha256"]])
+    for name, ident in (lineage.get("heldout") or {}).items():
+        rows.append(["held-out", f"{name} sha256 {ident.get('sha256')}"])
+    return rows
+
+
+def _tiktoken_lines(metrics: dict) -> list[str]:
+    """The tiktoken agreement sentence and a blank line, for runs that measured it."""
+    return [_tiktoken_line(metrics["tiktoken"]), ""] if metrics.get("tiktoken") else []
+
+
+def _tiktoken_line(tk: dict) -> str:
+    """One sentence: does the tiktoken export (tokenizer.tiktoken) agree on held-out text?"""
+    where = ", ".join(tk.get("heldout") or []) or "held-out text"
+    head = (
+        f"The tiktoken export (`tokenizer.tiktoken`) encodes {tk.get('mismatches')} of "
+        f"{tk.get('pretokens')} held-out pretokens ({where}) differently from this tokenizer"
+    )
+    first = tk.get("first")
+    if not first:
+        return head + ": the ids are identical."
+    return (
+        f"{head} ({tk.get('unique_mismatches')} distinct; first {first['pretoken']!r}: "
+        f"BPE {first['bpe']}, tiktoken {first['tiktoken']}); encode with `--backend python`."
+    )
 
 
 def _longest_judgement(longest: list[dict], metrics: dict) -> str:

@@ -7,7 +7,9 @@ What it does:
     * `corpus_metrics`: compression ratio (bytes per token) on held-out documents of the run's
       own dataset and of its cross-domain dataset, encode throughput and the Pile projection,
       each next to GPT-2's tokenizer on the same documents;
-    * `evaluate`: both, for a `TrainResult` and the run's `analysis` config.
+    * `evaluate`: both, for a `TrainResult` and the run's `analysis` config, plus the sha256 of
+      the corpus and held-out files (`bpe.lineage`) and how many held-out pretokens the
+      tiktoken export encodes differently (`bpe.exports.tiktoken_mismatches`).
 
 What it does not do: format anything; missing inputs give null values plus a logged reason.
 """
@@ -19,7 +21,9 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from bpe.datasets import Dataset, load_named
+from bpe.exports import tiktoken_mismatches
 from bpe.gpt2_format import render
+from bpe.lineage import dataset_lineage, heldout_files
 from bpe.measures import (
     TOKEN_KINDS,
     compression_ratio,
@@ -60,6 +64,11 @@ def evaluate(result: TrainResult, ds: Dataset, analysis: Mapping) -> dict:
             gpt2_baseline=bool(analysis.get("gpt2_baseline", True)),
         )
     )
+    # Lineage (sha256 of the corpus and held-out files) and the tiktoken export's agreement.
+    out["lineage"] = dataset_lineage(ds)
+    heldout = heldout_files(ds)
+    texts = [p.read_text(encoding="utf-8") for p in heldout.values()]
+    out["tiktoken"] = {"heldout": list(heldout), **tiktoken_mismatches(tokenizer, texts)}
     return out
 
 

@@ -5,8 +5,10 @@ sampled throughout, status kept honest):
 
     setup       validate the config, create the run dir, write config, environment, status=running
     pretokenize, merge    `train_bpe_detailed` (optionally under a profiler), timed by training
-    save        vocab.json, merges.txt, merge_counts.json (atomic)
-    analysis    vocab metrics, compression, throughput (`bpe.experiment.evaluate`)
+    save        vocab.json, merges.txt, tokenizer.json (+ HF configs), tokenizer.tiktoken,
+                merge_counts.json (atomic)
+    analysis    vocab metrics, compression, throughput, input and held-out sha256, tiktoken
+                export mismatches (`bpe.experiment.evaluate`)
     report      the `report` writer the caller passes (the CLI passes ANALYSIS.md + figures),
                 then status=complete, last
 
@@ -41,8 +43,10 @@ from bpe.experiment.memory import MemorySampler
 from bpe.experiment.metrics import MetricsFile
 from bpe.experiment.profilers import check_profiler, run_cprofile, run_scalene
 from bpe.experiment.rundir import check_writable, create_run_dir
+from bpe.exports import save_exports
 from bpe.gpt2_format import save_tokenizer_files
 from bpe.pretokenize import validate_special_tokens
+from bpe.tokenizer import Tokenizer
 from bpe.trainers import get_trainer
 from bpe.trainers.common import check_vocab_size
 from bpe.training import TrainResult, train_bpe_detailed
@@ -195,9 +199,10 @@ def run_experiment(cfg: DictConfig, *, report: ReportWriter | None) -> dict:
                 mem.set_stage(stage)
                 t0 = time.perf_counter()
                 save_tokenizer_files(result.vocab, result.merges, run_dir)
+                save_exports(Tokenizer(result.vocab, result.merges, result.special_tokens), run_dir)
                 atomic_write_text(run_dir / "merge_counts.json", json.dumps(result.merge_counts))
                 timings[stage] = time.perf_counter() - t0
-                logger.info("stage save: vocab.json, merges.txt in %.3f s", timings[stage])
+                logger.info("stage save: tokenizer files in %.3f s", timings[stage])
 
                 stage = "analysis"
                 mem.set_stage(stage)

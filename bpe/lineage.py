@@ -1,0 +1,222 @@
+"""Lineage: which corpus bytes and which tokenizer produced a run or an array of token ids.
+
+What it does:
+    * `file_identity` / `dataset_lineage`: path, size and sha256 of a run's input corpus and of
+      its held-out files (one streamed pass each; about 3 ms for the 2.5 MB OWT sample), for
+      `metrics.json`;
+    * `write_sidecar` / `encode_sidecar`: the `<out>.npy.json` that `bpe-encode` writes next to
+      every `.npy` (tokenizer directory and merges sha256, input path + sha256 + bytes, number of
+      tokens, dtype, special tokens, backend, command, bpe-lab version and git sha), atomically;
+    * `load(path)`: the `.npy` as a read-only memmap, after checking it against its sidecar and
+      the tokenizer's merges (a clear error when they no longer match).
+
+What it does not do: encode (see `bpe.encode_dataset`), or decide what a run records besides
+these identities (see `bpe.experiment`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+
+from bpe._io import PROJECT_ROOT, atomic_write_text, sha256_file
+from bpe.datasets import Dataset, load_named
+from bpe.gpt2_format import load_merges
+from bpe.training import merges_sha256
+
+logger = logging.getLogger(__name__)
+
+SIDECAR_SUFFIX = ".json"
+SIDECAR_VERSION = 1
+
+
+def file_identity(path: str | os.PathLike) -> dict:
+    """`{"path", "bytes", "sha256"}` of a file.
+
+    Raises:
+        FileNotFoundError: the file is missing.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"{str(p)!r} is not a file; check the path")
+    return {"path": str(p), "bytes": p.stat().st_size, "sha256": sha256_file(p)}
+
+
+def heldout_files(ds: Dataset) -> dict[str, Path]:
+    """The held-out files a run is measured on: its dataset's and its `other` dataset's.
+
+    Missing ones are left out (with a log line), as the measurements skip them too.
+    """
+    out: dict[str, Path] = {}
+    sides = [ds]
+    if ds.cross_domain:
+        try:
+            sides.append(load_named(ds.cross_domain))
+        except ValueError as err:
+            logger.info("no held-out file for the other dataset: %s", err)
+    for side in sides:
+        if side.heldout_path is not None and Path(side.heldout_path).is_file():
+            out[side.name] = Path(side.heldout_path)
+        else:
+            logger.info("dataset %s has no held-out file at %s", side.name, side.heldout_path)
+    return out
+
+
+def dataset_lineage(ds: Dataset) -> dict:
+    """sha256 of a dataset's training file and of the held-out files a run is measured on.
+
+    Returns:
+        `{"input": {path, bytes, sha256, seconds}, "heldout": {dataset name: {path, bytes,
+        sha256}}}`; the held-out files are the dataset's own and its `other` dataset's (missing
+        ones are left out, with a log line).
+    """
+    t0 = time.perf_counter()
+    source = file_identity(ds.path)
+    source["seconds"] = round(time.perf_counter() - t0, 6)
+    heldout = {name: file_identity(path) for name, path in heldout_files(ds).items()}
+    return {"input": source, "heldout": heldout}
+
+
+def code_version() -> dict:
+    """`{"bpe_lab": version, "git_sha": sha or None}` of the code running now."""
+    from bpe import __version__
+
+    try:
+        sha = subprocess.run(
+            ["git", "-C", str(PROJECT_ROOT), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        sha = None
+    return {"bpe_lab": __version__, "git_sha": sha or None}
+
+
+def sidecar_path(npy_path: str | os.PathLike) -> Path:
+    """Where the sidecar of a `.npy` lives: the same name plus `.json`.
+
+    >>> str(sidecar_path("out/owt.npy"))
+    'out/owt.npy.json'
+    """
+    p = Path(npy_path)
+    return p.with_name(p.name + SIDECAR_SUFFIX)
+
+
+def encode_sidecar(
+    *,
+    tokenizer,
+    input_path: str | os.PathLike,
+    num_tokens: int,
+    dtype: str,
+    backend: str,
+    tokenizer_dir: str | os.PathLike | None = None,
+    command: str | None = None,
+) -> dict:
+    """The sidecar record of one `bpe-encode` output (see the module docstring for its keys)."""
+    return {
+        "sidecar_version": SIDECAR_VERSION,
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "num_tokens": int(num_tokens),
+        "dtype": str(dtype),
+        "backend": backend,
+        "tokenizer": {
+            "dir": str(Path(tokenizer_dir).resolve()) if tokenizer_dir is not None else None,
+            "merges_sha256": merges_sha256(tokenizer.merges),
+            "vocab_size": tokenizer.vocab_size,
+            "special_tokens": dict(tokenizer.special_tokens),
+        },
+        "input": {**file_identity(input_path), "path": str(Path(input_path).resolve())},
+        "command": command,
+        "code": code_version(),
+    }
+
+
+def write_sidecar(npy_path: str | os.PathLike, record: dict) -> Path:
+    """Write `record` as the sidecar of npy_path, atomically; returns the sidecar's path."""
+    path = sidecar_path(npy_path)
+    atomic_write_text(path, json.dumps(record, indent=2, ensure_ascii=False) + "\n")
+    return path
+
+
+def read_sidecar(npy_path: str | os.PathLike) -> dict:
+    """The sidecar of a `.npy`.
+
+    Raises:
+        FileNotFoundError: no sidecar (the array was not written by `bpe-encode`).
+        ValueError: the sidecar is not valid JSON.
+    """
+    path = sidecar_path(npy_path)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{str(path)!r} does not exist, so {str(npy_path)!r} cannot be traced to its corpus "
+            "and tokenizer; re-encode it with bpe-encode, or pass check=False to load it anyway"
+        )
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"sidecar {str(path)!r} is not valid JSON: {err}") from None
+
+
+def load(
+    path: str | os.PathLike,
+    *,
+    tokenizer_dir: str | os.PathLike | None = None,
+    check: bool = True,
+) -> np.memmap:
+    """Open a `.npy` written by `bpe-encode` as a read-only memmap, checked against its sidecar.
+
+    Args:
+        path: the `.npy`.
+        tokenizer_dir: the tokenizer you will decode with (a run directory); by default the one
+            recorded in the sidecar. Its merges must hash to the recorded merges sha256.
+        check: False skips every check (no sidecar needed).
+
+    Raises:
+        FileNotFoundError: the `.npy`, its sidecar or the tokenizer directory is missing.
+        ValueError: the array's length or dtype differs from the sidecar, or the tokenizer's
+            merges are not the ones the array was encoded with.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"token array {str(p)!r} does not exist; check the path")
+    ids = np.load(p, mmap_mode="r")
+    if not check:
+        return ids
+    side = read_sidecar(p)
+    if ids.shape != (side.get("num_tokens"),) or str(ids.dtype) != side.get("dtype"):
+        raise ValueError(
+            f"{str(p)!r} holds {ids.shape} {ids.dtype} but its sidecar records "
+            f"{side.get('num_tokens')} {side.get('dtype')} tokens; the array was replaced "
+            "after encoding, re-encode it"
+        )
+    recorded = (side.get("tokenizer") or {}).get("merges_sha256")
+    tdir = Path(tokenizer_dir) if tokenizer_dir is not None else None
+    if tdir is None and (side.get("tokenizer") or {}).get("dir"):
+        tdir = Path(side["tokenizer"]["dir"])
+    if tdir is None:
+        raise ValueError(
+            f"the sidecar of {str(p)!r} records no tokenizer directory; pass tokenizer_dir="
+        )
+    merges_file = tdir / "merges.txt"
+    if not merges_file.is_file():
+        raise FileNotFoundError(
+            f"tokenizer {str(tdir)!r} has no merges.txt; pass tokenizer_dir= pointing at the run "
+            f"directory whose merges sha256 is {recorded}"
+        )
+    actual = merges_sha256(load_merges(merges_file))
+    if actual != recorded:
+        raise ValueError(
+            f"{str(p)!r} was encoded with merges sha256 {recorded}, but {str(merges_file)!r} "
+            f"now has {actual}; these ids do not belong to that tokenizer. Pass "
+            "tokenizer_dir= the run directory the array was encoded with"
+        )
+    return ids
