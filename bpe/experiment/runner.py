@@ -36,7 +36,7 @@ from bpe.experiment.profilers import check_profiler, run_cprofile, run_scalene
 from bpe.experiment.rundir import check_writable, create_run_dir
 from bpe.gpt2_format import save_tokenizer_files
 from bpe.pretokenize import validate_special_tokens
-from bpe.trainers import get_trainer
+from bpe.trainers import check_trainer
 from bpe.trainers.common import check_vocab_size
 from bpe.training import TrainResult, train_bpe_detailed
 
@@ -110,7 +110,7 @@ def _command(overrides: list[str]) -> str:
 
 def validate(cfg: DictConfig) -> datasets.Dataset:
     """Check everything that can be checked before any work; returns the dataset."""
-    get_trainer(cfg.trainer.name)
+    check_trainer(cfg.trainer.name)
     check_profiler(cfg.profiler.name)
     ds = datasets.from_config(cfg.dataset)
     specials = validate_special_tokens(list(ds.special_tokens))
