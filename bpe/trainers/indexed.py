@@ -30,6 +30,12 @@ class PairIndex:
     is `str.find` and merging it everywhere in the word is `str.replace`, both in C. subtle:
     `str.replace` scans left to right without overlaps, which is exactly BPE's greedy merge
     (merging (a, a) in "aaa" gives "Na").
+
+    Performance (why words are str and count increments are inlined in `merge`): stages 2-3 of
+    the heap trainer on the OWT sample at vocab 32,000 took 1.31 s (median of 9; best 1.16 s)
+    against 1.48 s (best 1.26 s) for the former design, words as lists of ints rebuilt in
+    Python and every count update a call to a closure: 11% less by median, 8% by best run,
+    alternating runs on a shared 2-core machine.
     """
 
     def __init__(self, words: list[list[int]], counts: list[int]) -> None:
@@ -65,6 +71,9 @@ class PairIndex:
         pattern = chr(left) + chr(right)
         merged = chr(new_id)
 
+        # Increments below are inlined (no call per update, see Performance above); decrements
+        # go through `drop`, whose zero check keeps the no-zero-entries invariant. Inlining
+        # `drop` too was no clear win (from 8% slower to 5% faster over two rounds of runs).
         def drop(pair: Pair, n: int) -> None:
             c = pair_counts[pair] - n  # invariant: an existing pair's count never goes below 0
             if c:
