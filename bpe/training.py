@@ -19,19 +19,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from bpe.pretokenize import check_input_file, pretokenize_file, validate_special_tokens
-from bpe.trainers import STAGES, check_trainer, train
+from bpe.trainers import check_trainer, stage_label, train
 from bpe.trainers.common import check_vocab_size
 
 logger = logging.getLogger(__name__)
+
+#: The keys of `TrainResult.timings`, in the order they run, and the stages each one times
+#: (numbered in `bpe.trainers.STAGES`).
+STAGE_TIMINGS: dict[str, tuple[int, ...]] = {"pretokenize": (1,), "merge": (2, 3)}
 
 
 @dataclass
 class TrainResult:
     """Everything one training call produced and measured.
 
-    Stage timings (seconds), the keys of `timings`: `pretokenize` is stage 1, count pretokens
-    (find the chunks, then read, decode and count them in workers); `merge` is stages 2 and 3,
-    count pairs and select and merge (the trainer, from pretoken counts to merges).
+    Stage timings (seconds), keyed as in `STAGE_TIMINGS`: `pretokenize` is stage 1, count
+    pretokens (find the chunks, then read, decode and count them in workers); `merge` is
+    stages 2 and 3, count pairs and select and merge (the trainer, from pretoken counts to
+    merges).
     """
 
     vocab: dict[int, bytes]
@@ -104,8 +109,8 @@ def train_bpe_detailed(
     counted = pretokenize_file(path, specials, num_workers=num_workers, progress=progress)
     timings["pretokenize"] = time.perf_counter() - t0
     logger.info(
-        "stage 1 (%s): %d pretokens, %d unique, %.3f s",
-        STAGES[1],
+        "%s: %d pretokens, %d unique, %.3f s",
+        stage_label(*STAGE_TIMINGS["pretokenize"]),
         counted.num_pretokens,
         counted.num_unique,
         timings["pretokenize"],
@@ -117,9 +122,8 @@ def train_bpe_detailed(
     output = train(trainer, counted.counts, vocab_size, specials, progress=progress)
     timings["merge"] = time.perf_counter() - t0
     logger.info(
-        "stages 2-3 (%s, %s) with %s: %d merges in %.3f s",
-        STAGES[2],
-        STAGES[3],
+        "%s with %s: %d merges in %.3f s",
+        stage_label(*STAGE_TIMINGS["merge"]),
         trainer,
         len(output.merges),
         timings["merge"],

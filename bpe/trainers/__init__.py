@@ -1,7 +1,7 @@
 """The BPE trainers: one registry of merge loops and the one `train` that runs them.
 
-Training is three stages, numbered once here (`STAGES`) and named the same way in docstrings,
-comments and log lines everywhere:
+Training is three stages, numbered once here (`STAGES`; `stage_label` words them for logs and
+reports) and named the same way in docstrings, comments and log lines everywhere:
 
     stage 1  count pretokens    `bpe.pretokenize`, before any trainer runs
     stage 2  count pairs        inside each trainer's `merge_loop`
@@ -36,6 +36,20 @@ logger = logging.getLogger(__name__)
 
 #: The stages of training, by number (see the module docstring for where each one runs).
 STAGES: dict[int, str] = {1: "count pretokens", 2: "count pairs", 3: "select and merge"}
+
+
+def stage_label(*numbers: int) -> str:
+    """How logs and reports name one stage or a run of consecutive stages.
+
+    >>> stage_label(1)
+    'stage 1 (count pretokens)'
+    >>> stage_label(2, 3)
+    'stages 2-3 (count pairs, select and merge)'
+    """
+    names = ", ".join(STAGES[n] for n in numbers)
+    if len(numbers) == 1:
+        return f"stage {numbers[0]} ({names})"
+    return f"stages {numbers[0]}-{numbers[-1]} ({names})"
 
 
 class MergeLoop(Protocol):
