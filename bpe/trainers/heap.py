@@ -5,6 +5,10 @@ Counts of existing pairs only ever shrink (a merge creates new pairs only around
 so a heap entry's count is an upper bound of the pair's true count. Popping the top entry: if its
 count is still exact, it is the best pair; otherwise it is pushed back with the true count (or
 dropped when the pair is gone). New pairs are pushed after each merge with their final count.
+
+Why a heap (measured): on the TinyStories sample at vocab 10,000, stages 2-3 take 0.13 s of CPU
+here against 1.76 s for `indexed`, whose per-merge scan over every pair count is the difference
+(same `PairIndex`, same merges; medians of alternating runs on a shared 2-core machine).
 """
 
 from __future__ import annotations
