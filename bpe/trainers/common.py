@@ -134,8 +134,9 @@ def prepare(
 ) -> MergeState:
     """Validate the arguments and build words (byte ids) from the pretoken counts.
 
-    Words are sorted by their bytes so every trainer sees the same order (determinism does not
-    depend on it, since the candidate order is total, but logs and timings become repeatable).
+    Words are sorted by their bytes so every trainer sees the same order, whatever order the
+    counts arrive in (the merges do not depend on it, since the candidate order is total, but
+    the work done per merge, and so its timing, then repeats exactly).
     """
     specials = validate_special_tokens(special_tokens)
     check_vocab_size(vocab_size, specials)
