@@ -12,7 +12,7 @@ Where each stage lives (stages numbered in `bpe.trainers.STAGES`):
     using the result            bpe.tokenizer     Tokenizer: encode, decode
                                 bpe.gpt2_format   vocab.json / merges.txt and other exports
     shared                      bpe._io           atomic writes, project paths
-    measuring, running          bpe.measures      compression ratio, throughput
+    measuring, running          bpe.measures      compression, throughput, token kinds
                                 bpe.experiment    run directories, metrics, profilers
     reading runs                bpe.analysis      ANALYSIS.md, SWEEP.md, reports
 
