@@ -10,7 +10,7 @@ Where each stage lives (stages numbered in `bpe.trainers.STAGES`):
                                   .common         merge state, THE candidate order
     all three, timed            bpe.training      train_bpe, train_bpe_detailed, TrainResult
     using the result            bpe.tokenizer     Tokenizer: encode, decode
-                                bpe.gpt2_format   vocab.json / merges.txt and other exports
+                                bpe.gpt2_format   vocab.json and merges.txt (GPT-2 format)
     shared                      bpe._io           atomic writes, project paths
     measuring, running          bpe.measures      compression, throughput, token kinds
                                 bpe.experiment    run directories, metrics, profilers
