@@ -1,5 +1,21 @@
 """bpe-lab: byte-level BPE training (GPT-2 style) with three comparable trainers.
 
+Where each stage lives (stages numbered in `bpe.trainers.STAGES`):
+
+    stage 1  count pretokens    bpe.pretokenize   split pattern, counting pretokens
+                                bpe.chunks        the chunk pipeline: plan chunks, map over them
+    stage 2  count pairs        bpe.trainers      registry (TRAINERS) and train(): prepare ->
+    stage 3  select and merge                     merge_loop -> finish
+                                  .naive / .indexed / .heap   one merge_loop each
+                                  .common         merge state, THE candidate order
+    all three, timed            bpe.training      train_bpe, train_bpe_detailed, TrainResult
+    using the result            bpe.tokenizer     Tokenizer: encode, decode
+                                bpe.gpt2_format   vocab.json and merges.txt (GPT-2 format)
+    shared                      bpe._io           atomic writes, project paths
+    measuring, running          bpe.measures      compression, throughput, token kinds
+                                bpe.experiment    run directories, metrics, profilers
+    reading runs                bpe.analysis      ANALYSIS.md, SWEEP.md, reports
+
 Public API (see README.md):
 
     from bpe import train_bpe, Tokenizer

@@ -33,6 +33,7 @@ import regex
 from bpe._io import DATA_DIR
 from bpe.pretokenize import EOT, GPT2_PATTERN
 from bpe.tokenizer import Tokenizer
+from bpe.training import STAGE_TIMINGS
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +43,7 @@ PILE_BYTES = 825e9
 GPT2_DIR = DATA_DIR / "gpt2"
 
 #: The stages of one training call (`bpe.training`), in the order they run.
-TRAIN_STAGES = ("pretokenize", "merge")
+TRAIN_STAGES = tuple(STAGE_TIMINGS)
 #: The stages metrics.json records a time for, in the order they run.
 TIMED_STAGES = (*TRAIN_STAGES, "save", "analysis")
 #: The stages of a run, in order (memory samples are tagged with them; the sampler calls the

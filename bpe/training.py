@@ -1,9 +1,10 @@
-"""`train_bpe`: pretokenize a file once, run a trainer, and time each stage.
+"""`train_bpe`: pretokenize a file once, run a trainer, and time the stages.
 
 What it does: validates every argument before any work (so a bad trainer name or vocab size
-fails in milliseconds, not after pre-tokenization), counts pretokens in parallel
-(`bpe.pretokenize`), dispatches to a trainer (`bpe.trainers`), and returns the vocab and merges,
-or a `TrainResult` with stage timings and counts for the experiment harness.
+fails in milliseconds, not after pre-tokenization), runs stage 1, count pretokens, in parallel
+(`bpe.pretokenize`), then stages 2 and 3, count pairs and select and merge, with a trainer
+(`bpe.trainers.train`; the stages are numbered in `bpe.trainers.STAGES`), and returns the vocab
+and merges, or a `TrainResult` with stage timings and counts for the experiment harness.
 
 What it does not do: write files (see `bpe.gpt2_format`) or format reports.
 """
@@ -18,18 +19,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from bpe.pretokenize import check_input_file, pretokenize_file, validate_special_tokens
-from bpe.trainers import get_trainer
+from bpe.trainers import check_trainer, stage_label, train
 from bpe.trainers.common import check_vocab_size
 
 logger = logging.getLogger(__name__)
+
+#: The keys of `TrainResult.timings`, in the order they run, and the stages each one times
+#: (numbered in `bpe.trainers.STAGES`).
+STAGE_TIMINGS: dict[str, tuple[int, ...]] = {"pretokenize": (1,), "merge": (2, 3)}
 
 
 @dataclass
 class TrainResult:
     """Everything one training call produced and measured.
 
-    Stage timings (seconds): `read` checks the file and finds chunk boundaries, `pretokenize`
-    reads, decodes and counts the chunks (in workers), `merge` runs the trainer.
+    Stage timings (seconds), keyed as in `STAGE_TIMINGS`: `pretokenize` is stage 1, count
+    pretokens (find the chunks, then read, decode and count them in workers); `merge` is
+    stages 2 and 3, count pairs and select and merge (the trainer, from pretoken counts to
+    merges).
     """
 
     vocab: dict[int, bytes]
@@ -93,19 +100,17 @@ def train_bpe_detailed(
             unknown trainer.
     """
     specials = validate_special_tokens(special_tokens)
-    train_fn = get_trainer(trainer, detailed=True)
+    check_trainer(trainer)
     check_vocab_size(vocab_size, specials)
+    path = check_input_file(input_path)
 
     timings: dict[str, float] = {}
-    t0 = time.perf_counter()
-    path = check_input_file(input_path)
-    timings["read"] = time.perf_counter() - t0
-
     t0 = time.perf_counter()
     counted = pretokenize_file(path, specials, num_workers=num_workers, progress=progress)
     timings["pretokenize"] = time.perf_counter() - t0
     logger.info(
-        "stage 1 (count words): %d pretokens, %d unique, %.3f s",
+        "%s: %d pretokens, %d unique, %.3f s",
+        stage_label(*STAGE_TIMINGS["pretokenize"]),
         counted.num_pretokens,
         counted.num_unique,
         timings["pretokenize"],
@@ -114,18 +119,18 @@ def train_bpe_detailed(
         logger.warning("%s holds no text outside special tokens: nothing to merge", path)
 
     t0 = time.perf_counter()
-    output = train_fn(counted.counts, vocab_size, specials, progress=progress)
-    vocab, merges = output.vocab, output.merges
+    output = train(trainer, counted.counts, vocab_size, specials, progress=progress)
     timings["merge"] = time.perf_counter() - t0
     logger.info(
-        "stages 2-3 (count pairs, merge) with %s: %d merges in %.3f s",
+        "%s with %s: %d merges in %.3f s",
+        stage_label(*STAGE_TIMINGS["merge"]),
         trainer,
-        len(merges),
+        len(output.merges),
         timings["merge"],
     )
     return TrainResult(
-        vocab=vocab,
-        merges=merges,
+        vocab=output.vocab,
+        merges=output.merges,
         trainer=trainer,
         vocab_size=vocab_size,
         special_tokens=specials,
@@ -153,7 +158,16 @@ def train_bpe(
 
     See `train_bpe_detailed` for the arguments; this is its `(vocab, merges)` view.
 
-    >>> # vocab, merges = train_bpe("data/tinystories_sample.txt", 1000, ["<|endoftext|>"])
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = Path(tmp) / "corpus.txt"
+    ...     _ = path.write_text("low lower<|endoftext|>lowest low", encoding="utf-8")
+    ...     vocab, merges = train_bpe(path, 260, ["<|endoftext|>"], num_workers=1)
+    >>> merges
+    [(b'o', b'w'), (b'l', b'ow'), (b'low', b'e')]
+    >>> vocab[0], vocab[257], len(vocab)
+    (b'<|endoftext|>', b'ow', 260)
     """
     result = train_bpe_detailed(
         input_path,

@@ -1,4 +1,4 @@
-"""The three trainers: one contract, identical output, CS336 tie-break, Sennrich's example."""
+"""The trainers: one registry, identical output, CS336 tie-break, Sennrich's example."""
 
 from __future__ import annotations
 
@@ -9,12 +9,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bpe.pretokenize import count_pretokens, pretokenize_file
-from bpe.trainers import TRAINERS, get_trainer
+from bpe.trainers import STAGES, TRAINERS, MergeLoop, check_trainer, train
 from bpe.trainers.common import (
+    MergeState,
     candidate_key,
     descending_bytes_key,
     initial_vocab,
+    iter_pairs,
     merge_word,
+    prepare,
 )
 from tests.conftest import DATA, EOT
 
@@ -26,7 +29,8 @@ SENNRICH_MERGES = [
 
 
 def test_sennrich_example(trainer_name):
-    vocab, merges = TRAINERS[trainer_name](SENNRICH, 256 + 1 + 12, [EOT])
+    out = train(trainer_name, SENNRICH, 256 + 1 + 12, [EOT])
+    vocab, merges = out.vocab, out.merges
     assert [f"{a.decode()} {b.decode()}" for a, b in merges] == SENNRICH_MERGES
     assert vocab[0] == EOT.encode() and vocab[1] == b"\x00" and vocab[256] == b"\xff"
     assert vocab[257] == b"st" and vocab[268] == b"lower"
@@ -34,7 +38,7 @@ def test_sennrich_example(trainer_name):
 
 def test_ties_go_to_the_lexicographically_greater_pair(trainer_name):
     # (b"a", b"b") and (b"c", b"d") both occur 3 times: "cd" > "ab" wins.
-    _, merges = TRAINERS[trainer_name]({b"ab": 3, b"cd": 3}, 257, [])
+    merges = train(trainer_name, {b"ab": 3, b"cd": 3}, 257, []).merges
     assert merges == [(b"c", b"d")]
 
 
@@ -42,7 +46,7 @@ def test_tie_break_compares_bytes_not_ids(trainer_name):
     # After "az" is merged (id 256), (az, q) ties with (b, q). By bytes "b" > "az" wins;
     # comparing ids instead would pick (256, q) over (98, q).
     counts = {b"az": 10, b"azq": 2, b"bq": 2}
-    _, merges = TRAINERS[trainer_name](counts, 256 + 2, [])
+    merges = train(trainer_name, counts, 256 + 2, []).merges
     assert merges == [(b"a", b"z"), (b"b", b"q")]
 
 
@@ -54,20 +58,28 @@ def test_longer_token_beats_its_prefix_on_a_tie():
 
 def test_early_stop_when_no_pair_is_left(trainer_name, caplog):
     caplog.set_level("INFO")
-    vocab, merges = TRAINERS[trainer_name]({b"abc": 1}, 1000, [])
-    assert merges == [(b"b", b"c"), (b"a", b"bc")]
-    assert len(vocab) == 258
+    out = train(trainer_name, {b"abc": 1}, 1000, [])
+    assert out.merges == [(b"b", b"c"), (b"a", b"bc")]
+    assert len(out.vocab) == 258
     assert "stopped after 2 of 744 merges" in caplog.text
 
 
 def test_vocab_size_too_small(trainer_name):
     with pytest.raises(ValueError, match="must be >= 257"):
-        TRAINERS[trainer_name]({b"ab": 1}, 256, [EOT])
+        train(trainer_name, {b"ab": 1}, 256, [EOT])
 
 
 def test_unknown_trainer_lists_the_choices():
-    with pytest.raises(ValueError, match=r"unknown trainer 'fast'.*heap.*indexed.*naive"):
-        get_trainer("fast")
+    with pytest.raises(ValueError, match=r"unknown trainer 'fast'.*naive.*indexed.*heap"):
+        check_trainer("fast")
+    with pytest.raises(ValueError, match=r"unknown trainer 'fast'"):
+        train("fast", {b"ab": 1}, 300, [])
+    assert check_trainer("indexed") == "indexed"
+
+
+def test_registry_order_and_stage_names():
+    assert list(TRAINERS) == ["naive", "indexed", "heap"]  # the canonical order others read
+    assert STAGES == {1: "count pretokens", 2: "count pairs", 3: "select and merge"}
 
 
 def test_initial_vocab_ids():
@@ -84,7 +96,7 @@ def test_merge_word_is_left_to_right_and_non_overlapping():
 
 def test_counts_do_not_overflow(trainer_name):
     huge = 2**70
-    _, merges = TRAINERS[trainer_name]({b"ab": huge, b"cd": huge - 1}, 258, [])
+    merges = train(trainer_name, {b"ab": huge, b"cd": huge - 1}, 258, []).merges
     assert merges == [(b"a", b"b"), (b"c", b"d")]
 
 
@@ -98,7 +110,7 @@ _WORD = st.text(alphabet="abcé日🙂 ", min_size=1, max_size=8).map(lambda s: 
 )
 def test_trainers_agree_on_random_corpora(counts, extra):
     """Small counts and alphabets make ties common, so the shared order is really exercised."""
-    results = {name: fn(counts, 257 + extra, [EOT]) for name, fn in TRAINERS.items()}
+    results = {name: train(name, counts, 257 + extra, [EOT]) for name in TRAINERS}
     reference = results["naive"]
     for name, result in results.items():
         assert result == reference, name
@@ -108,7 +120,7 @@ def test_trainers_agree_on_random_corpora(counts, extra):
 @given(text=st.text(max_size=200))
 def test_trainers_agree_on_random_text(text):
     counts = count_pretokens(text, [EOT])
-    results = [fn(counts, 300, [EOT]) for fn in TRAINERS.values()]
+    results = [train(name, counts, 300, [EOT]) for name in TRAINERS]
     assert results[0] == results[1] == results[2]
 
 
@@ -119,7 +131,7 @@ def _sample_counts(name: str) -> Counter[bytes]:
 @pytest.mark.slow
 def test_trainers_agree_on_tinystories_2000():
     counts = _sample_counts("tinystories_sample.txt")
-    merges = {name: fn(counts, 2000, [EOT])[1] for name, fn in TRAINERS.items()}
+    merges = {name: train(name, counts, 2000, [EOT]).merges for name in TRAINERS}
     assert len(merges["heap"]) == 2000 - 257
     assert merges["naive"] == merges["indexed"] == merges["heap"]
 
@@ -127,9 +139,53 @@ def test_trainers_agree_on_tinystories_2000():
 @pytest.mark.slow
 def test_trainers_agree_on_owt_5000():
     counts = _sample_counts("owt_sample.txt")
-    heap = TRAINERS["heap"](counts, 5000, [EOT])
-    assert len(heap[1]) == 5000 - 257
-    assert TRAINERS["indexed"](counts, 5000, [EOT]) == heap
+    heap = train("heap", counts, 5000, [EOT])
+    assert len(heap.merges) == 5000 - 257
+    assert train("indexed", counts, 5000, [EOT]) == heap
     # naive recounts the whole corpus per merge: compare it on the first 300 merges.
-    naive = TRAINERS["naive"](counts, 257 + 300, [EOT])
-    assert naive[1] == heap[1][:300]
+    naive = train("naive", counts, 257 + 300, [EOT])
+    assert naive.merges == heap.merges[:300]
+
+
+def _first_pair_loop(state: MergeState, tick) -> None:
+    """A throwaway fourth trainer: per merge, recount and take the first pair in THE order."""
+    for _ in range(state.num_merges):
+        counts: Counter[tuple[int, int]] = Counter()
+        for word, n in zip(state.words, state.counts, strict=True):
+            for pair in iter_pairs(word):
+                counts[pair] += n
+        if not counts:
+            return
+        left, right = sorted(counts, key=lambda p: candidate_key(counts[p], *p, state.token_keys))[
+            0
+        ]
+        new_id = state.add_merge(left, right, counts[(left, right)])
+        state.words = [merge_word(word, left, right, new_id) for word in state.words]
+        tick()
+
+
+def test_a_fourth_trainer_is_one_loop_and_one_registry_line(monkeypatch, caplog):
+    caplog.set_level("INFO")
+    loop: MergeLoop = _first_pair_loop
+    monkeypatch.setitem(TRAINERS, "first_pair", loop)  # the one registry line
+    assert check_trainer("first_pair") == "first_pair"
+    out = train("first_pair", SENNRICH, 256 + 1 + 12, [EOT])
+    assert out == train("heap", SENNRICH, 256 + 1 + 12, [EOT])
+    assert [f"{a.decode()} {b.decode()}" for a, b in out.merges] == SENNRICH_MERGES
+    # prepare -> loop -> finish (progress bar, early-stop log) come with the registration
+    assert train("first_pair", {b"abc": 1}, 1000, [], progress=True).merges == [
+        (b"b", b"c"),
+        (b"a", b"bc"),
+    ]
+    assert "first_pair: stopped after 2 of 744 merges" in caplog.text
+    monkeypatch.undo()
+    assert list(TRAINERS) == ["naive", "indexed", "heap"]
+    with pytest.raises(ValueError, match="unknown trainer 'first_pair'"):
+        train("first_pair", SENNRICH, 300, [EOT])
+
+
+def test_the_tick_runs_once_per_merge(trainer_name):
+    ticks = []
+    state = prepare(SENNRICH, 256 + 1 + 12, [EOT])
+    TRAINERS[trainer_name](state, lambda: ticks.append(1))
+    assert len(ticks) == len(state.merged) == 12

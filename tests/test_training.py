@@ -9,6 +9,7 @@ import pytest
 
 from bpe import train_bpe, train_bpe_detailed
 from bpe.gpt2_format import load_merges, unrender
+from bpe.training import STAGE_TIMINGS
 from tests.conftest import DATA, EOT, FIXTURES
 
 
@@ -31,9 +32,12 @@ def test_special_tokens_are_never_merged_into_other_tokens():
     assert sorted(with_marker) == sorted([EOT.encode(), b"<|absent|>"])
 
 
-def test_detailed_result_has_stage_timings_and_counts():
+def test_detailed_result_has_stage_timings_and_counts(caplog):
+    caplog.set_level("INFO", logger="bpe.training")
     result = train_bpe_detailed(FIXTURES / "corpus.en", 400, [EOT], num_workers=1)
-    assert set(result.timings) == {"read", "pretokenize", "merge"}
+    assert list(result.timings) == list(STAGE_TIMINGS) == ["pretokenize", "merge"]
+    assert "stage 1 (count pretokens):" in caplog.text
+    assert "stages 2-3 (count pairs, select and merge) with heap: 143 merges" in caplog.text
     assert all(t >= 0 for t in result.timings.values())
     assert result.num_merges == 400 - 257 == len(result.merges)
     assert result.num_unique_pretokens < result.num_pretokens

@@ -47,7 +47,7 @@ from bpe.exports import save_exports
 from bpe.gpt2_format import save_tokenizer_files
 from bpe.pretokenize import validate_special_tokens
 from bpe.tokenizer import Tokenizer
-from bpe.trainers import get_trainer
+from bpe.trainers import check_trainer
 from bpe.trainers.common import check_vocab_size
 from bpe.training import TrainResult, train_bpe_detailed
 
@@ -125,7 +125,7 @@ def _command(overrides: list[str]) -> str:
 
 def validate(cfg: DictConfig) -> datasets.Dataset:
     """Check everything that can be checked before any work; returns the dataset."""
-    get_trainer(cfg.trainer.name)
+    check_trainer(cfg.trainer.name)
     check_profiler(cfg.profiler.name)
     ds = datasets.from_config(cfg.dataset)
     specials = validate_special_tokens(list(ds.special_tokens))

@@ -1,38 +1,134 @@
-"""The three BPE trainers behind one contract.
+"""The BPE trainers: one registry of merge loops and the one `train` that runs them.
 
-Every trainer is `train(pretoken_counts, vocab_size, special_tokens, *, progress=False)` and
-returns `(vocab, merges)`: `vocab` maps ids to bytes (special tokens, then the 256 bytes, then one
-token per merge in creation order) and `merges` lists the merged byte pairs in order. All three
-return identical results (tested): they differ only in how they find the next pair.
+Training is three stages, numbered once here (`STAGES`; `stage_label` words them for logs and
+reports) and named the same way in docstrings, comments and log lines everywhere:
+
+    stage 1  count pretokens    `bpe.pretokenize`, before any trainer runs
+    stage 2  count pairs        inside each trainer's `merge_loop`
+    stage 3  select and merge   inside each trainer's `merge_loop`
+
+A trainer is one function, `merge_loop(state, tick)` (typed by `MergeLoop`): stages 2 and 3
+over a `MergeState`, calling `tick()` once per merge. `train` does everything around it
+(prepare -> loop -> finish): validate the arguments, turn pretoken counts into words, show the
+progress bar, log an early stop, return a `TrainerOutput`. All trainers return identical
+results (tested): they differ only in how they find the next pair.
 
     naive    full recount per merge (the readable reference)
     indexed  incremental pair counts + pair -> words index, scan for the best pair
     heap     the same index + a lazily invalidated priority queue
+
+Adding a trainer is one module with a `merge_loop` and one line in `TRAINERS`.
+
+What it does not do: pre-tokenize (stage 1, `bpe.pretokenize`) or time the stages
+(`bpe.training`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
 
 from bpe.trainers import heap, indexed, naive
+from bpe.trainers.common import MergeState, TrainerOutput, finish, prepare
 
-TRAINERS: dict[str, Callable] = {
-    "naive": naive.train,
-    "indexed": indexed.train,
-    "heap": heap.train,
+logger = logging.getLogger(__name__)
+
+#: The stages of training, by number (see the module docstring for where each one runs).
+STAGES: dict[int, str] = {1: "count pretokens", 2: "count pairs", 3: "select and merge"}
+
+
+def stage_label(*numbers: int) -> str:
+    """How logs and reports name one stage or a run of consecutive stages.
+
+    >>> stage_label(1)
+    'stage 1 (count pretokens)'
+    >>> stage_label(2, 3)
+    'stages 2-3 (count pairs, select and merge)'
+    """
+    names = ", ".join(STAGES[n] for n in numbers)
+    if len(numbers) == 1:
+        return f"stage {numbers[0]} ({names})"
+    return f"stages {numbers[0]}-{numbers[-1]} ({names})"
+
+
+class MergeLoop(Protocol):
+    """A trainer: stages 2 and 3 over `state`, calling `tick()` after each merge.
+
+    It records each merge with `state.add_merge` (at most `state.num_merges` of them) and
+    returns early when no pair is left; it neither validates, logs nor shows progress.
+    """
+
+    def __call__(self, state: MergeState, tick: Callable[[], object]) -> None: ...
+
+
+#: THE registry, in the canonical trainer order (slowest and simplest first).
+TRAINERS: dict[str, MergeLoop] = {
+    "naive": naive.merge_loop,
+    "indexed": indexed.merge_loop,
+    "heap": heap.merge_loop,
 }
 
-#: The same trainers returning a `TrainerOutput` (vocab, merges and each merge's pair count).
-DETAILED: dict[str, Callable] = {
-    "naive": naive.train_detailed,
-    "indexed": indexed.train_detailed,
-    "heap": heap.train_detailed,
-}
+
+def check_trainer(name: str) -> str:
+    """Return `name` if it is a registered trainer; otherwise raise ValueError listing the choices.
+
+    >>> check_trainer("heap")
+    'heap'
+    """
+    if not isinstance(name, str) or name not in TRAINERS:
+        raise ValueError(f"unknown trainer {name!r}; choose one of {list(TRAINERS)}")
+    return name
 
 
-def get_trainer(name: str, *, detailed: bool = False) -> Callable:
-    """Look a trainer up by name; unknown names get an error listing the choices."""
-    try:
-        return (DETAILED if detailed else TRAINERS)[name]
-    except (KeyError, TypeError):
-        raise ValueError(f"unknown trainer {name!r}; choose one of {sorted(TRAINERS)}") from None
+def train(
+    name: str,
+    pretoken_counts: Mapping[bytes, int],
+    vocab_size: int,
+    special_tokens: Sequence[str] = (),
+    *,
+    progress: bool = False,
+) -> TrainerOutput:
+    """Run stages 2 and 3 with the trainer `name`: learn merges from counted pretokens.
+
+    Args:
+        name: a key of `TRAINERS` ("naive", "indexed" or "heap": identical output).
+        pretoken_counts: how often each pretoken (bytes) occurs (stage 1's result).
+        vocab_size: total vocab size: special tokens + 256 bytes + merges.
+        special_tokens: strings that get the first ids and are never merged.
+        progress: show a progress bar over the merges.
+
+    Returns:
+        `vocab` (special tokens, then the 256 bytes, then one token per merge), `merges` in
+        creation order, and how often each merged pair occurred. Fewer merges than asked for
+        (logged) when no pair is left.
+
+    Raises:
+        ValueError: unknown trainer, vocab_size too small, bad special tokens.
+
+    >>> out = train("heap", {b"low": 5, b"lowest": 2}, 258)  # (l, o) and (o, w) tie: "ow" wins
+    >>> out.merges, out.merge_counts
+    ([(b'o', b'w'), (b'l', b'ow')], [7, 7])
+    """
+    merge_loop = TRAINERS[check_trainer(name)]
+    state = prepare(pretoken_counts, vocab_size, special_tokens)
+    if progress:
+        from tqdm.auto import tqdm  # imported only for a bar: tqdm.auto takes ~60 ms to import
+
+        with tqdm(total=state.num_merges, desc=f"stages 2-3 ({name})", unit="merge") as bar:
+            merge_loop(state, bar.update)
+    else:
+        merge_loop(state, _no_tick)
+    if len(state.merged) < state.num_merges:
+        logger.info(
+            "%s: stopped after %d of %d merges: no pair is left to merge (the corpus is too "
+            "small for this vocab size)",
+            name,
+            len(state.merged),
+            state.num_merges,
+        )
+    return finish(state)
+
+
+def _no_tick() -> None:
+    """The `tick` of a run without a progress bar."""

@@ -1,25 +1,24 @@
-"""What every trainer shares: the initial vocab, THE candidate order, and merging inside a word.
+"""What every trainer shares: the merge state, THE candidate order, and merging inside a word.
 
 What it does:
     * `initial_vocab`: special tokens get ids 0..k-1, the 256 single bytes k..k+255;
-    * `candidate_key`: the one total order on candidate pairs. All three trainers pick the
+    * `candidate_key`: the one total order on candidate pairs. Every trainer picks the
       smallest key, so a heap and a scan cannot disagree on a tie;
     * `merge_word`: replace every non-overlapping (left, right) occurrence, left to right;
-    * `prepare` / `finish`: validate arguments, turn pretoken counts into words, turn merged
-      id pairs into `vocab` and `merges`.
+    * `MergeState`: the words and the growing vocab a merge loop works on (`add_merge`);
+    * `prepare` / `finish`: validate arguments and turn pretoken counts into a `MergeState`;
+      turn the merged id pairs into a `TrainerOutput` (`vocab` and `merges`).
 
-What it does not do: count or select pairs (each trainer's own job).
+What it does not do: count or select pairs (stages 2 and 3, each trainer's `merge_loop`), or
+run a loop (`bpe.trainers.train`).
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from bpe.pretokenize import validate_special_tokens
-
-logger = logging.getLogger(__name__)
 
 Pair = tuple[int, int]
 
@@ -83,8 +82,12 @@ def merge_word(word: Sequence[int], left: int, right: int, new_id: int) -> list[
 
 
 @dataclass
-class TrainerInput:
-    """Words ready for merging, plus the vocab and keys trainers extend as they merge."""
+class MergeState:
+    """What a merge loop works on: the words, and the vocab and keys it extends as it merges.
+
+    A loop reads `words`/`counts` (word i occurs `counts[i]` times), may rewrite `words`, and
+    records each merge with `add_merge`, at most `num_merges` times.
+    """
 
     words: list[list[int]]
     counts: list[int]
@@ -107,33 +110,11 @@ class TrainerInput:
 
 @dataclass
 class TrainerOutput:
-    """What a trainer returns: the contract's (vocab, merges) plus each merge's pair count."""
+    """What training returns: `vocab` and `merges` in creation order, with each merge's count."""
 
     vocab: dict[int, bytes]
     merges: list[tuple[bytes, bytes]]
     merge_counts: list[int]
-
-    def as_tuple(self) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
-        return self.vocab, self.merges
-
-
-def contract_view(train_detailed: Callable[..., TrainerOutput]) -> Callable:
-    """The `(vocab, merges)` view of a trainer's `train_detailed`: the shared contract."""
-
-    def train(
-        pretoken_counts: Mapping[bytes, int],
-        vocab_size: int,
-        special_tokens: Sequence[str] = (),
-        *,
-        progress: bool = False,
-    ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
-        return train_detailed(
-            pretoken_counts, vocab_size, special_tokens, progress=progress
-        ).as_tuple()
-
-    train.__module__ = train_detailed.__module__
-    train.__doc__ = f"{train_detailed.__doc__}\n\nReturns only `(vocab, merges)`."
-    return train
 
 
 def check_vocab_size(vocab_size: int, special_tokens: Sequence[str]) -> None:
@@ -150,11 +131,12 @@ def check_vocab_size(vocab_size: int, special_tokens: Sequence[str]) -> None:
 
 def prepare(
     pretoken_counts: Mapping[bytes, int], vocab_size: int, special_tokens: Sequence[str]
-) -> TrainerInput:
+) -> MergeState:
     """Validate the arguments and build words (byte ids) from the pretoken counts.
 
-    Words are sorted by their bytes so every trainer sees the same order (determinism does not
-    depend on it, since the candidate order is total, but logs and timings become repeatable).
+    Words are sorted by their bytes so every trainer sees the same order, whatever order the
+    counts arrive in (the merges do not depend on it, since the candidate order is total, but
+    the work done per merge, and so its timing, then repeats exactly).
     """
     specials = validate_special_tokens(special_tokens)
     check_vocab_size(vocab_size, specials)
@@ -168,38 +150,13 @@ def prepare(
             continue
         words.append([offset + b for b in pretoken])
         counts.append(n)
-    return TrainerInput(words, counts, vocab, token_keys, vocab_size - len(vocab))
+    return MergeState(words, counts, vocab, token_keys, vocab_size - len(vocab))
 
 
-def finish(state: TrainerInput, name: str) -> TrainerOutput:
-    """Turn merged id pairs into byte merges; log an early stop."""
-    if len(state.merged) < state.num_merges:
-        logger.info(
-            "%s: stopped after %d of %d merges: no pair is left to merge (the corpus is too "
-            "small for this vocab size)",
-            name,
-            len(state.merged),
-            state.num_merges,
-        )
+def finish(state: MergeState) -> TrainerOutput:
+    """Turn the merged id pairs into byte merges."""
     merges = [(state.vocab[a], state.vocab[b]) for a, b in state.merged]
     return TrainerOutput(state.vocab, merges, state.merge_counts)
-
-
-def progress_bar(total: int, enabled: bool, desc: str):
-    """A tqdm bar over merges, or a no-op object with the same `update`/`close`."""
-    if enabled:
-        from tqdm.auto import tqdm
-
-        return tqdm(total=total, desc=desc, unit="merge")
-    return _NoBar()
-
-
-class _NoBar:
-    def update(self, n: int = 1) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
 
 def iter_pairs(word: Sequence[int]) -> Iterable[Pair]:

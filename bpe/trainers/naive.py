@@ -8,48 +8,25 @@ It is O(merges x corpus) and only practical at small vocab sizes (a few thousand
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable
 
-from bpe.trainers.common import (
-    TrainerOutput,
-    candidate_key,
-    contract_view,
-    finish,
-    iter_pairs,
-    merge_word,
-    prepare,
-    progress_bar,
-)
+from bpe.trainers.common import MergeState, Pair, candidate_key, iter_pairs, merge_word
 
 
-def train_detailed(
-    pretoken_counts: Mapping[bytes, int],
-    vocab_size: int,
-    special_tokens: Sequence[str] = (),
-    *,
-    progress: bool = False,
-) -> TrainerOutput:
-    """Train BPE by full recount per merge. Same contract as every trainer (see `bpe.trainers`)."""
-    state = prepare(pretoken_counts, vocab_size, special_tokens)
-    bar = progress_bar(state.num_merges, progress, "merge (naive)")
+def merge_loop(state: MergeState, tick: Callable[[], object]) -> None:
+    """Per merge: stage 2 (count pairs) from scratch, then stage 3 (select and merge)."""
     for _ in range(state.num_merges):
-        # Stage 2: count every adjacent pair, weighted by how often its word occurs.
-        pair_counts: dict[tuple[int, int], int] = defaultdict(int)
+        # Stage 2, count pairs: every adjacent pair, weighted by how often its word occurs.
+        pair_counts: dict[Pair, int] = defaultdict(int)
         for word, n in zip(state.words, state.counts, strict=True):
             for pair in iter_pairs(word):
                 pair_counts[pair] += n
         if not pair_counts:
-            break
-        # Stage 3: merge the best pair (THE candidate order) everywhere.
+            return
+        # Stage 3, select and merge: the best pair (THE candidate order), merged in every word.
         left, right = min(
             pair_counts, key=lambda p: candidate_key(pair_counts[p], *p, state.token_keys)
         )
         new_id = state.add_merge(left, right, pair_counts[(left, right)])
         state.words = [merge_word(word, left, right, new_id) for word in state.words]
-        bar.update()
-    bar.close()
-    return finish(state, "naive")
-
-
-#: The trainer contract: `(vocab, merges)`; `train_detailed` also gives merge counts.
-train = contract_view(train_detailed)
+        tick()
