@@ -289,12 +289,17 @@ def resolve_num_workers(num_workers: int | None) -> int:
     return int(num_workers)
 
 
-def fair_share(concurrent_jobs: int) -> int:
-    """Workers per job when `concurrent_jobs` jobs share the usable CPUs (at least 1).
+def fair_share(n_jobs: int) -> int:
+    """Workers per job when a launcher runs `n_jobs` jobs at once, so jobs x workers <= CPUs.
 
-    Used by launchers that run several jobs at once, so jobs x workers <= usable CPUs.
+    `n_jobs` counts as joblib counts it: -1 is every usable CPU, -2 all but one, and so on.
+
+    >>> fair_share(default_num_workers())
+    1
     """
-    return max(1, default_num_workers() // max(1, concurrent_jobs))
+    cpus = default_num_workers()
+    at_once = n_jobs if n_jobs > 0 else max(1, cpus + 1 + n_jobs)
+    return max(1, cpus // at_once)
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from bpe import datasets
 from bpe._io import atomic_write_text
+from bpe.chunks import fair_share
 from bpe.experiment import environment
 from bpe.experiment.memory import MemorySampler
 from bpe.experiment.metrics import MetricsFile
@@ -104,6 +105,22 @@ def _hydra_output_dir() -> tuple[Path | None, list[str], dict]:
     return Path(hc.runtime.output_dir), list(hc.overrides.task), sweep
 
 
+def _launcher(cfg: DictConfig) -> dict:
+    """The Hydra launcher, the jobs it runs at once and this job's workers (its fair CPU share)."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        launcher = HydraConfig.get().launcher
+    except (ImportError, ValueError):
+        launcher = {}
+    name = str(launcher.get("_target_", "none")).rsplit(".", 1)[-1].removesuffix("Launcher")
+    n_jobs = launcher.get("n_jobs")  # joblib only; the basic launcher runs one job at a time
+    workers = (
+        cfg.num_workers if cfg.num_workers is not None or n_jobs is None else fair_share(n_jobs)
+    )
+    return {"name": name.lower() or "none", "n_jobs": n_jobs, "workers_per_job": workers}
+
+
 def _command(overrides: list[str]) -> str:
     return " ".join(["bpe-train", *overrides])
 
@@ -150,6 +167,7 @@ def train(cfg: DictConfig) -> dict:
         "vocab_size": int(cfg.vocab_size),
         "profiler": str(cfg.profiler.name),
         "num_workers": cfg.num_workers,
+        "launcher": _launcher(cfg),
         "seed": int(cfg.seed),
         "special_tokens": list(cfg.dataset.special_tokens or []),
         "input_path": str(cfg.dataset.path),
@@ -262,7 +280,7 @@ def _train_stage(cfg: DictConfig, ds: datasets.Dataset, run_dir: Path) -> TrainR
         "vocab_size": int(cfg.vocab_size),
         "special_tokens": list(ds.special_tokens),
         "trainer": str(cfg.trainer.name),
-        "num_workers": cfg.num_workers,
+        "num_workers": _launcher(cfg)["workers_per_job"],
     }
     profiler = cfg.profiler.name
     if profiler == "scalene":
