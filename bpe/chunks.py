@@ -507,8 +507,8 @@ class _Workers:
         if not self.ready[i]:
             return ChunkWorkerError(
                 f"worker process {proc.pid} could not start ({how}; start method "
-                f"{self.method!r}); see its error above. Nothing was retried; run with "
-                "num_workers=1 to process in-process"
+                f"{self.method!r}); any error it printed is above. Nothing was retried; "
+                "num_workers=1 processes the chunks in-process"
             )
         where = chunk.describe() if chunk is not None else "no chunk"
         return ChunkWorkerError(
@@ -613,7 +613,7 @@ def _dispatch(pool: _Workers, chunks: Sequence[Chunk], *, ordered: bool) -> Iter
                 raise pool.lost(i)
             try:
                 kind, index, value = pool.conns[i].recv()
-            except EOFError:
+            except (EOFError, OSError):  # OSError: it died in the middle of sending a result
                 raise pool.lost(i) from None
             if kind == "ready":
                 pool.ready[i] = True
