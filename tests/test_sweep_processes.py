@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from bpe.chunks import default_num_workers
+from bpe.chunks import default_num_workers, fair_share
 from tests.conftest import DATA, ROOT
 
 QUICK = [
@@ -123,9 +123,13 @@ def test_joblib_job_starts_chunk_workers_inside_a_loky_worker(tmp_path):
 
 
 def test_a_failing_joblib_job_leaves_nothing_running(tmp_path):
-    sweep = Sweep(tmp_path, "trainer=heap", "vocab_size=10,300")
+    sweep = Sweep(tmp_path, "trainer=heap", "vocab_size=10,300", "num_workers=2")
     out = sweep.wait(timeout=300)
-    assert [j["status"] for j in sweep.jobs()] == ["failed", "complete"], out
+    jobs = sweep.jobs()
+    assert [j["status"] for j in jobs] == ["failed", "complete"], out
+    # num_workers set without n_jobs: lowered to the fair share (jobs x workers <= CPUs)
+    assert jobs[1]["run"]["launcher"]["workers_per_job"] == fair_share(-1)
+    assert jobs[1]["counts"]["workers"] <= fair_share(-1)
     sweep.assert_nothing_left()
 
 

@@ -105,19 +105,28 @@ def _hydra_output_dir() -> tuple[Path | None, list[str], dict]:
     return Path(hc.runtime.output_dir), list(hc.overrides.task), sweep
 
 
-def _launcher(cfg: DictConfig) -> dict:
-    """The Hydra launcher, the jobs it runs at once and this job's workers (its fair CPU share)."""
+def _launcher(cfg: DictConfig, *, log: bool = False) -> dict:
+    """The Hydra launcher, the jobs it runs at once and this job's workers (its fair CPU share).
+
+    jobs x workers stays within the usable CPUs unless the user set both n_jobs and num_workers.
+    """
     try:
         from hydra.core.hydra_config import HydraConfig
 
-        launcher = HydraConfig.get().launcher
+        hc = HydraConfig.get()
+        launcher, hydra_overrides = hc.launcher, list(hc.overrides.hydra)
     except (ImportError, ValueError):
-        launcher = {}
+        launcher, hydra_overrides = {}, []
     name = str(launcher.get("_target_", "none")).rsplit(".", 1)[-1].removesuffix("Launcher")
     n_jobs = launcher.get("n_jobs")  # joblib only; the basic launcher runs one job at a time
-    workers = (
-        cfg.num_workers if cfg.num_workers is not None or n_jobs is None else fair_share(n_jobs)
-    )
+    workers = cfg.num_workers
+    if n_jobs is not None:
+        user_n_jobs = any(o.startswith("hydra.launcher.n_jobs=") for o in hydra_overrides)
+        if workers is None or (workers > fair_share(n_jobs) and not user_n_jobs):
+            if workers is not None and log:
+                logger.info("num_workers=%d lowered to %d: n_jobs=%s jobs share the CPUs",
+                            workers, fair_share(n_jobs), n_jobs)  # fmt: skip
+            workers = fair_share(n_jobs)
     return {"name": name.lower() or "none", "n_jobs": n_jobs, "workers_per_job": workers}
 
 
@@ -167,7 +176,7 @@ def train(cfg: DictConfig) -> dict:
         "vocab_size": int(cfg.vocab_size),
         "profiler": str(cfg.profiler.name),
         "num_workers": cfg.num_workers,
-        "launcher": _launcher(cfg),
+        "launcher": _launcher(cfg, log=True),
         "seed": int(cfg.seed),
         "special_tokens": list(cfg.dataset.special_tokens or []),
         "input_path": str(cfg.dataset.path),
