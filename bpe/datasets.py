@@ -16,22 +16,26 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
+
 from bpe._io import CONF_DIR, PROJECT_ROOT
 from bpe.pretokenize import EOT
-
-#: The repository root: the directory holding `bpe/`, `conf/` and `data/`.
 
 
 @dataclass(frozen=True)
 class Dataset:
-    """One named corpus: training file, held-out file, special tokens."""
+    """One named corpus: training file, held-out file, special tokens.
+
+    `cross_domain` names the dataset whose held-out documents measure how well a tokenizer
+    trained here compresses text of another domain.
+    """
 
     name: str
     path: Path
     heldout_path: Path | None
     special_tokens: list[str] = field(default_factory=list)
     document_separator: str = EOT
-    other: str | None = None
+    cross_domain: str | None = None
     download: str | None = None
 
     def check(self) -> None:
@@ -56,7 +60,11 @@ def resolve(path: str | os.PathLike) -> Path:
 
 
 def from_config(cfg: Mapping) -> Dataset:
-    """Build a Dataset from a dataset config mapping (a `cfg.dataset` node or a plain dict)."""
+    """Build a Dataset from a dataset config mapping (a `cfg.dataset` node or a plain dict).
+
+    >>> from_config({"name": "old", "path": "data/owt_sample.txt", "other": "x"}).cross_domain
+    'x'
+    """
     missing = [k for k in ("name", "path") if not cfg.get(k)]
     if missing:
         raise ValueError(f"dataset config {dict(cfg)!r} lacks {missing}; see conf/dataset/")
@@ -67,15 +75,14 @@ def from_config(cfg: Mapping) -> Dataset:
         heldout_path=resolve(heldout) if heldout else None,
         special_tokens=list(cfg.get("special_tokens") or []),
         document_separator=str(cfg.get("document_separator") or EOT),
-        other=cfg.get("other"),
+        # runs made before the key was renamed recorded it as `other`
+        cross_domain=cfg.get("cross_domain", cfg.get("other")),
         download=cfg.get("download"),
     )
 
 
 def load_named(name: str) -> Dataset:
     """The Dataset of `conf/dataset/<name>.yaml` (used for the cross-domain measurement)."""
-    import yaml
-
     path = CONF_DIR / "dataset" / f"{name}.yaml"
     if not path.is_file():
         choices = sorted(p.stem for p in (CONF_DIR / "dataset").glob("*.yaml"))

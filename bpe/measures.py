@@ -1,6 +1,9 @@
-"""Measures of a tokenizer for the experiment reports: compression, throughput, Pile projection.
+"""Measures of a tokenizer for the experiment reports, and the names they are filed under.
 
 What it does:
+    * `TOKEN_KINDS` and `token_kind`: what a learned token is made of (whole word, number, ...),
+      with the label reports use for each kind;
+    * `TRAIN_STAGES` / `RUN_STAGES`: the stages a run's times and memory are recorded under;
     * `load_documents` reads a corpus file into documents split on `<|endoftext|>`;
     * `compression_ratio` is UTF-8 bytes per token over a set of documents;
     * `measure_throughput` times `Tokenizer.encode` over documents (bytes per second), reporting
@@ -10,7 +13,9 @@ What it does:
       `tiktoken_gpt2_encoding` builds tiktoken's GPT-2 encoding offline from the same files.
 
 What it does not do: write metrics.json or reports (the experiment harness does), or run
-several processes (throughput is single-thread, like the reference it is compared with).
+several processes (throughput is single-thread, like the reference it is compared with). Both
+the experiment harness (which records these measures) and the analysis (which reports them)
+import this module; neither imports the other.
 """
 
 from __future__ import annotations
@@ -21,6 +26,9 @@ import time
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
+from typing import NamedTuple
+
+import regex
 
 from bpe._io import DATA_DIR
 from bpe.pretokenize import EOT, GPT2_PATTERN
@@ -32,6 +40,60 @@ logger = logging.getLogger(__name__)
 PILE_BYTES = 825e9
 #: data/gpt2 inside the repository that holds this package.
 GPT2_DIR = DATA_DIR / "gpt2"
+
+#: The stages of one training call (`bpe.training`), in the order they run.
+TRAIN_STAGES = ("pretokenize", "merge")
+#: The stages metrics.json records a time for, in the order they run.
+TIMED_STAGES = (*TRAIN_STAGES, "save", "analysis")
+#: The stages of a run, in order (memory samples are tagged with them; the sampler calls the
+#: setup stage "start").
+RUN_STAGES = ("setup", *TIMED_STAGES, "report")
+#: Stages older runs recorded that reports leave out: `read` only checked that the input file
+#: exists (always about 0.000 s).
+RETIRED_STAGES = ("read",)
+
+
+class TokenKind(NamedTuple):
+    """One kind of learned token and how reports speak of it."""
+
+    name: str
+    label: str  # what a share of the learned tokens is: "digit runs"
+    one: str  # one token of the kind, in a sentence: "a number"
+
+
+#: Token kinds in the order metrics.json and reports list them; `token_kind` decides.
+TOKEN_KINDS = (
+    TokenKind("word", "whole words or word pieces (letters only)", "a whole word"),
+    TokenKind("number", "digit runs", "a number"),
+    TokenKind("punctuation", "punctuation/symbol runs", "a run of punctuation"),
+    TokenKind("whitespace", "whitespace runs", "a run of whitespace"),
+    TokenKind("partial_utf8", "partial UTF-8 sequences", "a partial UTF-8 sequence"),
+    TokenKind("mixed", "mixed (letters with punctuation, etc.)", "a mix of letters and symbols"),
+)
+
+# Tried in order; a token matching none of them is "mixed", one that is not UTF-8 "partial_utf8".
+_KIND_PATTERNS = (
+    ("word", regex.compile(r"^ ?\p{L}+$")),
+    ("number", regex.compile(r"^ ?\p{N}+$")),
+    ("punctuation", regex.compile(r"^ ?[^\s\p{L}\p{N}]+$")),
+    ("whitespace", regex.compile(r"^\s+$")),
+)
+
+
+def token_kind(token: bytes) -> str:
+    """Classify a token by what its text is made of (one of the `TOKEN_KINDS` names).
+
+    >>> [token_kind(t) for t in (b" the", b"ing", b"2024", b"!!", b"\\n\\n", b"\\xe6", b"a.")]
+    ['word', 'word', 'number', 'punctuation', 'whitespace', 'partial_utf8', 'mixed']
+    """
+    try:
+        text = token.decode("utf-8")
+    except UnicodeDecodeError:
+        return "partial_utf8"
+    for name, pattern in _KIND_PATTERNS:
+        if pattern.match(text):
+            return name
+    return "mixed"
 
 
 def load_documents(
@@ -46,7 +108,11 @@ def load_documents(
         FileNotFoundError: the file is missing.
         ValueError: an empty separator or a negative max_docs.
 
-    >>> # "a<|endoftext|><|endoftext|>b"  ->  ["a", "b"]
+    >>> import tempfile, pathlib
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "docs.txt"
+    >>> _ = path.write_text(f"a{EOT}{EOT}b", encoding="utf-8")
+    >>> load_documents(path)
+    ['a', 'b']
     """
     if not separator:
         raise ValueError("separator='' would split between every character; pass a marker")

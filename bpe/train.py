@@ -5,9 +5,11 @@
     bpe-train experiment=owt_32k
     bpe-train -m trainer=naive,indexed,heap vocab_size=500,1000 dataset=tinystories_sample
 
-A thin shell: `bpe.experiment.runner.train(cfg)` does the work and returns the metrics, so tests
-call it without the command line. In a sweep (-m) a failing job is recorded as failed in its
-run directory and the sweep goes on; a single run that fails exits with status 1.
+A thin shell that wires the layers: `bpe.experiment.runner.run_experiment(cfg, report=...)` does
+the work and returns the metrics (tests call it without the command line), and this module hands
+it the report writer of `bpe.analysis.run_report`, so neither layer imports the other. In a sweep
+(-m) a failing job is recorded as failed in its run directory and the sweep goes on; a single run
+that fails exits with status 1.
 """
 
 from __future__ import annotations
@@ -16,24 +18,25 @@ import logging
 import sys
 
 import hydra
+import yaml
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from bpe._io import CONF_DIR
-from bpe.experiment.runner import train
+from bpe.analysis.run_report import write_run_report
+from bpe.experiment.runner import run_experiment
 
 logger = logging.getLogger("bpe.train")
 
-__all__ = ["main", "train"]
+__all__ = ["main"]
 
 
 # subtle: an absolute path, because inside a package Hydra would look for a `conf` module.
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
 def _app(cfg: DictConfig) -> str | None:
-    from hydra.core.hydra_config import HydraConfig
-
     multirun = str(HydraConfig.get().mode) == "RunMode.MULTIRUN"
     try:
-        metrics = train(cfg)
+        metrics = run_experiment(cfg, report=write_run_report)
     except KeyboardInterrupt:
         logger.error("interrupted: the run is marked failed in its metrics.json")
         raise
@@ -52,8 +55,6 @@ def unknown_keys(overrides: list[str]) -> list[str]:
     >>> unknown_keys(["vocab_size=500", "dataset.path=x.txt", "vocab_sze=500", "-m"])
     ['vocab_sze']
     """
-    import yaml
-
     config = yaml.safe_load((CONF_DIR / "config.yaml").read_text("utf-8"))
     groups = {p.name for p in CONF_DIR.iterdir() if p.is_dir()}
     known = groups | set(config) | {"hydra"}

@@ -30,12 +30,12 @@ from IPython.display import Image, display
 
 from bpe._io import PROJECT_ROOT
 from bpe.analysis import figures, load_runs
-from bpe.analysis.loader import tidy
+from bpe.analysis.loader import complete, tidy
 from bpe.analysis.sweep import merge_agreement
 
 EXPERIMENTS = Path(os.environ.get("BPE_EXPERIMENTS", PROJECT_ROOT / "experiments"))
 runs = tidy(load_runs(EXPERIMENTS))
-done = runs[(runs["status"] == "complete") & ~runs["profiled"]]
+done = complete(runs, unprofiled=True)
 print(f"{len(runs)} runs under {EXPERIMENTS.name}/, {len(done)} complete and unprofiled")
 
 # %% [markdown]

@@ -25,12 +25,12 @@ from IPython.display import Image, display
 
 from bpe._io import PROJECT_ROOT
 from bpe.analysis import figures, load_runs
-from bpe.analysis.loader import tidy
+from bpe.analysis.loader import complete, tidy
 
 EXPERIMENTS = Path(os.environ.get("BPE_EXPERIMENTS", PROJECT_ROOT / "experiments"))
 frame = load_runs(EXPERIMENTS)
 runs = tidy(frame)
-done = runs[runs["status"] == "complete"]
+done = complete(runs)
 print(f"{len(done)} complete runs on {sorted(set(done['dataset']))}")
 
 # %% [markdown]

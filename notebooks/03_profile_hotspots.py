@@ -26,7 +26,7 @@ from IPython.display import Image, display
 
 from bpe._io import PROJECT_ROOT
 from bpe.analysis import figures, load_runs
-from bpe.analysis.loader import tidy
+from bpe.analysis.loader import shown_stages, tidy
 
 EXPERIMENTS = Path(os.environ.get("BPE_EXPERIMENTS", PROJECT_ROOT / "experiments"))
 frame = load_runs(EXPERIMENTS)
@@ -36,12 +36,15 @@ print(f"{len(profiled)} profiled run(s)")
 
 # %% [markdown]
 # ## Stage times of every complete run (seconds)
+#
+# In the order the runs recorded them (stages older runs had and reports leave out are dropped).
 
 # %%
-stage_cols = [f"metrics.timings.{s}" for s in ("read", "pretokenize", "merge", "save", "analysis")]
-present = [c for c in stage_cols if c in frame]
-times = frame.loc[frame["status"] == "complete", ["run_name", *present]].set_index("run_name")
-times.columns = [c.rsplit(".", 1)[1] for c in present]
+prefix = "metrics.timings."
+stages = shown_stages(c[len(prefix) :] for c in frame.columns if c.startswith(prefix))
+times = frame.loc[frame["status"] == "complete", ["run_name", *(prefix + s for s in stages)]]
+times = times.set_index("run_name")
+times.columns = stages
 times.round(3)
 
 # %% [markdown]

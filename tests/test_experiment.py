@@ -1,5 +1,5 @@
-"""The experiment harness: configs compose, train(cfg) leaves complete self-describing runs,
-failures are recorded as failed, reports regenerate identically, the CLI works end to end."""
+"""The experiment harness: configs compose, run_experiment(cfg) leaves complete self-describing
+runs, failures are recorded as failed, reports regenerate identically, the CLI works end to end."""
 
 from __future__ import annotations
 
@@ -15,7 +15,9 @@ from hydra import compose, initialize_config_dir
 
 from bpe._io import CONF_DIR
 from bpe.analysis.cli import main as report_main
+from bpe.analysis.run_report import write_run_report
 from bpe.experiment import rundir, runner
+from bpe.measures import RETIRED_STAGES, RUN_STAGES, TIMED_STAGES
 from tests.conftest import FIXTURES, ROOT
 
 FAST = [
@@ -31,6 +33,11 @@ FAST = [
 def make_cfg(tmp_path: Path, *overrides: str):
     with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
         return compose("config", overrides=[f"experiments_dir={tmp_path}", *FAST, *overrides])
+
+
+def run_with_report(cfg) -> dict:
+    """A run with its ANALYSIS.md, wired as the command line wires it."""
+    return runner.run_experiment(cfg, report=write_run_report)
 
 
 def run_dirs(root: Path) -> list[Path]:
@@ -59,7 +66,7 @@ def test_defaults_list_is_the_table_of_contents():
 
 
 def test_train_writes_a_complete_run_dir(tmp_path, trainer_name):
-    metrics = runner.train(make_cfg(tmp_path, f"trainer={trainer_name}"))
+    metrics = run_with_report(make_cfg(tmp_path, f"trainer={trainer_name}"))
     (run,) = run_dirs(tmp_path)
     for name in ("vocab.json", "merges.txt", "merge_counts.json", "metrics.json",
                  "environment.json", "train.log", "ANALYSIS.md", ".hydra/config.yaml",
@@ -69,8 +76,11 @@ def test_train_writes_a_complete_run_dir(tmp_path, trainer_name):
     assert on_disk == json.loads(json.dumps(metrics))
     assert on_disk["status"] == "complete" and on_disk["error"] is None
     assert on_disk["counts"]["merges"] == 400 - 257
-    assert set(on_disk["timings"]) >= {"read", "pretokenize", "merge", "save", "analysis", "total"}
+    recorded = [s for s in on_disk["timings"] if s not in RETIRED_STAGES]
+    assert recorded == [*TIMED_STAGES, "total"]  # the stages, in the order they ran
     assert on_disk["memory"]["peak_mb"] > 0 and on_disk["memory"]["timeline"]
+    labels = {stage for _, _, stage in on_disk["memory"]["timeline"]}
+    assert labels <= {"start", *RUN_STAGES, *RETIRED_STAGES}  # training samples relabelled
     assert on_disk["longest_tokens"][0]["bytes"] >= on_disk["longest_tokens"][-1]["bytes"]
     assert on_disk["compression"]["own"]["ratio"] > 1
     assert run.name.endswith(f"_tinystories_sample_{trainer_name}_v400")
@@ -87,9 +97,16 @@ def test_train_writes_a_complete_run_dir(tmp_path, trainer_name):
     assert "stage save" in log and "run complete" in log
 
 
+def test_a_run_without_a_report_writer_completes_without_analysis(tmp_path):
+    metrics = runner.run_experiment(make_cfg(tmp_path), report=None)
+    (run,) = run_dirs(tmp_path)
+    assert metrics["status"] == "complete" and (run / "merges.txt").is_file()
+    assert not (run / "ANALYSIS.md").exists()
+
+
 def test_siblings_are_compared_and_merges_checked(tmp_path):
-    runner.train(make_cfg(tmp_path, "trainer=indexed"))
-    runner.train(make_cfg(tmp_path, "trainer=heap"))
+    run_with_report(make_cfg(tmp_path, "trainer=indexed"))
+    run_with_report(make_cfg(tmp_path, "trainer=heap"))
     newest = run_dirs(tmp_path)[-1]
     report = (newest / "ANALYSIS.md").read_text("utf-8")
     assert "| indexed" in report and "identical" in report
@@ -97,7 +114,7 @@ def test_siblings_are_compared_and_merges_checked(tmp_path):
 
 
 def test_cprofile_writes_profile_and_marks_timings(tmp_path):
-    metrics = runner.train(make_cfg(tmp_path, "profiler=cprofile"))
+    metrics = run_with_report(make_cfg(tmp_path, "profiler=cprofile"))
     (run,) = run_dirs(tmp_path)
     summary = json.loads((run / "profile" / "summary.json").read_text("utf-8"))
     assert (run / "profile" / "cprofile.pstats").is_file()
@@ -109,7 +126,7 @@ def test_cprofile_writes_profile_and_marks_timings(tmp_path):
 
 @pytest.mark.slow
 def test_scalene_profiles_in_a_child_process(tmp_path):
-    metrics = runner.train(make_cfg(tmp_path, "profiler=scalene"))
+    metrics = run_with_report(make_cfg(tmp_path, "profiler=scalene"))
     (run,) = run_dirs(tmp_path)
     assert metrics["status"] == "complete" and metrics["counts"]["merges"] == 143
     assert (run / "profile" / "scalene.json").is_file()
@@ -121,7 +138,7 @@ def test_scalene_profiles_in_a_child_process(tmp_path):
 
 def test_vocab_size_too_small_marks_the_run_failed(tmp_path):
     with pytest.raises(ValueError, match="too small"):
-        runner.train(make_cfg(tmp_path, "vocab_size=100"))
+        run_with_report(make_cfg(tmp_path, "vocab_size=100"))
     (run,) = run_dirs(tmp_path)
     metrics = json.loads((run / "metrics.json").read_text("utf-8"))
     assert metrics["status"] == "failed"
@@ -133,7 +150,7 @@ def test_missing_full_dataset_says_how_to_get_it(tmp_path):
     with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=[f"experiments_dir={tmp_path}", "dataset=owt"])
     with pytest.raises(FileNotFoundError, match=r"scripts/download_data.py owt"):
-        runner.train(cfg)
+        run_with_report(cfg)
 
 
 @pytest.mark.parametrize("exc", [KeyboardInterrupt, "sigterm", RuntimeError])
@@ -145,7 +162,7 @@ def test_interrupted_or_crashed_run_is_failed_with_nothing_half_written(tmp_path
 
     monkeypatch.setattr(runner, "train_bpe_detailed", boom)
     with pytest.raises(BaseException):  # noqa: B017 - each case raises its own type
-        runner.train(make_cfg(tmp_path))
+        run_with_report(make_cfg(tmp_path))
     (run,) = run_dirs(tmp_path)
     metrics = json.loads((run / "metrics.json").read_text("utf-8"))
     assert metrics["status"] == "failed" and metrics["error"]["stage"] == "train"
@@ -177,11 +194,11 @@ def test_unwritable_experiments_dir_is_a_clear_error(tmp_path):
     blocker = tmp_path / "a_file"
     blocker.write_text("x")
     with pytest.raises(PermissionError, match="experiments_dir"):
-        runner.train(make_cfg(blocker / "sub"))
+        run_with_report(make_cfg(blocker / "sub"))
 
 
 def test_bpe_report_regenerates_the_same_analysis(tmp_path):
-    runner.train(make_cfg(tmp_path))
+    run_with_report(make_cfg(tmp_path))
     (run,) = run_dirs(tmp_path)
     before = (run / "ANALYSIS.md").read_bytes()
     (run / "ANALYSIS.md").unlink()
@@ -243,7 +260,7 @@ def test_parallel_pretokenization_inside_a_run(tmp_path):
     """Workers started while the memory sampler thread runs (no fork-with-threads hang)."""
     cfg = make_cfg(tmp_path, "dataset=owt_sample", "num_workers=2", "vocab_size=300")
     cfg.dataset.path = "data/owt_sample.txt"
-    metrics = runner.train(cfg)
+    metrics = run_with_report(cfg)
     assert metrics["status"] == "complete" and metrics["counts"]["workers"] == 2
     assert metrics["counts"]["start_method"] != "fork"  # the sampler thread is running
     assert metrics["memory"]["per_stage_peak_mb"]["pretokenize"] > 0

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from bpe.analysis.run_report import reproduce_command, write_run_report
-from bpe.experiment.measure_run import token_kind, vocab_metrics
+from bpe.analysis.run_report import RunFacts, render_analysis, reproduce_command, write_run_report
+from bpe.experiment.evaluate import vocab_metrics
+from bpe.measures import TIMED_STAGES, token_kind
 from tests.conftest import FIXTURES, ROOT
 
 RUN = FIXTURES / "runs" / "2026-01-01_00-00-00_000000_tinystories_sample_heap_v300"
@@ -92,3 +93,24 @@ def test_token_kinds_and_longest_tokens():
     assert out["token_kinds"]["word"] == pytest.approx(1 / 3, abs=1e-3)
     assert out["token_kinds"]["partial_utf8"] == pytest.approx(1 / 3, abs=1e-3)
     assert out["token_lengths"]["1"] == 256
+
+
+def test_render_is_pure_and_lists_stages_in_recorded_order():
+    metrics = json.loads((RUN / "metrics.json").read_text("utf-8"))
+    metrics["timings"] = {"pretokenize": 1.0, "merge": 3.0, "save": 0.5, "analysis": 0.5}
+    metrics["memory"]["per_stage_peak_mb"] = {"start": 1.0, "read": 9.0, "merge": 2.0}
+    text = render_analysis(RunFacts(metrics=metrics))  # no run directory is read
+    stages = [line.split("|")[1].strip() for line in text.splitlines() if line.startswith("| ")]
+    assert stages[stages.index("stage") + 1 :][:4] == ["pretokenize", "merge", "save", "analysis"]
+    assert "| read" not in text  # a retired stage, even when an old run recorded it
+    assert "Training took 4.000 s; **merge** dominates with 75% of it" in text
+    assert "The most memory-hungry stage was **merge**." in text
+
+
+def test_failed_run_without_timings_still_gets_the_time_table():
+    metrics = json.loads((RUN / "metrics.json").read_text("utf-8"))
+    for key in ("timings", "memory", "longest_tokens", "compression", "throughput"):
+        metrics.pop(key)
+    text = render_analysis(RunFacts(metrics={**metrics, "status": "failed"}))
+    for stage in TIMED_STAGES:
+        assert f"| {stage}" in text

@@ -15,6 +15,10 @@ import logging
 import sys
 from pathlib import Path
 
+from bpe.analysis.reports import write_all_reports
+from bpe.analysis.run_report import write_run_report
+from bpe.analysis.sweep import write_sweep_report
+
 logger = logging.getLogger("bpe.report")
 
 
@@ -33,8 +37,6 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
         if args.all:
-            from bpe.analysis.reports import write_all_reports
-
             for path in write_all_reports(args.experiments_dir, out_dir=args.out):
                 logger.info("wrote %s", path)
             return 0
@@ -45,12 +47,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{str(args.path)!r} is not a directory; pass a run or sweep dir"
             )
         if (args.path / "metrics.json").is_file():
-            from bpe.analysis.run_report import write_run_report
-
             logger.info("wrote %s", write_run_report(args.path))
             return 0
-        from bpe.analysis.sweep import write_sweep_report
-
         logger.info("wrote %s", write_sweep_report(args.path))
         return 0
     except (FileNotFoundError, ValueError, PermissionError) as err:

@@ -23,11 +23,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from bpe._io import atomic_write_bytes  # noqa: E402
+from bpe.analysis.loader import trainer_order  # noqa: E402
+from bpe.trainers import TRAINERS  # noqa: E402
 
 logger = logging.getLogger(__name__)
 
-TRAINER_ORDER = ("naive", "indexed", "heap")
-_STYLE = {"naive": "o-", "indexed": "s-", "heap": "^-"}
+_MARKERS = ("o-", "s-", "^-", "D-", "v-", "P-")
 
 
 def _save(fig, path: str | os.PathLike) -> Path:
@@ -41,11 +42,23 @@ def _save(fig, path: str | os.PathLike) -> Path:
     return Path(path)
 
 
-def _trainers_in(frame: pd.DataFrame, column: str) -> list[str]:
-    present = list(dict.fromkeys(frame[column].dropna()))
-    return [t for t in TRAINER_ORDER if t in present] + sorted(
-        t for t in present if t not in TRAINER_ORDER
-    )
+def _style(trainer: str) -> str:
+    """A marker by the trainer's place in the registry, so it looks the same in every figure."""
+    registered = list(TRAINERS)
+    if trainer not in registered:
+        return "x-"
+    return _MARKERS[registered.index(trainer) % len(_MARKERS)]
+
+
+def _vocab_axes(ax, *, ylabel: str, title: str, log_y: bool = False) -> None:
+    """Label an axes whose x is the vocab size (log scale), as every vs-vocab figure does."""
+    ax.set_xscale("log")
+    if log_y:
+        ax.set_yscale("log")
+    ax.set_xlabel("vocab size")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
 
 
 def time_vs_vocab(
@@ -59,15 +72,10 @@ def time_vs_vocab(
 ) -> Path:
     """Log-log time vs vocab size, one line per trainer."""
     fig, ax = plt.subplots(figsize=(6, 4))
-    for trainer in _trainers_in(frame, trainer_col):
+    for trainer in trainer_order(frame[trainer_col]):
         sub = frame[frame[trainer_col] == trainer].groupby(vocab_col)[time_col].median()
-        ax.plot(sub.index, sub.values, _STYLE.get(trainer, "x-"), label=trainer)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("vocab size")
-    ax.set_ylabel("seconds (log)")
-    ax.set_title(title)
-    ax.grid(True, which="both", alpha=0.3)
+        ax.plot(sub.index, sub.values, _style(trainer), label=trainer)
+    _vocab_axes(ax, ylabel="seconds (log)", title=title, log_y=True)
     ax.legend()
     return _save(fig, path)
 
@@ -85,15 +93,11 @@ def speedup_vs_vocab(
     med = frame.groupby([trainer_col, vocab_col])[time_col].median().unstack(trainer_col)
     fig, ax = plt.subplots(figsize=(6, 4))
     if baseline in med:
-        for trainer in [t for t in _trainers_in(frame, trainer_col) if t != baseline]:
+        for trainer in [t for t in trainer_order(frame[trainer_col]) if t != baseline]:
             ratio = (med[baseline] / med[trainer]).dropna()
-            ax.plot(ratio.index, ratio.values, _STYLE.get(trainer, "x-"), label=trainer)
+            ax.plot(ratio.index, ratio.values, _style(trainer), label=trainer)
     ax.axhline(1.0, color="grey", lw=0.8)
-    ax.set_xscale("log")
-    ax.set_xlabel("vocab size")
-    ax.set_ylabel(f"speedup over {baseline} (x)")
-    ax.set_title(f"Speedup over {baseline}")
-    ax.grid(True, which="both", alpha=0.3)
+    _vocab_axes(ax, ylabel=f"speedup over {baseline} (x)", title=f"Speedup over {baseline}")
     if ax.get_legend_handles_labels()[0]:
         ax.legend()
     return _save(fig, path)
@@ -161,11 +165,7 @@ def compression_vs_vocab(
         ax.plot(sub.index, sub.values, "o-", color=f"C{k}", label=dataset)
         if gpt2 and dataset in gpt2:
             ax.axhline(gpt2[dataset], ls="--", color=f"C{k}", label=f"GPT-2 on {dataset}")
-    ax.set_xscale("log")
-    ax.set_xlabel("vocab size")
-    ax.set_ylabel("bytes per token")
-    ax.set_title("Compression vs vocab size")
-    ax.grid(True, which="both", alpha=0.3)
+    _vocab_axes(ax, ylabel="bytes per token", title="Compression vs vocab size")
     ax.legend(fontsize="small")
     return _save(fig, path)
 

@@ -6,7 +6,10 @@ directory itself, or a glob; reads each run's resolved config (`.hydra/config.ya
 columns prefixed `config.`, `metrics.` and `env.`. Failed and still-running runs are rows too,
 with their `status`. A run whose files are corrupt (bad JSON or YAML) is skipped with a
 warning naming it; the skipped directories and reasons are kept in `frame.attrs["skipped"]`
-so reports can say what they left out.
+so reports can say what they left out. `tidy` gives the short-named view every report uses, and
+the rules the reports share live here once: `complete` (which runs count), `merges_agree` (when
+two runs learned the same merges), `trainer_order` (how trainers are listed) and
+`shown_stages` (which recorded stages a report lists).
 
 What it does not do: compute or render anything (see `bpe.analysis.figures` and the report
 modules), or write to run directories.
@@ -24,6 +27,9 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from bpe.measures import RETIRED_STAGES, TRAIN_STAGES
+from bpe.trainers import TRAINERS
+
 logger = logging.getLogger(__name__)
 
 METRICS_FILE = "metrics.json"
@@ -33,8 +39,8 @@ _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 def find_run_dirs(path_or_glob: str | os.PathLike) -> list[Path]:
     """Run directories (holding metrics.json) at, below, or matched by path_or_glob; sorted.
 
-    >>> # find_run_dirs("experiments")            every run, sweeps included
-    >>> # find_run_dirs("experiments/*_owt_*")    runs whose directory name matches
+    `find_run_dirs("experiments")` finds every run, sweeps included;
+    `find_run_dirs("experiments/*_owt_*")` the runs whose directory name matches.
     """
     text = str(path_or_glob)
     if any(ch in text for ch in "*?["):
@@ -105,7 +111,7 @@ def load_runs(path_or_glob: str | os.PathLike = "experiments") -> pd.DataFrame:
     Raises:
         FileNotFoundError: the path does not exist.
 
-    >>> # df = load_runs("experiments"); df[["run_name", "status", "metrics.timings.merge"]]
+    For example `load_runs("experiments")[["run_name", "status", "metrics.timings.merge"]]`.
     """
     records, skipped = [], []
     for run_dir in find_run_dirs(path_or_glob):
@@ -147,7 +153,7 @@ TIDY_COLUMNS = {
     "job_num": "metrics.run.job_num",
     "pretokenize_seconds": "metrics.timings.pretokenize",
     "merge_seconds": "metrics.timings.merge",
-    "train_seconds": None,  # read + pretokenize + merge
+    "train_seconds": None,  # the TRAIN_STAGES (and `read` in older runs)
     "total_seconds": "metrics.timings.total",
     "peak_mb": "metrics.memory.peak_mb",
     "merges": "metrics.counts.merges",
@@ -173,9 +179,12 @@ def tidy(frame: pd.DataFrame) -> pd.DataFrame:
     for name, source in TIDY_COLUMNS.items():
         if source is not None:
             out[name] = frame[source] if source in frame else None
-    stages = [f"metrics.timings.{s}" for s in ("read", "pretokenize", "merge")]
+    stages = [f"metrics.timings.{s}" for s in TRAIN_STAGES]
     if all(s in frame for s in stages):
-        out["train_seconds"] = frame[stages].sum(axis=1, min_count=3)
+        out["train_seconds"] = frame[stages].sum(axis=1, min_count=len(stages))
+        for retired in (f"metrics.timings.{s}" for s in RETIRED_STAGES):
+            if retired in frame:  # part of the training call in older runs
+                out["train_seconds"] += frame[retired].fillna(0.0)
     else:
         out["train_seconds"] = None
     bps = "metrics.throughput.bytes_per_second"
@@ -183,3 +192,57 @@ def tidy(frame: pd.DataFrame) -> pd.DataFrame:
     out["profiled"] = out["profiled"].fillna(False).astype(bool)
     order = ["dataset", "vocab_size", "trainer", "run_dir"]
     return out.sort_values(order, kind="stable", na_position="last").reset_index(drop=True)
+
+
+def load_tidy(path: str | os.PathLike, *, hint: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """`load_runs(path)` and its `tidy` view: what every report over many runs starts from.
+
+    Raises:
+        FileNotFoundError: the path does not exist.
+        ValueError: it holds no run directory at all, not even a corrupt one; `hint` says
+            what to run first.
+    """
+    frame = load_runs(path)
+    if frame.empty and not frame.attrs.get("skipped"):
+        raise ValueError(f"no runs under {str(path)!r} (no metrics.json below it); {hint}")
+    return frame, tidy(frame)
+
+
+def complete(runs: pd.DataFrame, *, unprofiled: bool = False) -> pd.DataFrame:
+    """The runs (a `tidy` frame) that completed; with `unprofiled`, only those fit for timing.
+
+    Failed and unfinished runs have no trustworthy measurements; profiled runs' times include
+    the profiler's overhead.
+    """
+    keep = runs["status"] == "complete"
+    if unprofiled:
+        keep &= ~runs["profiled"]
+    return runs[keep]
+
+
+def merges_agree(*merges_sha256: object) -> bool:
+    """Whether runs learned the same merges: every merges sha256 known and all equal.
+
+    >>> merges_agree("ab", "ab"), merges_agree("ab", "cd"), merges_agree("ab", None)
+    (True, False, False)
+    """
+    return all(isinstance(s, str) for s in merges_sha256) and len(set(merges_sha256)) == 1
+
+
+def trainer_order(names: Iterable[object]) -> list[str]:
+    """The distinct trainer names given, in registry order (`bpe.trainers.TRAINERS`), others after.
+
+    >>> trainer_order(["heap", "naive", "heap", float("nan")])
+    ['naive', 'heap']
+    """
+    present = {n for n in names if isinstance(n, str)}
+    return [t for t in TRAINERS if t in present] + sorted(present - set(TRAINERS))
+
+
+def shown_stages(recorded: Iterable[str]) -> list[str]:
+    """The recorded stage names a report lists, in recorded order (no total, no retired stage).
+
+    >>> shown_stages(["read", "pretokenize", "merge", "total"])
+    ['pretokenize', 'merge']
+    """
+    return [s for s in recorded if s != "total" and s not in RETIRED_STAGES]

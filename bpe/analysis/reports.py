@@ -26,14 +26,17 @@ import pandas as pd
 
 from bpe._io import atomic_open, atomic_write_text
 from bpe.analysis import figures
-from bpe.analysis.loader import load_runs, tidy
+from bpe.analysis.loader import complete, load_tidy, trainer_order
 from bpe.analysis.markdown import clip, fmt, table
+from bpe.analysis.run_report import write_run_report
 from bpe.analysis.sweep import merge_agreement
+from bpe.trainers import TRAINERS
 
 logger = logging.getLogger(__name__)
 
 COMMAND = "bpe-report --all"
-TRAINERS = ("naive", "indexed", "heap")
+#: The trainer the others are timed against in trainers.md (the default, and the fastest).
+REFERENCE = "heap"
 
 
 def _rel(path: str, root: Path) -> str:
@@ -56,19 +59,14 @@ def _provenance(runs: pd.DataFrame, root: Path, what: str) -> list[str]:
     return lines
 
 
-def _clean(runs: pd.DataFrame) -> pd.DataFrame:
-    """Complete runs; unprofiled ones only when timing matters."""
-    return runs[(runs["status"] == "complete") & ~runs["profiled"]]
-
-
 # --------------------------------------------------------------------------------------------
 # trainers.md
 # --------------------------------------------------------------------------------------------
 
 
 def render_trainers(runs: pd.DataFrame, root: Path, out_dir: Path) -> str:
-    lines = ["# Trainers: naive vs indexed vs heap", ""]
-    clean = _clean(runs)
+    lines = [f"# Trainers: {' vs '.join(TRAINERS)}", ""]
+    clean = complete(runs, unprofiled=True)
     lines += _provenance(clean, root, "complete, unprofiled")
     if clean.empty:
         return "\n".join(lines + ["No complete unprofiled runs yet: run `bpe-train -m "
@@ -84,7 +82,8 @@ def render_trainers(runs: pd.DataFrame, root: Path, out_dir: Path) -> str:
         med = group.groupby(["vocab_size", "trainer"]).agg(
             merge=("merge_seconds", "median"), peak=("peak_mb", "median"), n=("run_dir", "size")
         )
-        trainers = [t for t in TRAINERS if t in set(group["trainer"])]
+        trainers = trainer_order(group["trainer"])
+        bases = [t for t in trainers if t != REFERENCE] if REFERENCE in trainers else []
         rows = []
         short = group[group["vocab"] < group["vocab_size"]]
         stopped = short.groupby("vocab_size")["vocab"].max().to_dict()
@@ -92,17 +91,16 @@ def render_trainers(runs: pd.DataFrame, root: Path, out_dir: Path) -> str:
             row = [f"{int(vocab)}*" if vocab in stopped else str(int(vocab))]
             for t in trainers:
                 row.append(fmt(med["merge"].get((vocab, t)), ".3f"))
-            heap = med["merge"].get((vocab, "heap"))
-            for base in ("naive", "indexed"):
-                if base in trainers and "heap" in trainers:
-                    b = med["merge"].get((vocab, base))
-                    row.append(fmt(b / heap if b is not None and heap else None, ".1f") + "x"
-                               if b is not None and heap else "n/a")  # fmt: skip
+            ref = med["merge"].get((vocab, REFERENCE))
+            for base in bases:
+                b = med["merge"].get((vocab, base))
+                row.append(fmt(b / ref if b is not None and ref else None, ".1f") + "x"
+                           if b is not None and ref else "n/a")  # fmt: skip
             for t in trainers:
                 row.append(fmt(med["peak"].get((vocab, t)), ".0f"))
             rows.append(row)
-        bases = [b for b in ("naive", "indexed") if b in trainers and "heap" in trainers]
-        headers = ["vocab", *(f"{t} merge s" for t in trainers), *(f"heap vs {b}" for b in bases)]
+        headers = ["vocab", *(f"{t} merge s" for t in trainers)]
+        headers += [f"{REFERENCE} vs {b}" for b in bases]
         headers += [f"{t} peak MB" for t in trainers]
         lines += [table(rows, headers), ""]
         if stopped:
@@ -174,10 +172,12 @@ def _kinds(frame: pd.DataFrame, run_dir: str) -> dict[str, float]:
 
 def render_datasets(runs: pd.DataFrame, frame: pd.DataFrame, root: Path, out_dir: Path) -> str:
     lines = ["# Datasets: what the vocabularies look like and how well they compress", ""]
-    done = runs[runs["status"] == "complete"]
-    # one representative run per (dataset, vocab): prefer heap, then the newest
+    done = complete(runs)
+    # one representative run per (dataset, vocab): the REFERENCE trainer (registered last), then
+    # the others from last registered to first, then the newest
+    preference = {t: k for k, t in enumerate(reversed(TRAINERS))}
     reps = (
-        done.assign(_pref=done["trainer"].map({"heap": 0, "indexed": 1, "naive": 2}).fillna(3))
+        done.assign(_pref=done["trainer"].map(preference).fillna(len(preference)))
         .sort_values(
             ["dataset", "vocab_size", "_pref", "run_dir"], ascending=[True, True, True, False]
         )
@@ -337,7 +337,7 @@ def render_index(
     if not runs.empty:
         lines += [
             f"Datasets: {', '.join(sorted(set(runs['dataset'].dropna())))}. "
-            f"Trainers: {', '.join(t for t in TRAINERS if t in set(runs['trainer']))}. "
+            f"Trainers: {', '.join(trainer_order(runs['trainer']))}. "
             "Vocab sizes: "
             f"{', '.join(str(int(v)) for v in sorted(set(runs['vocab_size'].dropna())))}."
         ]  # fmt: skip
@@ -363,13 +363,9 @@ def write_all_reports(
         ValueError: it holds no runs at all (nothing to report).
     """
     root = Path(experiments_dir)
-    frame = load_runs(root)
-    if frame.empty and not frame.attrs.get("skipped"):
-        raise ValueError(
-            f"no runs under {str(root)!r}; train some first, e.g. "
-            "`bpe-train -m experiment=compare_trainers`"
-        )
-    runs = tidy(frame) if not frame.empty else tidy(pd.DataFrame(columns=["run_dir"]))
+    frame, runs = load_tidy(
+        root, hint="train some first, e.g. `bpe-train -m experiment=compare_trainers`"
+    )
     out = Path(out_dir)
     fig_dir = out / "figures"
     examples = example_runs(runs)
@@ -384,10 +380,10 @@ def write_all_reports(
 
 def example_runs(runs: pd.DataFrame) -> list[Path]:
     """One run per dataset to show in full: the largest complete unprofiled vocab, heap first."""
-    done = _clean(runs)
+    done = complete(runs, unprofiled=True)
     if done.empty:
         return []
-    ranked = done.assign(_heap=(done["trainer"] != "heap")).sort_values(
+    ranked = done.assign(_heap=(done["trainer"] != REFERENCE)).sort_values(
         ["dataset", "vocab_size", "_heap", "run_dir"], ascending=[True, False, True, False]
     )
     return [Path(p) for p in ranked.groupby("dataset", sort=True).head(1)["run_dir"]]
@@ -395,8 +391,6 @@ def example_runs(runs: pd.DataFrame) -> list[Path]:
 
 def _copy_run_reports(run_dirs: list[Path], dest: Path) -> list[Path]:
     """Regenerate each example run's ANALYSIS.md and copy it (with figures) under dest."""
-    from bpe.analysis.run_report import write_run_report
-
     written = []
     for run_dir in run_dirs:
         report = write_run_report(run_dir)

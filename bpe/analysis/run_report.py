@@ -1,10 +1,16 @@
 """ANALYSIS.md for one run, computed from the files in its run directory only.
 
-What it does: reads metrics.json, environment.json, merges.txt, merge_counts.json and
-profile/summary.json of a run, draws its figures (memory timeline, token lengths, merge counts)
-into `figures/`, compares it with sibling runs of the same dataset found in the experiments
-directory, and writes ANALYSIS.md atomically. `bpe-report RUN_DIR` calls it again at any time
-and, for unchanged inputs, writes the same bytes.
+What it does, in three steps that `write_run_report` runs in order:
+
+    draw     the run's figures (memory timeline, token lengths, merge counts) into `figures/`
+    gather   `gather_run`: reads metrics.json, environment.json and profile/summary.json, which
+             figures exist, and the sibling runs of the same dataset in the experiments
+             directory (with whether their merges agree) into one `RunFacts`
+    render   `render_analysis`: pure `section_*` functions over the `RunFacts`, no file access
+
+and writes ANALYSIS.md atomically. `bpe-report RUN_DIR` calls it again at any time and, for
+unchanged inputs, writes the same bytes. Stages are listed in the order metrics.json recorded
+them; stages older runs recorded but that no longer exist (`read`) are left out.
 
 What it does not do: measure anything (training did), or touch any file but ANALYSIS.md and
 figures/.
@@ -14,22 +20,30 @@ from __future__ import annotations
 
 import json
 import logging
+import math
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bpe._io import atomic_write_text
 from bpe.analysis import figures
+from bpe.analysis.loader import complete, load_runs, merges_agree, shown_stages, tidy
 from bpe.analysis.markdown import clip, fmt, table
+from bpe.measures import (
+    RETIRED_STAGES,
+    RUN_STAGES,
+    TIMED_STAGES,
+    TOKEN_KINDS,
+    TRAIN_STAGES,
+    token_kind,
+)
 
 logger = logging.getLogger(__name__)
 
-STAGES = ("read", "pretokenize", "merge", "save", "analysis")
-KIND_LABELS = {
-    "word": "whole words or word pieces (letters only)",
-    "number": "digit runs",
-    "punctuation": "punctuation/symbol runs",
-    "whitespace": "whitespace runs",
-    "partial_utf8": "partial UTF-8 sequences",
-    "mixed": "mixed (letters with punctuation, etc.)",
+#: The figures a run report can show: key -> path inside the run directory.
+FIGURES = {
+    "memory": "figures/memory_timeline.png",
+    "lengths": "figures/token_lengths.png",
+    "merge_counts": "figures/merge_counts.png",
 }
 
 
@@ -81,49 +95,66 @@ def _merges_lines(run_dir: Path) -> list[str] | None:
     return [ln for ln in lines if ln and not ln.startswith("#version")]
 
 
+def _value(x):
+    """A pandas cell as a plain Python value; NaN and None become None."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return None
+    return x.item() if hasattr(x, "item") else x
+
+
+def merges_verdict(same: bool, mine: list[str], theirs: list[str] | None) -> str:
+    """How a sibling's merges compare with this run's, for the siblings table.
+
+    `same` is `merges_agree` of the two runs; otherwise the merge lists are compared, since a
+    run with a smaller vocab should hold the first merges of a larger one.
+
+    >>> merges_verdict(True, [], None), merges_verdict(False, ["a b"], None)
+    ('identical', 'n/a')
+    >>> merges_verdict(False, ["a b", "c d"], ["a b"]), merges_verdict(False, ["a b"], ["c d"])
+    ('same first 1', 'DIFFERENT')
+    """
+    if same:
+        return "identical"
+    if theirs is None:
+        return "n/a"
+    n = min(len(theirs), len(mine))
+    return f"same first {n}" if theirs[:n] == mine[:n] else "DIFFERENT"
+
+
 def sibling_rows(run_dir: Path, metrics: dict) -> list[dict]:
     """Complete runs of the same dataset in the experiments dir, other than this one."""
-    from bpe.analysis.loader import find_run_dirs
-
-    dataset = metrics["run"].get("dataset")
-    mine = _merges_lines(run_dir) or []
+    root = experiments_root(run_dir)
+    runs = complete(tidy(load_runs(root)))
+    runs = runs[runs["dataset"] == metrics["run"].get("dataset")]
+    mine = _merges_lines(run_dir) or []  # a run that failed early has no merges.txt
     rows = []
-    for other in find_run_dirs(experiments_root(run_dir)):
+    for _, r in runs.iterrows():
+        other = Path(r["run_dir"])
         if other.resolve() == run_dir.resolve():
             continue
-        m = _load_json(other / "metrics.json")
-        if not isinstance(m, dict) or m.get("run", {}).get("dataset") != dataset:
-            continue
-        if m.get("status") != "complete":
-            continue
-        theirs = _merges_lines(other)
-        if theirs is None:
-            agree = "n/a"
-        elif m.get("merges_sha256") == metrics.get("merges_sha256"):
-            agree = "identical"
-        else:
-            n = min(len(theirs), len(mine))
-            agree = f"same first {n}" if theirs[:n] == mine[:n] else "DIFFERENT"
+        same = merges_agree(metrics.get("merges_sha256"), _value(r["merges_sha256"]))
+        vocab_size = _value(r["vocab_size"])
         rows.append(
             {
                 "name": other.name,
-                "rel": other.relative_to(experiments_root(run_dir)).as_posix(),
-                "trainer": m["run"].get("trainer"),
-                "vocab_size": m["run"].get("vocab_size"),
-                "profiled": bool(m.get("profiled")),
-                "merge": (m.get("timings") or {}).get("merge"),
-                "total": (m.get("timings") or {}).get("total"),
-                "peak_mb": (m.get("memory") or {}).get("peak_mb"),
-                "agree": agree,
+                "rel": other.relative_to(root).as_posix(),
+                "trainer": _value(r["trainer"]),
+                # a float column when any run lacks it; the table shows whole numbers
+                "vocab_size": None if vocab_size is None else int(vocab_size),
+                "profiled": bool(r["profiled"]),
+                "merge": _value(r["merge_seconds"]),
+                "total": _value(r["total_seconds"]),
+                "peak_mb": _value(r["peak_mb"]),
+                "same_merges": same,
+                "agree": merges_verdict(same, mine, None if same else _merges_lines(other)),
             }
         )
     rows.sort(key=lambda r: (r["vocab_size"] or 0, r["trainer"] or "", r["rel"]))
     return rows
 
 
-def _figures(run_dir: Path, metrics: dict) -> dict[str, str]:
-    out_dir = run_dir / "figures"
-    made: dict[str, str] = {}
+def draw_figures(run_dir: Path, metrics: dict) -> None:
+    """Draw the run's figures into run_dir/figures (those its files have data for)."""
     memory = metrics.get("memory") or {}
     timeline = memory.get("timeline") or []
     if timeline:
@@ -135,102 +166,134 @@ def _figures(run_dir: Path, metrics: dict) -> dict[str, str]:
                 spans.append([stage, t, t])
         figures.memory_timeline(
             {"process tree (PSS, MB)": [(t, mb) for t, mb, _ in timeline]},
-            out_dir / "memory_timeline.png",
+            run_dir / FIGURES["memory"],
             stages=[tuple(s) for s in spans],
             title=f"Memory during {metrics['run'].get('name')}",
         )
-        made["memory"] = "figures/memory_timeline.png"
     lengths = metrics.get("token_lengths") or {}
     if lengths:
         values = [int(k) for k, n in lengths.items() for _ in range(int(n))]
         figures.histogram(
             values,
-            out_dir / "token_lengths.png",
+            run_dir / FIGURES["lengths"],
             xlabel="token length (bytes)",
             title="Vocab entries by length",
             bins=range(1, max(values) + 2),
             log_y=True,
         )
-        made["lengths"] = "figures/token_lengths.png"
     counts = _load_json(run_dir / "merge_counts.json")
     if counts:
         figures.line(
             {"count": counts},
-            out_dir / "merge_counts.png",
+            run_dir / FIGURES["merge_counts"],
             xlabel="merge step k",
             ylabel="occurrences of the k-th merged pair",
             title="How frequent the k-th merge is",
             log_y=True,
         )
-        made["merge_counts"] = "figures/merge_counts.png"
-    return made
 
 
-def render(run_dir: Path, metrics: dict, env: dict | None, profile: dict | None) -> str:
-    """The Markdown text of ANALYSIS.md (figures must already exist where referenced)."""
+@dataclass(frozen=True)
+class RunFacts:
+    """Everything ANALYSIS.md says, read from the run directory before rendering."""
+
+    metrics: dict
+    env: dict = field(default_factory=dict)
+    profile: dict | None = None
+    #: the keys of FIGURES whose file exists
+    figures: frozenset[str] = frozenset()
+    siblings: list[dict] = field(default_factory=list)
+
+
+def gather_run(run_dir: Path, metrics: dict) -> RunFacts:
+    """Read what the report of run_dir shows besides its metrics (drawn figures included)."""
+    return RunFacts(
+        metrics=metrics,
+        env=_load_json(run_dir / "environment.json") or {},
+        profile=_load_json(run_dir / "profile" / "summary.json"),
+        figures=frozenset(k for k, rel in FIGURES.items() if (run_dir / rel).is_file()),
+        siblings=sibling_rows(run_dir, metrics),
+    )
+
+
+def render_analysis(facts: RunFacts) -> str:
+    """The Markdown text of ANALYSIS.md: its sections in order (no file is read)."""
+    sections = (
+        section_header(facts.metrics, facts.env),
+        section_time(facts.metrics),
+        section_memory(facts.metrics, facts.figures),
+        section_profile(facts.metrics, facts.profile),
+        section_longest_tokens(facts.metrics, facts.figures),
+        section_compression(facts.metrics),
+        section_throughput(facts.metrics),
+        section_siblings(facts.metrics, facts.siblings),
+    )
+    return "\n".join(line for section in sections for line in section)
+
+
+def section_header(metrics: dict, env: dict) -> list[str]:
     run = metrics.get("run", {})
     counts = metrics.get("counts") or {}
-    timings = metrics.get("timings") or {}
-    memory = metrics.get("memory") or {}
-    lines: list[str] = []
-    add = lines.append
-
-    add(f"# Run analysis: {run.get('name')}")
-    add("")
-    add(
-        f"BPE training on **{run.get('dataset')}** with the **{run.get('trainer')}** trainer, "
-        f"vocab size {run.get('vocab_size')} (profiler: {run.get('profiler')})."
-    )
-    add("")
-    git = (env or {}).get("git") or {}
+    git = env.get("git") or {}
     sha = (git.get("sha") or "unknown")[:12]
     header_rows = [
         ["status", metrics.get("status")],
         ["started", metrics.get("started_at")],
         ["finished", metrics.get("finished_at")],
         ["code", f"{sha}{' (dirty, see diff.patch)' if git.get('dirty') else ''}"],
-        [
-            "python / cpus",
-            f"{(env or {}).get('python', 'n/a')} / {(env or {}).get('usable_cpus', 'n/a')}",
-        ],
+        ["python / cpus", f"{env.get('python', 'n/a')} / {env.get('usable_cpus', 'n/a')}"],
         ["input", f"{run.get('input_path')} ({counts.get('bytes', 'n/a')} bytes)"],
         ["merges sha256", metrics.get("merges_sha256")],
     ]
-    add(table(header_rows, ["", ""]))
-    add("")
-    add("Reproduce:")
-    add("")
-    add("```bash")
-    add(reproduce_command(run))
-    add("```")
-    add("")
+    lines = [
+        f"# Run analysis: {run.get('name')}",
+        "",
+        f"BPE training on **{run.get('dataset')}** with the **{run.get('trainer')}** trainer, "
+        f"vocab size {run.get('vocab_size')} (profiler: {run.get('profiler')}).",
+        "",
+        table(header_rows, ["", ""]),
+        "",
+        "Reproduce:",
+        "",
+        "```bash",
+        reproduce_command(run),
+        "```",
+        "",
+    ]
     if metrics.get("status") == "failed":
         err = metrics.get("error") or {}
-        add(
+        lines += [
             f"**This run failed** in stage `{err.get('stage')}`: "
-            f"{err.get('type')}: {err.get('message')}"
-        )
-        add("")
+            f"{err.get('type')}: {err.get('message')}",
+            "",
+        ]
+    return lines
 
-    # --- time
-    add("## Time")
-    add("")
-    total = sum(timings.get(s, 0.0) for s in STAGES) or None
+
+def section_time(metrics: dict) -> list[str]:
+    run = metrics.get("run", {})
+    counts = metrics.get("counts") or {}
+    timings = metrics.get("timings") or {}
+    # a run that failed before its timings were written still gets the table, as n/a
+    stages = shown_stages(timings) or list(TIMED_STAGES)
+    total = sum(v for s, v in timings.items() if s != "total") or None
     rows = [
         [
             s,
             fmt(timings.get(s)),
             fmt(100 * timings[s] / total, ".1f") if total and s in timings else "n/a",
         ]
-        for s in STAGES
+        for s in stages
     ]
-    add(table(rows, ["stage", "seconds", "% of run"], colalign=("left", "right", "right")))
-    add("")
-    train_stages = {s: timings[s] for s in ("read", "pretokenize", "merge") if s in timings}
+    lines = ["## Time", ""]
+    lines += [table(rows, ["stage", "seconds", "% of run"], colalign=("left", "right", "right"))]
+    lines.append("")
+    # older runs timed a `read` step inside the training call: it counts toward training
+    train_stages = {s: v for s, v in timings.items() if s in TRAIN_STAGES or s in RETIRED_STAGES}
     if train_stages:
         top = max(train_stages, key=train_stages.get)
         train_total = sum(train_stages.values())
-        add(
+        lines.append(
             f"Training took {fmt(train_total)} s; **{top}** dominates with "
             f"{fmt(100 * train_stages[top] / train_total, '.0f')}% of it "
             f"({counts.get('merges', 'n/a')} merges over {counts.get('unique_pretokens', 'n/a')} "
@@ -238,63 +301,64 @@ def render(run_dir: Path, metrics: dict, env: dict | None, profile: dict | None)
             f"{counts.get('chunks', 'n/a')} chunk(s) on {counts.get('workers', 'n/a')} worker(s))."
         )
     if metrics.get("profiled"):
-        add("")
-        add(
+        lines += [
+            "",
             f"*Timings were measured under the {run.get('profiler')} profiler and include its "
-            "overhead; compare speed only between runs with `profiler=none`.*"
-        )
+            "overhead; compare speed only between runs with `profiler=none`.*",
+        ]
     if metrics.get("stopped_early"):
-        add("")
-        add(
+        lines += [
+            "",
             f"Training stopped early: the corpus ran out of pairs after {counts.get('merges')} "
             f"merges, so the vocab has {counts.get('vocab')} entries instead of "
-            f"{run.get('vocab_size')}."
-        )
-    add("")
+            f"{run.get('vocab_size')}.",
+        ]
+    lines.append("")
+    return lines
 
-    # --- memory
-    add("## Memory")
-    add("")
+
+def section_memory(metrics: dict, figures_made: frozenset[str]) -> list[str]:
+    memory = metrics.get("memory") or {}
     per_stage = memory.get("per_stage_peak_mb") or {}
-    rows = [[s, fmt(per_stage.get(s), ".1f")] for s in ("start", *STAGES) if s in per_stage]
-    add(table(rows, ["stage", "peak MB (process tree, PSS)"], colalign=("left", "right")))
-    add("")
+    rows = [[s, fmt(per_stage[s], ".1f")] for s in shown_stages(per_stage)]
+    lines = ["## Memory", ""]
+    lines += [table(rows, ["stage", "peak MB (process tree, PSS)"], colalign=("left", "right"))]
+    lines.append("")
     if memory:
-        add(
+        lines.append(
             f"Peak memory of the whole process tree was **{fmt(memory.get('peak_mb'), '.1f')} MB** "
             f"(sampled every {memory.get('interval_s')} s; the parent's own peak RSS was "
             f"{fmt(memory.get('ru_maxrss_mb'), '.1f')} MB, the largest worker's "
             f"{fmt(memory.get('children_ru_maxrss_mb'), '.1f')} MB)."
         )
-        if per_stage:
-            worst = max((s for s in per_stage if s in STAGES), key=per_stage.get, default=None)
-            if worst:
-                add(f"The most memory-hungry stage was **{worst}**.")
-        add("")
-    if (run_dir / "figures" / "memory_timeline.png").is_file():
-        add("![memory timeline](figures/memory_timeline.png)")
-        add("")
+        worst = max((s for s in per_stage if s in RUN_STAGES), key=per_stage.get, default=None)
+        if worst:
+            lines.append(f"The most memory-hungry stage was **{worst}**.")
+        lines.append("")
+    if "memory" in figures_made:
+        lines += [f"![memory timeline]({FIGURES['memory']})", ""]
+    return lines
 
-    # --- profile
-    add("## Profile hot spots")
-    add("")
+
+def section_profile(metrics: dict, profile: dict | None) -> list[str]:
+    run = metrics.get("run", {})
+    lines = ["## Profile hot spots", ""]
     if profile and profile.get("functions"):
-        kind = profile.get("profiler")
-        if kind == "scalene":
+        if profile.get("profiler") == "scalene":
             rows = [
                 [f"`{r['file']}:{r['line']}`", r["code"] or "", fmt(r["cpu_percent"], ".1f"),
                  fmt(r["cpu_python_percent"], ".1f"), fmt(r["peak_mb"], ".1f")]
                 for r in profile.get("lines", [])[:10]
             ]  # fmt: skip
-            add("Top lines by CPU (scalene):")
-            add("")
-            add(table(rows, ["where", "code", "CPU %", "Python %", "peak MB"]))
-            add("")
             top = (profile.get("lines") or profile["functions"])[0]
-            add(
+            lines += [
+                "Top lines by CPU (scalene):",
+                "",
+                table(rows, ["where", "code", "CPU %", "Python %", "peak MB"]),
+                "",
                 f"The hottest line is `{top['file']}:{top['line']}` "
-                f"({fmt(top['cpu_percent'], '.1f')}% of CPU time)."
-            )
+                f"({fmt(top['cpu_percent'], '.1f')}% of CPU time).",
+            ]
         else:
             rows = [
                 [f"`{r['function']}`", f"`{r['file']}:{r['line']}`", r["calls"],
@@ -302,45 +366,46 @@ def render(run_dir: Path, metrics: dict, env: dict | None, profile: dict | None)
                  fmt(r["self_percent"], ".1f")]
                 for r in profile["functions"][:10]
             ]  # fmt: skip
-            add("Top functions by self time (cProfile, parent process only):")
-            add("")
-            add(table(rows, ["function", "where", "calls", "self s", "cum s", "self %"]))
-            add("")
             top = profile["functions"][0]
-            add(
+            lines += [
+                "Top functions by self time (cProfile, parent process only):",
+                "",
+                table(rows, ["function", "where", "calls", "self s", "cum s", "self %"]),
+                "",
                 f"Most self time is spent in `{top['function']}` ({top['file']}), "
-                f"{fmt(top['self_percent'], '.1f')}% of the profiled time."
-            )
+                f"{fmt(top['self_percent'], '.1f')}% of the profiled time.",
+            ]
     else:
-        add(f"Not profiled (profiler={run.get('profiler')}); rerun with `profiler=scalene` or "
-            "`profiler=cprofile` to see where the time goes.")  # fmt: skip
-    add("")
+        lines.append(
+            f"Not profiled (profiler={run.get('profiler')}); rerun with `profiler=scalene` or "
+            "`profiler=cprofile` to see where the time goes."
+        )
+    lines.append("")
+    return lines
 
-    # --- longest tokens
-    add("## Longest tokens")
-    add("")
+
+def section_longest_tokens(metrics: dict, figures_made: frozenset[str]) -> list[str]:
+    lines = ["## Longest tokens", ""]
     longest = metrics.get("longest_tokens") or []
     if longest:
         rows = [
             [k + 1, t["id"], t["bytes"], f"`{t['gpt2']}`", repr(t["text"])]
             for k, t in enumerate(longest)
         ]
-        add(table(rows, ["#", "id", "bytes", "GPT-2 rendering", "text"]))
-        add("")
-        add(_longest_judgement(longest, metrics))
-        add("")
-    if (run_dir / "figures" / "token_lengths.png").is_file():
-        add("![token lengths](figures/token_lengths.png)")
-        add("")
-    if (run_dir / "figures" / "merge_counts.png").is_file():
-        add("![merge counts](figures/merge_counts.png)")
-        add("")
+        lines += [table(rows, ["#", "id", "bytes", "GPT-2 rendering", "text"]), ""]
+        lines += [_longest_judgement(longest, metrics), ""]
+    if "lengths" in figures_made:
+        lines += [f"![token lengths]({FIGURES['lengths']})", ""]
+    if "merge_counts" in figures_made:
+        lines += [f"![merge counts]({FIGURES['merge_counts']})", ""]
+    return lines
 
-    # --- compression
-    add("## Compression")
-    add("")
+
+def section_compression(metrics: dict) -> list[str]:
+    lines = ["## Compression", ""]
     comp = metrics.get("compression") or {}
     rows = []
+    # "other" is the run's cross-domain dataset (the key metrics.json stores it under)
     for side in ("own", "other"):
         c = comp.get(side)
         if not c:
@@ -352,91 +417,78 @@ def render(run_dir: Path, metrics: dict, env: dict | None, profile: dict | None)
             c["docs"], c["bytes"],
             fmt(ratio), fmt(base), fmt(ratio / base if ratio and base else None, ".2f"),
         ])  # fmt: skip
-    if rows:
-        add(table(rows, ["held-out documents", "docs", "bytes", "bytes/token (ours)",
-                          "bytes/token (GPT-2)", "ours / GPT-2"]))  # fmt: skip
-        add("")
-        own, other = comp.get("own"), comp.get("other")
-        if own and other and own.get("ratio") and other.get("ratio"):
-            drop = 100 * (1 - other["ratio"] / own["ratio"])
-            add(
-                "On its own domain this tokenizer packs "
-                f"{fmt(own['ratio'], '.2f')} bytes per token; "
-                f"on {other['dataset']} {fmt(other['ratio'], '.2f')} "
-                f"({fmt(abs(drop), '.0f')}% {'less' if drop >= 0 else 'more'})."
-            )
-        if own and own.get("gpt2_ratio"):
-            rel = own["ratio"] / own["gpt2_ratio"]
-            add(
-                f"GPT-2's 50,257-token vocab gets {fmt(own['gpt2_ratio'], '.2f')} bytes per token "
-                "on "
-                f"the same documents: ours reaches {fmt(100 * rel, '.0f')}% of that."
-            )
-    else:
-        add("No held-out documents were measured.")
-    add("")
-
-    # --- throughput
-    add("## Throughput")
-    add("")
-    tp = metrics.get("throughput")
-    if tp:
-        rows = [
-            ["ours", fmt(tp["bytes_per_second"] / 1e6, ".2f"), fmt(tp.get("pile_hours"), ".1f")]
-        ]
-        if tp.get("gpt2_bytes_per_second"):
-            rows.append(["GPT-2 (same encoder)", fmt(tp["gpt2_bytes_per_second"] / 1e6, ".2f"),
-                         fmt(tp.get("gpt2_pile_hours"), ".1f")])  # fmt: skip
-        add(table(rows, ["tokenizer", "MB/s (one thread)", "hours for The Pile (825 GB)"]))
-        add("")
-        add(
-            f"At {fmt(tp['bytes_per_second'] / 1e6, '.2f')} MB/s on one core, tokenizing The Pile "
-            f"would take about {fmt(tp.get('pile_hours'), '.0f')} hours "
-            f"({fmt((tp.get('pile_hours') or 0) / 24, '.1f')} days)."
+    if not rows:
+        return [*lines, "No held-out documents were measured.", ""]
+    lines += [table(rows, ["held-out documents", "docs", "bytes", "bytes/token (ours)",
+                           "bytes/token (GPT-2)", "ours / GPT-2"]), ""]  # fmt: skip
+    own, other = comp.get("own"), comp.get("other")
+    if own and other and own.get("ratio") and other.get("ratio"):
+        drop = 100 * (1 - other["ratio"] / own["ratio"])
+        lines.append(
+            "On its own domain this tokenizer packs "
+            f"{fmt(own['ratio'], '.2f')} bytes per token; "
+            f"on {other['dataset']} {fmt(other['ratio'], '.2f')} "
+            f"({fmt(abs(drop), '.0f')}% {'less' if drop >= 0 else 'more'})."
         )
-    else:
-        add("Throughput was not measured.")
-    add("")
+    if own and own.get("gpt2_ratio"):
+        rel = own["ratio"] / own["gpt2_ratio"]
+        lines.append(
+            f"GPT-2's 50,257-token vocab gets {fmt(own['gpt2_ratio'], '.2f')} bytes per token "
+            f"on the same documents: ours reaches {fmt(100 * rel, '.0f')}% of that."
+        )
+    lines.append("")
+    return lines
 
-    # --- siblings
-    add("## Sibling runs (same dataset)")
-    add("")
-    sibs = sibling_rows(run_dir, metrics)
-    if sibs:
-        my_merge = timings.get("merge")
-        rows = []
-        for s in sibs:
-            speed = fmt(s["merge"] / my_merge, ".2f") if s["merge"] and my_merge else "n/a"
-            rows.append([s["rel"], s["trainer"], s["vocab_size"], fmt(s["merge"]), fmt(s["total"]),
-                         fmt(s["peak_mb"], ".1f"), speed + (" (profiled)" if s["profiled"] else ""),
-                         s["agree"]])  # fmt: skip
-        add(table(rows, ["run", "trainer", "vocab", "merge s", "total s", "peak MB",
-                          "their merge time / ours", "merges vs this run"]))  # fmt: skip
-        add("")
-        add(_sibling_summary(sibs, metrics))
-    else:
-        add("No other complete runs of this dataset in the experiments directory yet.")
-    add("")
-    return "\n".join(lines)
+
+def section_throughput(metrics: dict) -> list[str]:
+    lines = ["## Throughput", ""]
+    tp = metrics.get("throughput")
+    if not tp:
+        return [*lines, "Throughput was not measured.", ""]
+    rows = [["ours", fmt(tp["bytes_per_second"] / 1e6, ".2f"), fmt(tp.get("pile_hours"), ".1f")]]
+    if tp.get("gpt2_bytes_per_second"):
+        rows.append(["GPT-2 (same encoder)", fmt(tp["gpt2_bytes_per_second"] / 1e6, ".2f"),
+                     fmt(tp.get("gpt2_pile_hours"), ".1f")])  # fmt: skip
+    return [
+        *lines,
+        table(rows, ["tokenizer", "MB/s (one thread)", "hours for The Pile (825 GB)"]),
+        "",
+        f"At {fmt(tp['bytes_per_second'] / 1e6, '.2f')} MB/s on one core, tokenizing The Pile "
+        f"would take about {fmt(tp.get('pile_hours'), '.0f')} hours "
+        f"({fmt((tp.get('pile_hours') or 0) / 24, '.1f')} days).",
+        "",
+    ]
+
+
+def section_siblings(metrics: dict, sibs: list[dict]) -> list[str]:
+    lines = ["## Sibling runs (same dataset)", ""]
+    if not sibs:
+        lines.append("No other complete runs of this dataset in the experiments directory yet.")
+        return [*lines, ""]
+    my_merge = (metrics.get("timings") or {}).get("merge")
+    rows = []
+    for s in sibs:
+        speed = fmt(s["merge"] / my_merge, ".2f") if s["merge"] and my_merge else "n/a"
+        rows.append([s["rel"], s["trainer"], s["vocab_size"], fmt(s["merge"]), fmt(s["total"]),
+                     fmt(s["peak_mb"], ".1f"), speed + (" (profiled)" if s["profiled"] else ""),
+                     s["agree"]])  # fmt: skip
+    headers = ["run", "trainer", "vocab", "merge s", "total s", "peak MB",
+               "their merge time / ours", "merges vs this run"]  # fmt: skip
+    return [*lines, table(rows, headers), "", _sibling_summary(sibs, metrics), ""]
 
 
 def _longest_judgement(longest: list[dict], metrics: dict) -> str:
     top = longest[0]
     text = top["text"].strip()
     kinds = metrics.get("token_kinds") or {}
-    from bpe.experiment.measure_run import token_kind
-
+    by_name = {kind.name: kind for kind in TOKEN_KINDS}
     top_kind = (
         token_kind(top["text"].encode("utf-8")) if "\ufffd" not in top["text"] else "partial_utf8"
     )
-    descr = {
-        "word": "a whole word" if top["text"].startswith(" ") else "a word piece",
-        "number": "a number",
-        "punctuation": "a run of punctuation",
-        "whitespace": "a run of whitespace",
-        "partial_utf8": "a partial UTF-8 sequence",
-        "mixed": "a mix of letters and symbols",
-    }[top_kind]
+    if top_kind == "word" and not top["text"].startswith(" "):
+        descr = "a word piece"
+    else:
+        descr = by_name[top_kind].one
     sense = (
         "it makes sense as a frequent unit of this corpus"
         if top_kind in ("word", "number")
@@ -444,7 +496,7 @@ def _longest_judgement(longest: list[dict], metrics: dict) -> str:
     )
     among = sum(1 for t in longest if token_kind(t["text"].encode("utf-8")) == "word")
     parts = ", ".join(
-        f"{fmt(100 * share, '.0f')}% {KIND_LABELS[k]}"
+        f"{fmt(100 * share, '.0f')}% {by_name[k].label}"
         for k, share in sorted(kinds.items(), key=lambda kv: -kv[1])
         if share > 0
     )
@@ -462,7 +514,7 @@ def _sibling_summary(sibs: list[dict], metrics: dict) -> str:
     same_size = [s for s in sibs if s["vocab_size"] == run.get("vocab_size")]
     sentences = []
     if same_size:
-        different = [s for s in same_size if s["agree"] not in ("identical",)]
+        different = [s for s in same_size if not s["same_merges"]]
         if different:
             sentences.append(
                 f"{len(different)} run(s) at the same vocab size produced DIFFERENT merges: "
@@ -510,10 +562,8 @@ def write_run_report(run_dir: str | Path, *, metrics: dict | None = None) -> Pat
         metrics = _load_json(metrics_path)
     if not isinstance(metrics, dict):
         raise ValueError(f"{metrics_path} is not valid JSON; the run is corrupt")
-    env = _load_json(run_dir / "environment.json")
-    profile = _load_json(run_dir / "profile" / "summary.json")
-    _figures(run_dir, metrics)
-    text = render(run_dir, metrics, env, profile)
+    draw_figures(run_dir, metrics)
+    text = render_analysis(gather_run(run_dir, metrics))
     out = run_dir / "ANALYSIS.md"
     atomic_write_text(out, text + "\n")
     return out

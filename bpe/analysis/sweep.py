@@ -20,7 +20,7 @@ import pandas as pd
 
 from bpe._io import atomic_write_text
 from bpe.analysis import figures
-from bpe.analysis.loader import load_runs, tidy
+from bpe.analysis.loader import complete, load_tidy, merges_agree, shown_stages
 from bpe.analysis.markdown import fmt, table
 
 logger = logging.getLogger(__name__)
@@ -29,8 +29,10 @@ logger = logging.getLogger(__name__)
 def sweep_command(runs: pd.DataFrame, frame: pd.DataFrame) -> str:
     """The `bpe-train -m` command that reproduces the sweep, rebuilt from the jobs' overrides.
 
-    >>> # overrides [trainer=naive, vocab_size=300], [trainer=heap, vocab_size=300]
-    >>> # -> "bpe-train -m trainer=naive,heap vocab_size=300"
+    >>> jobs = pd.DataFrame({"metrics.run.overrides": [["trainer=naive", "vocab_size=300"],
+    ...                                                ["trainer=heap", "vocab_size=300"]]})
+    >>> sweep_command(jobs, jobs)
+    'bpe-train -m trainer=naive,heap vocab_size=300'
     """
     values: dict[str, list[str]] = {}
     column = "metrics.run.overrides"
@@ -49,19 +51,18 @@ def sweep_command(runs: pd.DataFrame, frame: pd.DataFrame) -> str:
 def merge_agreement(runs: pd.DataFrame) -> list[tuple[str, int, list[str], bool]]:
     """For each (dataset, vocab_size) with 2+ complete runs: trainers and whether merges agree."""
     out = []
-    done = runs[runs["status"] == "complete"]
-    for (dataset, vocab), group in done.groupby(["dataset", "vocab_size"], sort=True):
+    for (dataset, vocab), group in complete(runs).groupby(["dataset", "vocab_size"], sort=True):
         if len(group) < 2:
             continue
         trainers = sorted(set(group["trainer"]))
-        out.append((dataset, int(vocab), trainers, group["merges_sha256"].nunique() == 1))
+        out.append((dataset, int(vocab), trainers, merges_agree(*group["merges_sha256"])))
     return out
 
 
 def speed_sentences(runs: pd.DataFrame) -> list[str]:
     """Per (dataset, vocab): the fastest unprofiled trainer and its speedup over the others."""
     sentences = []
-    clean = runs[(runs["status"] == "complete") & ~runs["profiled"]]
+    clean = complete(runs, unprofiled=True)
     for (dataset, vocab), group in clean.groupby(["dataset", "vocab_size"], sort=True):
         med = group.groupby("trainer")["merge_seconds"].median().dropna()
         if len(med) < 2:
@@ -88,7 +89,7 @@ def _job_label(row: pd.Series, sweep_dir: Path) -> str:
 
 def _figures(runs: pd.DataFrame, frame: pd.DataFrame, out_dir: Path) -> list[tuple[str, str]]:
     made = []
-    done = runs[runs["status"] == "complete"]
+    done = complete(runs)
     if done.empty:
         return made
     if done["vocab_size"].nunique() > 1:
@@ -101,7 +102,9 @@ def _figures(runs: pd.DataFrame, frame: pd.DataFrame, out_dir: Path) -> list[tup
             gpt2 = done.groupby("dataset")["gpt2_compression"].median().dropna().to_dict()
             figures.compression_vs_vocab(done, out_dir / "compression.png", gpt2=gpt2)
             made.append(("Compression vs vocab size", "figures/compression.png"))
-    stage_cols = [c for c in frame.columns if c.startswith("metrics.memory.per_stage_peak_mb.")]
+    prefix = "metrics.memory.per_stage_peak_mb."
+    stages = shown_stages(c[len(prefix) :] for c in frame.columns if c.startswith(prefix))
+    stage_cols = [prefix + s for s in stages]
     if stage_cols:
         values = {}
         for _, row in done.iterrows():
@@ -195,7 +198,7 @@ def render_sweep(sweep_dir: Path, frame: pd.DataFrame, runs: pd.DataFrame, fig_l
         add(f"- {dataset} @ {vocab}: {', '.join(trainers)} produced {verdict}.")
     for sentence in speed_sentences(runs):
         add(f"- {sentence}")
-    done = runs[runs["status"] == "complete"]
+    done = complete(runs)
     if not done.empty and done["peak_mb"].notna().any():
         top = done.loc[done["peak_mb"].idxmax()]
         add(
@@ -224,13 +227,7 @@ def write_sweep_report(sweep_dir: str | Path) -> Path:
     sweep_dir = Path(sweep_dir)
     if not sweep_dir.is_dir():
         raise FileNotFoundError(f"sweep directory {str(sweep_dir)!r} does not exist")
-    frame = load_runs(sweep_dir)
-    if frame.empty and not frame.attrs.get("skipped"):
-        raise ValueError(
-            f"{str(sweep_dir)!r} holds no job directories (no metrics.json below it); pass a "
-            "sweep directory written by `bpe-train -m`"
-        )
-    runs = tidy(frame) if not frame.empty else tidy(pd.DataFrame(columns=["run_dir"]))
+    frame, runs = load_tidy(sweep_dir, hint="pass a sweep directory written by `bpe-train -m`")
     runs = runs.sort_values(["job_num", "run_dir"], kind="stable", na_position="last")
     fig_list = _figures(runs, frame, sweep_dir / "figures")
     out = sweep_dir / "SWEEP.md"

@@ -46,9 +46,10 @@ def tree_mb(pid: int | None = None) -> float:
 
 
 class MemorySampler:
-    """Background sampler: `with MemorySampler() as m: m.stage = "merge"; ...`.
+    """Background sampler: `with MemorySampler() as m: m.set_stage("merge"); ...`.
 
-    After exit, `summary()` gives peak, per-stage peaks and the (downsampled) timeline.
+    Samples are tagged "start" until the first `set_stage`. After exit, `summary()` gives the
+    peak, per-stage peaks and the (downsampled) timeline.
     """
 
     def __init__(self, *, interval: float = 0.05, max_points: int = 2000) -> None:

@@ -1,17 +1,21 @@
-"""`train(cfg)`: one training run from a Hydra config to a complete, self-describing run dir.
+"""`run_experiment(cfg, report=...)`: one training run from a Hydra config to a complete run dir.
 
-Stages (each timed, memory sampled throughout, status kept honest in metrics.json):
+Stages (`bpe.measures.RUN_STAGES`; all but setup and report timed in metrics.json, memory
+sampled throughout, status kept honest):
 
-    setup     validate the config, create the run dir, write config, environment, status=running
-    read / pretokenize / merge    `train_bpe_detailed` (optionally under a profiler)
-    save      vocab.json, merges.txt, merge_counts.json (atomic)
-    analysis  vocab metrics, compression, throughput (bpe.experiment.measure_run)
-    report    ANALYSIS.md + figures (bpe.analysis.run_report), then status=complete, last
+    setup       validate the config, create the run dir, write config, environment, status=running
+    pretokenize, merge    `train_bpe_detailed` (optionally under a profiler), timed by training
+    save        vocab.json, merges.txt, merge_counts.json (atomic)
+    analysis    vocab metrics, compression, throughput (`bpe.experiment.evaluate`)
+    report      the `report` writer the caller passes (the CLI passes ANALYSIS.md + figures),
+                then status=complete, last
 
 Any exception, Ctrl-C or SIGTERM marks the run `failed` (with the stage and traceback) and is
-re-raised; artifacts are written atomically, so each one is either complete or absent.
+re-raised; artifacts are written atomically, so each one is either complete or absent. A failure
+inside the training call is recorded as stage `train` (pretokenize and merge are one call).
 
-What it does not do: parse the command line (see `bpe.train`), or format Markdown itself.
+What it does not do: parse the command line (see `bpe.train`), or know how reports are written
+(the caller hands in the writer, so this layer never imports `bpe.analysis`).
 """
 
 from __future__ import annotations
@@ -24,13 +28,16 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Protocol
 
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from bpe import datasets
 from bpe._io import atomic_write_text
 from bpe.chunks import fair_share
 from bpe.experiment import environment
+from bpe.experiment.evaluate import evaluate
 from bpe.experiment.memory import MemorySampler
 from bpe.experiment.metrics import MetricsFile
 from bpe.experiment.profilers import check_profiler, run_cprofile, run_scalene
@@ -44,6 +51,12 @@ from bpe.training import TrainResult, train_bpe_detailed
 logger = logging.getLogger(__name__)
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+class ReportWriter(Protocol):
+    """Writes a run's report from its directory and final metrics (e.g. ANALYSIS.md)."""
+
+    def __call__(self, run_dir: Path, *, metrics: dict) -> object: ...
 
 
 class RunInterrupted(KeyboardInterrupt):
@@ -94,10 +107,8 @@ def _run_log(run_dir: Path) -> Iterator[None]:
 def _hydra_output_dir() -> tuple[Path | None, list[str], dict]:
     """Hydra's run/job dir, overrides and sweep info when running under @hydra.main."""
     try:
-        from hydra.core.hydra_config import HydraConfig
-
         hc = HydraConfig.get()
-    except (ImportError, ValueError):
+    except ValueError:  # not running under @hydra.main
         return None, [], {}
     sweep = {}
     if str(hc.mode) == "RunMode.MULTIRUN":
@@ -145,8 +156,13 @@ def validate(cfg: DictConfig) -> datasets.Dataset:
     return ds
 
 
-def train(cfg: DictConfig) -> dict:
+def run_experiment(cfg: DictConfig, *, report: ReportWriter | None) -> dict:
     """Run one training job described by cfg; returns the final metrics dict.
+
+    Args:
+        cfg: the composed config (conf/config.yaml and its groups).
+        report: called as `report(run_dir, metrics=...)` once every artifact is on disk and
+            before the status flips to complete; None writes no report.
 
     Raises whatever stopped the run (after marking it failed in metrics.json).
     """
@@ -196,26 +212,26 @@ def train(cfg: DictConfig) -> dict:
             ds = validate(cfg)
             with MemorySampler() as mem:
                 stage = "train"
-                mem.set_stage("pretokenize")
+                mem.set_stage(stage)
                 train_start = mem.elapsed()
                 result = _train_stage(cfg, ds, run_dir)
                 timings = dict(result.timings)
-                _label_stages(mem, timings, start=train_start)
+                _label_stages(mem, timings, start=train_start, label=stage)
 
                 stage = "save"
-                mem.set_stage("save")
+                mem.set_stage(stage)
                 t0 = time.perf_counter()
                 save_tokenizer_files(result.vocab, result.merges, run_dir)
                 atomic_write_text(run_dir / "merge_counts.json", json.dumps(result.merge_counts))
-                timings["save"] = time.perf_counter() - t0
-                logger.info("stage save: vocab.json, merges.txt in %.3f s", timings["save"])
+                timings[stage] = time.perf_counter() - t0
+                logger.info("stage save: vocab.json, merges.txt in %.3f s", timings[stage])
 
                 stage = "analysis"
-                mem.set_stage("analysis")
+                mem.set_stage(stage)
                 t0 = time.perf_counter()
-                analysis = _analysis_stage(cfg, ds, result)
-                timings["analysis"] = time.perf_counter() - t0
-                logger.info("stage analysis: %.3f s", timings["analysis"])
+                analysis = evaluate(result, ds, cfg.get("analysis") or {})
+                timings[stage] = time.perf_counter() - t0
+                logger.info("stage analysis: %.3f s", timings[stage])
             timings["total"] = sum(timings.values())
             metrics.update(
                 profiled=cfg.profiler.name != "none",
@@ -237,9 +253,8 @@ def train(cfg: DictConfig) -> dict:
             )
             stage = "report"
             metrics.write()  # every number on disk before the report reads it
-            from bpe.analysis.run_report import write_run_report
-
-            write_run_report(run_dir, metrics=metrics.as_complete())
+            if report is not None:
+                report(run_dir, metrics=metrics.as_complete())
             metrics.complete()
             logger.info(
                 "run complete: %d merges, peak %.1f MB, %s",
@@ -265,20 +280,24 @@ def _path_overrides(cfg: DictConfig) -> list[str]:
     return [f"dataset.path={cfg.dataset.path}"]
 
 
-def _label_stages(mem: MemorySampler, timings: dict[str, float], *, start: float) -> None:
-    """Relabel the samples taken during training by the stage boundaries we now know.
+def _label_stages(
+    mem: MemorySampler, timings: dict[str, float], *, start: float, label: str
+) -> None:
+    """Relabel the samples tagged `label` during training by the stage boundaries now known.
 
-    The training call started at `start` (seconds on the sampler's clock) and ran read ->
-    pretokenize -> merge back to back; its timings say where each stage ended.
+    The training call started at `start` (seconds on the sampler's clock) and ran its stages
+    back to back in the order `timings` records them; each timing says where its stage ended.
+    Samples after the last boundary (the call's own bookkeeping) go to the last stage.
     """
     bounds, t = [], start
-    for name in ("read", "pretokenize", "merge"):
-        t += timings.get(name, 0.0)
+    for name, seconds in timings.items():
+        t += seconds
         bounds.append((t, name))
+    last = bounds[-1][1] if bounds else label
     relabelled = []
     for ts, mb, stage in mem.samples:
-        if stage == "pretokenize":
-            stage = next((name for limit, name in bounds if ts <= limit), "merge")
+        if stage == label:
+            stage = next((name for limit, name in bounds if ts <= limit), last)
         relabelled.append((ts, mb, stage))
     mem.samples[:] = relabelled
 
@@ -306,31 +325,3 @@ def _train_stage(cfg: DictConfig, ds: datasets.Dataset, run_dir: Path) -> TrainR
     if profiler == "cprofile":
         return run_cprofile(call, run_dir / "profile", top_n=int(cfg.profiler.top_n))
     return call()
-
-
-def _analysis_stage(cfg: DictConfig, ds: datasets.Dataset, result: TrainResult) -> dict:
-    from bpe.experiment.measure_run import corpus_metrics, vocab_metrics
-
-    acfg = cfg.get("analysis") or {}
-    out = vocab_metrics(
-        result.vocab,
-        result.special_tokens,
-        num_bytes_tokens=256,
-        top_k=int(acfg.get("longest_tokens", 20)),
-    )
-    try:
-        from bpe.tokenizer import Tokenizer
-    except ImportError as err:  # pragma: no cover - the tokenizer ships with the package
-        logger.warning("tokenizer unavailable, no compression/throughput: %s", err)
-        return {**out, "compression": None, "throughput": None}
-    tokenizer = Tokenizer(result.vocab, result.merges, list(result.special_tokens))
-    out.update(
-        corpus_metrics(
-            tokenizer,
-            ds,
-            max_docs=int(acfg.get("max_docs", 200)),
-            throughput_seconds=float(acfg.get("throughput_seconds", 1.0)),
-            gpt2_baseline=bool(acfg.get("gpt2_baseline", True)),
-        )
-    )
-    return out

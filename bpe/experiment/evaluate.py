@@ -2,11 +2,12 @@
 
 What it does:
     * `vocab_metrics`: the longest tokens (GPT-2 rendering and decoded text), the distribution of
-      token lengths, and what the learned tokens are made of (whole words, numbers, punctuation,
-      whitespace, partial UTF-8, mixed), as shares the report turns into a judgement;
+      token lengths, and what the learned tokens are made of (`bpe.measures.TOKEN_KINDS`), as
+      shares the report turns into a judgement;
     * `corpus_metrics`: compression ratio (bytes per token) on held-out documents of the run's
-      own dataset and of the other dataset, encode throughput and the Pile projection, each
-      next to GPT-2's tokenizer on the same documents.
+      own dataset and of its cross-domain dataset, encode throughput and the Pile projection,
+      each next to GPT-2's tokenizer on the same documents;
+    * `evaluate`: both, for a `TrainResult` and the run's `analysis` config.
 
 What it does not do: format anything; missing inputs give null values plus a logged reason.
 """
@@ -15,37 +16,51 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Sequence
-
-import regex
+from collections.abc import Mapping, Sequence
 
 from bpe.datasets import Dataset, load_named
 from bpe.gpt2_format import render
+from bpe.measures import (
+    TOKEN_KINDS,
+    compression_ratio,
+    gpt2_tokenizer,
+    load_documents,
+    measure_throughput,
+    pile_projection,
+    token_kind,
+)
+from bpe.tokenizer import Tokenizer
+from bpe.training import TrainResult
 
 logger = logging.getLogger(__name__)
 
-_KINDS = (
-    ("word", regex.compile(r"^ ?\p{L}+$")),
-    ("number", regex.compile(r"^ ?\p{N}+$")),
-    ("punctuation", regex.compile(r"^ ?[^\s\p{L}\p{N}]+$")),
-    ("whitespace", regex.compile(r"^\s+$")),
-)
 
+def evaluate(result: TrainResult, ds: Dataset, analysis: Mapping) -> dict:
+    """Every measure of a trained run, as the metrics.json keys they are stored under.
 
-def token_kind(token: bytes) -> str:
-    """Classify a token by what its text is made of.
-
-    >>> [token_kind(t) for t in (b" the", b"ing", b"2024", b"!!", b"\\n\\n", b"\\xe6", b"a.")]
-    ['word', 'word', 'number', 'punctuation', 'whitespace', 'partial_utf8', 'mixed']
+    Args:
+        result: what training produced.
+        ds: the run's dataset (its held-out file and cross-domain dataset are measured).
+        analysis: the run's `analysis` config (`longest_tokens`, `max_docs`,
+            `throughput_seconds`, `gpt2_baseline`); missing keys take their defaults.
     """
-    try:
-        text = token.decode("utf-8")
-    except UnicodeDecodeError:
-        return "partial_utf8"
-    for name, pattern in _KINDS:
-        if pattern.match(text):
-            return name
-    return "mixed"
+    out = vocab_metrics(
+        result.vocab,
+        result.special_tokens,
+        num_bytes_tokens=256,
+        top_k=int(analysis.get("longest_tokens", 20)),
+    )
+    tokenizer = Tokenizer(result.vocab, result.merges, list(result.special_tokens))
+    out.update(
+        corpus_metrics(
+            tokenizer,
+            ds,
+            max_docs=int(analysis.get("max_docs", 200)),
+            throughput_seconds=float(analysis.get("throughput_seconds", 1.0)),
+            gpt2_baseline=bool(analysis.get("gpt2_baseline", True)),
+        )
+    )
+    return out
 
 
 def vocab_metrics(
@@ -72,8 +87,7 @@ def vocab_metrics(
         "longest_tokens": longest,
         "token_lengths": {str(k): lengths[k] for k in sorted(lengths)},
         "token_kinds": {
-            name: round(kinds.get(name, 0) / total, 4)
-            for name in ("word", "number", "punctuation", "whitespace", "partial_utf8", "mixed")
+            kind.name: round(kinds.get(kind.name, 0) / total, 4) for kind in TOKEN_KINDS
         },
         "leading_space_share": round(leading_space / total, 4),
         "learned_tokens": len(learned),
@@ -81,8 +95,6 @@ def vocab_metrics(
 
 
 def _docs(ds: Dataset, max_docs: int) -> list[str] | None:
-    from bpe.measures import load_documents
-
     path = ds.heldout_path
     if path is None or not path.is_file():
         logger.warning("dataset %s has no held-out file at %s: skipping it", ds.name, path)
@@ -91,16 +103,17 @@ def _docs(ds: Dataset, max_docs: int) -> list[str] | None:
 
 
 def corpus_metrics(
-    tokenizer,
+    tokenizer: Tokenizer,
     ds: Dataset,
     *,
     max_docs: int,
     throughput_seconds: float,
     gpt2_baseline: bool,
 ) -> dict:
-    """Compression on own and other held-out documents, throughput and Pile projection."""
-    from bpe.measures import compression_ratio, gpt2_tokenizer, measure_throughput, pile_projection
+    """Compression on own and cross-domain held-out documents, throughput, Pile projection.
 
+    The cross-domain side is stored under `compression.other` (the key runs have always used).
+    """
     gpt2 = None
     if gpt2_baseline:
         try:
@@ -111,11 +124,11 @@ def corpus_metrics(
     compression: dict[str, dict | None] = {}
     own_docs = None
     sides = [("own", ds)]
-    if ds.other:
+    if ds.cross_domain:
         try:
-            sides.append(("other", load_named(ds.other)))
+            sides.append(("other", load_named(ds.cross_domain)))
         except ValueError as err:
-            logger.warning("other dataset unavailable: %s", err)
+            logger.warning("cross-domain dataset unavailable: %s", err)
     for side, dataset in sides:
         docs = _docs(dataset, max_docs)
         if side == "own":
