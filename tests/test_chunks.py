@@ -263,26 +263,30 @@ _PRETOKENIZE = textwrap.dedent(
 )
 
 
-@needs_two_cpus
-def test_kill_9_of_a_worker_fails_the_count_within_seconds_naming_chunk_and_signal(big_corpus):
+def _kill_9_one_worker(cmd: list[str]) -> tuple[int, str, float]:
+    """Run cmd, SIGKILL one of its 2 chunk workers; return exit code, output, seconds to exit."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", _PRETOKENIZE, str(big_corpus)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     try:
         victim = _wait_for_workers(proc, 2)[0]
         others = _descendants(proc.pid)
         t0 = time.monotonic()
         victim.send_signal(signal.SIGKILL)
-        _, err = proc.communicate(timeout=30)
+        out, _ = proc.communicate(timeout=30)
         elapsed = time.monotonic() - t0
     finally:
         proc.kill()
-    assert proc.returncode != 0
-    assert "ChunkWorkerError" in err and "SIGKILL" in err, err
-    assert "chunk " in err and "(bytes " in err, err
-    assert elapsed < 30
     _assert_gone(others)
+    return proc.returncode, out, elapsed
+
+
+@needs_two_cpus
+def test_kill_9_of_a_worker_fails_the_count_within_seconds_naming_chunk_and_signal(big_corpus):
+    code, out, elapsed = _kill_9_one_worker([sys.executable, "-c", _PRETOKENIZE, str(big_corpus)])
+    assert code != 0 and elapsed < 30
+    assert "ChunkWorkerError" in out and "SIGKILL" in out, out
+    assert "chunk " in out and "(bytes " in out, out
 
 
 @needs_two_cpus
@@ -307,24 +311,15 @@ def test_ctrl_c_during_the_pool_stops_everything_without_deadlock(big_corpus):
 def test_kill_9_of_a_training_worker_marks_the_run_failed(big_corpus, tmp_path):
     import json
 
-    proc = subprocess.Popen(
+    code, out, elapsed = _kill_9_one_worker(
         [sys.executable, "-m", "bpe.train", f"experiments_dir={tmp_path}", "progress=false",
-         f"dataset.path={big_corpus}", "num_workers=2", "vocab_size=300"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+         f"dataset.path={big_corpus}", "num_workers=2", "vocab_size=300"]
     )  # fmt: skip
-    try:
-        victim = _wait_for_workers(proc, 2)[0]
-        t0 = time.monotonic()
-        victim.send_signal(signal.SIGKILL)
-        proc.communicate(timeout=30)
-        elapsed = time.monotonic() - t0
-    finally:
-        proc.kill()
-    assert proc.returncode != 0 and elapsed < 30
+    assert code != 0 and elapsed < 30, out
     (metrics_path,) = tmp_path.glob("*/metrics.json")
     metrics = json.loads(metrics_path.read_text("utf-8"))
     assert metrics["status"] == "failed"
-    assert "SIGKILL" in json.dumps(metrics) and "bytes " in json.dumps(metrics)
+    assert "SIGKILL" in metrics["error"]["message"] and "(bytes " in metrics["error"]["message"]
 
 
 @needs_two_cpus
@@ -336,20 +331,11 @@ def test_kill_9_of_an_encode_worker_exits_non_zero_without_output(big_corpus, tm
     vocab, merges = train_bpe(FIXTURES / "corpus.en", 400, [EOT], num_workers=1)
     save_tokenizer_files(vocab, merges, tmp_path)
     out = tmp_path / "ids.npy"
-    proc = subprocess.Popen(
+    code, log, elapsed = _kill_9_one_worker(
         [sys.executable, "-m", "bpe.encode_dataset", "--tokenizer", str(tmp_path),
-         "--input", str(big_corpus), "--out", str(out), "--num-workers", "2", "--no-progress"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+         "--input", str(big_corpus), "--out", str(out), "--num-workers", "2", "--no-progress"]
     )  # fmt: skip
-    try:
-        victim = _wait_for_workers(proc, 2)[0]
-        t0 = time.monotonic()
-        victim.send_signal(signal.SIGKILL)
-        _, err = proc.communicate(timeout=30)
-        elapsed = time.monotonic() - t0
-    finally:
-        proc.kill()
-    assert proc.returncode == 1 and elapsed < 30
-    assert "SIGKILL" in err and "no output was written" in err, err
+    assert code == 1 and elapsed < 30, log
+    assert "SIGKILL" in log and "no output was written" in log, log
     assert not out.exists()
     assert not list(tmp_path.glob("*.npy*")), "a temporary file was left behind"
