@@ -35,7 +35,6 @@ import regex
 from bpe.chunks import (
     DEFAULT_MIN_PARALLEL_BYTES,
     Chunk,
-    default_num_workers,  # noqa: F401 - re-exported: bpe.experiment.environment imports it here
     map_chunks,
     plan,
     read_chunk_text,

@@ -117,7 +117,9 @@ _TMP_OK = [HealthCheck.function_scoped_fixture]  # tmp_path is reused safely: re
 
 # Special tokens that overlap (one inside another) or hold a space stress the boundary logic.
 _SPECIALS = [EOT, "<|x|>", "y<|x|>", "<|x y|>"]
-_ALPHABET = st.sampled_from(list("ab cy\n\t\r 'sdé日🙂.,!12") + ["\u00a0", "  "] + _SPECIALS)
+_ALPHABET = st.sampled_from(
+    list("ab cy\n\t\r 'sdé日🙂.,!12жЯ٣。") + ["\u00a0", "  ", "мир", "本語"] + _SPECIALS
+)
 
 
 @settings(
