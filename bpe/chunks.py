@@ -56,8 +56,13 @@ DEFAULT_MIN_PARALLEL_BYTES = 256 * 1024
 #     apostrophe before a letter is never a cut (before a digit or a space it is);
 #   * an optional leading space belongs to the match that follows it, so a cut before a space
 #     (a not whitespace) keeps ` word` whole.
-# Matching works on characters, so the byte offset of a cut is always a character boundary.
-# `test_chunks.py` checks counts with and without every such cut on random text (hypothesis).
+# Cutting off the text after the cut changes no match before it: every atom consumes characters,
+# so an alternative that failed on the whole text also fails on a prefix, and the one exception,
+# `(?!\S)`, only looks past the cut after whitespace, which a is not. Matching works on
+# characters, so a cut's byte offset is always a character boundary; a cut inside a special
+# token is rejected separately (`_safe_cut`). `test_chunks.py` checks, on random text with
+# letters, digits, punctuation, apostrophes, spaces, CJK, Cyrillic and emoji (hypothesis), that
+# the pretokens of the two sides at every such cut are exactly those of the whole text.
 _CUT = regex.compile(
     r"(?<=\p{L})(?=[^\p{L}])"
     r"|(?<=\p{N})(?=[^\p{N}])"
