@@ -2,13 +2,14 @@
 
 What it does:
     * cuts the file into chunks that start at a special token (or, where a corpus has none
-      nearby, at a whitespace cut the GPT-2 pattern cannot span), using
-      `bpe.pretokenize.find_chunk_boundaries`, so encoding the chunks separately and
-      concatenating gives exactly `Tokenizer.encode` of the whole file (tested);
-    * encodes the chunks in `num_workers` processes, each reading only its own byte range, and
-      writes their ids in file order, block by block, to a temporary `.npy` next to the target
+      nearby, where no GPT-2 pretoken can span the cut) and encodes them in worker processes,
+      through the chunk pipeline (`bpe.chunks`: one worker and start-method policy), so encoding
+      the chunks separately and concatenating gives exactly `Tokenizer.encode` of the whole
+      file (tested);
+    * writes the ids in file order, block by block, to a temporary `.npy` next to the target
       (header reserved up front, filled in at the end), then renames it into place. Memory is a
-      few chunks, whatever the file size; a failed run leaves no file at the target path;
+      few chunks, whatever the file size; a failed run (a lost worker included: it fails at
+      once, naming the chunk and the signal) leaves no file at the target path;
     * refuses a vocab whose ids do not fit the dtype (uint16 holds ids below 65,536; pass
       `--dtype uint32` for larger vocabs).
 
@@ -26,26 +27,28 @@ from __future__ import annotations
 import argparse
 import io
 import logging
-import multiprocessing as mp
 import os
 import shlex
 import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import closing
 from pathlib import Path
 
 import numpy as np
 
 from bpe import exports, lineage
 from bpe._io import atomic_open
-from bpe.lineage import load  # noqa: F401  (re-exported: bpe.encode_dataset.load)
-from bpe.pretokenize import (
-    EOT,
-    check_input_file,
-    find_chunk_boundaries,
+from bpe.chunks import (
+    DEFAULT_MIN_PARALLEL_BYTES,
+    Chunk,
+    ChunkWorkerError,
+    map_chunks,
+    plan,
     read_chunk_text,
-    resolve_num_workers,
 )
+from bpe.lineage import load  # noqa: F401  (re-exported: bpe.encode_dataset.load)
+from bpe.pretokenize import EOT, check_input_file
 from bpe.tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)
@@ -113,37 +116,12 @@ def check_dtype(tokenizer: Tokenizer, dtype: str) -> np.dtype:
 # Workers
 # ---------------------------------------------------------------------------------------------
 
-_worker_tokenizer: Tokenizer | None = None
 
-
-def _init_worker(tokenizer: Tokenizer) -> None:
-    global _worker_tokenizer
-    _worker_tokenizer = tokenizer
-
-
-def _encode_range(job: tuple[str, int, int, str]) -> np.ndarray:
-    path, start, end, dtype = job
-    assert _worker_tokenizer is not None, "worker started without a tokenizer"
-    return _encode_chunk(_worker_tokenizer, path, start, end, dtype)
-
-
-def _encode_chunk(tokenizer: Tokenizer, path: str, start: int, end: int, dtype: str) -> np.ndarray:
-    return np.array(tokenizer.encode(read_chunk_text(path, start, end)), dtype=dtype)
-
-
-def _encoded_chunks(
-    tokenizer: Tokenizer, jobs: list[tuple[str, int, int, str]], workers: int
-) -> Iterator[np.ndarray]:
-    """Arrays of ids for each job, in file order."""
-    if workers == 1:
-        for path, start, end, dtype in jobs:
-            yield _encode_chunk(tokenizer, path, start, end, dtype)
-        return
-    # subtle: fork is cheap on Linux and the tokenizer is inherited, not pickled; under spawn
-    # the tokenizer is rebuilt in each worker from its vocab and merges (Tokenizer.__reduce__).
-    method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
-    with mp.get_context(method).Pool(workers, _init_worker, (tokenizer,)) as pool:
-        yield from pool.imap(_encode_range, jobs)
+def _encode_chunk(context: tuple[Tokenizer, str, str], chunk: Chunk) -> np.ndarray:
+    # subtle: with fork the tokenizer is inherited, not pickled; with forkserver or spawn it is
+    # rebuilt once per worker from its vocab and merges (Tokenizer.__reduce__).
+    tokenizer, path, dtype = context
+    return np.array(tokenizer.encode(read_chunk_text(path, chunk.start, chunk.end)), dtype=dtype)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -169,8 +147,14 @@ def write_npy_atomically(
     temporary file next to `path` that is renamed into place only after everything succeeded,
     so a failure (or Ctrl-C) leaves any previous file untouched and no partial file behind.
 
-    >>> # write_npy_atomically("ids.npy", np.dtype("uint16"), [np.arange(3), np.arange(2)])
-    >>> # np.load("ids.npy") -> array([0, 1, 2, 0, 1], dtype=uint16)
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     write_npy_atomically(Path(tmp) / "ids.npy", np.dtype("uint16"),
+    ...                          [np.arange(3), np.arange(2)])
+    ...     np.load(Path(tmp) / "ids.npy")
+    5
+    array([0, 1, 2, 0, 1], dtype=uint16)
     """
     header_len = len(_npy_header(dtype, 0))
     length = 0
@@ -215,6 +199,7 @@ def encode_file_to_npy(
     num_workers: int | None = None,
     dtype: str = "uint16",
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    min_parallel_bytes: int = DEFAULT_MIN_PARALLEL_BYTES,
     progress: bool = False,
     backend: str = "python",
     tokenizer_dir: str | os.PathLike | None = None,
@@ -226,23 +211,33 @@ def encode_file_to_npy(
         input_path: UTF-8 text file (an empty file gives an empty array).
         tokenizer: the tokenizer; its special tokens also choose where chunks may be cut.
         out_path: target `.npy`; replaced only when encoding succeeded.
-        num_workers: processes; None means every usable CPU; 1 encodes in-process.
+        num_workers: processes; None means every usable CPU; 1 encodes in-process; capped at
+            the usable CPUs and the number of chunks (policy: `bpe.chunks.plan`).
         dtype: "uint16" (ids < 65,536) or "uint32".
         chunk_bytes: about how many bytes of text each job encodes.
+        min_parallel_bytes: files smaller than this are encoded in-process.
         progress: show a tqdm bar over the input bytes.
         backend: "python" (bpe.Tokenizer in processes) or "tiktoken" (the tiktoken export on
             threads; falls back to python with a warning if the first chunk differs).
         tokenizer_dir, command: recorded in the sidecar `<out_path>.json` (see `bpe.lineage`).
 
     Returns:
-        dict with `num_tokens`, `num_bytes`, `num_chunks`, `num_workers`, `seconds`, `path`,
-        `backend` (the one used) and `sidecar` (its path).
+        dict with `num_tokens`, `num_bytes`, `num_chunks`, `num_workers`, `start_method`,
+        `seconds`, `path`, `backend` (the one used) and `sidecar` (its path).
 
     Raises:
         FileNotFoundError: the input is missing.
         ValueError: ids too large for dtype, invalid UTF-8 (names the byte offset), bad options.
+        bpe.chunks.ChunkWorkerError: a worker process died (names the chunk and the signal).
 
-    >>> # encode_file_to_npy("data/owt_sample.txt", gpt2_tokenizer(), "owt.npy", num_workers=2)
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> tok = Tokenizer({i: bytes([i]) for i in range(256)} | {256: b"ab"}, [(b"a", b"b")])
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     _ = (Path(tmp) / "in.txt").write_text("abcab")
+    ...     result = encode_file_to_npy(Path(tmp) / "in.txt", tok, Path(tmp) / "ids.npy")
+    ...     np.load(Path(tmp) / "ids.npy").tolist(), result["num_tokens"]
+    ([256, 99, 256], 3)
     """
     dt = check_dtype(tokenizer, dtype)
     if backend not in BACKENDS:
@@ -252,43 +247,49 @@ def encode_file_to_npy(
     if size != 0:
         check_input_file(src)  # missing / not a file / unreadable: a clear error
         size = src.stat().st_size
-    workers = resolve_num_workers(num_workers)
     if chunk_bytes < 1:
         raise ValueError(f"chunk_bytes={chunk_bytes!r} must be >= 1")
 
     start_time = time.perf_counter()
-    specials = list(tokenizer.special_tokens)
-    num_chunks = max(workers, -(-size // chunk_bytes)) if size else 1
-    bounds = find_chunk_boundaries(src, num_chunks, specials) if size else [0, 0]
-    jobs = [(str(src), a, b, dt.name) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-    workers = max(1, min(workers, len(jobs)))
+    chunks, workers = plan(
+        src,
+        list(tokenizer.special_tokens),
+        num_workers=num_workers,
+        max_chunk_bytes=chunk_bytes,
+        min_parallel_bytes=min_parallel_bytes,
+    )
     logger.info(
-        "encoding %s (%d bytes) in %d chunks with %d worker(s) -> %s",
+        "encoding %s (%d bytes) in %d chunks with %d worker(s) (%s) -> %s",
         src,
         size,
-        len(jobs),
-        workers,
+        len(chunks),
+        workers.workers,
+        workers.start_method,
         out_path,
     )
 
     target = Path(out_path)
     arrays = None
     if backend == "tiktoken":
-        ranges = [(a, b) for _, a, b, _ in jobs]
+        ranges = [(c.start, c.end) for c in chunks]
         arrays = exports.tiktoken_chunk_arrays(
-            tokenizer, src, ranges, read_text=read_chunk_text, dtype=dt.name, threads=workers
-        )
+            tokenizer, src, ranges, read_text=read_chunk_text, dtype=dt.name,
+            threads=workers.workers,
+        )  # fmt: skip
         backend = "tiktoken" if arrays is not None else "python"
     if arrays is None:
-        arrays = _encoded_chunks(tokenizer, jobs, workers)
-    if not progress:
-        num_tokens = write_npy_atomically(target, dt, arrays)
-    else:
-        from tqdm.auto import tqdm
+        arrays = map_chunks(
+            _encode_chunk, (tokenizer, str(src), dt.name), chunks, workers, ordered=True
+        )
+    with closing(arrays):
+        if not progress:
+            num_tokens = write_npy_atomically(target, dt, arrays)
+        else:
+            from tqdm.auto import tqdm
 
-        with tqdm(total=size, unit="B", unit_scale=True, desc="encode") as bar:
-            sizes = [b - a for _, a, b, _ in jobs]
-            num_tokens = write_npy_atomically(target, dt, _ticking(arrays, sizes, bar))
+            with tqdm(total=size, unit="B", unit_scale=True, desc="encode") as bar:
+                sizes = [c.size for c in chunks]
+                num_tokens = write_npy_atomically(target, dt, _ticking(arrays, sizes, bar))
     seconds = time.perf_counter() - start_time
     record = lineage.encode_sidecar(
         tokenizer=tokenizer,
@@ -312,8 +313,9 @@ def encode_file_to_npy(
         "path": str(target),
         "num_tokens": num_tokens,
         "num_bytes": size,
-        "num_chunks": len(jobs),
-        "num_workers": workers,
+        "num_chunks": len(chunks),
+        "num_workers": workers.workers,
+        "start_method": workers.start_method,
         "seconds": seconds,
         "backend": backend,
         "sidecar": str(sidecar),
@@ -364,7 +366,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of `bpe-encode`: 0 on success, 2 on bad input (the error is logged)."""
+    """Entry point of `bpe-encode`: 0 on success, 2 on bad input, 1 on a lost worker (logged)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if not logging.getLogger().handlers:
@@ -387,6 +389,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (FileNotFoundError, PermissionError, ValueError) as err:
         logger.error("%s", err)
         return 2
+    except ChunkWorkerError as err:
+        logger.error("%s; no output was written", err)
+        return 1
     logger.info(
         "%d tokens from %d bytes (%.3f bytes/token) -> %s",
         result["num_tokens"],

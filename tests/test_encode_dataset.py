@@ -77,7 +77,9 @@ def test_chunked_encoding_equals_whole_text(
     src = tmp / "in.txt"
     src.write_bytes(text.encode("utf-8"))
     out = tmp / "out.npy"
-    result = encode_file_to_npy(src, tok, out, num_workers=workers, chunk_bytes=chunk)
+    result = encode_file_to_npy(
+        src, tok, out, num_workers=workers, chunk_bytes=chunk, min_parallel_bytes=0
+    )
     expected = tok.encode(text)
     assert _encoded(out).tolist() == expected
     assert result["num_tokens"] == len(expected)

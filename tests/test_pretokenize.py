@@ -9,10 +9,10 @@ import regex
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bpe.chunks import find_chunk_boundaries
 from bpe.pretokenize import (
     GPT2_PATTERN,
     count_pretokens,
-    find_chunk_boundaries,
     iter_pretokens,
     pretokenize_file,
     split_on_special_tokens,
@@ -117,7 +117,9 @@ _TMP_OK = [HealthCheck.function_scoped_fixture]  # tmp_path is reused safely: re
 
 # Special tokens that overlap (one inside another) or hold a space stress the boundary logic.
 _SPECIALS = [EOT, "<|x|>", "y<|x|>", "<|x y|>"]
-_ALPHABET = st.sampled_from(list("ab cy\n\t\r 'sdé日🙂.,!12") + ["\u00a0", "  "] + _SPECIALS)
+_ALPHABET = st.sampled_from(
+    list("ab cy\n\t\r 'sdé日🙂.,!12жЯ٣。") + ["\u00a0", "  ", "мир", "本語"] + _SPECIALS
+)
 
 
 @settings(
@@ -192,7 +194,7 @@ def test_fixture_corpus_counts_are_plausible():
 
 
 def test_a_cut_never_splits_a_special_token_that_contains_another():
-    from bpe.pretokenize import _safe_cut
+    from bpe.chunks import _safe_cut
 
     specials = [s.encode() for s in ["<|x|>", "y<|x|>"]]
     # "y<|x|>" starts one byte before the search region; "<|x|>" inside it must not be a cut.
@@ -221,14 +223,14 @@ def test_memory_does_not_grow_with_file_size(tmp_path):
 def test_workers_are_not_forked_from_a_threaded_process():
     import threading
 
-    from bpe.pretokenize import pool_start_method
+    from bpe.chunks import start_method_for
 
-    assert pool_start_method() in {"fork", "forkserver", "spawn"}
+    assert start_method_for(2) in {"fork", "forkserver", "spawn"}
     stop = threading.Event()
     thread = threading.Thread(target=stop.wait)
     thread.start()
     try:
-        assert pool_start_method() != "fork"
+        assert start_method_for(2) != "fork"
         # and counting still works (and matches) with the threaded start method
         parallel = pretokenize_file(DATA / "owt_sample.txt", [EOT], num_workers=2)
         assert parallel.num_workers == 2

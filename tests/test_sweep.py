@@ -15,9 +15,11 @@ FAST = [
 ]  # fmt: skip
 
 
-def _sweep(tmp_path: Path, *overrides: str) -> tuple[subprocess.CompletedProcess, Path]:
+def _sweep(
+    tmp_path: Path, *overrides: str, fast: list[str] = FAST
+) -> tuple[subprocess.CompletedProcess, Path]:
     proc = subprocess.run(
-        [sys.executable, "-m", "bpe.train", "-m", f"experiments_dir={tmp_path}", *FAST, *overrides],
+        [sys.executable, "-m", "bpe.train", "-m", f"experiments_dir={tmp_path}", *fast, *overrides],
         capture_output=True, text=True, cwd=ROOT, timeout=600,
     )  # fmt: skip
     sweeps = list((tmp_path / "sweeps").iterdir()) if (tmp_path / "sweeps").is_dir() else []
@@ -59,8 +61,10 @@ def test_a_failing_job_does_not_stop_the_sweep_and_is_reported(tmp_path):
 
 
 def test_joblib_launcher_runs_jobs_in_parallel_processes(tmp_path):
+    # The default num_workers and the bundled 1.3 MB sample: big enough for worker processes.
+    defaults = [o for o in FAST if not o.startswith(("num_workers=", "dataset.path="))]
     proc, sweep = _sweep(
-        tmp_path, "hydra/launcher=joblib", "trainer=indexed,heap", "vocab_size=300"
+        tmp_path, "hydra/launcher=joblib", "trainer=indexed,heap", "vocab_size=300", fast=defaults
     )
     assert proc.returncode == 0, proc.stderr
     jobs = sorted(p for p in sweep.iterdir() if (p / "metrics.json").is_file())

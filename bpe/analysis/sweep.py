@@ -155,7 +155,16 @@ def render_sweep(sweep_dir: Path, frame: pd.DataFrame, runs: pd.DataFrame, fig_l
     add(table(rows, ["job", "dataset", "trainer", "vocab", "status", "merge s", "total s",
                       "peak MB", "merges", "merges sha256", "bytes/token"]))  # fmt: skip
     add("")
-    if runs["job_num"].notna().sum() > 1:
+    launched = frame.get("metrics.run.launcher.name", pd.Series(dtype=object)).dropna()
+    if (launched == "joblib").any():
+        first = frame.loc[launched.index[0]]
+        add(
+            f"*Launcher joblib: n_jobs={first.get('metrics.run.launcher.n_jobs')}, "
+            f"{first.get('metrics.run.launcher.workers_per_job')} pre-tokenization worker(s) per "
+            f"job ({first.get('metrics.counts.start_method', 'n/a')}), so jobs share the CPUs.*"
+        )
+        add("")
+    if runs["job_num"].notna().sum() > 1 and not (launched == "joblib").any():
         add(
             "*With Hydra's basic launcher the jobs run one after another in one process, so a "
             "later job's memory includes what earlier jobs left behind (imports, caches): "

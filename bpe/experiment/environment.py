@@ -20,7 +20,7 @@ from importlib import metadata
 from pathlib import Path
 
 from bpe._io import PROJECT_ROOT, atomic_write_text
-from bpe.pretokenize import default_num_workers
+from bpe.chunks import default_num_workers
 
 PACKAGES = (
     "bpe-lab", "hydra-core", "omegaconf", "regex", "numpy", "pandas", "matplotlib", "scalene",

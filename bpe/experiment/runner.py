@@ -37,6 +37,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from bpe import datasets
 from bpe._io import atomic_write_text
+from bpe.chunks import fair_share
 from bpe.experiment import environment
 from bpe.experiment.evaluate import evaluate
 from bpe.experiment.memory import MemorySampler
@@ -119,6 +120,31 @@ def _hydra_output_dir() -> tuple[Path | None, list[str], dict]:
     return Path(hc.runtime.output_dir), list(hc.overrides.task), sweep
 
 
+def _launcher(cfg: DictConfig, *, log: bool = False) -> dict:
+    """The Hydra launcher, the jobs it runs at once and this job's workers (its fair CPU share).
+
+    jobs x workers stays within the usable CPUs unless the user set both n_jobs and num_workers.
+    """
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        hc = HydraConfig.get()
+        launcher, hydra_overrides = hc.launcher, list(hc.overrides.hydra)
+    except (ImportError, ValueError):
+        launcher, hydra_overrides = {}, []
+    name = str(launcher.get("_target_", "none")).rsplit(".", 1)[-1].removesuffix("Launcher")
+    n_jobs = launcher.get("n_jobs")  # joblib only; the basic launcher runs one job at a time
+    workers = cfg.num_workers
+    if n_jobs is not None:
+        user_n_jobs = any(o.startswith("hydra.launcher.n_jobs=") for o in hydra_overrides)
+        if workers is None or (workers > fair_share(n_jobs) and not user_n_jobs):
+            if workers is not None and log:
+                logger.info("num_workers=%d lowered to %d: n_jobs=%s jobs share the CPUs",
+                            workers, fair_share(n_jobs), n_jobs)  # fmt: skip
+            workers = fair_share(n_jobs)
+    return {"name": name.lower() or "none", "n_jobs": n_jobs, "workers_per_job": workers}
+
+
 def _command(overrides: list[str]) -> str:
     return " ".join(["bpe-train", *overrides])
 
@@ -170,6 +196,7 @@ def run_experiment(cfg: DictConfig, *, report: ReportWriter | None) -> dict:
         "vocab_size": int(cfg.vocab_size),
         "profiler": str(cfg.profiler.name),
         "num_workers": cfg.num_workers,
+        "launcher": _launcher(cfg, log=True),
         "seed": int(cfg.seed),
         "special_tokens": list(cfg.dataset.special_tokens or []),
         "input_path": str(cfg.dataset.path),
@@ -286,7 +313,7 @@ def _train_stage(cfg: DictConfig, ds: datasets.Dataset, run_dir: Path) -> TrainR
         "vocab_size": int(cfg.vocab_size),
         "special_tokens": list(ds.special_tokens),
         "trainer": str(cfg.trainer.name),
-        "num_workers": cfg.num_workers,
+        "num_workers": _launcher(cfg)["workers_per_job"],
     }
     profiler = cfg.profiler.name
     if profiler == "scalene":

@@ -1,0 +1,341 @@
+"""The chunk pipeline: safe cuts (proved by hypothesis), bounded chunks, the worker policy, and
+worker processes that die, fail to start or are interrupted, tried with real processes and signals.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections import Counter
+from pathlib import Path
+
+import psutil
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bpe.chunks import (
+    Chunk,
+    ChunkWorkerError,
+    WorkerPlan,
+    default_num_workers,
+    fair_share,
+    map_chunks,
+    plan,
+    plan_chunks,
+    safe_cuts,
+)
+from bpe.pretokenize import GPT2_REGEX, count_pretokens, find_pretokens, pretokenize_file
+from tests.conftest import DATA, EOT, ROOT
+
+# ---------------------------------------------------------------------------------------------
+# Safe cuts
+# ---------------------------------------------------------------------------------------------
+
+# Letters, digits, punctuation, apostrophes (contractions), spaces of several kinds, CJK,
+# Cyrillic, emoji and combining marks: every class boundary the GPT-2 pattern knows.
+_PIECES = list("aZé'sdmtlvre09٣²½.,!?-+/=「」。、") + [
+    " ", "  ", "\n", "\t", "\r\n", "\u00a0", "\u3000", "日本", "語", "Привет", "мир", "🙂",
+    "👍🏽", "e\u0301", "'ll", "'ve", "'re", "x'", "1'", "''",
+]  # fmt: skip
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=40).map("".join))
+def test_every_safe_cut_leaves_the_pretokens_unchanged(text):
+    """The proof in bpe.chunks (`_CUT`) checked: cutting at any safe cut changes no pretoken."""
+    whole = GPT2_REGEX.findall(text)
+    for k in safe_cuts(text):
+        assert 0 < k < len(text)
+        left, right = text[:k], text[k:]
+        assert GPT2_REGEX.findall(left) + GPT2_REGEX.findall(right) == whole, (text, k)
+        assert find_pretokens(left) + find_pretokens(right) == whole, (text, k)
+
+
+def test_a_contraction_is_never_cut_but_a_letter_digit_change_is():
+    assert list(safe_cuts("x's")) == [1]  # before the apostrophe, never between ' and s
+    assert list(safe_cuts("ab12")) == [2]
+    assert list(safe_cuts("мир日本。x")) == [5, 6]  # letters run on across scripts
+    assert list(safe_cuts("  a")) == []  # never after whitespace
+
+
+def _write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
+def test_a_base64_line_is_cut_into_bounded_chunks_with_the_same_counts(tmp_path):
+    line = base64.b64encode(os.urandom(600_000))  # 800 KB, one line, no space, no special
+    path = _write(tmp_path / "b64.txt", line)
+    chunks = plan_chunks(path, max_chunk_bytes=64 * 1024, window_bytes=64 * 1024)
+    assert len(chunks) >= 12
+    assert max(c.size for c in chunks) <= 2 * 64 * 1024
+    counted = pretokenize_file(path, num_workers=2, max_chunk_bytes=64 * 1024)
+    assert counted.counts == count_pretokens(line.decode())
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Съешь же ещё этих мягких французских булок да выпей чаю\n",  # Cyrillic, no ASCII marks
+        "我能吞下玻璃而不伤身体。私はガラスを食べられます、それは私を傷つけません。",  # CJK
+    ],
+)
+def test_text_without_ascii_punctuation_is_still_cut(tmp_path, text):
+    path = _write(tmp_path / "t.txt", (text * 4000).encode())
+    chunks = plan_chunks(path, max_chunk_bytes=16 * 1024, window_bytes=4096)
+    assert len(chunks) >= path.stat().st_size // (16 * 1024)
+    got: Counter[bytes] = Counter()
+    data = path.read_bytes()
+    for c in chunks:
+        got.update(count_pretokens(data[c.start : c.end].decode("utf-8")))
+    assert got == count_pretokens(text * 4000)
+
+
+def test_a_chunk_without_any_safe_cut_is_a_warning(tmp_path, caplog):
+    path = _write(tmp_path / "a.txt", b"a" * 50_000)
+    with caplog.at_level(logging.WARNING, logger="bpe.chunks"):
+        chunks = plan_chunks(path, max_chunk_bytes=1000, window_bytes=1000)
+    assert len(chunks) == 1
+    assert "no safe cut" in caplog.text and "chunk 0 (bytes 0-50000)" in caplog.text
+
+
+# ---------------------------------------------------------------------------------------------
+# Worker policy
+# ---------------------------------------------------------------------------------------------
+
+
+def test_num_workers_is_capped_at_the_usable_cpus_and_the_chunks(tmp_path, caplog):
+    path = DATA / "owt_sample.txt"
+    with caplog.at_level(logging.INFO, logger="bpe.chunks"):
+        chunks, workers = plan(path, [EOT], num_workers=1000, max_chunk_bytes=4 << 20)
+    assert workers.workers <= min(default_num_workers(), len(chunks))
+    assert f"num_workers=1000 capped at {default_num_workers()}: the usable CPUs" in caplog.text
+    result = pretokenize_file(path, [EOT], num_workers=1000)
+    assert result.num_workers <= default_num_workers()
+    assert result.counts == pretokenize_file(path, [EOT], num_workers=1).counts
+
+
+def test_fair_share_keeps_jobs_times_workers_within_the_cpus():
+    cpus = default_num_workers()
+    for n_jobs in (-1, 1, 2, 3, cpus, 2 * cpus):
+        at_once = n_jobs if n_jobs > 0 else cpus
+        assert fair_share(n_jobs) >= 1
+        assert fair_share(n_jobs) * min(at_once, cpus) <= max(cpus, min(at_once, cpus))
+
+
+def test_a_daemonic_process_counts_in_process(tmp_path):
+    """A multiprocessing.Pool worker may not have children: counting falls back, and works."""
+    import multiprocessing as mp
+
+    with mp.get_context("spawn").Pool(1) as pool:
+        method, counts = pool.apply(_count_in_daemon, (str(DATA / "owt_sample.txt"),))
+    assert method == "in-process"
+    assert counts == pretokenize_file(DATA / "owt_sample.txt", [EOT], num_workers=1).counts
+
+
+def _count_in_daemon(path: str) -> tuple[str, Counter[bytes]]:
+    result = pretokenize_file(path, [EOT], num_workers=2)
+    return result.start_method, result.counts
+
+
+@pytest.mark.parametrize("method", ["fork", "forkserver", "spawn"])
+def test_counts_are_identical_for_every_start_method(method):
+    path = DATA / "owt_sample.txt"
+    chunks, _ = plan(path, [EOT], num_workers=1, max_chunk_bytes=256 * 1024)
+    context = (str(path), (EOT,))
+    from bpe.pretokenize import _count_chunk
+
+    total: Counter[bytes] = Counter()
+    for counts in map_chunks(_count_chunk, context, chunks, WorkerPlan(2, method), ordered=False):
+        total.update(counts)
+    assert total == pretokenize_file(path, [EOT], num_workers=1).counts
+
+
+def _size_of(context, chunk: Chunk) -> tuple[int, int]:
+    return chunk.index, chunk.size * context
+
+
+def test_ordered_map_yields_in_chunk_order():
+    chunks = [Chunk(i, i * 10, i * 10 + i) for i in range(12)]
+    got = list(map_chunks(_size_of, 3, chunks, WorkerPlan(2, "fork"), ordered=True))
+    assert got == [(i, 3 * i) for i in range(12)]
+
+
+class _Unpicklable:
+    """Pickles fine here; unpickling it (in a spawned worker) raises, so the worker cannot start."""
+
+    def __reduce__(self):
+        return (_refuse, ())
+
+
+def _refuse():
+    raise RuntimeError("this worker refuses to start")
+
+
+def test_a_worker_that_cannot_start_fails_at_once_and_is_not_retried():
+    chunks = [Chunk(i, 0, 1) for i in range(4)]
+    t0 = time.monotonic()
+    with pytest.raises(ChunkWorkerError, match="could not start .*exited with code 1"):
+        list(map_chunks(_size_of, _Unpicklable(), chunks, WorkerPlan(2, "spawn"), ordered=True))
+    assert time.monotonic() - t0 < 30
+    assert not _workers_of(psutil.Process()), "a worker outlived the map"
+
+
+def test_an_error_in_a_worker_is_raised_here_and_stops_the_workers():
+    chunks = [Chunk(i, 0, 1) for i in range(6)]
+    with pytest.raises(TypeError):
+        list(map_chunks(_size_of, None, chunks, WorkerPlan(2, "fork"), ordered=False))
+    assert not _workers_of(psutil.Process())
+
+
+# ---------------------------------------------------------------------------------------------
+# Real processes, real signals: kill -9 a worker, Ctrl-C the parent
+# ---------------------------------------------------------------------------------------------
+
+needs_two_cpus = pytest.mark.skipif(
+    default_num_workers() < 2, reason="needs 2 usable CPUs to run 2 workers"
+)
+
+
+@pytest.fixture(scope="module")
+def big_corpus(tmp_path_factory) -> Path:
+    """About 40 MB of real text built from the bundled samples."""
+    path = tmp_path_factory.mktemp("big") / "corpus40.txt"
+    sample = (DATA / "owt_sample.txt").read_bytes() + (DATA / "tinystories_sample.txt").read_bytes()
+    with open(path, "wb") as f:
+        for _ in range(-(-40_000_000 // len(sample))):
+            f.write(sample)
+    return path
+
+
+def _workers_of(main: psutil.Process) -> list[psutil.Process]:
+    """Chunk workers: forked children of main, or children of its fork server."""
+    found = []
+    for child in main.children():
+        cmd = " ".join(child.cmdline())
+        if "forkserver" in cmd:
+            found += child.children()
+        elif "resource_tracker" not in cmd:
+            found.append(child)
+    return found
+
+
+def _wait_for_workers(proc: subprocess.Popen, n: int, timeout: float = 60) -> list:
+    main = psutil.Process(proc.pid)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        workers = _workers_of(main)
+        if len(workers) >= n and all(w.cpu_times().user > 1.0 for w in workers[:n]):
+            return workers  # started (imports done) and working on a chunk each
+        time.sleep(0.1)
+    raise AssertionError(f"no {n} workers appeared within {timeout} s")
+
+
+def _descendants(pid: int) -> list[psutil.Process]:
+    return psutil.Process(pid).children(recursive=True)
+
+
+def _assert_gone(procs: list[psutil.Process], timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    alive = procs
+    while time.monotonic() < deadline:
+        alive = [p for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+        if not alive:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"left running: {[(p.pid, p.cmdline()) for p in alive]}")
+
+
+_PRETOKENIZE = textwrap.dedent(
+    """
+    import sys
+    from bpe.pretokenize import pretokenize_file
+    pretokenize_file(sys.argv[1], ["<|endoftext|>"], num_workers=2)
+    """
+)
+
+
+def _kill_9_one_worker(cmd: list[str]) -> tuple[int, str, float]:
+    """Run cmd, SIGKILL one of its 2 chunk workers; return exit code, output, seconds to exit."""
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    try:
+        victim = _wait_for_workers(proc, 2)[0]
+        others = _descendants(proc.pid)
+        t0 = time.monotonic()
+        victim.send_signal(signal.SIGKILL)
+        out, _ = proc.communicate(timeout=30)
+        elapsed = time.monotonic() - t0
+    finally:
+        proc.kill()
+    _assert_gone(others)
+    return proc.returncode, out, elapsed
+
+
+@needs_two_cpus
+def test_kill_9_of_a_worker_fails_the_count_within_seconds_naming_chunk_and_signal(big_corpus):
+    code, out, elapsed = _kill_9_one_worker([sys.executable, "-c", _PRETOKENIZE, str(big_corpus)])
+    assert code != 0 and elapsed < 30
+    assert "ChunkWorkerError" in out and "SIGKILL" in out, out
+    assert "chunk " in out and "(bytes " in out, out
+
+
+@needs_two_cpus
+def test_ctrl_c_during_the_pool_stops_everything_without_deadlock(big_corpus):
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _PRETOKENIZE, str(big_corpus)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        _wait_for_workers(proc, 2)
+        others = _descendants(proc.pid)
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert "KeyboardInterrupt" in err
+    _assert_gone(others)
+
+
+@needs_two_cpus
+def test_kill_9_of_a_training_worker_marks_the_run_failed(big_corpus, tmp_path):
+    import json
+
+    code, out, elapsed = _kill_9_one_worker(
+        [sys.executable, "-m", "bpe.train", f"experiments_dir={tmp_path}", "progress=false",
+         f"dataset.path={big_corpus}", "num_workers=2", "vocab_size=300"]
+    )  # fmt: skip
+    assert code != 0 and elapsed < 30, out
+    (metrics_path,) = tmp_path.glob("*/metrics.json")
+    metrics = json.loads(metrics_path.read_text("utf-8"))
+    assert metrics["status"] == "failed"
+    assert "SIGKILL" in metrics["error"]["message"] and "(bytes " in metrics["error"]["message"]
+
+
+@needs_two_cpus
+def test_kill_9_of_an_encode_worker_exits_non_zero_without_output(big_corpus, tmp_path):
+    from bpe import train_bpe
+    from bpe.gpt2_format import save_tokenizer_files
+    from tests.conftest import FIXTURES
+
+    vocab, merges = train_bpe(FIXTURES / "corpus.en", 400, [EOT], num_workers=1)
+    save_tokenizer_files(vocab, merges, tmp_path)
+    out = tmp_path / "ids.npy"
+    code, log, elapsed = _kill_9_one_worker(
+        [sys.executable, "-m", "bpe.encode_dataset", "--tokenizer", str(tmp_path),
+         "--input", str(big_corpus), "--out", str(out), "--num-workers", "2", "--no-progress"]
+    )  # fmt: skip
+    assert code == 1 and elapsed < 30, log
+    assert "SIGKILL" in log and "no output was written" in log, log
+    assert not out.exists()
+    assert not list(tmp_path.glob("*.npy*")), "a temporary file was left behind"

@@ -1,0 +1,168 @@
+"""Joblib sweeps with the default num_workers: they finish, share the CPUs, and leave no process
+behind when they end, when a job fails, and when they are interrupted with SIGINT (Ctrl-C).
+
+Every process the sweep starts (loky workers, fork servers, resource trackers, chunk workers) is
+recorded with psutil while it runs; after the sweep exits each of them must be gone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from bpe.chunks import default_num_workers, fair_share
+from tests.conftest import DATA, ROOT
+
+QUICK = [
+    "progress=false", "analysis.max_docs=5", "analysis.throughput_seconds=0.02",
+    "analysis.gpt2_baseline=false", "hydra/launcher=joblib",
+]  # fmt: skip
+
+
+class Sweep:
+    """A `bpe-train -m` process and every descendant it was seen to have."""
+
+    def __init__(self, tmp_path: Path, *overrides: str) -> None:
+        self.tmp_path = tmp_path
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bpe.train", "-m", f"experiments_dir={tmp_path}",
+             *QUICK, *overrides],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            start_new_session=True,  # its own process group, as a shell gives a command
+        )  # fmt: skip
+        self.seen: dict[int, psutil.Process] = {}
+
+    def poll_children(self) -> list[psutil.Process]:
+        try:
+            found = psutil.Process(self.proc.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            return []
+        for p in found:
+            self.seen.setdefault(p.pid, p)
+        return found
+
+    def wait(self, timeout: float, until=None) -> str | None:
+        """Watch until the sweep exits (or `until(self)` is true); return its output on exit."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.poll_children()
+            if self.proc.poll() is not None:
+                return self.proc.stdout.read()
+            if until is not None and until(self):
+                return None
+            time.sleep(0.1)
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        raise AssertionError(f"the sweep did not finish within {timeout} s")
+
+    def assert_nothing_left(self, grace: float = 15) -> None:
+        assert self.seen, "the sweep started no process at all"
+        deadline = time.monotonic() + grace
+        alive = list(self.seen.values())
+        while time.monotonic() < deadline:
+            alive = [p for p in alive if _running(p)]
+            if not alive:
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"left running: {[(p.pid, p.cmdline()) for p in alive]}")
+
+    def jobs(self) -> list[dict]:
+        return [
+            json.loads(p.read_text("utf-8"))
+            for p in sorted(self.tmp_path.glob("sweeps/*/*/metrics.json"))
+        ]
+
+
+def _running(p: psutil.Process) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_joblib_sweep_with_defaults_finishes_shares_the_cpus_and_leaves_nothing(tmp_path):
+    """The README's command (issue: it hung forever) on the bundled 1.3 MB sample."""
+    sweep = Sweep(tmp_path, "trainer=indexed,heap", "vocab_size=600")
+    out = sweep.wait(timeout=300)
+    assert sweep.proc.returncode == 0, out
+    jobs = sweep.jobs()
+    assert [j["status"] for j in jobs] == ["complete", "complete"], out
+    assert len({j["merges_sha256"] for j in jobs}) == 1
+    cpus = default_num_workers()
+    for job in jobs:
+        launcher = job["run"]["launcher"]
+        assert launcher["name"] == "joblib" and launcher["n_jobs"] == -1
+        assert launcher["workers_per_job"] * cpus <= cpus  # -1: cpus jobs at once
+        assert job["counts"]["workers"] <= launcher["workers_per_job"]
+    report = next(tmp_path.glob("sweeps/*/SWEEP.md")).read_text("utf-8")
+    assert "Launcher joblib: n_jobs=-1" in report
+    sweep.assert_nothing_left()
+
+
+@pytest.mark.skipif(default_num_workers() < 2, reason="needs 2 usable CPUs for 2 workers")
+def test_joblib_job_starts_chunk_workers_inside_a_loky_worker(tmp_path):
+    """One job at a time: its fair share is every CPU, so real workers start inside loky."""
+    sweep = Sweep(tmp_path, "trainer=indexed,heap", "vocab_size=300", "hydra.launcher.n_jobs=1")
+    out = sweep.wait(timeout=300)
+    assert sweep.proc.returncode == 0, out
+    jobs = sweep.jobs()
+    assert [j["status"] for j in jobs] == ["complete", "complete"], out
+    for job in jobs:
+        assert job["run"]["launcher"]["workers_per_job"] == default_num_workers()
+        assert job["counts"]["workers"] == 2  # the sample is 2 chunks of 4 MB at most
+        assert job["counts"]["start_method"] in {"forkserver", "spawn"}  # a sampler thread runs
+    assert len({j["merges_sha256"] for j in jobs}) == 1
+    sweep.assert_nothing_left()
+
+
+def test_a_failing_joblib_job_leaves_nothing_running(tmp_path):
+    sweep = Sweep(tmp_path, "trainer=heap", "vocab_size=10,300", "num_workers=2")
+    out = sweep.wait(timeout=300)
+    jobs = sweep.jobs()
+    assert [j["status"] for j in jobs] == ["failed", "complete"], out
+    # num_workers set without n_jobs: lowered to the fair share (jobs x workers <= CPUs)
+    assert jobs[1]["run"]["launcher"]["workers_per_job"] == fair_share(-1)
+    assert jobs[1]["counts"]["workers"] <= fair_share(-1)
+    sweep.assert_nothing_left()
+
+
+@pytest.fixture(scope="module")
+def corpus_20mb(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("big") / "corpus20.txt"
+    sample = (DATA / "owt_sample.txt").read_bytes()
+    path.write_bytes(sample * 8)
+    return path
+
+
+def _chunk_workers_running(sweep: Sweep) -> bool:
+    forkservers = [p for p in sweep.seen.values() if "forkserver" in " ".join(_cmd(p))]
+    return any(_running(c) for f in forkservers if _running(f) for c in f.children())
+
+
+def _cmd(p: psutil.Process) -> list[str]:
+    try:
+        return p.cmdline()
+    except psutil.Error:
+        return []
+
+
+@pytest.mark.skipif(default_num_workers() < 2, reason="needs 2 usable CPUs for 2 workers")
+def test_ctrl_c_during_a_joblib_sweep_leaves_nothing_running(tmp_path, corpus_20mb):
+    sweep = Sweep(
+        tmp_path, "trainer=indexed,heap", "vocab_size=300", "hydra.launcher.n_jobs=1",
+        f"dataset.path={corpus_20mb}",
+    )  # fmt: skip
+    assert sweep.wait(timeout=120, until=_chunk_workers_running) is None
+    os.killpg(sweep.proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
+    sweep.wait(timeout=60)
+    assert sweep.proc.returncode != 0
+    sweep.assert_nothing_left()
+    statuses = [j["status"] for j in sweep.jobs()]
+    assert statuses and all(s == "failed" for s in statuses), statuses  # the interrupted job
