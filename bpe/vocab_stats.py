@@ -108,8 +108,9 @@ def read_training_sample(
 ) -> tuple[str, dict]:
     """The first `max_bytes` of a training file, cut after the last whole document in them.
 
-    Returns the text and what it is: `{"file" (its name), "bytes", "file_bytes", "whole_file"}`. Without a
-    separator in the prefix the cut falls after the last newline (always a UTF-8 boundary).
+    Returns the text and what it is: `{"file" (its name), "bytes", "file_bytes",
+    "whole_file"}`. Without a separator in the prefix the cut falls after the last newline
+    (always a UTF-8 boundary).
 
     Raises:
         FileNotFoundError: the file is missing.
