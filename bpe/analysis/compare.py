@@ -258,8 +258,13 @@ def _tok(token: bytes) -> str:
     return f"`{clip(render(token), 30)}`"
 
 
-def render_compare(c: Comparison, *, figure: bool) -> str:
-    """The Markdown text of COMPARE.md (no file is read)."""
+def render_compare(c: Comparison, *, figure: str | None, level: int = 1) -> str:
+    """The Markdown text of COMPARE.md (no file is read).
+
+    Args:
+        figure: the top-k overlap figure's path relative to the Markdown file (None: none).
+        level: heading level of the title; sections are one deeper (2 embeds it in a report).
+    """
     sides = c.sides
     lines = [f"# Vocabulary comparison: {' vs '.join(s.label for s in sides)}", ""]
     rows = [
@@ -332,7 +337,7 @@ def render_compare(c: Comparison, *, figure: bool) -> str:
     lines += _matrices(c)
     lines += ["## Overlap of the top-k vocab", ""]
     if figure:
-        lines += [f"![top-k overlap]({FIGURE})", ""]
+        lines += [f"![top-k overlap]({figure})", ""]
     lines += [
         "The share of the first k learned tokens (by merge rank) that both sides hold among "
         "their first k.",
@@ -346,7 +351,8 @@ def render_compare(c: Comparison, *, figure: bool) -> str:
                      f"(k={len(curve)})"])  # fmt: skip
     heads = ["side A", "side B", *(f"k={k}" for k in TOPK_POINTS), "all (k = smaller vocab)"]
     lines += [table(rows, heads), ""]
-    return "\n".join(lines)
+    extra = "#" * (level - 1)
+    return "\n".join(extra + ln if ln.startswith("#") else ln for ln in lines)
 
 
 def _only_in(side: Side, other: Side, occ: Counter[bytes]) -> list[str]:
@@ -404,22 +410,28 @@ def write_compare(paths: Sequence[str | Path], out_dir: str | Path = ".", *, lab
     result = compare(sides)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    drawn = draw_topk_overlap(sides, out / FIGURE)
+    path = out / "COMPARE.md"
+    atomic_write_text(path, render_compare(result, figure=FIGURE if drawn else None) + "\n")
+    return path
+
+
+def draw_topk_overlap(sides: Sequence[Side], path: Path) -> bool:
+    """Draw the top-k overlap of every pair of sides into path; False when no side learned any."""
     curves = {
         f"{a.label} / {b.label}": topk_overlap(a.learned, b.learned)
         for a, b in combinations(sides, 2)
     }
-    drawn = any(curves.values())
-    if drawn:
-        figures.line(
-            curves,
-            out / FIGURE,
-            xlabel="k (first k learned tokens by merge rank)",
-            ylabel="shared share of the top k",
-            title="Overlap of the top-k vocab",
-        )
-    path = out / "COMPARE.md"
-    atomic_write_text(path, render_compare(result, figure=drawn) + "\n")
-    return path
+    if not any(curves.values()):
+        return False
+    figures.line(
+        curves,
+        path,
+        xlabel="k (first k learned tokens by merge rank)",
+        ylabel="shared share of the top k",
+        title="Overlap of the top-k vocab",
+    )
+    return True
 
 
 def pairwise_overlap(runs: pd.DataFrame, *, measure: str = "jaccard") -> pd.DataFrame:
