@@ -2,14 +2,17 @@
 
 What it does: pure `section_*` functions over a run's metrics (the `efficiency` and
 `undertrained` entries the analysis stage records), returning Markdown lines; `GLOSSARY` defines
-every measure they use, with its formula. Runs made before these entries existed get a one-line
-note instead of a table.
+every measure they use, with its formula; `section_sweep_usage` is the SWEEP.md table. Runs made
+before these entries existed get a one-line note instead of a table.
 
 What it does not do: read files or measure anything (`bpe.experiment.usage` measured it).
 """
 
 from __future__ import annotations
 
+import pandas as pd
+
+from bpe.analysis.loader import complete
 from bpe.analysis.markdown import clip, fmt, table
 
 #: The measures ANALYSIS.md uses beyond time and memory, and how each is computed.
@@ -131,3 +134,46 @@ def section_glossary() -> list[str]:
     """The definitions of the measures the report uses."""
     rows = [[f"**{name}**", text] for name, text in GLOSSARY]
     return ["## Glossary", "", table(rows, ["measure", "definition"]), ""]
+
+
+def section_sweep_usage(runs: pd.DataFrame, frame: pd.DataFrame) -> list[str]:
+    """SWEEP.md: efficiency and under-trained tokens, once per distinct vocab of the sweep.
+
+    `runs` is the sweep's `tidy` frame, `frame` the raw one. Jobs with identical merges have
+    identical numbers, so each (dataset, vocab size, merges) is one row. No lines when no job
+    recorded these measures (runs made before them).
+    """
+    eff = "metrics.efficiency.own."
+    und = "metrics.undertrained."
+    if f"{eff}renyi_efficiency" not in frame and f"{und}intermediate_only" not in frame:
+        return []
+    raw = frame.set_index("run_dir")
+    done = complete(runs).drop_duplicates(["dataset", "vocab_size", "merges_sha256"])
+
+    def cell(run_dir: str, column: str, spec: str, scale: float = 1.0) -> str:
+        value = raw.at[run_dir, column] if column in raw else None
+        return fmt(None if value is None or pd.isna(value) else scale * value, spec)
+
+    rows = [
+        [r["dataset"], fmt(r["vocab_size"], "d"),
+         cell(r["run_dir"], f"{eff}renyi_efficiency", ".3f"),
+         cell(r["run_dir"], f"{eff}shannon_efficiency", ".3f"),
+         cell(r["run_dir"], f"{eff}fertility", ".2f"),
+         cell(r["run_dir"], f"{eff}vocab_used_share", ".1f", 100),
+         cell(r["run_dir"], f"{und}intermediate_only", ".0f"),
+         cell(r["run_dir"], f"{und}intermediate_only_share", ".2f", 100),
+         cell(r["run_dir"], f"{und}never_produced", ".0f")]
+        for _, r in done.iterrows()
+    ]  # fmt: skip
+    if not rows:
+        return []
+    headers = ["dataset", "vocab", "Rényi eff.", "Shannon eff.", "tokens/word",
+               "% vocab used", "intermediate only", "% of vocab", "never produced"]  # fmt: skip
+    return [
+        "## Vocab use (own held-out documents; once per distinct vocab)",
+        "",
+        table(rows, headers),
+        "",
+        "Definitions are in the glossary of each job's ANALYSIS.md (Rényi α = 2.5).",
+        "",
+    ]
