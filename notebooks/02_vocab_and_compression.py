@@ -20,12 +20,14 @@ import os
 import tempfile
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import Image, display
 
-from bpe._io import PROJECT_ROOT
-from bpe.analysis import figures, load_runs
+from bpe._io import DATA_DIR, PROJECT_ROOT
+from bpe.analysis import figures, load_runs, pairwise_overlap
 from bpe.analysis.loader import complete, tidy
+from bpe.show import show
 
 EXPERIMENTS = Path(os.environ.get("BPE_EXPERIMENTS", PROJECT_ROOT / "experiments"))
 frame = load_runs(EXPERIMENTS)
@@ -75,3 +77,33 @@ for dataset, group in done.groupby("dataset"):
         bins=range(1, max(values) + 2), log_y=True,
     )  # fmt: skip
     display(Image(filename=str(path)))
+
+# %% [markdown]
+# ## One sentence under each tokenizer
+#
+# The largest complete run per dataset and GPT-2 (`bpe.show`; `bpe-show RUN_DIR "text"` does
+# the same in a terminal). Hover a token to see its id.
+
+# %%
+SENTENCE = "Once upon a time, the government announced a surprisingly unexpected policy."
+sides = []
+for dataset, group in done.groupby("dataset"):
+    largest = group.loc[group["vocab_size"].idxmax()]
+    sides.append((f"{dataset} v{int(largest['vocab_size'])}", largest["run_dir"]))
+sides = [(label, d) for label, d in sides if (Path(d) / "merges.txt").is_file()]
+for label, run_dir in [*sides, ("gpt2", DATA_DIR / "gpt2")]:
+    display(show(run_dir, SENTENCE, label=label))
+
+# %% [markdown]
+# ## How much the vocabularies overlap (Jaccard of the vocabs, by bytes)
+
+# %%
+overlap = pairwise_overlap(done)
+if len(overlap) > 1:
+    fig, ax = plt.subplots(figsize=(1 + 0.6 * len(overlap), 1 + 0.5 * len(overlap)))
+    im = ax.imshow(overlap.values.astype(float), vmin=0, vmax=1, cmap="viridis")
+    ax.set_xticks(range(len(overlap)), [n[-30:] for n in overlap.columns], rotation=90)
+    ax.set_yticks(range(len(overlap)), [n[-30:] for n in overlap.index])
+    fig.colorbar(im, ax=ax, label="Jaccard")
+    plt.show()
+overlap.round(3)

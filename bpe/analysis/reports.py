@@ -6,6 +6,8 @@ What it does: loads every run under an experiments directory and writes
     reports/trainers.md   naive vs indexed vs heap: merge time, speedup, memory, identical merges
     reports/datasets.md   TinyStories vs OWT: longest tokens, token kinds, own- and cross-domain
                           compression against GPT-2
+    reports/vocabularies.md   how the datasets' vocabularies differ and compare with GPT-2
+                          (`bpe.analysis.vocabularies`; only when two datasets share a size)
     reports/figures/*.png
 
 Each report names the command that made it and lists the runs it used. Output is
@@ -30,6 +32,7 @@ from bpe.analysis.loader import complete, load_tidy, trainer_order
 from bpe.analysis.markdown import clip, fmt, table
 from bpe.analysis.run_report import write_run_report
 from bpe.analysis.sweep import merge_agreement
+from bpe.analysis.vocabularies import pick_runs, write_vocabularies
 from bpe.trainers import TRAINERS
 
 logger = logging.getLogger(__name__)
@@ -309,7 +312,12 @@ def _vocab_contrast(reps: pd.DataFrame, frame: pd.DataFrame) -> list[str]:
 
 
 def render_index(
-    runs: pd.DataFrame, frame: pd.DataFrame, root: Path, examples: list[Path] = ()
+    runs: pd.DataFrame,
+    frame: pd.DataFrame,
+    root: Path,
+    examples: list[Path] = (),
+    *,
+    vocabularies: bool = False,
 ) -> str:
     status = runs["status"].value_counts().to_dict() if not runs.empty else {}
     lines = [
@@ -324,6 +332,15 @@ def render_index(
         "much memory do they use, and do all three produce identical merges? |",
         "| [datasets.md](datasets.md) | What do TinyStories and OpenWebText vocabularies look "
         "like, and how well does each compress its own and the other domain vs GPT-2? |",
+        *(
+            [
+                "| [vocabularies.md](vocabularies.md) | How much do the datasets' vocabularies "
+                "overlap, which tokens only one has, how many are under-trained, and how does "
+                "each compare with GPT-2's? |"
+            ]
+            if vocabularies
+            else []
+        ),  # fmt: skip
         *(
             f"| [runs/{p.name}](runs/{p.name}/ANALYSIS.md) | One run in full (its own "
             "ANALYSIS.md): time, memory, longest tokens, compression, siblings. |"
@@ -369,11 +386,16 @@ def write_all_reports(
     out = Path(out_dir)
     fig_dir = out / "figures"
     examples = example_runs(runs)
+    vocabularies = write_vocabularies(pick_runs(runs), out, root=root, command=COMMAND)
     written = [
         _write(out / "trainers.md", render_trainers(runs, root, fig_dir)),
         _write(out / "datasets.md", render_datasets(runs, frame, root, fig_dir)),
+        *([vocabularies] if vocabularies else []),
         *_copy_run_reports(examples, out / "runs"),
-        _write(out / "README.md", render_index(runs, frame, root, examples)),
+        _write(
+            out / "README.md",
+            render_index(runs, frame, root, examples, vocabularies=vocabularies is not None),
+        ),
     ]
     return written
 

@@ -28,6 +28,7 @@ from bpe._io import atomic_write_text
 from bpe.analysis import figures
 from bpe.analysis.loader import complete, load_runs, merges_agree, shown_stages, tidy
 from bpe.analysis.markdown import clip, fmt, table
+from bpe.analysis.vocab_report import section_efficiency, section_glossary, section_undertrained
 from bpe.measures import (
     RETIRED_STAGES,
     RUN_STAGES,
@@ -225,8 +226,11 @@ def render_analysis(facts: RunFacts) -> str:
         section_profile(facts.metrics, facts.profile),
         section_longest_tokens(facts.metrics, facts.figures),
         section_compression(facts.metrics),
+        section_efficiency(facts.metrics),
+        section_undertrained(facts.metrics),
         section_throughput(facts.metrics),
         section_siblings(facts.metrics, facts.siblings),
+        section_glossary(),
     )
     return "\n".join(line for section in sections for line in section)
 

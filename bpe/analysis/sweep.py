@@ -22,6 +22,7 @@ from bpe._io import atomic_write_text
 from bpe.analysis import figures
 from bpe.analysis.loader import complete, load_tidy, merges_agree, shown_stages
 from bpe.analysis.markdown import fmt, table
+from bpe.analysis.vocab_report import section_sweep_usage
 
 logger = logging.getLogger(__name__)
 
@@ -208,6 +209,7 @@ def render_sweep(sweep_dir: Path, frame: pd.DataFrame, runs: pd.DataFrame, fig_l
     if not agreement and done.empty:
         add("- No job completed, so there is nothing to compare.")
     add("")
+    lines += section_sweep_usage(runs, frame)
     if fig_list:
         add("## Figures")
         add("")

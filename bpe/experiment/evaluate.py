@@ -8,8 +8,9 @@ What it does:
       own dataset and of its cross-domain dataset, encode throughput and the Pile projection,
       each next to GPT-2's tokenizer on the same documents;
     * `evaluate`: both, for a `TrainResult` and the run's `analysis` config, plus the sha256 of
-      the corpus and held-out files (`bpe.lineage`) and how many held-out pretokens the
-      tiktoken export encodes differently (`bpe.exports.tiktoken_mismatches`).
+      the corpus and held-out files (`bpe.lineage`), how many held-out pretokens the
+      tiktoken export encodes differently (`bpe.exports.tiktoken_mismatches`), and how the
+      vocab is used (`bpe.experiment.usage`: efficiency and under-trained tokens).
 
 What it does not do: format anything; missing inputs give null values plus a logged reason.
 """
@@ -21,6 +22,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from bpe.datasets import Dataset, load_named
+from bpe.experiment.usage import usage_metrics
 from bpe.exports import tiktoken_mismatches
 from bpe.gpt2_format import render
 from bpe.lineage import dataset_lineage, heldout_files
@@ -46,7 +48,8 @@ def evaluate(result: TrainResult, ds: Dataset, analysis: Mapping) -> dict:
         result: what training produced.
         ds: the run's dataset (its held-out file and cross-domain dataset are measured).
         analysis: the run's `analysis` config (`longest_tokens`, `max_docs`,
-            `throughput_seconds`, `gpt2_baseline`); missing keys take their defaults.
+            `throughput_seconds`, `gpt2_baseline`, `train_sample_bytes`); missing keys take
+            their defaults.
     """
     out = vocab_metrics(
         result.vocab,
@@ -69,6 +72,16 @@ def evaluate(result: TrainResult, ds: Dataset, analysis: Mapping) -> dict:
     heldout = heldout_files(ds)
     texts = [p.read_text(encoding="utf-8") for p in heldout.values()]
     out["tiktoken"] = {"heldout": list(heldout), **tiktoken_mismatches(tokenizer, texts)}
+    sample_bytes = analysis.get("train_sample_bytes")
+    out.update(
+        usage_metrics(
+            tokenizer,
+            ds,
+            merge_counts=result.merge_counts,
+            max_docs=int(analysis.get("max_docs", 200)),
+            **({} if sample_bytes is None else {"sample_bytes": int(sample_bytes)}),
+        )
+    )
     return out
 
 

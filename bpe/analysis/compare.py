@@ -1,0 +1,495 @@
+"""COMPARE.md: how two or more vocabularies differ, from run directories or GPT-2 style files.
+
+What it does:
+    * `load_side`: one side of a comparison, from a run directory (its vocab.json, or the vocab
+      rebuilt from merges.txt and the special tokens, which is how a trainer lays it out; its
+      held-out documents from the run's dataset config) or from a directory holding a GPT-2
+      style `vocab.json` + `merges.txt` (such as data/gpt2; it has no held-out documents);
+    * pure measures over sides: `jaccard`, `merge_divergence` (length of the longest common
+      merge prefix, i.e. the index of the first merge that differs), `topk_overlap` (shared
+      share of the first k learned tokens by merge rank, for every k);
+    * `compare`: every side's tokenizer on every run side's held-out documents (bytes per token,
+      Rényi efficiency, token occurrences), then `render_compare` writes the Markdown;
+    * `write_compare`: COMPARE.md + `figures/compare_topk_overlap.png` into an output directory;
+    * `pairwise_overlap`: a square frame of Jaccard (or shared count, or merge divergence) over
+      the runs of a `load_runs` frame, for a heat map across a sweep;
+    * `main`: the `bpe-compare` command.
+
+What it does not do: train or change any run; it reads run directories and writes only the
+output directory's COMPARE.md and figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import combinations
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from bpe._io import atomic_write_text
+from bpe.analysis import figures
+from bpe.analysis.markdown import clip, fmt, table
+from bpe.datasets import from_config, load_named
+from bpe.gpt2_format import load_merges, load_vocab, render
+from bpe.measures import RENYI_ALPHA, load_documents, renyi_efficiency
+from bpe.pretokenize import EOT
+from bpe.tokenizer import Tokenizer
+from bpe.vocab_stats import ordinary_vocab_size, token_counts
+
+logger = logging.getLogger(__name__)
+
+FIGURE = "figures/compare_topk_overlap.png"
+#: Examples listed per side of each pair in "Tokens only in one side".
+EXAMPLES = 8
+#: Token lengths at or above this are one row of the length table.
+LONG = 16
+#: The k at which the top-k overlap table reads the curve (and the full learned vocab).
+TOPK_POINTS = (100, 1000, 5000, 10000)
+
+
+@dataclass
+class Side:
+    """One vocabulary being compared."""
+
+    label: str
+    source: str  # the directory's name (no machine path in reports)
+    kind: str  # "run" or "GPT-2 style files"
+    vocab: dict[int, bytes]
+    merges: list[tuple[bytes, bytes]]
+    special_tokens: list[str]
+    dataset: str | None = None
+    #: the run's held-out documents (None for GPT-2 style files)
+    heldout: list[str] | None = None
+    tokenizer: Tokenizer = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.tokenizer = Tokenizer(self.vocab, self.merges, self.special_tokens)
+
+    @property
+    def tokens(self) -> set[bytes]:
+        """Every non-special vocab entry (the 256 bytes included), by bytes."""
+        specials = {s.encode("utf-8") for s in self.special_tokens}
+        return {t for t in self.tokenizer.vocab.values() if t not in specials}
+
+    @property
+    def learned(self) -> list[bytes]:
+        """Merged tokens in merge-rank order (each once)."""
+        return list(dict.fromkeys(a + b for a, b in self.merges))
+
+
+def _yaml(path: Path) -> dict:
+    if not path.is_file():
+        return {}
+    return yaml.safe_load(path.read_text("utf-8")) or {}
+
+
+def _vocab_from_merges(merges: list[tuple[bytes, bytes]], specials: list[str]) -> dict[int, bytes]:
+    # the layout every trainer uses: specials, then the 256 bytes, then one id per merge
+    vocab = {i: s.encode("utf-8") for i, s in enumerate(specials)}
+    vocab.update({len(specials) + b: bytes([b]) for b in range(256)})
+    for a, b in merges:
+        vocab[len(vocab)] = a + b
+    return vocab
+
+
+def load_side(path: str | Path, *, label: str | None = None, heldout: bool = True) -> Side:
+    """A run directory or a GPT-2 style vocab.json + merges.txt directory, as a `Side`.
+
+    Args:
+        label: the name tables use (default: `<dataset> v<vocab_size>` for a run, else the
+            directory's name).
+        heldout: also read the run's held-out documents (its `analysis.max_docs` of them).
+
+    Raises:
+        FileNotFoundError: the directory has neither metrics.json + merges.txt nor
+            vocab.json + merges.txt.
+    """
+    d = Path(path)
+    merges_path = d / "merges.txt"
+    metrics_path = d / "metrics.json"
+    if metrics_path.is_file() and merges_path.is_file():
+        metrics = json.loads(metrics_path.read_text("utf-8"))
+        run = metrics.get("run") or {}
+        config = _yaml(d / ".hydra" / "config.yaml")
+        specials = list(run.get("special_tokens") or [])
+        merges = load_merges(merges_path)
+        vocab_path = d / "vocab.json"
+        vocab = (
+            load_vocab(vocab_path) if vocab_path.is_file() else _vocab_from_merges(merges, specials)
+        )
+        docs = None
+        if heldout:
+            ds = (
+                from_config(config["dataset"])
+                if config.get("dataset")
+                else load_named(run["dataset"])
+            )
+            max_docs = int((config.get("analysis") or {}).get("max_docs", 200))
+            if ds.heldout_path is not None and ds.heldout_path.is_file():
+                docs = load_documents(ds.heldout_path, ds.document_separator, max_docs=max_docs)
+        return Side(
+            label=label or f"{run.get('dataset')} v{run.get('vocab_size')}",
+            source=d.name,
+            kind="run",
+            vocab=vocab,
+            merges=merges,
+            special_tokens=specials,
+            dataset=run.get("dataset"),
+            heldout=docs or None,
+        )
+    if (d / "vocab.json").is_file() and merges_path.is_file():
+        vocab = load_vocab(d / "vocab.json")
+        specials = [EOT] if EOT.encode("utf-8") in vocab.values() else []
+        return Side(
+            label=label or d.name,
+            source=d.name,
+            kind="GPT-2 style files",
+            vocab=vocab,
+            merges=load_merges(merges_path),
+            special_tokens=specials,
+        )
+    raise FileNotFoundError(
+        f"{str(d)!r} is neither a run directory (metrics.json + merges.txt) nor a GPT-2 style "
+        "directory (vocab.json + merges.txt); pass a complete run or e.g. data/gpt2"
+    )
+
+
+def jaccard(a: set, b: set) -> float:
+    """|A ∩ B| / |A ∪ B| (1.0 for two empty sets).
+
+    >>> jaccard({b"a", b"b"}, {b"b", b"c"})
+    0.3333333333333333
+    """
+    union = len(a | b)
+    return len(a & b) / union if union else 1.0
+
+
+def merge_divergence(a: Sequence, b: Sequence) -> int:
+    """Index of the first merge that differs = length of the longest common merge prefix.
+
+    Identical lists give their length; a list that is a prefix of the other gives its length.
+
+    >>> merge_divergence([(b"a", b"b"), (b"c", b"d")], [(b"a", b"b"), (b"e", b"f")])
+    1
+    >>> merge_divergence([(b"x", b"y")], [(b"a", b"b")]), merge_divergence([1, 2], [1, 2])
+    (0, 2)
+    """
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def topk_overlap(a: Sequence[bytes], b: Sequence[bytes]) -> list[float]:
+    """For k = 1..min(len): |first k of a ∩ first k of b| / k (a and b in merge-rank order).
+
+    >>> topk_overlap([b"th", b"he", b"in"], [b"he", b"th", b"an"])
+    [0.0, 1.0, 0.6666666666666666]
+    """
+    seen_a: set[bytes] = set()
+    seen_b: set[bytes] = set()
+    shared = 0
+    out = []
+    for k, (x, y) in enumerate(zip(a, b), start=1):
+        seen_a.add(x)
+        seen_b.add(y)
+        shared += (x in seen_b) + (y in seen_a) - (x == y)
+        out.append(shared / k)
+    return out
+
+
+@dataclass
+class Comparison:
+    """Everything COMPARE.md says, measured before rendering."""
+
+    sides: list[Side]
+    #: dataset name -> held-out documents (each run side's, once per dataset)
+    heldout: dict[str, list[str]]
+    #: (side label, dataset) -> bytes per token
+    compression: dict[tuple[str, str], float]
+    #: (side label, dataset) -> Rényi efficiency
+    efficiency: dict[tuple[str, str], float]
+    #: side label -> occurrences of each token (by bytes) over every held-out set
+    occurrences: dict[str, Counter[bytes]]
+
+
+def compare(sides: Sequence[Side]) -> Comparison:
+    """Encode every held-out set of the run sides with every side's tokenizer.
+
+    Raises:
+        ValueError: fewer than two sides, or two sides with the same label.
+    """
+    if len(sides) < 2:
+        raise ValueError(f"got {len(sides)} side(s); pass at least two directories to compare")
+    labels = [s.label for s in sides]
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"labels {labels!r} repeat; pass distinct runs (or --labels)")
+    heldout: dict[str, list[str]] = {}
+    for s in sides:
+        if s.heldout and s.dataset and s.dataset not in heldout:
+            heldout[s.dataset] = s.heldout
+    compression, efficiency, occurrences = {}, {}, {}
+    for s in sides:
+        tok = s.tokenizer
+        specials = set(tok.special_tokens.values())
+        occ: Counter[bytes] = Counter()
+        for name, docs in heldout.items():
+            counts = token_counts(tok, docs)
+            values = [c for i, c in counts.items() if i not in specials]
+            num_bytes = sum(len(d.encode("utf-8")) for d in docs)
+            compression[(s.label, name)] = num_bytes / sum(values)
+            efficiency[(s.label, name)] = renyi_efficiency(values, ordinary_vocab_size(tok))
+            occ.update({tok.vocab[i]: c for i, c in counts.items() if i not in specials})
+        occurrences[s.label] = occ
+    return Comparison(list(sides), heldout, compression, efficiency, occurrences)
+
+
+def _tok(token: bytes) -> str:
+    return f"`{clip(render(token), 30)}`"
+
+
+def render_compare(c: Comparison, *, figure: str | None, level: int = 1) -> str:
+    """The Markdown text of COMPARE.md (no file is read).
+
+    Args:
+        figure: the top-k overlap figure's path relative to the Markdown file (None: none).
+        level: heading level of the title; sections are one deeper (2 embeds it in a report).
+    """
+    sides = c.sides
+    lines = [f"# Vocabulary comparison: {' vs '.join(s.label for s in sides)}", ""]
+    rows = [
+        [s.label, s.source, s.kind, s.dataset or "n/a", len(s.tokens), len(s.learned),
+         len(s.heldout) if s.heldout else "none"]
+        for s in sides
+    ]  # fmt: skip
+    lines += [
+        table(
+            rows,
+            [
+                "side",
+                "directory",
+                "kind",
+                "trained on",
+                "tokens (no specials)",
+                "learned (merges)",
+                "held-out docs",
+            ],
+        ),  # fmt: skip
+        "",
+        "Tokens are compared by their bytes; special tokens are left out everywhere.",
+        "",
+        "## Shared tokens",
+        "",
+    ]
+    rows = []
+    for a, b in combinations(sides, 2):
+        ta, tb = a.tokens, b.tokens
+        la, lb = set(a.learned), set(b.learned)
+        div = merge_divergence(a.merges, b.merges)
+        rows.append([
+            a.label, b.label, len(ta & tb), fmt(jaccard(ta, tb), ".3f"), len(la & lb),
+            fmt(jaccard(la, lb), ".3f"), div,
+            "identical" if div == len(a.merges) == len(b.merges) else f"#{div + 1}",
+        ])  # fmt: skip
+    lines += [
+        table(rows, ["side A", "side B", "shared tokens", "Jaccard", "shared learned",
+                     "Jaccard (learned)", "common merge prefix", "first different merge"]),
+        "",
+    ]  # fmt: skip
+    a, b = sides[0], sides[1]
+    la, lb = set(a.learned), set(b.learned)
+    lines += [
+        f"{a.label} and {b.label} share {len(la & lb)} learned tokens (Jaccard "
+        f"{fmt(jaccard(la, lb), '.3f')} over learned tokens, "
+        f"{fmt(jaccard(a.tokens, b.tokens), '.3f')} with the 256 bytes); their merge lists "
+        f"agree on the first {merge_divergence(a.merges, b.merges)} merges.",
+        "",
+        "## Tokens only in one side",
+        "",
+        "For each pair, the learned tokens one side has and the other lacks, most frequent "
+        "first: frequency is the number of occurrences when that side's tokenizer encodes "
+        "every held-out set of the comparison (ties, and sides without held-out text, by merge "
+        "rank).",
+        "",
+    ]
+    for a, b in combinations(sides, 2):
+        for mine, other in ((a, b), (b, a)):
+            lines += _only_in(mine, other, c.occurrences[mine.label])
+    lines += ["## Token lengths", "", "Non-special vocab entries by length in bytes.", ""]
+    counts = {s.label: Counter(min(len(t), LONG) for t in s.tokens) for s in sides}
+    longest = max(max(cnt) for cnt in counts.values())
+    rows = [
+        [f"{n}+" if n == LONG else n, *(counts[s.label].get(n, 0) for s in sides)]
+        for n in range(1, longest + 1)
+    ]
+    rows.append(["mean", *(fmt(sum(map(len, s.tokens)) / len(s.tokens), ".2f") for s in sides)])
+    lines += [table(rows, ["bytes", *(s.label for s in sides)]), ""]
+    lines += _matrices(c)
+    lines += ["## Overlap of the top-k vocab", ""]
+    if figure:
+        lines += [f"![top-k overlap]({figure})", ""]
+    lines += [
+        "The share of the first k learned tokens (by merge rank) that both sides hold among "
+        "their first k.",
+        "",
+    ]
+    rows = []
+    for a, b in combinations(sides, 2):
+        curve = topk_overlap(a.learned, b.learned)
+        cells = [fmt(curve[k - 1], ".3f") if k <= len(curve) else "n/a" for k in TOPK_POINTS]
+        rows.append([a.label, b.label, *cells, f"{fmt(curve[-1] if curve else None, '.3f')} "
+                     f"(k={len(curve)})"])  # fmt: skip
+    heads = ["side A", "side B", *(f"k={k}" for k in TOPK_POINTS), "all (k = smaller vocab)"]
+    lines += [table(rows, heads), ""]
+    extra = "#" * (level - 1)
+    return "\n".join(extra + ln if ln.startswith("#") else ln for ln in lines)
+
+
+def _only_in(side: Side, other: Side, occ: Counter[bytes]) -> list[str]:
+    rank = {t: k for k, t in enumerate(side.learned)}
+    theirs = other.tokens
+    only = sorted(
+        (t for t in side.learned if t not in theirs), key=lambda t: (-occ.get(t, 0), rank[t])
+    )
+    lines = [
+        f"**Only in {side.label}** (not in {other.label}): {len(only)} of its "
+        f"{len(side.learned)} learned tokens.",
+        "",
+    ]
+    if only:
+        rows = [
+            [_tok(t), clip(repr(t.decode("utf-8", errors="replace")), 30), len(t),
+             occ.get(t, 0), rank[t] + 1]
+            for t in only[:EXAMPLES]
+        ]  # fmt: skip
+        lines += [table(rows, ["token", "text", "bytes", "occurrences", "merge #"]), ""]
+    return lines
+
+
+def _matrices(c: Comparison) -> list[str]:
+    lines = ["## Compression on held-out documents", ""]
+    if not c.heldout:
+        return [*lines, "No side has held-out documents (GPT-2 style files have none).", ""]
+    heads = [f"{name} ({len(docs)} docs)" for name, docs in c.heldout.items()]
+    for title, values, spec in (
+        ("bytes per token (higher compresses better)", c.compression, ".3f"),
+        (f"Rényi efficiency, α = {RENYI_ALPHA} (of the vocab without specials)", c.efficiency,
+         ".3f"),
+    ):  # fmt: skip
+        rows = [[s.label, *(fmt(values[(s.label, n)], spec) for n in c.heldout)] for s in c.sides]
+        lines += [f"{title.capitalize()}:", "", table(rows, ["tokenizer", *heads]), ""]
+    for name in c.heldout:
+        best = max(c.sides, key=lambda s: c.compression[(s.label, name)])
+        lines.append(
+            f"On {name}, {best.label} compresses best "
+            f"({fmt(c.compression[(best.label, name)], '.2f')} bytes per token)."
+        )
+    return [*lines, ""]
+
+
+def write_compare(paths: Sequence[str | Path], out_dir: str | Path = ".", *, labels=None) -> Path:
+    """Compare the directories, write COMPARE.md and its figure into out_dir; returns its path.
+
+    Raises:
+        FileNotFoundError / ValueError: see `load_side` and `compare`.
+    """
+    labels = list(labels or [None] * len(paths))
+    if len(labels) != len(paths):
+        raise ValueError(f"{len(labels)} labels for {len(paths)} directories; pass one each")
+    sides = [load_side(p, label=lab) for p, lab in zip(paths, labels)]
+    result = compare(sides)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    drawn = draw_topk_overlap(sides, out / FIGURE)
+    path = out / "COMPARE.md"
+    atomic_write_text(path, render_compare(result, figure=FIGURE if drawn else None) + "\n")
+    return path
+
+
+def draw_topk_overlap(sides: Sequence[Side], path: Path) -> bool:
+    """Draw the top-k overlap of every pair of sides into path; False when no side learned any."""
+    curves = {
+        f"{a.label} / {b.label}": topk_overlap(a.learned, b.learned)
+        for a, b in combinations(sides, 2)
+    }
+    if not any(curves.values()):
+        return False
+    figures.line(
+        curves,
+        path,
+        xlabel="k (first k learned tokens by merge rank)",
+        ylabel="shared share of the top k",
+        title="Overlap of the top-k vocab",
+    )
+    return True
+
+
+def pairwise_overlap(runs: pd.DataFrame, *, measure: str = "jaccard") -> pd.DataFrame:
+    """A square frame over the runs of a `load_runs` (or `tidy`) frame, for a heat map.
+
+    Args:
+        measure: "jaccard" (of the non-special vocabs, by bytes), "shared" (count of shared
+            tokens) or "divergence" (length of the common merge prefix).
+
+    Runs without merges.txt (failed early) are left out. Index and columns are run names.
+
+    Raises:
+        ValueError: an unknown measure.
+    """
+    measures = {
+        "jaccard": lambda a, b: jaccard(a.tokens, b.tokens),
+        "shared": lambda a, b: len(a.tokens & b.tokens),
+        "divergence": lambda a, b: merge_divergence(a.merges, b.merges),
+    }
+    if measure not in measures:
+        raise ValueError(f"measure={measure!r} is unknown; choose one of {sorted(measures)}")
+    sides = []
+    for run_dir in runs["run_dir"]:
+        try:
+            sides.append(load_side(run_dir, label=Path(run_dir).name, heldout=False))
+        except (FileNotFoundError, ValueError) as err:
+            logger.warning("leaving %s out of the overlap: %s", run_dir, err)
+    names = [s.label for s in sides]
+    fn = measures[measure]
+    frame = pd.DataFrame(index=names, columns=names, dtype=float)
+    for a in sides:
+        for b in sides:
+            frame.loc[a.label, b.label] = fn(a, b)
+    return frame
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="bpe-compare",
+        description="Compare vocabularies (run dirs or GPT-2 style vocab.json + merges.txt "
+        "dirs); writes OUT/COMPARE.md and OUT/figures/compare_topk_overlap.png",
+    )
+    parser.add_argument("dirs", nargs="+", type=Path, help="two or more directories")
+    parser.add_argument("--out", type=Path, default=Path("."), help="output dir (default: .)")
+    parser.add_argument("--labels", nargs="+", help="names for the sides, one per directory")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        logger.info("wrote %s", write_compare(args.dirs, args.out, labels=args.labels))
+    except (FileNotFoundError, ValueError) as err:
+        logger.error("%s", err)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,179 @@
+"""ANALYSIS.md sections on how a run's vocab is used: efficiency, under-trained tokens, glossary.
+
+What it does: pure `section_*` functions over a run's metrics (the `efficiency` and
+`undertrained` entries the analysis stage records), returning Markdown lines; `GLOSSARY` defines
+every measure they use, with its formula; `section_sweep_usage` is the SWEEP.md table. Runs made
+before these entries existed get a one-line note instead of a table.
+
+What it does not do: read files or measure anything (`bpe.experiment.usage` measured it).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from bpe.analysis.loader import complete
+from bpe.analysis.markdown import clip, fmt, table
+
+#: The measures ANALYSIS.md uses beyond time and memory, and how each is computed.
+GLOSSARY = (
+    ("compression ratio",
+     "UTF-8 bytes of the documents / tokens they encode to (higher is better)"),
+    ("fertility",
+     "tokens / whitespace-separated words (`str.split()`) of the documents (lower is better)"),
+    ("Shannon efficiency",
+     "H(p) / log\\|V\\|, H(p) = -Σ p_i log p_i over the unigram distribution p of token ids "
+     "in the encoded documents; \\|V\\| = vocab without special tokens"),
+    ("Rényi efficiency",
+     "H_α(p) / log\\|V\\|, H_α(p) = log(Σ p_i^α) / (1 - α), α = 2.5 (Zouhar et al., "
+     "ACL 2023); weighs frequent tokens more than Shannon's; 1 = every entry equally used"),
+    ("vocab used", "share of \\|V\\| that occurs at least once in the encoded documents"),
+    ("intermediate only",
+     "a learned token that never ends up in the encoding of the training sample: every "
+     "occurrence was merged further (unreachable in Land & Bartolo's sense, 2024)"),
+    ("never produced", "intermediate only, and absent from the encoded held-out documents too"),
+    ("self-unreachable", "a learned token whose own text does not encode to that token alone"),
+    ("merge count", "how often the pair occurred in the training pretokens when it was merged"),
+)  # fmt: skip
+
+
+def section_efficiency(metrics: dict) -> list[str]:
+    """Fertility, Shannon and Rényi efficiency and vocab share used, per held-out set."""
+    lines = ["## Efficiency of the token distribution", ""]
+    eff = metrics.get("efficiency") or {}
+    rows = []
+    for side in ("own", "other"):
+        e = eff.get(side)
+        if not e:
+            continue
+        rows.append([
+            f"{e['dataset']} ({'same' if side == 'own' else 'other'} domain)",
+            e["docs"], e["tokens"], fmt(e["fertility"], ".2f"),
+            fmt(e["shannon_efficiency"], ".3f"), fmt(e["renyi_efficiency"], ".3f"),
+            f"{e['vocab_used']} ({fmt(100 * e['vocab_used_share'], '.1f')}%)",
+        ])  # fmt: skip
+    if not rows:
+        return [*lines, "Not measured for this run (it predates the efficiency measures).", ""]
+    alpha = next(e["renyi_alpha"] for e in eff.values() if e)
+    headers = ["held-out documents", "docs", "tokens", "tokens/word", "Shannon eff.",
+               f"Rényi eff. (α={alpha})", "vocab used"]  # fmt: skip
+    lines += [table(rows, headers), ""]
+    own, other = eff.get("own"), eff.get("other")
+    if own:
+        lines.append(
+            f"On its own domain each word takes {fmt(own['fertility'], '.2f')} tokens and the "
+            f"text uses {fmt(100 * own['vocab_used_share'], '.0f')}% of the vocab; the Rényi "
+            f"efficiency of {fmt(own['renyi_efficiency'], '.3f')} (Shannon "
+            f"{fmt(own['shannon_efficiency'], '.3f')}) says how evenly the tokens are used."
+        )
+    if own and other:
+        lines.append(
+            f"On {other['dataset']} a word takes {fmt(other['fertility'], '.2f')} tokens "
+            f"(Rényi efficiency {fmt(other['renyi_efficiency'], '.3f')})."
+        )
+    return [*lines, ""]
+
+
+def section_undertrained(metrics: dict) -> list[str]:
+    """Intermediate-only, never-produced and self-unreachable learned tokens, with examples."""
+    lines = ["## Under-trained tokens", ""]
+    u = metrics.get("undertrained")
+    if not u:
+        return [*lines, "Not measured for this run (it predates the under-trained count).", ""]
+    sample = u.get("sample") or {}
+    scope = (
+        "the whole training file"
+        if sample.get("whole_file")
+        else f"the first {sample.get('bytes')} of its {sample.get('file_bytes')} bytes"
+    )
+    size = u["vocab_size"]
+    rows = [
+        ["intermediate only (count 0 on the training sample)", u["intermediate_only"],
+         fmt(100 * u["intermediate_only_share"], ".2f")],
+        ["... of which held-out text still produces", u["intermediate_only_in_heldout"],
+         fmt(100 * u["intermediate_only_in_heldout"] / size, ".2f")],
+        ["never produced (training sample nor held-out)", u["never_produced"],
+         fmt(100 * u["never_produced_share"], ".2f")],
+        ["self-unreachable (own text encodes otherwise)", u["self_unreachable"],
+         fmt(100 * u["self_unreachable_share"], ".2f")],
+    ]  # fmt: skip
+    lines += [
+        f"The tokenizer encoded {scope} ({sample.get('file')}, {sample.get('bytes')} bytes) and "
+        f"{u['heldout_docs']} held-out documents; of its {u['learned']} learned tokens:",
+        "",
+        table(rows, ["learned tokens", "count", "% of vocab"], colalign=("left", "right", "right")),
+        "",
+        f"{u['unused_bytes']} of the 256 byte tokens occur in neither text.",
+        "",
+    ]
+    examples = u.get("examples") or []
+    if examples:
+        rows = [
+            [e["rank"], f"`{e['gpt2']}`", clip(repr(e["text"])), e["bytes"],
+             fmt(e["merge_count"], "d"), e["heldout_count"],
+             f"`{e['merged_into']}`" if e["merged_into"] else "n/a"]
+            for e in examples
+        ]  # fmt: skip
+        headers = ["merge #", "token", "text", "bytes", "merge count", "held-out count",
+                   "first merged into"]  # fmt: skip
+        top = examples[0]
+        lines += [
+            "The most striking intermediate-only tokens (highest merge count first): a model "
+            "trained on text encoded with this tokenizer would never see them.",
+            "",
+            table(rows, headers),
+            "",
+            f"`{top['gpt2']}` was made from {fmt(top['merge_count'], 'd')} pair occurrences and "
+            f"then always absorbed into longer tokens (first into `{top['merged_into']}`).",
+            "",
+        ]
+    return lines
+
+
+def section_glossary() -> list[str]:
+    """The definitions of the measures the report uses."""
+    rows = [[f"**{name}**", text] for name, text in GLOSSARY]
+    return ["## Glossary", "", table(rows, ["measure", "definition"]), ""]
+
+
+def section_sweep_usage(runs: pd.DataFrame, frame: pd.DataFrame) -> list[str]:
+    """SWEEP.md: efficiency and under-trained tokens, once per distinct vocab of the sweep.
+
+    `runs` is the sweep's `tidy` frame, `frame` the raw one. Jobs with identical merges have
+    identical numbers, so each (dataset, vocab size, merges) is one row. No lines when no job
+    recorded these measures (runs made before them).
+    """
+    eff = "metrics.efficiency.own."
+    und = "metrics.undertrained."
+    if f"{eff}renyi_efficiency" not in frame and f"{und}intermediate_only" not in frame:
+        return []
+    raw = frame.set_index("run_dir")
+    done = complete(runs).drop_duplicates(["dataset", "vocab_size", "merges_sha256"])
+
+    def cell(run_dir: str, column: str, spec: str, scale: float = 1.0) -> str:
+        value = raw.at[run_dir, column] if column in raw else None
+        return fmt(None if value is None or pd.isna(value) else scale * value, spec)
+
+    rows = [
+        [r["dataset"], fmt(r["vocab_size"], "d"),
+         cell(r["run_dir"], f"{eff}renyi_efficiency", ".3f"),
+         cell(r["run_dir"], f"{eff}shannon_efficiency", ".3f"),
+         cell(r["run_dir"], f"{eff}fertility", ".2f"),
+         cell(r["run_dir"], f"{eff}vocab_used_share", ".1f", 100),
+         cell(r["run_dir"], f"{und}intermediate_only", ".0f"),
+         cell(r["run_dir"], f"{und}intermediate_only_share", ".2f", 100),
+         cell(r["run_dir"], f"{und}never_produced", ".0f")]
+        for _, r in done.iterrows()
+    ]  # fmt: skip
+    if not rows:
+        return []
+    headers = ["dataset", "vocab", "Rényi eff.", "Shannon eff.", "tokens/word",
+               "% vocab used", "intermediate only", "% of vocab", "never produced"]  # fmt: skip
+    return [
+        "## Vocab use (own held-out documents; once per distinct vocab)",
+        "",
+        table(rows, headers),
+        "",
+        "Definitions are in the glossary of each job's ANALYSIS.md (Rényi α = 2.5).",
+        "",
+    ]
