@@ -441,6 +441,7 @@ def _worker_main(conn, fn: Callable[[Any, Chunk], Any], context: Any) -> None:
             return
         if chunk is None:
             return
+        _name_this_process(f"bpe-chunk-{chunk.index}")
         try:
             result = fn(context, chunk)
         except Exception as err:  # noqa: BLE001 - sent to the parent, raised there
@@ -450,6 +451,19 @@ def _worker_main(conn, fn: Callable[[Any, Chunk], Any], context: Any) -> None:
                 conn.send(("error", chunk.index, RuntimeError(f"{type(err).__name__}: {err}")))
             continue
         conn.send(("ok", chunk.index, result))
+
+
+def _name_this_process(name: str) -> None:
+    """Show `name` as this process's name in ps/top and in OOM-killer logs (Linux only).
+
+    A worker names itself after the chunk it holds, so `ps -o pid,comm` shows which chunk each
+    worker is on. The kernel keeps the first 15 bytes; elsewhere this does nothing.
+    """
+    try:
+        with open("/proc/self/comm", "w", encoding="ascii") as f:
+            f.write(name[:15])
+    except OSError:
+        pass
 
 
 @contextmanager

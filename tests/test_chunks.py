@@ -227,14 +227,23 @@ def _workers_of(main: psutil.Process) -> list[psutil.Process]:
     return found
 
 
+def _holds_a_chunk(worker: psutil.Process) -> bool:
+    """A worker names itself `bpe-chunk-<index>` once it holds a chunk (see bpe.chunks)."""
+    try:
+        return worker.name().startswith("bpe-chunk-")
+    except psutil.NoSuchProcess:
+        return False
+
+
 def _wait_for_workers(proc: subprocess.Popen, n: int, timeout: float = 60) -> list:
     main = psutil.Process(proc.pid)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         assert proc.poll() is None, proc.communicate()
         workers = _workers_of(main)
-        if len(workers) >= n and all(w.cpu_times().user > 1.0 for w in workers[:n]):
-            return workers  # started (imports done) and working on a chunk each
+        busy = [w for w in workers if _holds_a_chunk(w)]
+        if len(busy) >= n:
+            return busy  # started, reported ready and working on a chunk each
         time.sleep(0.1)
     raise AssertionError(f"no {n} workers appeared within {timeout} s")
 
