@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING, DictConfig
+from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 
 from bpe.pretokenize import EOT, validate_special_tokens
 from bpe.trainers.common import check_vocab_size
@@ -43,6 +43,7 @@ __all__ = [
     "TrainerConfig",
     "check_config",
     "describe_keys",
+    "extra_keys",
     "help_template",
 ]
 
@@ -183,7 +184,7 @@ def help_template() -> str:
     )
 
 
-def check_config(cfg: DictConfig | Any) -> None:
+def check_config(cfg: DictConfig) -> None:
     """Raise ValueError, naming the key and the fix, for a value outside its range.
 
     Types were checked when the config was composed; this checks what a type cannot say.
@@ -217,15 +218,34 @@ def _bound(key: str) -> tuple[float | None, bool]:
     return f.metadata.get("min"), bool(f.metadata.get("exclusive"))
 
 
-def _select(cfg: Any, key: str) -> Any:
-    node = cfg
-    for part in key.split("."):
-        node = node.get(part) if hasattr(node, "get") else getattr(node, part, None)
-        if node is None:
-            return None
-    if hasattr(node, "_content") or isinstance(node, list | tuple):
-        return list(node) if not hasattr(node, "keys") else node
-    return node
+def _select(cfg: DictConfig, key: str) -> Any:
+    value = OmegaConf.select(cfg, key, default=None)
+    return list(value) if isinstance(value, ListConfig) else value
+
+
+def extra_keys(cfg: DictConfig) -> list[str]:
+    """Dotted keys of cfg that the schema does not know (added with `+key=value`).
+
+    >>> from omegaconf import OmegaConf
+    >>> extra_keys(OmegaConf.create({"vocab_size": 1, "dataset": {"pth": "x"}, "hydra": {}}))
+    ['dataset.pth']
+    """
+    known = {k for k, _, _ in describe_keys()}
+    prefixes = {k.rsplit(".", 1)[0] for k in known if "." in k}
+    out = []
+
+    def walk(node: DictConfig, prefix: str) -> None:
+        for k in node:
+            key = f"{prefix}{k}"
+            if key == "hydra" or key in known:
+                continue
+            if key in prefixes and isinstance(node[k], DictConfig):
+                walk(node[k], f"{key}.")
+            else:
+                out.append(key)
+
+    walk(cfg, "")
+    return out
 
 
 class BelowLevel(logging.Filter):

@@ -122,6 +122,9 @@ def check_command_line(argv: list[str]) -> int:
             where = f"sweep job {i} of {len(jobs)} ({' '.join(job[len(fixed) :])}), so no job ran: "
             try:
                 cfg = base if job is fixed else _compose(job, return_hydra_config=True)
+                extra = schema.extra_keys(cfg)
+                if extra:
+                    raise ConfigError(_unknown_key(extra[0]))
                 try:
                     schema.check_config(cfg)
                 except ValueError as err:

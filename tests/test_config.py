@@ -126,6 +126,7 @@ def test_a_multi_byte_special_token_of_one_character_is_fine(tmp_path):
     ("override", "expected"),
     [
         ("vocab_sze=500", "unknown key 'vocab_sze' (did you mean 'vocab_size'?)"),
+        ("+dataset.pth=x.txt", "unknown key 'dataset.pth' (did you mean 'dataset.path'?)"),
         ("vocab_size=abc", "vocab_size=abc: Value 'abc' of type 'str' could not be converted"),
         ("vocab_size=500.5", "vocab_size=500.5: Value '500.5' of type 'float'"),
         ('dataset.special_tokens="[EOS]"', 'dataset.special_tokens="[EOS]": Invalid value'),
