@@ -71,10 +71,12 @@ def _app(cfg: DictConfig) -> str | None:
         logger.error("interrupted: the run is marked failed in its metrics.json")
         raise
     except Exception:  # noqa: BLE001 - the runner logged it and recorded it in metrics.json
+        if multirun:
+            if _debug():
+                logger.exception("the traceback of this job's failure")
+            return "failed"  # keep the sweep going; SWEEP.md lists the failure
         if _debug():
             raise
-        if multirun:
-            return "failed"  # keep the sweep going; SWEEP.md lists the failure
         sys.exit(1)
     logger.info("wrote %s", metrics["run"]["dir"])
     return metrics["status"]
@@ -92,11 +94,48 @@ def check_command_line(argv: list[str]) -> int:
     """
     multirun = any(a in _MULTIRUN_FLAGS for a in argv)
     overrides = [a for a in argv if not a.startswith("-")]
-    parser = OverridesParser.create()
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(str(CONF_DIR), version_base="1.3", job_name="train"):
+            # with the config loader, so that glob() sweeps over group options expand
+            parser = OverridesParser.create(config_loader=GlobalHydra.instance().config_loader())
+            jobs = _jobs(parser, overrides, multirun=multirun)
+            targets: set[Path] = set()
+            for i, (job, swept) in enumerate(jobs):
+                try:
+                    cfg = _compose(job, return_hydra_config=True)
+                    extra = schema.extra_keys(cfg)
+                    if extra:
+                        raise ConfigError(_unknown_key(extra[0]))
+                    try:
+                        schema.check_config(cfg)
+                    except ValueError as err:
+                        raise ConfigError(str(err)) from None
+                except ConfigError as err:
+                    if not multirun:
+                        raise
+                    where = f"sweep job {i} of {len(jobs)} ({' '.join(swept)}), so no job ran"
+                    raise ConfigError(f"{where}: {err}") from None
+                key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
+                targets.add(Path(str(OmegaConf.select(cfg, key))).parent)
+            # only once every job is known to be valid: this may create experiments_dir
+            for parent in sorted(targets):
+                _check_writable(parent)
+    finally:
+        GlobalHydra.instance().clear()
+    return len(jobs)
+
+
+def _jobs(
+    parser: OverridesParser, overrides: list[str], *, multirun: bool
+) -> list[tuple[list[str], list[str]]]:
+    """(overrides, the swept ones) of every job, as Hydra's basic sweeper would run them."""
     try:
         parsed = parser.parse_overrides(overrides)
     except HydraException as err:
-        raise ConfigError(_first_line(err)) from None
+        bad = getattr(err, "override", None)
+        what = f"cannot parse {bad!r}: " if bad else ""
+        raise ConfigError(f"{what}{_first_line(err)} (override grammar: KEY=VALUE)") from None
     fixed = [o.input_line for o in parsed if not o.is_sweep_override()]
     swept = [o for o in parsed if o.is_sweep_override()]
     if swept and not multirun:
@@ -104,40 +143,21 @@ def check_command_line(argv: list[str]) -> int:
             f"{swept[0].input_line!r} lists several values: add -m to run a sweep "
             "(one run per value), or pass a single value"
         )
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(str(CONF_DIR), version_base="1.3", job_name="train"):
-        base = _compose(fixed, return_hydra_config=True)
-        jobs = [fixed]
-        if multirun:
-            # the sweep the basic sweeper would run: config-defined params, then the command
-            # line's (which win for the same key)
-            params = dict(base.hydra.sweeper.get("params") or {})
-            sweep_lines = [f"{k}={v}" for k, v in params.items()]
-            sweep = {o.get_key_element(): o for o in parser.parse_overrides(sweep_lines)}
-            sweep.update({o.get_key_element(): o for o in swept})
-            values = [[f"{key}={v}" for v in o.sweep_string_iterator()] for key, o in sweep.items()]
-            jobs = [fixed + list(combo) for combo in itertools.product(*values)]
-        targets: set[Path] = set()
-        for i, job in enumerate(jobs):
-            where = f"sweep job {i} of {len(jobs)} ({' '.join(job[len(fixed) :])}), so no job ran: "
-            try:
-                cfg = base if job is fixed else _compose(job, return_hydra_config=True)
-                extra = schema.extra_keys(cfg)
-                if extra:
-                    raise ConfigError(_unknown_key(extra[0]))
-                try:
-                    schema.check_config(cfg)
-                except ValueError as err:
-                    raise ConfigError(str(err)) from None
-            except ConfigError as err:
-                raise ConfigError(f"{where}{err}" if multirun else str(err)) from None
-            key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
-            targets.add(Path(str(OmegaConf.select(cfg, key))).parent)
-        # only once every job is known to be valid: this may create experiments_dir
-        for parent in sorted(targets):
-            _check_writable(parent)
-    GlobalHydra.instance().clear()
-    return len(jobs)
+    if not multirun:
+        return [(fixed, [])]
+    # the sweep: the config's hydra.sweeper.params (e.g. from an experiment overlay), then the
+    # command line's sweeps, which win for the same key
+    base = _compose(fixed, return_hydra_config=True)
+    params = dict(base.hydra.sweeper.get("params") or {})
+    try:
+        sweep = {o.get_key_element(): o for o in parser.parse_overrides(
+            [f"{k}={v}" for k, v in params.items()]
+        )}  # fmt: skip
+        sweep.update({o.get_key_element(): o for o in swept})
+        values = [[f"{k}={v}" for v in o.sweep_string_iterator()] for k, o in sweep.items()]
+    except HydraException as err:
+        raise ConfigError(_first_line(err)) from None
+    return [(fixed + list(combo), list(combo)) for combo in itertools.product(*values)]
 
 
 def _compose(overrides: list[str], **kw) -> DictConfig:
