@@ -168,7 +168,7 @@ def run_experiment(cfg: DictConfig, *, report: ReportWriter | None) -> dict:
     """Run one training job described by cfg; returns the final metrics dict.
 
     Args:
-        cfg: the composed config (conf/config.yaml and its groups).
+        cfg: the composed config (bpe/conf/config.yaml and its groups).
         report: called as `report(run_dir, metrics=...)` once every artifact is on disk and
             before the status flips to complete; None writes no report.
 
