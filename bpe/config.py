@@ -12,8 +12,16 @@ What it does:
       each key's meaning is written once (here);
     * `BelowLevel`: the logging filter that keeps warnings and errors off stdout.
 
-Values live in `conf/` (config.yaml and the group files); this module says what they may be.
-Adding a key or a group means adding a field here (struct mode rejects anything else).
+Values live in `bpe/conf/` (config.yaml and the group files); this module says what they may
+be. Adding a key or a group means adding a field here (struct mode rejects anything else).
+Importing this module registers the schema, so compose configs after `import bpe.config`
+(`bpe.train` and `bpe.experiment.runner` import it), e.g.::
+
+    import bpe.config
+    from hydra import compose, initialize_config_dir
+    from bpe._io import CONF_DIR
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=["debug=fast"])
 
 What it does not do: compose configs or create run directories (see `bpe.train` and
 `bpe.experiment.runner`).
