@@ -12,6 +12,9 @@ Where each stage lives (stages numbered in `bpe.trainers.STAGES`):
     using the result            bpe.tokenizer     Tokenizer: encode, decode
                                 bpe.gpt2_format   vocab.json and merges.txt (GPT-2 format)
     shared                      bpe._io           atomic writes, project paths
+    configuring runs            bpe.config        typed schema of bpe-train's config (values:
+                                                  bpe/conf/; bundled samples: bpe/data/)
+                                bpe.train         the bpe-train command line
     measuring, running          bpe.measures      compression, throughput, token kinds
                                 bpe.experiment    run directories, metrics, profilers
     reading runs                bpe.analysis      ANALYSIS.md, SWEEP.md, reports

@@ -1,7 +1,10 @@
 """Project paths and atomic writes: the two things every layer needs and none should own.
 
 What it does:
-    * `PROJECT_ROOT`, `CONF_DIR`, `DATA_DIR`: where the repository's configs and bundled data live;
+    * `PACKAGE_DIR`, `CONF_DIR`, `DATA_DIR`: where the Hydra configs and the bundled data live
+      (inside the package, so an installed wheel finds them as a checkout does);
+      `PROJECT_ROOT`, `IN_CHECKOUT`: the directory above the package and whether it is a source
+      checkout (with `pyproject.toml`, `data/full/` downloads, `.git`) or an install;
     * `atomic_open` / `atomic_write_text` / `atomic_write_bytes`: write through a temp file in the
       target's directory and rename it into place, so a reader sees the old file or the new one,
       never half of one;
@@ -20,10 +23,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-#: The repository root (the directory holding `bpe/`, `conf/` and `data/`).
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-CONF_DIR = PROJECT_ROOT / "conf"
-DATA_DIR = PROJECT_ROOT / "data"
+#: The `bpe` package directory; configs and bundled data ship inside it as package data.
+PACKAGE_DIR = Path(__file__).resolve().parent
+#: Hydra's config directory (config.yaml + groups), found relative to the package.
+CONF_DIR = PACKAGE_DIR / "conf"
+#: Bundled samples and GPT-2 files (`data/` in a checkout links here).
+DATA_DIR = PACKAGE_DIR / "data"
+#: The directory holding the package: the repository root in a checkout (editable install),
+#: `site-packages` in an installed wheel.
+PROJECT_ROOT = PACKAGE_DIR.parent
+#: True in a source checkout, False in an installed wheel (no repository around the package).
+IN_CHECKOUT = (PROJECT_ROOT / "pyproject.toml").is_file()
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:

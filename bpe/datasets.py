@@ -1,7 +1,8 @@
 """Named corpora: where each dataset's training file and held-out documents live.
 
-What it does: turns a dataset config (`conf/dataset/*.yaml`) into a `Dataset` with absolute
-paths, resolving relative paths against the project root (so runs work from any directory), and
+What it does: turns a dataset config (`bpe/conf/dataset/*.yaml`) into a `Dataset` with absolute
+paths, resolving relative paths against the cwd, then the bundled data inside the package, then
+the repository root (so runs work from any directory, installed or not), and
 fails with a message that says how to get a missing file: the bundled samples ship with the
 repository, the full datasets come from `scripts/download_data.py`.
 
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from bpe._io import CONF_DIR, PROJECT_ROOT
+from bpe._io import CONF_DIR, IN_CHECKOUT, PACKAGE_DIR, PROJECT_ROOT
 from bpe.pretokenize import EOT
 
 
@@ -48,15 +49,23 @@ class Dataset:
 
 
 def resolve(path: str | os.PathLike) -> Path:
-    """Absolute path: as given if absolute or existing from the cwd, else under the project root.
+    """Absolute path of a dataset file named in a config.
 
-    >>> resolve("data/owt_sample.txt").name
-    'owt_sample.txt'
+    In order: as given if absolute or existing from the cwd; the bundled copy (`data/x` is
+    `bpe/data/x`, shipped inside the package, so an installed `bpe-train` finds the samples
+    from any directory); in a checkout, under the repository root (where
+    `scripts/download_data.py` puts the full datasets); else from the cwd.
+
+    >>> resolve("data/owt_sample.txt").relative_to(PACKAGE_DIR).as_posix()
+    'data/owt_sample.txt'
     """
     p = Path(path).expanduser()
     if p.is_absolute() or p.exists():
         return p.resolve()
-    return (PROJECT_ROOT / p).resolve()
+    bundled = PACKAGE_DIR / p
+    if bundled.exists():
+        return bundled.resolve()
+    return ((PROJECT_ROOT if IN_CHECKOUT else Path.cwd()) / p).resolve()
 
 
 def from_config(cfg: Mapping) -> Dataset:
@@ -67,7 +76,7 @@ def from_config(cfg: Mapping) -> Dataset:
     """
     missing = [k for k in ("name", "path") if not cfg.get(k)]
     if missing:
-        raise ValueError(f"dataset config {dict(cfg)!r} lacks {missing}; see conf/dataset/")
+        raise ValueError(f"dataset config {dict(cfg)!r} lacks {missing}; see bpe/conf/dataset/")
     heldout = cfg.get("heldout_path")
     return Dataset(
         name=str(cfg["name"]),
@@ -82,7 +91,7 @@ def from_config(cfg: Mapping) -> Dataset:
 
 
 def load_named(name: str) -> Dataset:
-    """The Dataset of `conf/dataset/<name>.yaml` (used for the cross-domain measurement)."""
+    """The Dataset of `bpe/conf/dataset/<name>.yaml` (used for the cross-domain measurement)."""
     path = CONF_DIR / "dataset" / f"{name}.yaml"
     if not path.is_file():
         choices = sorted(p.stem for p in (CONF_DIR / "dataset").glob("*.yaml"))
@@ -99,5 +108,8 @@ def _check_file(path: Path, ds: Dataset, what: str) -> None:
             "(needs network access), or point dataset.path at your copy"
         )
     else:
-        hint = "it ships with the repository: restore it with `git checkout -- data/`"
+        hint = (
+            "it ships inside the package (bpe/data/): reinstall bpe-lab, or in a checkout "
+            "restore it with `git checkout -- bpe/data/`"
+        )
     raise FileNotFoundError(f"{what} of dataset {ds.name!r} not found at {str(path)!r}; {hint}")

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bpe._io import PROJECT_ROOT, atomic_write_text, sha256_file
+from bpe._io import IN_CHECKOUT, PROJECT_ROOT, atomic_write_text, sha256_file
 from bpe.datasets import Dataset, load_named
 from bpe.gpt2_format import load_merges
 from bpe.training import merges_sha256
@@ -88,16 +88,18 @@ def code_version() -> dict:
     """`{"bpe_lab": version, "git_sha": sha or None}` of the code running now."""
     from bpe import __version__
 
-    try:
-        sha = subprocess.run(
-            ["git", "-C", str(PROJECT_ROOT), "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        sha = None
+    sha = None
+    if IN_CHECKOUT:  # in an installed wheel, an enclosing repository is not this code's
+        try:
+            sha = subprocess.run(
+                ["git", "-C", str(PROJECT_ROOT), "rev-parse", "HEAD"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+                check=True,
+            ).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            sha = None
     return {"bpe_lab": __version__, "git_sha": sha or None}
 
 

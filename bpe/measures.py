@@ -229,15 +229,16 @@ def _gpt2_files(gpt2_dir: Path) -> tuple[Path, Path]:
     for p in (vocab, merges):
         if not p.is_file():
             raise FileNotFoundError(
-                f"GPT-2 tokenizer file {str(p)!r} is missing; it ships in the repository's "
-                "data/gpt2 (run from a full checkout, not an installed wheel)"
+                f"GPT-2 tokenizer file {str(p)!r} is missing; it ships inside the package "
+                "(bpe/data/gpt2): reinstall bpe-lab, or in a checkout restore it with "
+                "`git checkout -- bpe/data/`"
             )
     return vocab, merges
 
 
 @lru_cache(maxsize=1)
 def gpt2_tokenizer() -> Tokenizer:
-    """The GPT-2 tokenizer (data/gpt2 files, `<|endoftext|>` special), loaded once per process.
+    """The GPT-2 tokenizer (bpe/data/gpt2 files, `<|endoftext|>` special), loaded once per process.
 
     Raises:
         FileNotFoundError: data/gpt2 is missing.

@@ -55,10 +55,19 @@ DEFAULT_MAX_CHUNK_BYTES = 4 * 1024 * 1024
 
 
 def validate_special_tokens(special_tokens: Sequence[str] | None) -> list[str]:
-    """Return special tokens as a list, rejecting empty, duplicate or non-str entries.
+    """Return special tokens as a list of non-empty, distinct, multi-byte strings.
+
+    A special token that is a single byte in UTF-8 (e.g. ``"\\n"``) is rejected: that byte
+    already has its own id among the 256 byte tokens, so the special would be a second id
+    for the same bytes, which no vocab file (vocab.json, tokenizer.json, tiktoken) can hold.
+    Training, the Tokenizer and the command line all apply this one rule.
 
     >>> validate_special_tokens(["<|endoftext|>"])
     ['<|endoftext|>']
+    >>> validate_special_tokens(["\\n"])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: special token '\\n' is a single byte, which already has its own id among ...
     """
     if special_tokens is None:
         return []
@@ -74,6 +83,11 @@ def validate_special_tokens(special_tokens: Sequence[str] | None) -> list[str]:
             raise ValueError(f"special token {tok!r} is not a str; pass special tokens as strings")
         if tok == "":
             raise ValueError("special token '' is empty; remove it from special_tokens")
+        if len(tok.encode("utf-8")) == 1:
+            raise ValueError(
+                f"special token {tok!r} is a single byte, which already has its own id among the "
+                "256 byte tokens; use a longer marker such as '<|newline|>'"
+            )
         if tok in seen:
             raise ValueError(f"special token {tok!r} is listed twice; list each special token once")
         seen.add(tok)

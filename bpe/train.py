@@ -1,37 +1,67 @@
 """`bpe-train`: the Hydra command line for training runs (also `python -m bpe.train`).
 
-    bpe-train                                        defaults: conf/config.yaml
+    bpe-train                                        defaults: bpe/conf/config.yaml
     bpe-train dataset=owt_sample vocab_size=32000 trainer=indexed profiler=cprofile
     bpe-train experiment=owt_32k
     bpe-train -m trainer=naive,indexed,heap vocab_size=500,1000 dataset=tinystories_sample
+    bpe-train --help                                 groups, keys and their meaning, examples
 
 A thin shell that wires the layers: `bpe.experiment.runner.run_experiment(cfg, report=...)` does
 the work and returns the metrics (tests call it without the command line), and this module hands
-it the report writer of `bpe.analysis.run_report`, so neither layer imports the other. In a sweep
-(-m) a failing job is recorded as failed in its run directory and the sweep goes on; a single run
-that fails exits with status 1.
+it the report writer of `bpe.analysis.run_report`, so neither layer imports the other.
+
+Before Hydra starts (and so before it makes any directory), `main` composes the config of every
+job the command line asks for against the typed schema of `bpe.config` and checks its ranges
+and the place run directories would go. A mistake there (a typo'd key, `vocab_size=abc`, a bad
+value anywhere in a sweep, a read-only experiments_dir) prints one line on stderr and exits 2:
+nothing is created, and a sweep with one bad value runs none of its jobs. `--debug` (or
+`HYDRA_FULL_ERROR=1`) shows the full traceback instead.
+
+A failure during a run is recorded in its metrics.json and logged once on stderr; a single run
+then exits 1, while in a sweep (-m) the job is marked failed and the sweep goes on.
 """
 
 from __future__ import annotations
 
+import difflib
+import itertools
 import logging
+import os
 import sys
+import tempfile
+from pathlib import Path
 
 import hydra
-import yaml
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
+from bpe import config as schema
 from bpe._io import CONF_DIR
 from bpe.analysis.run_report import write_run_report
 from bpe.experiment.runner import run_experiment
 
 logger = logging.getLogger("bpe.train")
 
-__all__ = ["main"]
+__all__ = ["ConfigError", "check_command_line", "main"]
+
+#: Flags this module understands; any other flag (--cfg, --info, --config-dir, ...) is Hydra's
+#: and skips the up-front check (Hydra still enforces the schema when it composes).
+_MULTIRUN_FLAGS = ("-m", "--multirun")
+_DEBUG_FLAG = "--debug"
 
 
-# subtle: an absolute path, because inside a package Hydra would look for a `conf` module.
+class ConfigError(ValueError):
+    """A mistake on the command line, found before anything is created."""
+
+
+# subtle: an absolute path derived from this module's location (`bpe/conf`), so an installed
+# wheel finds its configs wherever it is run from; a relative config_path would make Hydra look
+# for an importable `bpe.conf` package instead.
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
 def _app(cfg: DictConfig) -> str | None:
     multirun = str(HydraConfig.get().mode) == "RunMode.MULTIRUN"
@@ -40,45 +70,179 @@ def _app(cfg: DictConfig) -> str | None:
     except KeyboardInterrupt:
         logger.error("interrupted: the run is marked failed in its metrics.json")
         raise
-    except Exception as err:  # noqa: BLE001 - reported, recorded in metrics.json
-        logger.error("run failed: %s", err)
+    except Exception:  # noqa: BLE001 - the runner logged it and recorded it in metrics.json
         if multirun:
+            if _debug():
+                logger.exception("the traceback of this job's failure")
             return "failed"  # keep the sweep going; SWEEP.md lists the failure
+        if _debug():
+            raise
         sys.exit(1)
     logger.info("wrote %s", metrics["run"]["dir"])
     return metrics["status"]
 
 
-def unknown_keys(overrides: list[str]) -> list[str]:
-    """Override keys whose first part is neither a config group nor a top-level key.
+def _debug() -> bool:
+    return os.environ.get("HYDRA_FULL_ERROR") == "1"
 
-    >>> unknown_keys(["vocab_size=500", "dataset.path=x.txt", "vocab_sze=500", "-m"])
-    ['vocab_sze']
+
+def check_command_line(argv: list[str]) -> int:
+    """Compose and check every job the command line asks for; returns the number of jobs.
+
+    Raises:
+        ConfigError: one line naming the offending override and the fix.
     """
-    config = yaml.safe_load((CONF_DIR / "config.yaml").read_text("utf-8"))
-    groups = {p.name for p in CONF_DIR.iterdir() if p.is_dir()}
-    known = groups | set(config) | {"hydra"}
-    out = []
-    for item in overrides:
-        if item.startswith(("-", "+", "~")) or "=" not in item:
-            continue
-        key = item.split("=", 1)[0]
-        if key.split(".", 1)[0].split("/", 1)[0] not in known:
-            out.append(key)
-    return out
+    multirun = any(a in _MULTIRUN_FLAGS for a in argv)
+    overrides = [a for a in argv if not a.startswith("-")]
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(str(CONF_DIR), version_base="1.3", job_name="train"):
+            # with the config loader, so that glob() sweeps over group options expand
+            parser = OverridesParser.create(config_loader=GlobalHydra.instance().config_loader())
+            jobs = _jobs(parser, overrides, multirun=multirun)
+            targets: set[Path] = set()
+            for i, (job, swept) in enumerate(jobs):
+                try:
+                    cfg = _compose(job, return_hydra_config=True)
+                    extra = schema.extra_keys(cfg)
+                    if extra:
+                        raise ConfigError(_unknown_key(extra[0]))
+                    try:
+                        schema.check_config(cfg)
+                    except ValueError as err:
+                        raise ConfigError(str(err)) from None
+                except ConfigError as err:
+                    if not multirun:
+                        raise
+                    where = f"sweep job {i} of {len(jobs)} ({' '.join(swept)}), so no job ran"
+                    raise ConfigError(f"{where}: {err}") from None
+                key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
+                targets.add(Path(str(OmegaConf.select(cfg, key))).parent)
+            # only once every job is known to be valid: this may create experiments_dir
+            for parent in sorted(targets):
+                _check_writable(parent)
+    finally:
+        GlobalHydra.instance().clear()
+    return len(jobs)
+
+
+def _jobs(
+    parser: OverridesParser, overrides: list[str], *, multirun: bool
+) -> list[tuple[list[str], list[str]]]:
+    """(overrides, the swept ones) of every job, as Hydra's basic sweeper would run them."""
+    try:
+        parsed = parser.parse_overrides(overrides)
+    except HydraException as err:
+        bad = getattr(err, "override", None)
+        what = f"cannot parse {bad!r}: " if bad else ""
+        raise ConfigError(f"{what}{_first_line(err)} (override grammar: KEY=VALUE)") from None
+    fixed = [o.input_line for o in parsed if not o.is_sweep_override()]
+    swept = [o for o in parsed if o.is_sweep_override()]
+    if swept and not multirun:
+        raise ConfigError(
+            f"{swept[0].input_line!r} lists several values: add -m to run a sweep "
+            "(one run per value), or pass a single value"
+        )
+    if not multirun:
+        return [(fixed, [])]
+    # the sweep: the config's hydra.sweeper.params (e.g. from an experiment overlay), then the
+    # command line's sweeps, which win for the same key
+    base = _compose(fixed, return_hydra_config=True)
+    params = dict(base.hydra.sweeper.get("params") or {})
+    try:
+        sweep = {o.get_key_element(): o for o in parser.parse_overrides(
+            [f"{k}={v}" for k, v in params.items()]
+        )}  # fmt: skip
+        sweep.update({o.get_key_element(): o for o in swept})
+        values = [[f"{k}={v}" for v in o.sweep_string_iterator()] for k, o in sweep.items()]
+    except HydraException as err:
+        raise ConfigError(_first_line(err)) from None
+    return [(fixed + list(combo), list(combo)) for combo in itertools.product(*values)]
+
+
+def _compose(overrides: list[str], **kw) -> DictConfig:
+    try:
+        return compose("config", overrides=overrides, **kw)
+    except (HydraException, OmegaConfBaseException) as err:
+        raise ConfigError(_explain(err)) from None
+
+
+def _explain(err: BaseException) -> str:
+    """One line for a composition error: the override, what is wrong, the fix."""
+    cause = err.__cause__ or err
+    text = str(cause)
+    full_key = next(
+        (ln.split(":", 1)[1].strip() for ln in text.splitlines() if "full_key:" in ln), None
+    )
+    message = str(err)
+    if "Could not override" in message or ("not in" in text and full_key):
+        key = full_key or message.split("'")[1]
+        return _unknown_key(key)
+    if "Could not find" in message and "Available options in" in message:
+        lines = message.splitlines()
+        what = lines[0].split("Could not find ", 1)[1].strip("'")
+        group = what.rsplit("/", 1)[0]
+        start = next(i for i, ln in enumerate(lines) if ln.startswith("Available options in"))
+        options = list(itertools.takewhile(lambda ln: ln.startswith("\t"), lines[start + 1 :]))
+        options = [o.strip() for o in options]
+        return f"no option {what!r}; choose {group}= one of {', '.join(options)}"
+    if full_key:
+        meaning = {k: (t, m) for k, t, m in schema.describe_keys()}.get(full_key)
+        hint = f"; {full_key} is {meaning[0]}: {meaning[1]}" if meaning else ""
+        override = message.removeprefix("Error merging override ").strip()
+        return f"{override}: {_first_line(cause).rstrip('.')}{hint}"
+    return _first_line(err).rstrip(".") + "; see bpe-train --help"
+
+
+def _unknown_key(key: str) -> str:
+    keys = [k for k, _, _ in schema.describe_keys()]
+    groups = sorted(p.name for p in CONF_DIR.iterdir() if p.is_dir() and p.name != "hydra")
+    close = difflib.get_close_matches(key, keys + groups, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    top = [k for k in keys if "." not in k]
+    return (
+        f"unknown key {key!r}{hint}; config groups are {', '.join(groups)} (e.g. trainer=heap), "
+        f"keys are {', '.join(top)}, dataset.*, trainer.*, profiler.*, analysis.* "
+        "(all listed by bpe-train --help)"
+    )
+
+
+def _first_line(err: BaseException) -> str:
+    return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+
+
+def _check_writable(parent: Path) -> None:
+    """Raise ConfigError unless run directories can be made in parent.
+
+    parent (experiments_dir, or experiments_dir/sweeps) is created now, as Hydra would, and a
+    probe file proves it writable (permission bits say nothing for root or a read-only mount).
+    """
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=parent):
+            pass
+    except OSError as err:
+        raise ConfigError(
+            f"cannot write run directories in {str(parent)!r} ({err.strerror or err}); pass a "
+            "writable experiments_dir, e.g. experiments_dir=/tmp/bpe-experiments"
+        ) from None
 
 
 def main() -> None:
     """Console-script entry point."""
-    unknown = unknown_keys(sys.argv[1:])
-    if unknown:
-        # Hydra's own error follows; this says what the valid choices are.
-        groups = sorted(p.name for p in CONF_DIR.iterdir() if p.is_dir())
-        sys.stderr.write(
-            f"bpe-train: unknown key(s) {unknown}; config groups are {groups} "
-            "(e.g. trainer=heap), top-level keys are vocab_size, num_workers, seed, "
-            "experiments_dir, progress, analysis.* (see conf/config.yaml)\n"
-        )
+    argv = sys.argv[1:]
+    if _DEBUG_FLAG in argv:
+        argv = [a for a in argv if a != _DEBUG_FLAG]
+        sys.argv = [sys.argv[0], *argv]
+        os.environ["HYDRA_FULL_ERROR"] = "1"
+    if all(not a.startswith("-") or a in _MULTIRUN_FLAGS for a in argv):
+        try:
+            check_command_line(argv)
+        except ConfigError as err:
+            if _debug():
+                raise
+            sys.stderr.write(f"bpe-train: error: {err}\n")
+            sys.exit(2)
     _app()
 
 

@@ -7,12 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import FIXTURES, ROOT
+import pytest
 
-FAST = [
-    "progress=false", "num_workers=1", f"dataset.path={FIXTURES / 'corpus.en'}",
-    "analysis.max_docs=5", "analysis.throughput_seconds=0.02", "analysis.gpt2_baseline=false",
-]  # fmt: skip
+from tests.conftest import FIXTURES, ROOT, console_env
+
+# the debug preset (bpe/conf/debug/fast.yaml) on the CS336 fixture corpus
+FAST = ["debug=fast", f"dataset.path={FIXTURES / 'corpus.en'}"]
 
 
 def _sweep(
@@ -52,17 +52,37 @@ def test_three_trainer_sweep_writes_one_run_per_job_and_a_matching_sweep_report(
 
 
 def test_a_failing_job_does_not_stop_the_sweep_and_is_reported(tmp_path):
-    proc, sweep = _sweep(tmp_path, "trainer=heap", "vocab_size=10,300")
+    missing = tmp_path / "missing.txt"  # valid config, fails only when the job runs
+    paths = f"dataset.path={missing},{FIXTURES / 'corpus.en'}"
+    proc, sweep = _sweep(tmp_path, "trainer=heap", "vocab_size=300", paths)
     jobs = sorted(p for p in sweep.iterdir() if (p / "metrics.json").is_file())
     assert [_status(j) for j in jobs] == ["failed", "complete"]
     report = (sweep / "SWEEP.md").read_text("utf-8")
     assert "2 job(s): 1 complete, 1 failed" in report
-    assert "## Failed or unfinished jobs" in report and "too small" in report
+    assert "## Failed or unfinished jobs" in report and "not found" in report
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ("vocab_size=300,abc", "sweep job 1 of 2 (vocab_size=abc), so no job ran: vocab_size=abc"),
+        ("vocab_size=300,10", "sweep job 1 of 2 (vocab_size=10), so no job ran: vocab_size=10 is"),
+    ],
+)
+def test_a_bad_value_in_a_sweep_fails_it_before_any_job_runs(tmp_path, values, message):
+    proc = subprocess.run(
+        ["bpe-train", "-m", f"experiments_dir={tmp_path}", *FAST, "trainer=heap", values],
+        capture_output=True, text=True, cwd=ROOT, timeout=300, env=console_env(),
+    )  # fmt: skip
+    assert proc.returncode == 2 and proc.stdout == ""
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith(f"bpe-train: error: {message}")
+    assert not any(tmp_path.iterdir())  # no sweep directory, no job directory
 
 
 def test_joblib_launcher_runs_jobs_in_parallel_processes(tmp_path):
     # The default num_workers and the bundled 1.3 MB sample: big enough for worker processes.
-    defaults = [o for o in FAST if not o.startswith(("num_workers=", "dataset.path="))]
+    defaults = ["debug=fast", "num_workers=null"]
     proc, sweep = _sweep(
         tmp_path, "hydra/launcher=joblib", "trainer=indexed,heap", "vocab_size=300", fast=defaults
     )

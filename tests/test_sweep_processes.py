@@ -123,7 +123,9 @@ def test_joblib_job_starts_chunk_workers_inside_a_loky_worker(tmp_path):
 
 
 def test_a_failing_joblib_job_leaves_nothing_running(tmp_path):
-    sweep = Sweep(tmp_path, "trainer=heap", "vocab_size=10,300", "num_workers=2")
+    # a missing file passes the up-front config check and fails inside the first job
+    paths = f"dataset.path={tmp_path / 'missing.txt'},{DATA / 'tinystories_sample.txt'}"
+    sweep = Sweep(tmp_path, "trainer=heap", "vocab_size=300", paths, "num_workers=2")
     out = sweep.wait(timeout=300)
     jobs = sweep.jobs()
     assert [j["status"] for j in jobs] == ["failed", "complete"], out

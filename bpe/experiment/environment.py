@@ -19,7 +19,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from bpe._io import PROJECT_ROOT, atomic_write_text
+from bpe._io import IN_CHECKOUT, PROJECT_ROOT, atomic_write_text
 from bpe.chunks import default_num_workers
 
 PACKAGES = (
@@ -29,6 +29,9 @@ PACKAGES = (
 
 
 def _git(*args: str) -> str | None:
+    if not IN_CHECKOUT:
+        # an installed wheel: site-packages may sit inside some unrelated repository
+        return None
     try:
         out = subprocess.run(
             ["git", "-C", str(PROJECT_ROOT), *args],

@@ -38,6 +38,7 @@ from omegaconf import DictConfig, OmegaConf
 from bpe import datasets
 from bpe._io import atomic_write_text
 from bpe.chunks import fair_share
+from bpe.config import check_config
 from bpe.experiment import environment
 from bpe.experiment.evaluate import evaluate
 from bpe.experiment.memory import MemorySampler
@@ -46,10 +47,8 @@ from bpe.experiment.profilers import check_profiler, run_cprofile, run_scalene
 from bpe.experiment.rundir import check_writable, create_run_dir
 from bpe.exports import save_exports
 from bpe.gpt2_format import save_tokenizer_files
-from bpe.pretokenize import validate_special_tokens
 from bpe.tokenizer import Tokenizer
 from bpe.trainers import check_trainer
-from bpe.trainers.common import check_vocab_size
 from bpe.training import TrainResult, train_bpe_detailed
 
 logger = logging.getLogger(__name__)
@@ -150,12 +149,17 @@ def _command(overrides: list[str]) -> str:
 
 
 def validate(cfg: DictConfig) -> datasets.Dataset:
-    """Check everything that can be checked before any work; returns the dataset."""
+    """Check everything that can be checked before any work; returns the dataset.
+
+    `bpe-train` has already composed cfg against the typed schema and checked its ranges
+    before any directory existed (`bpe.train.check_command_line`); this repeats the range
+    checks for callers that build cfg themselves, then checks what only the run can: the
+    trainer and profiler exist, the training file is there.
+    """
+    check_config(cfg)
     check_trainer(cfg.trainer.name)
     check_profiler(cfg.profiler.name)
     ds = datasets.from_config(cfg.dataset)
-    specials = validate_special_tokens(list(ds.special_tokens))
-    check_vocab_size(int(cfg.vocab_size), specials)
     ds.check()
     return ds
 
@@ -164,7 +168,7 @@ def run_experiment(cfg: DictConfig, *, report: ReportWriter | None) -> dict:
     """Run one training job described by cfg; returns the final metrics dict.
 
     Args:
-        cfg: the composed config (conf/config.yaml and its groups).
+        cfg: the composed config (bpe/conf/config.yaml and its groups).
         report: called as `report(run_dir, metrics=...)` once every artifact is on disk and
             before the status flips to complete; None writes no report.
 

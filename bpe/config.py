@@ -1,0 +1,282 @@
+"""The typed schema of `bpe-train`'s configuration: types, one-line meanings, ranges, help.
+
+What it does:
+    * dataclasses (`TrainConfig` and one per group) registered in Hydra's ConfigStore as
+      `bpe_schema`, the first entry of `conf/config.yaml`'s defaults list, so composition
+      itself rejects a wrong type (`vocab_size=abc`, `vocab_size=500.5`,
+      `dataset.special_tokens="[EOS]"`) and an unknown key (struct mode);
+    * `check_config(cfg)`: the ranges a type cannot say (vocab_size leaves room for the
+      specials and the 256 bytes, num_workers >= 1, ...), with the special-token rule of
+      `bpe.pretokenize.validate_special_tokens`;
+    * `help_template()`: the `bpe-train --help` text, built from the same field metadata, so
+      each key's meaning is written once (here);
+    * `BelowLevel`: the logging filter that keeps warnings and errors off stdout.
+
+Values live in `bpe/conf/` (config.yaml and the group files); this module says what they may
+be. Adding a key or a group means adding a field here (struct mode rejects anything else).
+Importing this module registers the schema, so compose configs after `import bpe.config`
+(`bpe.train` and `bpe.experiment.runner` import it), e.g.::
+
+    import bpe.config
+    from hydra import compose, initialize_config_dir
+    from bpe._io import CONF_DIR
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=["debug=fast"])
+
+What it does not do: compose configs or create run directories (see `bpe.train` and
+`bpe.experiment.runner`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
+
+from bpe.pretokenize import EOT, validate_special_tokens
+from bpe.trainers.common import check_vocab_size
+
+__all__ = [
+    "AnalysisConfig",
+    "BelowLevel",
+    "DatasetConfig",
+    "ProfilerConfig",
+    "TrainConfig",
+    "TrainerConfig",
+    "check_config",
+    "describe_keys",
+    "extra_keys",
+    "help_template",
+]
+
+
+def _key(meaning: str, default: Any = MISSING, *, minimum: float | None = None, **kw) -> Any:
+    """A dataclass field carrying its one-line meaning and its lower bound (if any)."""
+    metadata = {"help": meaning, "min": minimum, **kw}
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+@dataclass
+class DatasetConfig:
+    """What to train on (`conf/dataset/*.yaml`)."""
+
+    name: str = _key("dataset name used in run directory names and reports")
+    path: str = _key("training text file (relative: from the cwd, else the bundled data)")
+    heldout_path: str | None = _key("held-out documents for compression/throughput", None)
+    special_tokens: list[str] = _key(
+        "special tokens: a list of distinct strings of 2+ bytes, e.g. ['<|endoftext|>']", []
+    )
+    document_separator: str = _key("separator between held-out documents", EOT)
+    cross_domain: str | None = _key("dataset whose held-out text measures cross-domain", None)
+    download: str | None = _key("name for scripts/download_data.py (null: bundled)", None)
+
+
+@dataclass
+class TrainerConfig:
+    """Which trainer runs the merge loop (`conf/trainer/*.yaml`)."""
+
+    name: str = _key("naive | indexed | heap: identical merges, different speed")
+
+
+@dataclass
+class ProfilerConfig:
+    """Optional profiler around training (`conf/profiler/*.yaml`)."""
+
+    name: str = _key("none | cprofile | scalene")
+    top_n: int = _key("hot spots listed in ANALYSIS.md", 0, minimum=0)
+    cpu_only: bool = _key("scalene only: skip memory profiling", False)
+
+
+@dataclass
+class AnalysisConfig:
+    """What the analysis stage measures after training."""
+
+    max_docs: int = _key("held-out documents per dataset for compression", minimum=1)
+    throughput_seconds: float = _key(
+        "seconds spent measuring encode throughput, per tokenizer", minimum=0, exclusive=True
+    )
+    longest_tokens: int = _key("how many of the longest tokens to record", minimum=0)
+    gpt2_baseline: bool = _key("also measure GPT-2's tokenizer on the same documents")
+    train_sample_bytes: int | None = _key(
+        "training-file bytes encoded to find under-trained tokens", None, minimum=0
+    )
+
+
+@dataclass
+class TrainConfig:
+    """The whole `bpe-train` config: three groups, the top-level keys, `analysis.*`."""
+
+    dataset: DatasetConfig = field(default_factory=DatasetConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    profiler: ProfilerConfig = field(default_factory=ProfilerConfig)
+    # its lower bound depends on the specials: `check_vocab_size` says so with the numbers
+    vocab_size: int = _key("special tokens + 256 bytes + merges; >= 256 + the specials")
+    num_workers: int | None = _key("pre-tokenization processes; null = all CPUs", minimum=1)
+    seed: int = _key("recorded in metrics.json only: nothing in a run is random")
+    experiments_dir: str = _key("where run directories go (relative to the cwd)")
+    progress: bool = _key("tqdm bars over chunks and merges")
+    analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
+
+
+#: Config groups and the schema of their options (the remaining groups are overlays:
+#: `experiment` and `debug` set keys of the whole config).
+GROUPS: dict[str, type] = {
+    "dataset": DatasetConfig,
+    "trainer": TrainerConfig,
+    "profiler": ProfilerConfig,
+}
+
+HELP_EXAMPLES = """\
+  bpe-train                                     TinyStories sample, heap trainer, vocab 10,000
+  bpe-train dataset=owt_sample vocab_size=32000 trainer=indexed
+  bpe-train dataset.path=my.txt dataset.name=mine dataset.heldout_path=null
+  bpe-train experiment=owt_32k profiler=scalene
+  bpe-train debug=fast                          seconds-long smoke run (tests use it)
+  bpe-train -m trainer=naive,indexed,heap vocab_size=500,1000    a sweep
+  bpe-train --cfg job vocab_size=500            print the composed config, run nothing"""
+
+
+def describe_keys(schema: type = TrainConfig, prefix: str = "") -> Iterator[tuple[str, str, str]]:
+    """(dotted key, type, meaning) for every leaf key of the schema, in declaration order.
+
+    >>> next(k for k in describe_keys() if k[0] == "vocab_size")
+    ('vocab_size', 'int', 'special tokens + 256 bytes + merges; >= 256 + the specials')
+    """
+    for f in dataclasses.fields(schema):
+        key = f"{prefix}{f.name}"
+        nested = _dataclass_of(f)
+        if nested is not None:
+            yield from describe_keys(nested, f"{key}.")
+            continue
+        meaning = f.metadata.get("help", "")
+        low = f.metadata.get("min")
+        if low is not None:
+            op = ">" if f.metadata.get("exclusive") else ">="
+            meaning += f" ({op} {low:g})"
+        yield key, str(f.type).replace(" | None", " or null"), meaning
+
+
+def _dataclass_of(f: dataclasses.Field) -> type | None:
+    # subtle: with `from __future__ import annotations`, f.type is a string
+    named = {cls.__name__: cls for cls in (*GROUPS.values(), AnalysisConfig)}
+    return named.get(f.type) if isinstance(f.type, str) else None
+
+
+def help_template() -> str:
+    """The `bpe-train --help` text (Hydra fills in `$APP_CONFIG_GROUPS`)."""
+    keys = list(describe_keys())
+    width = max(len(k) for k, _, _ in keys)
+    type_width = max(len(t) for _, t, _ in keys)
+    lines = [f"  {k:<{width}}  {t:<{type_width}}  {m}" for k, t, m in keys]
+    return (
+        "bpe-train: train a byte-level BPE tokenizer into a self-describing run directory\n"
+        "(vocab.json, merges.txt, metrics.json, ANALYSIS.md) under experiments_dir.\n\n"
+        "Usage: bpe-train [GROUP=OPTION] [KEY=VALUE] ...      one run\n"
+        "       bpe-train -m KEY=A,B ...                       a sweep (one run per combination)\n"
+        "       add --debug (or HYDRA_FULL_ERROR=1) for full tracebacks\n\n"
+        "Config groups (GROUP=OPTION):\n$APP_CONFIG_GROUPS\n"
+        "Keys (KEY=VALUE; a wrong type or an unknown key fails before any directory is made):\n"
+        + "\n".join(lines)
+        + "\n\nExamples:\n"
+        + HELP_EXAMPLES
+        + "\n\nConfigs live in the package's conf/ directory (bpe/conf in the repository);"
+        " see the README.\n"
+    )
+
+
+def check_config(cfg: DictConfig) -> None:
+    """Raise ValueError, naming the key and the fix, for a value outside its range.
+
+    Types were checked when the config was composed; this checks what a type cannot say.
+    """
+    for key, _, _ in describe_keys():
+        low, exclusive = _bound(key)
+        if low is None:
+            continue
+        value = _select(cfg, key)
+        if value is None or isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        if (value <= low) if exclusive else (value < low):
+            op = ">" if exclusive else ">="
+            raise ValueError(f"{key}={value!r} is out of range: it must be {op} {low:g}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{key}={value!r} must be a finite number")
+    try:
+        specials = validate_special_tokens(_select(cfg, "dataset.special_tokens"))
+    except ValueError as err:
+        raise ValueError(f"dataset.special_tokens: {err}") from None
+    check_vocab_size(_select(cfg, "vocab_size"), specials)
+
+
+def _bound(key: str) -> tuple[float | None, bool]:
+    schema: type = TrainConfig
+    *parents, leaf = key.split(".")
+    for part in parents:
+        f = next(f for f in dataclasses.fields(schema) if f.name == part)
+        schema = _dataclass_of(f) or f.type
+    f = next(f for f in dataclasses.fields(schema) if f.name == leaf)
+    return f.metadata.get("min"), bool(f.metadata.get("exclusive"))
+
+
+def _select(cfg: DictConfig, key: str) -> Any:
+    value = OmegaConf.select(cfg, key, default=None)
+    return list(value) if isinstance(value, ListConfig) else value
+
+
+def extra_keys(cfg: DictConfig) -> list[str]:
+    """Dotted keys of cfg that the schema does not know (added with `+key=value`).
+
+    >>> from omegaconf import OmegaConf
+    >>> extra_keys(OmegaConf.create({"vocab_size": 1, "dataset": {"pth": "x"}, "hydra": {}}))
+    ['dataset.pth']
+    """
+    known = {k for k, _, _ in describe_keys()}
+    prefixes = {k.rsplit(".", 1)[0] for k in known if "." in k}
+    out = []
+
+    def walk(node: DictConfig, prefix: str) -> None:
+        for k in node:
+            key = f"{prefix}{k}"
+            if key == "hydra" or key in known:
+                continue
+            if key in prefixes and isinstance(node[k], DictConfig):
+                walk(node[k], f"{key}.")
+            else:
+                out.append(key)
+
+    walk(cfg, "")
+    return out
+
+
+class BelowLevel(logging.Filter):
+    """Pass records below `level` only (`conf/hydra/job_logging/bpe.yaml` sends the rest to
+    stderr, so an error is printed once, on stderr)."""
+
+    def __init__(self, level: int | str = logging.WARNING) -> None:
+        super().__init__()
+        self.level = logging.getLevelName(level) if isinstance(level, str) else level
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno < self.level
+
+
+def register() -> None:
+    """Register the schema and the help page in Hydra's ConfigStore (idempotent)."""
+    cs = ConfigStore.instance()
+    cs.store(name="bpe_schema", node=TrainConfig)
+    cs.store(
+        group="hydra/help",
+        name="bpe_train",
+        node={"app_name": "bpe-train", "header": "", "footer": "", "template": help_template()},
+    )
+
+
+register()

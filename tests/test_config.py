@@ -1,0 +1,200 @@
+"""The typed config: composition rejects wrong types and unknown keys, ranges are checked, and
+the real `bpe-train` prints a mistake as one line on stderr before any directory exists."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.errors import ConfigCompositionException
+
+from bpe import config as schema
+from bpe._io import CONF_DIR
+from bpe.pretokenize import validate_special_tokens
+from bpe.tokenizer import Tokenizer
+from bpe.training import train_bpe
+from tests.conftest import FIXTURES, ROOT, console_env
+
+FAST = ["debug=fast", f"dataset.path={FIXTURES / 'corpus.en'}"]
+
+
+def bpe_train(*args: str, cwd: Path = ROOT, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The real console script, as a user runs it."""
+    return subprocess.run(
+        ["bpe-train", *args], capture_output=True, text=True, cwd=cwd, timeout=300,
+        env=env or console_env(),
+    )  # fmt: skip
+
+
+def one_error_line(proc: subprocess.CompletedProcess) -> str:
+    """The single line a user mistake prints: on stderr, exit status 2, nothing on stdout."""
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stdout == ""
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("bpe-train: error: ")
+    return line
+
+
+def _compose(*overrides: str):
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        return compose("config", overrides=list(overrides))
+
+
+# --- the schema --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "override",
+    ["vocab_size=abc", "vocab_size=500.5", 'dataset.special_tokens="[EOS]"', "progress=maybe",
+     "num_workers=two", "analysis.max_docs=1.5", "vocab_sze=500", "dataset.pth=x.txt"],
+)  # fmt: skip
+def test_composition_rejects_wrong_types_and_unknown_keys(override):
+    with pytest.raises(ConfigCompositionException):
+        _compose(override)
+
+
+def test_every_group_option_composes_and_passes_the_range_checks():
+    for group in ("dataset", "trainer", "profiler", "experiment", "debug"):
+        for option in sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml")):
+            schema.check_config(_compose(f"{group}={option}"))
+
+
+def test_the_debug_preset_is_tiny_and_skips_the_gpt2_baseline():
+    cfg = _compose("debug=fast")
+    assert int(cfg.vocab_size) == 400 and cfg.num_workers == 1 and cfg.progress is False
+    assert cfg.analysis.gpt2_baseline is False and cfg.analysis.max_docs <= 10
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("vocab_size=100", "vocab_size=100 is too small"),
+        ("num_workers=0", "num_workers=0 is out of range: it must be >= 1"),
+        ("analysis.throughput_seconds=0", "must be > 0"),
+        ("analysis.max_docs=0", "analysis.max_docs=0 is out of range"),
+        ("dataset.special_tokens=['<|a|>','<|a|>']", "listed twice"),
+        ("dataset.special_tokens=[x]", "single byte"),
+    ],
+)
+def test_ranges_are_checked_with_the_key_named(override, message):
+    with pytest.raises(ValueError, match=message.replace("|", r"\|")):
+        schema.check_config(_compose(override))
+
+
+def test_every_schema_key_has_a_meaning_and_config_yaml_sets_only_schema_keys():
+    keys = {k: m for k, _, m in schema.describe_keys()}
+    assert all(keys.values())
+    composed = _compose()
+    for key in keys:
+        assert key.split(".")[0] in composed
+    leaves = {f.name for f in dataclasses.fields(schema.TrainConfig)}
+    assert set(composed) == leaves
+
+
+# --- one special-token rule for the library and the command line --------------------------------
+
+
+@pytest.mark.parametrize("single", ["\n", "a", " "])
+def test_a_single_byte_special_token_is_rejected_everywhere(single, tmp_path):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("hello\nworld\n", "utf-8")
+    for call in (
+        lambda: validate_special_tokens([single]),
+        lambda: train_bpe(corpus, 300, [single]),
+        lambda: Tokenizer({i: bytes([i]) for i in range(256)}, [], [single]),
+    ):
+        with pytest.raises(ValueError, match="single byte.*longer marker"):
+            call()
+
+
+def test_a_multi_byte_special_token_of_one_character_is_fine(tmp_path):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("caf\u00e9 \u00e9 cafe", "utf-8")
+    vocab, _ = train_bpe(corpus, 260, ["\u00e9"])
+    assert vocab[0] == "\u00e9".encode() and len(set(vocab.values())) == len(vocab)
+
+
+# --- what a user sees -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [
+        ("vocab_sze=500", "unknown key 'vocab_sze' (did you mean 'vocab_size'?)"),
+        ("+dataset.pth=x.txt", "unknown key 'dataset.pth' (did you mean 'dataset.path'?)"),
+        ("vocab_size=abc", "vocab_size=abc: Value 'abc' of type 'str' could not be converted"),
+        ("vocab_size=500.5", "vocab_size=500.5: Value '500.5' of type 'float'"),
+        ('dataset.special_tokens="[EOS]"', 'dataset.special_tokens="[EOS]": Invalid value'),
+        ("dataset.special_tokens=['\n']", "special token '\\n' is a single byte"),
+        ("vocab_size=100", "vocab_size=100 is too small"),
+        ("trainer=fast", "no option 'trainer/fast'; choose trainer= one of heap, indexed, naive"),
+        ("vocab_size=300,400", "lists several values: add -m"),
+    ],
+)
+def test_a_mistake_is_one_line_on_stderr_before_any_directory_exists(tmp_path, override, expected):
+    runs = tmp_path / "runs"
+    line = one_error_line(bpe_train(f"experiments_dir={runs}", *FAST, override, cwd=tmp_path))
+    assert expected in line
+    assert list(tmp_path.iterdir()) == []  # no experiments_dir, no run dir, no outputs/
+
+
+@pytest.mark.parametrize("switch", ["--debug", "HYDRA_FULL_ERROR=1"])
+def test_debug_switch_shows_the_traceback(tmp_path, switch):
+    env = console_env()
+    args = [f"experiments_dir={tmp_path}", "vocab_size=abc"]
+    if switch == "--debug":
+        args.append(switch)
+    else:
+        env["HYDRA_FULL_ERROR"] = "1"
+    proc = bpe_train(*args, cwd=tmp_path, env=env)
+    assert proc.returncode != 0 and "Traceback" in proc.stderr
+    assert "could not be converted to Integer" in proc.stderr
+
+
+@contextlib.contextmanager
+def _read_only_mount(path: Path):
+    path.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(path)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a read-only tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", str(path)], check=True)
+
+
+@pytest.mark.parametrize("how", ["read-only mount", "read-only mode", "a file in the way"])
+def test_an_unwritable_experiments_dir_is_one_line_naming_it(tmp_path, how):
+    target = tmp_path / "ro"
+    with contextlib.ExitStack() as stack:
+        if how == "read-only mount":
+            stack.enter_context(_read_only_mount(target))
+        elif how == "read-only mode":
+            if os.geteuid() == 0:
+                pytest.skip("root writes through permission bits (the mount case covers it)")
+            target.mkdir(mode=0o555)
+        else:
+            target.write_text("not a directory", "utf-8")
+        experiments = target / "experiments"
+        line = one_error_line(bpe_train(f"experiments_dir={experiments}", *FAST, cwd=tmp_path))
+        assert f"cannot write run directories in {str(experiments)!r}" in line
+        assert "pass a writable experiments_dir" in line
+
+
+def test_help_lists_groups_keys_with_meanings_and_examples(tmp_path):
+    proc = bpe_train("--help", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "powered by Hydra" not in out
+    assert "trainer: heap, indexed, naive" in out and "debug: fast" in out
+    for key, _, meaning in schema.describe_keys():
+        assert any(key in ln and meaning in ln for ln in out.splitlines()), key
+    assert "Examples:" in out and "bpe-train -m trainer=naive,indexed,heap" in out
+    assert list(tmp_path.iterdir()) == []
