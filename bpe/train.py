@@ -24,6 +24,8 @@ from omegaconf import DictConfig
 
 from bpe._io import CONF_DIR
 from bpe.analysis.run_report import write_run_report
+from bpe.experiment.metrics import RESERVE_BYTES
+from bpe.experiment.rundir import preflight
 from bpe.experiment.runner import run_experiment
 
 logger = logging.getLogger("bpe.train")
@@ -79,6 +81,12 @@ def main() -> None:
             "(e.g. trainer=heap), top-level keys are vocab_size, num_workers, seed, "
             "experiments_dir, progress, analysis.* (see conf/config.yaml)\n"
         )
+    try:
+        # before Hydra writes into the run directory: a reused or full one stays untouched
+        preflight(sys.argv[1:], min_free_bytes=RESERVE_BYTES)
+    except OSError as err:
+        sys.stderr.write(f"bpe-train: {err}\n")
+        sys.exit(1)
     _app()
 
 
