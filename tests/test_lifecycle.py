@@ -83,7 +83,7 @@ def test_a_sigkilled_run_reads_crashed_in_load_runs_bpe_report_and_sweep_md(tmp_
     assert report_main([str(run)]) == 0
     analysis = (run / "ANALYSIS.md").read_text("utf-8")
     assert "| status        | crashed" in analysis
-    assert f"**This run is crashed**: process {proc.pid}" in analysis
+    assert f"**This run crashed**: process {proc.pid}" in analysis
 
     sweep_md = write_sweep_report(sweep).read_text("utf-8")
     assert "1 crashed" in sweep_md and "**crashed**" in sweep_md

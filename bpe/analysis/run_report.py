@@ -273,7 +273,8 @@ def section_header(metrics: dict, env: dict) -> list[str]:
             "",
         ]
     if metrics.get("status_reason"):
-        lines += [f"**This run is {metrics['status']}**: {metrics['status_reason']}.", ""]
+        verdict = "crashed" if metrics["status"] == "crashed" else f"is {metrics['status']}"
+        lines += [f"**This run {verdict}**: {metrics['status_reason']}.", ""]
     return lines
 
 
