@@ -189,7 +189,7 @@ def _small_disk(root: Path, *, free_kb: int):
         subprocess.run(["umount", "-l", str(root)], check=False)
 
 
-@pytest.mark.parametrize("free_kb", [0, 8, 150, 300])
+@pytest.mark.parametrize("free_kb", [0, 8, 150])
 def test_a_full_disk_names_the_path_and_never_leaves_a_live_or_complete_looking_run(
     tmp_path, free_kb
 ):
@@ -203,6 +203,8 @@ def test_a_full_disk_names_the_path_and_never_leaves_a_live_or_complete_looking_
         assert proc.returncode == 1, output
         assert "Traceback" not in proc.stderr, proc.stderr
         assert str(run) in output  # the error names where it could not write
+        if free_kb >= 150:  # room for Hydra and the run to start: the failure is recorded
+            assert (run / "metrics.json").is_file()
         if (run / "metrics.json").is_file():
             metrics = json.loads((run / "metrics.json").read_text("utf-8"))
             assert metrics["status"] == "failed"
