@@ -117,8 +117,11 @@ class MetricsFile:
             self.write()
             return
         except OSError as err:
-            logger.warning("full failure record did not fit in %s (%s); writing a short one",
-                           self.path, err.strerror)  # fmt: skip
+            logger.warning(
+                "full failure record did not fit in %s (%s); writing a short one",
+                self.path,
+                err.strerror,
+            )
         memory = self.data.get("memory")
         if isinstance(memory, dict):
             self.data["memory"] = {k: v for k, v in memory.items() if k != "timeline"}
