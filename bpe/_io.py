@@ -7,7 +7,7 @@ What it does:
       checkout (with `pyproject.toml`, `data/full/` downloads, `.git`) or an install;
     * `atomic_open` / `atomic_write_text` / `atomic_write_bytes`: write through a temp file in the
       target's directory and rename it into place, so a reader sees the old file or the new one,
-      never half of one;
+      never half of one; an error (a full disk included) names the file it could not write;
     * `sha256_file`: a file's sha256 in one streamed pass (the identity of a corpus).
 
 What it does not do: know any file format (see `bpe.gpt2_format`, `bpe.encode_dataset`).
@@ -62,8 +62,11 @@ def atomic_open(path: str | os.PathLike) -> Iterator[BinaryIO]:
     b'abc'
     """
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    except OSError as err:
+        raise _naming(err, target) from None
     try:
         os.chmod(tmp, 0o666 & ~_current_umask())  # mkstemp makes 0600
         with os.fdopen(fd, "wb") as f:
@@ -71,12 +74,24 @@ def atomic_open(path: str | os.PathLike) -> Iterator[BinaryIO]:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as err:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(err, OSError) and err.filename is None:
+            # a failed write or fsync (a full disk) names no file: say which one it was
+            raise _naming(err, target) from None
         raise
+
+
+def _naming(err: OSError, target: Path) -> OSError:
+    """The same kind of error, naming the file that could not be written.
+
+    >>> str(_naming(OSError(28, "No space left on device"), Path("run/vocab.json")))
+    "[Errno 28] No space left on device: 'run/vocab.json'"
+    """
+    return type(err)(err.errno, err.strerror, str(target))
 
 
 def _current_umask() -> int:

@@ -43,6 +43,8 @@ from omegaconf.errors import OmegaConfBaseException
 from bpe import config as schema
 from bpe._io import CONF_DIR
 from bpe.analysis.run_report import write_run_report
+from bpe.experiment.metrics import RESERVE_BYTES
+from bpe.experiment.rundir import preflight
 from bpe.experiment.runner import run_experiment
 
 logger = logging.getLogger("bpe.train")
@@ -243,6 +245,14 @@ def main() -> None:
                 raise
             sys.stderr.write(f"bpe-train: error: {err}\n")
             sys.exit(2)
+    try:
+        # before Hydra writes into the run directory: a reused or full one stays untouched
+        preflight(argv, min_free_bytes=RESERVE_BYTES)
+    except OSError as err:
+        if _debug():
+            raise
+        sys.stderr.write(f"bpe-train: error: {err}\n")
+        sys.exit(1)
     _app()
 
 

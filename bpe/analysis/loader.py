@@ -4,7 +4,9 @@ What it does: finds run directories (any directory holding `metrics.json`) under
 directory itself, or a glob; reads each run's resolved config (`.hydra/config.yaml`),
 `metrics.json` and `environment.json`, and flattens them with `pandas.json_normalize` into
 columns prefixed `config.`, `metrics.` and `env.`. Failed and still-running runs are rows too,
-with their `status`. A run whose files are corrupt (bad JSON or YAML) is skipped with a
+with their `status`; a run recorded as `running` whose process is gone reads `crashed` (`stale`
+when it ran on another host, which cannot be checked), with `status_reason` saying why
+(`bpe.liveness`). A run whose files are corrupt (bad JSON or YAML) is skipped with a
 warning naming it; the skipped directories and reasons are kept in `frame.attrs["skipped"]`
 so reports can say what they left out. `tidy` gives the short-named view every report uses, and
 the rules the reports share live here once: `complete` (which runs count), `merges_agree` (when
@@ -27,6 +29,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from bpe.liveness import explain, observed_status
 from bpe.measures import RETIRED_STAGES, TRAIN_STAGES
 from bpe.trainers import TRAINERS
 
@@ -67,14 +70,31 @@ def find_run_dirs(path_or_glob: str | os.PathLike) -> list[Path]:
     return sorted(found)
 
 
+def observed(metrics: dict) -> dict:
+    """metrics as a reader shows them: a `running` run whose process is gone is crashed/stale.
+
+    The status is replaced and `status_reason` says why; other runs come back unchanged.
+
+    >>> observed({"status": "running", "process": {"host": "elsewhere", "pid": 1}})["status"]
+    'stale'
+    """
+    status = observed_status(metrics)
+    if status == metrics.get("status"):
+        return metrics
+    return {**metrics, "status": status, "status_reason": explain(metrics)}
+
+
 def read_run(run_dir: Path) -> dict:
-    """One run as a nested dict: run_dir, run_name, config, metrics, env.
+    """One run as a nested dict: run_dir, run_name, status, status_reason, config, metrics, env.
 
     Raises:
         ValueError: a file is not valid JSON / YAML (names the file).
     """
     record: dict = {"run_dir": str(run_dir), "run_name": run_dir.name}
     record["metrics"] = _read_json(run_dir / METRICS_FILE, required=True)
+    shown = observed(record["metrics"])
+    record["status"] = shown.get("status") or "unknown"
+    record["status_reason"] = shown.get("status_reason")
     record["env"] = _read_json(run_dir / "environment.json", required=False) or {}
     config_path = run_dir / ".hydra" / "config.yaml"
     if config_path.is_file():
@@ -104,9 +124,10 @@ def _read_json(path: Path, *, required: bool) -> dict | None:
 def load_runs(path_or_glob: str | os.PathLike = "experiments") -> pd.DataFrame:
     """Load every run under path_or_glob into a DataFrame, one row per run, sorted by run_dir.
 
-    Columns: `run_dir`, `run_name`, `status`, then `config.*`, `metrics.*`, `env.*` (nested
-    keys joined with dots). Corrupt runs are skipped with a warning and listed in
-    `frame.attrs["skipped"]` as `(run_dir, reason)` pairs.
+    Columns: `run_dir`, `run_name`, `status` (crashed / stale for a `running` run whose
+    process is gone or cannot be checked; `status_reason` says why), then `config.*`,
+    `metrics.*`, `env.*` (nested keys joined with dots). Corrupt runs are skipped with a
+    warning and listed in `frame.attrs["skipped"]` as `(run_dir, reason)` pairs.
 
     Raises:
         FileNotFoundError: the path does not exist.
@@ -135,8 +156,7 @@ def _flatten(records: Iterable[dict]) -> pd.DataFrame:
     if not records:
         return pd.DataFrame(columns=["run_dir", "run_name", "status"])
     frame = pd.json_normalize(records, sep=".")
-    frame.insert(2, "status", frame.get("metrics.status", pd.Series(["unknown"] * len(frame))))
-    frame["status"] = frame["status"].fillna("unknown")
+    frame.insert(2, "status", frame.pop("status").fillna("unknown"))
     return frame.sort_values("run_dir", kind="stable").reset_index(drop=True)
 
 
@@ -192,6 +212,8 @@ def tidy(frame: pd.DataFrame) -> pd.DataFrame:
     bps = "metrics.throughput.bytes_per_second"
     out["throughput_mb_s"] = frame[bps] / 1e6 if bps in frame else None
     out["profiled"] = out["profiled"].fillna(False).astype(bool)
+    if "status_reason" in frame:  # a crashed or stale run recorded no error: say why it shows so
+        out["error"] = out["error"].where(out["error"].notna(), frame["status_reason"])
     order = ["dataset", "vocab_size", "trainer", "run_dir"]
     return out.sort_values(order, kind="stable", na_position="last").reset_index(drop=True)
 

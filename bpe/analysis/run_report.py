@@ -26,7 +26,7 @@ from pathlib import Path
 
 from bpe._io import atomic_write_text
 from bpe.analysis import figures
-from bpe.analysis.loader import complete, load_runs, merges_agree, shown_stages, tidy
+from bpe.analysis.loader import complete, load_runs, merges_agree, observed, shown_stages, tidy
 from bpe.analysis.markdown import clip, fmt, table
 from bpe.analysis.vocab_report import section_efficiency, section_glossary, section_undertrained
 from bpe.measures import (
@@ -272,6 +272,9 @@ def section_header(metrics: dict, env: dict) -> list[str]:
             f"{err.get('type')}: {err.get('message')}",
             "",
         ]
+    if metrics.get("status_reason"):
+        verdict = "crashed" if metrics["status"] == "crashed" else f"is {metrics['status']}"
+        lines += [f"**This run {verdict}**: {metrics['status_reason']}.", ""]
     return lines
 
 
@@ -324,18 +327,28 @@ def section_time(metrics: dict) -> list[str]:
 
 def section_memory(metrics: dict, figures_made: frozenset[str]) -> list[str]:
     memory = metrics.get("memory") or {}
+    # subtle: this file is written during the report stage, so it shows the figures taken
+    # before it (`before_report`); metrics.json's own figures cover the whole run
+    headline = {**memory, **(memory.get("before_report") or {})}
     per_stage = memory.get("per_stage_peak_mb") or {}
+    if "before_report" in memory:
+        per_stage = {s: mb for s, mb in per_stage.items() if s != "report"}
     rows = [[s, fmt(per_stage[s], ".1f")] for s in shown_stages(per_stage)]
     lines = ["## Memory", ""]
     lines += [table(rows, ["stage", "peak MB (process tree, PSS)"], colalign=("left", "right"))]
     lines.append("")
     if memory:
         lines.append(
-            f"Peak memory of the whole process tree was **{fmt(memory.get('peak_mb'), '.1f')} MB** "
-            f"(sampled every {memory.get('interval_s')} s; the parent's own peak RSS was "
-            f"{fmt(memory.get('ru_maxrss_mb'), '.1f')} MB, the largest worker's "
-            f"{fmt(memory.get('children_ru_maxrss_mb'), '.1f')} MB)."
+            f"Peak memory of the whole process tree was **{fmt(headline.get('peak_mb'), '.1f')} "
+            f"MB** (sampled every {memory.get('interval_s')} s; the parent's own peak RSS was "
+            f"{fmt(headline.get('ru_maxrss_mb'), '.1f')} MB, the largest worker's "
+            f"{fmt(headline.get('children_ru_maxrss_mb'), '.1f')} MB)."
         )
+        if "before_report" in memory:
+            lines.append(
+                "These figures stop where the report stage (figures and this file) begins; "
+                "metrics.json's `memory` covers the whole run, report included."
+            )
         worst = max((s for s in per_stage if s in RUN_STAGES), key=per_stage.get, default=None)
         if worst:
             lines.append(f"The most memory-hungry stage was **{worst}**.")
@@ -599,6 +612,7 @@ def write_run_report(run_dir: str | Path, *, metrics: dict | None = None) -> Pat
         metrics = _load_json(metrics_path)
     if not isinstance(metrics, dict):
         raise ValueError(f"{metrics_path} is not valid JSON; the run is corrupt")
+    metrics = observed(metrics)  # a `running` run whose process is gone shows as crashed
     draw_figures(run_dir, metrics)
     text = render_analysis(gather_run(run_dir, metrics))
     out = run_dir / "ANALYSIS.md"

@@ -2,7 +2,9 @@
 
 What it does: picks `<experiments_dir>/<YYYY-mm-dd_HH-MM-SS_ffffff>_<dataset>_<trainer>_v<vocab>`
 (microseconds, so two runs started in the same second get two directories; a collision is
-resolved by moving to the next free microsecond), or reuses the directory Hydra made.
+resolved by moving to the next free microsecond), or takes the directory Hydra made, provided
+it holds nothing but what Hydra writes for a fresh job: a directory that already holds a run
+(`hydra.run.dir=X` given twice) is refused before anything in it changes, so two runs never mix.
 
 What it does not do: write any artifact (see `bpe.experiment.metrics` and the runner).
 """
@@ -10,7 +12,9 @@ What it does not do: write any artifact (see `bpe.experiment.metrics` and the ru
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import os
+import shutil
 from pathlib import Path
 
 TIMESTAMP_FORMAT = "%Y-%m-%d_%H-%M-%S_%f"
@@ -68,3 +72,107 @@ def check_writable(path: Path) -> None:
             f"run directory {str(path)!r} is not writable ({err.strerror}); pass a writable "
             "experiments_dir"
         ) from None
+
+
+#: What Hydra writes into a job's directory before the job starts (its config and log file).
+HYDRA_FRESH_FILES = frozenset({".hydra", "train.log"})
+HYDRA_META_FILES = frozenset({"config.yaml", "hydra.yaml", "overrides.yaml"})
+
+
+def leftovers(path: str | os.PathLike) -> list[str]:
+    """Entries of path that a fresh run directory would not hold (sorted); [] when fresh.
+
+    A missing or empty directory is fresh, and so is one holding only Hydra's own files.
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> (d / ".hydra").mkdir()
+    >>> (d / ".hydra" / "config.yaml").touch()
+    >>> leftovers(d)
+    []
+    >>> (d / "vocab.json").touch()
+    >>> leftovers(d)
+    ['vocab.json']
+    """
+    root = Path(path)
+    if not root.is_dir():
+        return []
+    found = [p.name for p in root.iterdir() if p.name not in HYDRA_FRESH_FILES]
+    meta = root / ".hydra"
+    if meta.is_dir():
+        found += [f".hydra/{p.name}" for p in meta.iterdir() if p.name not in HYDRA_META_FILES]
+    return sorted(found)
+
+
+def check_fresh(path: str | os.PathLike, *, hydra_files: bool = True) -> None:
+    """Refuse a directory that already holds a run (or anything else) before touching it.
+
+    Args:
+        hydra_files: tolerate the files Hydra writes before the job starts (False: the
+            directory must be missing or empty, as before Hydra has run).
+
+    Raises:
+        FileExistsError: naming the directory, what it holds, and the fix.
+    """
+    root = Path(path)
+    if hydra_files:
+        found = leftovers(root)
+    else:
+        found = sorted(p.name for p in root.iterdir()) if root.is_dir() else []
+    if found:
+        found.sort(key=lambda name: name != "metrics.json")  # a previous run's mark first
+        shown = ", ".join(found[:6]) + (", ..." if len(found) > 6 else "")
+        raise FileExistsError(
+            f"run directory {str(root)!r} is not empty (it holds {shown}): a new run there "
+            "would mix its files with the old ones; pick a new hydra.run.dir (or leave it "
+            "unset for a fresh timestamped directory), or remove the old run first"
+        )
+
+
+def _given(overrides: list[str], key: str) -> str | None:
+    """The literal value of `key=...` among command-line overrides (None: absent or interpolated).
+
+    >>> _given(["vocab_size=5", "hydra.run.dir=out/x"], "hydra.run.dir")
+    'out/x'
+    >>> _given(["hydra.run.dir=out/${now:%H}"], "hydra.run.dir") is None
+    True
+    """
+    for item in overrides:
+        name, sep, value = item.lstrip("+").partition("=")
+        if sep and name == key and "${" not in value:
+            return value
+    return None
+
+
+def preflight(overrides: list[str], *, min_free_bytes: int) -> None:
+    """What bpe-train checks before Hydra writes anything: a fresh run dir, room on its disk.
+
+    Hydra writes its config and log into the run directory before a run starts, so a reused
+    `hydra.run.dir` (or `hydra.sweep.dir` with -m) must be refused here, while it is intact,
+    and a disk too full for even those files must be named here, not in Hydra's traceback.
+
+    Args:
+        overrides: the command-line arguments (Hydra overrides and flags).
+        min_free_bytes: the least free space a run can start with.
+
+    Raises:
+        FileExistsError: the run (or sweep) directory given is not empty.
+        OSError: ENOSPC, naming the directory and how much is free.
+    """
+    multirun = any(a in ("-m", "--multirun") for a in overrides)
+    key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
+    target = _given(overrides, key)
+    if target is not None:
+        check_fresh(target, hydra_files=False)
+    where = Path(target or _given(overrides, "experiments_dir") or "experiments").absolute()
+    probe = next((p for p in [where, *where.parents] if p.exists()), None)
+    if probe is None:
+        return
+    free = shutil.disk_usage(probe).free
+    if free < min_free_bytes:
+        raise OSError(
+            errno.ENOSPC,
+            f"only {free // 1024} KB free on the disk holding {str(where)!r}, and a run needs "
+            f"at least {min_free_bytes // 1024} KB to start; free some space or pass another "
+            "experiments_dir",
+        )

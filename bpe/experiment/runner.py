@@ -1,20 +1,24 @@
 """`run_experiment(cfg, report=...)`: one training run from a Hydra config to a complete run dir.
 
 Stages (`bpe.measures.RUN_STAGES`; all but setup and report timed in metrics.json, memory
-sampled throughout, status kept honest):
+sampled from training through the report, status kept honest):
 
-    setup       validate the config, create the run dir, write config, environment, status=running
+    setup       refuse a run dir that already holds a run, create it, write config, status=running
+                (naming this process), set aside room for a failure record, environment, validate
     pretokenize, merge    `train_bpe_detailed` (optionally under a profiler), timed by training
     save        vocab.json, merges.txt, tokenizer.json (+ HF configs), tokenizer.tiktoken,
                 merge_counts.json (atomic)
     analysis    vocab metrics, compression, throughput, input and held-out sha256, tiktoken
                 export mismatches (`bpe.experiment.evaluate`)
     report      the `report` writer the caller passes (the CLI passes ANALYSIS.md + figures),
-                then status=complete, last
+                then the final memory summary (report stage included) and status=complete,
+                in one atomic write, last
 
 Any exception, Ctrl-C or SIGTERM marks the run `failed` (with the stage and traceback) and is
-re-raised; artifacts are written atomically, so each one is either complete or absent. A failure
-inside the training call is recorded as stage `train` (pretokenize and merge are one call).
+re-raised; artifacts are written atomically, so each one is either complete or absent, and a
+write error names its file. A failure inside the training call is recorded as stage `train`
+(pretokenize and merge are one call). A run killed without a chance to record it (SIGKILL, a
+power cut) keeps `running`, with the process named, and readers show it as crashed.
 
 What it does not do: parse the command line (see `bpe.train`), or know how reports are written
 (the caller hands in the writer, so this layer never imports `bpe.analysis`).
@@ -44,7 +48,7 @@ from bpe.experiment.evaluate import evaluate
 from bpe.experiment.memory import MemorySampler
 from bpe.experiment.metrics import MetricsFile
 from bpe.experiment.profilers import check_profiler, run_cprofile, run_scalene
-from bpe.experiment.rundir import check_writable, create_run_dir
+from bpe.experiment.rundir import check_fresh, check_writable, create_run_dir
 from bpe.exports import save_exports
 from bpe.gpt2_format import save_tokenizer_files
 from bpe.tokenizer import Tokenizer
@@ -177,6 +181,7 @@ def run_experiment(cfg: DictConfig, *, report: ReportWriter | None) -> dict:
     hydra_dir, overrides, sweep = _hydra_output_dir()
     if hydra_dir is not None:
         run_dir = hydra_dir
+        check_fresh(run_dir)  # before anything of ours is written there
         run_dir.mkdir(parents=True, exist_ok=True)
         check_writable(run_dir)
     else:
@@ -215,6 +220,7 @@ def run_experiment(cfg: DictConfig, *, report: ReportWriter | None) -> dict:
     with _run_log(run_dir), _sigterm_raises():
         try:
             metrics.write()
+            metrics.reserve()
             environment.write(run_dir, environment.capture(overrides=overrides))
             logger.info("run %s: %s", run_dir.name, _command(overrides))
             ds = validate(cfg)
@@ -241,29 +247,36 @@ def run_experiment(cfg: DictConfig, *, report: ReportWriter | None) -> dict:
                 analysis = evaluate(result, ds, cfg.get("analysis") or {})
                 timings[stage] = time.perf_counter() - t0
                 logger.info("stage analysis: %.3f s", timings[stage])
-            timings["total"] = sum(timings.values())
+                timings["total"] = sum(timings.values())
+                before_report = _before_report(mem.summary())
+                metrics.update(
+                    profiled=cfg.profiler.name != "none",
+                    timings={k: round(v, 6) for k, v in timings.items()},
+                    memory=before_report,
+                    counts={
+                        "bytes": result.num_bytes,
+                        "pretokens": result.num_pretokens,
+                        "unique_pretokens": result.num_unique_pretokens,
+                        "merges": result.num_merges,
+                        "vocab": len(result.vocab),
+                        "chunks": result.num_chunks,
+                        "workers": result.num_workers,
+                        "start_method": result.start_method,
+                    },
+                    merges_sha256=result.merges_sha256,
+                    stopped_early=len(result.vocab) < int(cfg.vocab_size),
+                    **analysis,
+                )
+                stage = "report"
+                mem.set_stage(stage)
+                metrics.write()  # every number on disk before the report reads it
+                if report is not None:
+                    report(run_dir, metrics=metrics.as_complete())
+            # the whole run's memory, report included (the report itself could only show
+            # what came before it: `before_report`)
             metrics.update(
-                profiled=cfg.profiler.name != "none",
-                timings={k: round(v, 6) for k, v in timings.items()},
-                memory=mem.summary(),
-                counts={
-                    "bytes": result.num_bytes,
-                    "pretokens": result.num_pretokens,
-                    "unique_pretokens": result.num_unique_pretokens,
-                    "merges": result.num_merges,
-                    "vocab": len(result.vocab),
-                    "chunks": result.num_chunks,
-                    "workers": result.num_workers,
-                    "start_method": result.start_method,
-                },
-                merges_sha256=result.merges_sha256,
-                stopped_early=len(result.vocab) < int(cfg.vocab_size),
-                **analysis,
+                memory={**mem.summary(), "before_report": before_report["before_report"]}
             )
-            stage = "report"
-            metrics.write()  # every number on disk before the report reads it
-            if report is not None:
-                report(run_dir, metrics=metrics.as_complete())
             metrics.complete()
             logger.info(
                 "run complete: %d merges, peak %.1f MB, %s",
@@ -276,6 +289,16 @@ def run_experiment(cfg: DictConfig, *, report: ReportWriter | None) -> dict:
             logger.error("run failed in stage %s: %s: %s", stage, type(err).__name__, err)
             metrics.fail(err, stage)
             raise
+
+
+def _before_report(summary: dict) -> dict:
+    """A memory summary taken before the report stage, with its headline kept apart.
+
+    The report renders these figures; the final metrics keep them under `before_report`
+    beside the whole run's, so regenerating the report later shows the same numbers.
+    """
+    keys = ("peak_mb", "ru_maxrss_mb", "children_ru_maxrss_mb")
+    return {**summary, "before_report": {k: summary[k] for k in keys}}
 
 
 def _path_overrides(cfg: DictConfig) -> list[str]:
