@@ -138,7 +138,7 @@ def test_a_reused_run_dir_is_refused_before_it_is_touched(tmp_path):
     before = _snapshot(run)
     # a second run there (one that would fail, as in the report) must not mix with the first
     second = subprocess.run(
-        [*TRAIN, *FAST, "vocab_size=10", f"hydra.run.dir={run}"], cwd=ROOT,
+        [*TRAIN, *FAST, "dataset.path=no-such-file.txt", f"hydra.run.dir={run}"], cwd=ROOT,
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert second.returncode == 1
@@ -155,7 +155,7 @@ def test_a_run_dir_hydra_reaches_by_interpolation_is_refused_by_the_run_itself(t
     assert first.returncode == 0, first.stderr
     # Hydra rewrites its own files before any code of ours runs; everything else must stay
     kept = {k: v for k, v in _snapshot(run).items() if not k.startswith((".hydra", "train.log"))}
-    second = subprocess.run([*args, "vocab_size=10"], cwd=ROOT, capture_output=True, text=True,
+    second = subprocess.run([*args, "dataset.path=no-such-file.txt"], cwd=ROOT, capture_output=True, text=True,
                             timeout=300)  # fmt: skip
     assert second.returncode == 1
     assert "is not empty" in second.stdout + second.stderr

@@ -181,7 +181,11 @@ def run_experiment(cfg: DictConfig, *, report: ReportWriter | None) -> dict:
     hydra_dir, overrides, sweep = _hydra_output_dir()
     if hydra_dir is not None:
         run_dir = hydra_dir
-        check_fresh(run_dir)  # before anything of ours is written there
+        try:
+            check_fresh(run_dir)  # before anything of ours is written there
+        except FileExistsError as err:
+            logger.error("%s", err)  # no metrics.json of ours to record it in: say it here
+            raise
         run_dir.mkdir(parents=True, exist_ok=True)
         check_writable(run_dir)
     else:
