@@ -155,8 +155,8 @@ def test_a_run_dir_hydra_reaches_by_interpolation_is_refused_by_the_run_itself(t
     assert first.returncode == 0, first.stderr
     # Hydra rewrites its own files before any code of ours runs; everything else must stay
     kept = {k: v for k, v in _snapshot(run).items() if not k.startswith((".hydra", "train.log"))}
-    second = subprocess.run([*args, "dataset.path=no-such-file.txt"], cwd=ROOT, capture_output=True, text=True,
-                            timeout=300)  # fmt: skip
+    second = subprocess.run([*args, "dataset.path=no-such-file.txt"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=300)  # fmt: skip
     assert second.returncode == 1
     assert "is not empty" in second.stdout + second.stderr
     after = _snapshot(run)
