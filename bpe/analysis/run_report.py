@@ -173,13 +173,18 @@ def draw_figures(run_dir: Path, metrics: dict) -> None:
         )
     lengths = metrics.get("token_lengths") or {}
     if lengths:
-        values = [int(k) for k, n in lengths.items() for _ in range(int(n))]
+        # one value per distinct length, weighted by its count: the cost is the number of
+        # distinct lengths (at most the vocab size), whatever the lengths are
+        values = [int(k) for k in lengths]
+        log_x = max(values) > figures.LINEAR_LENGTHS  # length_bins spaces these bins by log
         figures.histogram(
             values,
             run_dir / FIGURES["lengths"],
-            xlabel="token length (bytes)",
+            xlabel="token length (bytes" + (", log scale)" if log_x else ")"),
             title="Vocab entries by length",
-            bins=range(1, max(values) + 2),
+            bins=figures.length_bins(max(values)),
+            weights=[int(n) for n in lengths.values()],
+            log_x=log_x,
             log_y=True,
         )
     counts = _load_json(run_dir / "merge_counts.json")

@@ -40,7 +40,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from bpe import datasets
-from bpe._io import atomic_write_text
+from bpe._io import atomic_write_text, sha256_file
 from bpe.chunks import fair_share
 from bpe.config import check_config
 from bpe.experiment import environment
@@ -179,6 +179,8 @@ def run_experiment(cfg: DictConfig, *, report: ReportWriter | None) -> dict:
     Raises whatever stopped the run (after marking it failed in metrics.json).
     """
     hydra_dir, overrides, sweep = _hydra_output_dir()
+    # what reports file the run under: the dataset's name, or custom-<stem> for dataset.path=
+    input_name = datasets.input_name(str(cfg.dataset.name), cfg.dataset.path)
     if hydra_dir is not None:
         run_dir = hydra_dir
         try:
@@ -191,7 +193,7 @@ def run_experiment(cfg: DictConfig, *, report: ReportWriter | None) -> dict:
     else:
         run_dir = create_run_dir(
             cfg.experiments_dir,
-            dataset=str(cfg.dataset.name),
+            dataset=input_name,
             trainer=str(cfg.trainer.name),
             vocab_size=int(cfg.vocab_size),
         )
@@ -212,7 +214,9 @@ def run_experiment(cfg: DictConfig, *, report: ReportWriter | None) -> dict:
         "launcher": _launcher(cfg, log=True),
         "seed": int(cfg.seed),
         "special_tokens": list(cfg.dataset.special_tokens or []),
+        "input_name": input_name,
         "input_path": str(cfg.dataset.path),
+        "input_sha256": None,  # filled in once the input is known to exist
         "command": _command(overrides),
         "overrides": overrides,
         "extra_overrides": _path_overrides(cfg),
@@ -228,6 +232,8 @@ def run_experiment(cfg: DictConfig, *, report: ReportWriter | None) -> dict:
             environment.write(run_dir, environment.capture(overrides=overrides))
             logger.info("run %s: %s", run_dir.name, _command(overrides))
             ds = validate(cfg)
+            # invariant: reports compare runs (merges, siblings) only over equal input sha256
+            run_info["input_sha256"] = sha256_file(ds.path)
             with MemorySampler() as mem:
                 stage = "train"
                 mem.set_stage(stage)
