@@ -2,7 +2,8 @@
 
 What it does: loads the sweep's job run directories (`bpe.analysis.loader`), writes a table of
 all jobs (failed and unfinished ones as such, never dropped; corrupt ones named), checks whether
-trainers that ran the same dataset and vocab size produced identical merges, states which
+trainers that ran the same input (equal sha256, `loader.input_key`) and vocab size produced
+identical merges, states which
 trainer is fastest and by how much, draws figures into `<sweep>/figures/`, and writes
 `<sweep>/SWEEP.md` atomically. `SweepReportCallback` runs it when a multirun ends; since Hydra
 skips `on_multirun_end` when a job raises, `bpe-report SWEEP_DIR` produces the same report by
@@ -49,22 +50,46 @@ def sweep_command(runs: pd.DataFrame, frame: pd.DataFrame) -> str:
     return "bpe-train -m " + " ".join(parts) if parts else "bpe-train -m (overrides unknown)"
 
 
-def merge_agreement(runs: pd.DataFrame) -> list[tuple[str, int, list[str], bool]]:
-    """For each (dataset, vocab_size) with 2+ complete runs: trainers and whether merges agree."""
+def input_groups(runs: pd.DataFrame) -> list[tuple[str, int, pd.DataFrame]]:
+    """Complete runs grouped by input (`input_key`) and vocab size: (label, vocab, group).
+
+    The label is the dataset (input) name, followed by the input's short sha256 (or file name,
+    for runs without one) when several inputs share that name. Runs whose input is unknown
+    are left out: nothing says they saw the same text.
+    """
+    done = complete(runs)
+    names = done.groupby("dataset")["input_key"].nunique()
     out = []
-    for (dataset, vocab), group in complete(runs).groupby(["dataset", "vocab_size"], sort=True):
+    for (dataset, key, vocab), group in done.groupby(
+        ["dataset", "input_key", "vocab_size"], sort=True
+    ):
+        label = str(dataset)
+        if names.get(dataset, 0) > 1:
+            kind, _, value = str(key).partition(":")
+            label += f" ({kind} {value[:12] if kind == 'sha256' else Path(value).name})"
+        out.append((label, int(vocab), group))
+    return out
+
+
+def merge_agreement(runs: pd.DataFrame) -> list[tuple[str, int, list[str], bool]]:
+    """For each input and vocab size with 2+ complete runs: trainers and whether merges agree.
+
+    Each tuple is (input label, vocab size, trainers, agree); see `input_groups`.
+    """
+    out = []
+    for label, vocab, group in input_groups(runs):
         if len(group) < 2:
             continue
         trainers = sorted(set(group["trainer"]))
-        out.append((dataset, int(vocab), trainers, merges_agree(*group["merges_sha256"])))
+        out.append((label, vocab, trainers, merges_agree(*group["merges_sha256"])))
     return out
 
 
 def speed_sentences(runs: pd.DataFrame) -> list[str]:
-    """Per (dataset, vocab): the fastest unprofiled trainer and its speedup over the others."""
+    """Per input and vocab: the fastest unprofiled trainer and its speedup over the others."""
     sentences = []
-    clean = complete(runs, unprofiled=True)
-    for (dataset, vocab), group in clean.groupby(["dataset", "vocab_size"], sort=True):
+    clean = runs[~runs["profiled"]]
+    for label, vocab, group in input_groups(clean):
         med = group.groupby("trainer")["merge_seconds"].median().dropna()
         if len(med) < 2:
             continue
@@ -75,8 +100,7 @@ def speed_sentences(runs: pd.DataFrame) -> list[str]:
             if t != best
         )
         sentences.append(
-            f"{dataset} @ {int(vocab)}: **{best}** merges fastest ({fmt(med[best], '.3f')} s), "
-            f"{others}."
+            f"{label} @ {vocab}: **{best}** merges fastest ({fmt(med[best], '.3f')} s), {others}."
         )
     return sentences
 
