@@ -53,22 +53,26 @@ def sweep_command(runs: pd.DataFrame, frame: pd.DataFrame) -> str:
 def input_groups(runs: pd.DataFrame) -> list[tuple[str, int, pd.DataFrame]]:
     """Complete runs grouped by input (`input_key`) and vocab size: (label, vocab, group).
 
-    The label is the dataset (input) name, followed by the input's short sha256 (or file name,
-    for runs without one) when several inputs share that name. Runs whose input is unknown
-    are left out: nothing says they saw the same text.
+    The label is the input's name (names, joined by "/", when the same bytes ran under several),
+    followed by its short sha256 (or file name, for runs without one) when several inputs share
+    that label. Runs whose input is unknown are left out: nothing says they saw the same text.
+    Sorted by label, then vocab size.
     """
     done = complete(runs)
-    names = done.groupby("dataset")["input_key"].nunique()
+    groups = []
+    for (key, vocab), group in done.groupby(["input_key", "vocab_size"], sort=True):
+        label = "/".join(sorted({str(d) for d in group["dataset"]}))
+        groups.append((label, str(key), int(vocab), group))
+    keys_per_label: dict[str, set[str]] = {}
+    for label, key, _, _ in groups:
+        keys_per_label.setdefault(label, set()).add(key)
     out = []
-    for (dataset, key, vocab), group in done.groupby(
-        ["dataset", "input_key", "vocab_size"], sort=True
-    ):
-        label = str(dataset)
-        if names.get(dataset, 0) > 1:
-            kind, _, value = str(key).partition(":")
+    for label, key, vocab, group in groups:
+        if len(keys_per_label[label]) > 1:
+            kind, _, value = key.partition(":")
             label += f" ({kind} {value[:12] if kind == 'sha256' else Path(value).name})"
-        out.append((label, int(vocab), group))
-    return out
+        out.append((label, vocab, group))
+    return sorted(out, key=lambda g: (g[0], g[1]))
 
 
 def merge_agreement(runs: pd.DataFrame) -> list[tuple[str, int, list[str], bool]]:
