@@ -57,7 +57,7 @@ def test_sweep_over_two_files_compares_trainers_per_input(tmp_path):
     for name, job in jobs.items():
         path = a if "custom-a" in name else b
         metrics = json.loads((job / "metrics.json").read_text("utf-8"))
-        assert metrics["run"]["input_sha256"] == sha256_file(path)
+        assert metrics["lineage"]["input"]["sha256"] == sha256_file(path)
         assert metrics["run"]["input_name"] == f"custom-{path.stem}"
         assert metrics["run"]["dataset"] == "tinystories_sample"  # the config group, to rerun
         own = metrics["compression"]["own"]
@@ -98,7 +98,7 @@ def test_same_bytes_at_two_paths_are_one_input_and_old_runs_fall_back_to_the_pat
             "metrics.run.dataset": ["tinystories_sample"] * 4,
             "metrics.run.input_name": ["custom-x", "custom-y", None, None],
             "metrics.run.input_path": ["/a/x.txt", "/b/y.txt", "old.txt", "other.txt"],
-            "metrics.run.input_sha256": ["ab" * 32, "ab" * 32, None, None],
+            "metrics.lineage.input.sha256": ["ab" * 32, "ab" * 32, None, None],
             "metrics.run.trainer": ["heap", "indexed", "heap", "indexed"],
             "metrics.run.vocab_size": [300] * 4,
             "metrics.profiled": [False] * 4,

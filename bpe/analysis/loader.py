@@ -170,8 +170,7 @@ TIDY_COLUMNS = {
     # older runs: the dataset name)
     "dataset": None,
     "input_path": "metrics.run.input_path",
-    "input_sha256": None,  # run.input_sha256, else lineage.input.sha256
-    "input_key": None,  # `input_key` of the two above: runs are compared only within one
+    "input_key": None,  # `input_key` of input_sha256 and input_path: runs compare within one
     "trainer": "metrics.run.trainer",
     "vocab_size": "metrics.run.vocab_size",
     "profiler": "metrics.run.profiler",
@@ -216,9 +215,6 @@ def tidy(frame: pd.DataFrame) -> pd.DataFrame:
     else:
         out["train_seconds"] = None
     out["dataset"] = _first_of(frame, "metrics.run.input_name", "metrics.run.dataset")
-    out["input_sha256"] = _first_of(
-        frame, "metrics.run.input_sha256", "metrics.lineage.input.sha256"
-    )
     out["input_key"] = [
         input_key(sha, path)
         for sha, path in zip(out["input_sha256"], out["input_path"], strict=True)

@@ -136,9 +136,8 @@ def merges_verdict(same: bool, mine: list[str], theirs: list[str] | None) -> str
 
 def run_input_key(metrics: dict) -> str | None:
     """`loader.input_key` of a run's metrics (older runs: their input path)."""
-    run = metrics.get("run") or {}
     lineage_input = (metrics.get("lineage") or {}).get("input") or {}
-    return input_key(run.get("input_sha256") or lineage_input.get("sha256"), run.get("input_path"))
+    return input_key(lineage_input.get("sha256"), (metrics.get("run") or {}).get("input_path"))
 
 
 def sibling_rows(run_dir: Path, metrics: dict) -> list[dict]:
@@ -272,7 +271,6 @@ def section_header(metrics: dict, env: dict) -> list[str]:
         ["code", f"{sha}{' (dirty, see diff.patch)' if git.get('dirty') else ''}"],
         ["python / cpus", f"{env.get('python', 'n/a')} / {env.get('usable_cpus', 'n/a')}"],
         ["input", f"{run.get('input_path')} ({counts.get('bytes', 'n/a')} bytes)"],
-        *([["input sha256", run["input_sha256"]]] if run.get("input_sha256") else []),
         ["merges sha256", metrics.get("merges_sha256")],
     ]
     header_rows += _lineage_rows(metrics)

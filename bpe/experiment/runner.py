@@ -40,7 +40,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from bpe import datasets
-from bpe._io import atomic_write_text, sha256_file
+from bpe._io import atomic_write_text
 from bpe.chunks import fair_share
 from bpe.config import check_config
 from bpe.experiment import environment
@@ -216,7 +216,6 @@ def run_experiment(cfg: DictConfig, *, report: ReportWriter | None) -> dict:
         "special_tokens": list(cfg.dataset.special_tokens or []),
         "input_name": input_name,
         "input_path": str(cfg.dataset.path),
-        "input_sha256": None,  # filled in once the input is known to exist
         "command": _command(overrides),
         "overrides": overrides,
         "extra_overrides": _path_overrides(cfg),
@@ -232,8 +231,6 @@ def run_experiment(cfg: DictConfig, *, report: ReportWriter | None) -> dict:
             environment.write(run_dir, environment.capture(overrides=overrides))
             logger.info("run %s: %s", run_dir.name, _command(overrides))
             ds = validate(cfg)
-            # invariant: reports compare runs (merges, siblings) only over equal input sha256
-            run_info["input_sha256"] = sha256_file(ds.path)
             with MemorySampler() as mem:
                 stage = "train"
                 mem.set_stage(stage)
