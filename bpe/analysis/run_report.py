@@ -456,8 +456,8 @@ def shown(token: dict, key: str, how=str) -> str:
     'ab…'
     """
     cell = how(token[key])
-    if token.get("clipped"):
-        return clip(cell, CELL_WIDTH) if len(cell) > CELL_WIDTH else cell + "…"
+    if token.get("clipped"):  # the bytes column says how long it really is
+        return cell[:CELL_WIDTH] + "…"
     return clip(cell, CELL_WIDTH)
 
 
