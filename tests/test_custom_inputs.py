@@ -20,6 +20,7 @@ from bpe._io import sha256_file
 from bpe.analysis.loader import input_key, load_runs, tidy
 from bpe.analysis.run_report import write_run_report
 from bpe.analysis.sweep import merge_agreement
+from bpe.experiment.evaluate import TAIL_FRACTION, TAIL_MAX_BYTES
 from bpe.measures import tail_documents
 from tests.conftest import FIXTURES, ROOT
 
@@ -61,7 +62,9 @@ def test_sweep_over_two_files_compares_trainers_per_input(tmp_path):
         assert metrics["run"]["input_name"] == f"custom-{path.stem}"
         assert metrics["run"]["dataset"] == "tinystories_sample"  # the config group, to rerun
         own = metrics["compression"]["own"]
-        docs, offset = tail_documents(path, fraction=0.05, max_docs=5)
+        docs, offset = tail_documents(
+            path, fraction=TAIL_FRACTION, max_bytes=TAIL_MAX_BYTES, max_docs=5
+        )
         assert own["dataset"] == f"custom-{path.stem}" and own["source"] == "input_tail"
         assert own["seen_in_training"] and own["offset"] == offset
         assert own["bytes"] == sum(len(d.encode("utf-8")) for d in docs)
