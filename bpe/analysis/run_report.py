@@ -49,7 +49,7 @@ from bpe.measures import (
 
 logger = logging.getLogger(__name__)
 
-#: Characters of a token shown in a table cell (longer ones are clipped with their length).
+#: Characters of a token shown in a table cell (longer ones are clipped, see `shown`).
 CELL_WIDTH = 40
 
 #: The figures a run report can show: key -> path inside the run directory.

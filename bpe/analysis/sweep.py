@@ -3,11 +3,10 @@
 What it does: loads the sweep's job run directories (`bpe.analysis.loader`), writes a table of
 all jobs (failed and unfinished ones as such, never dropped; corrupt ones named), checks whether
 trainers that ran the same input (equal sha256, `loader.input_key`) and vocab size produced
-identical merges, states which
-trainer is fastest and by how much, draws figures into `<sweep>/figures/`, and writes
-`<sweep>/SWEEP.md` atomically. `SweepReportCallback` runs it when a multirun ends; since Hydra
-skips `on_multirun_end` when a job raises, `bpe-report SWEEP_DIR` produces the same report by
-hand.
+identical merges, states which trainer is fastest and by how much, draws figures into
+`<sweep>/figures/`, and writes `<sweep>/SWEEP.md` atomically. `SweepReportCallback` runs it when
+a multirun ends; since Hydra skips `on_multirun_end` when a job raises, `bpe-report SWEEP_DIR`
+produces the same report by hand.
 
 What it does not do: run jobs, or read anything outside the sweep directory.
 """
