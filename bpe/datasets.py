@@ -6,6 +6,11 @@ the repository root (so runs work from any directory, installed or not), and
 fails with a message that says how to get a missing file: the bundled samples ship with the
 repository, the full datasets come from `scripts/download_data.py`.
 
+A config whose `path` is not its named dataset's own training file (`dataset.path=my.txt`) is a
+*custom input*: it is filed under `input_name` (`custom-<file stem>`, also in run directory
+names), and it keeps the named dataset's held-out file only if that was overridden too; without
+one, runs measure compression on a slice of the input itself (see `bpe.experiment.evaluate`).
+
 What it does not do: download anything (see `scripts/download_data.py`) or read text (see
 `bpe.pretokenize` and `bpe.measures.load_documents`).
 """
@@ -13,6 +18,7 @@ What it does not do: download anything (see `scripts/download_data.py`) or read 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +27,11 @@ import yaml
 
 from bpe._io import CONF_DIR, IN_CHECKOUT, PACKAGE_DIR, PROJECT_ROOT
 from bpe.pretokenize import EOT
+
+#: Prefix of `input_name` for a file that is not a named dataset's training file.
+CUSTOM_PREFIX = "custom-"
+# characters kept from a file stem in a run name (the rest become "-")
+_UNSAFE = re.compile(r"[^A-Za-z0-9.-]+")
 
 
 @dataclass(frozen=True)
@@ -31,13 +42,15 @@ class Dataset:
     trained here compresses text of another domain.
     """
 
-    name: str
+    name: str  # `input_name`: the dataset's name, or custom-<stem> for another file
     path: Path
     heldout_path: Path | None
     special_tokens: list[str] = field(default_factory=list)
     document_separator: str = EOT
     cross_domain: str | None = None
     download: str | None = None
+    #: the path is not the named dataset's own training file (`dataset.path=` was overridden)
+    custom: bool = False
 
     def check(self) -> None:
         """Raise FileNotFoundError, saying how to get it, when the training file is missing."""
@@ -71,23 +84,60 @@ def resolve(path: str | os.PathLike) -> Path:
 def from_config(cfg: Mapping) -> Dataset:
     """Build a Dataset from a dataset config mapping (a `cfg.dataset` node or a plain dict).
 
+    A custom input (a `path` other than the named dataset's file) is named `custom-<stem>` and
+    drops the named dataset's held-out file unless `heldout_path` was overridden as well.
+
     >>> from_config({"name": "old", "path": "data/owt_sample.txt", "other": "x"}).cross_domain
     'x'
+    >>> ds = from_config({"name": "owt_sample", "path": "elsewhere/notes.txt",
+    ...                   "heldout_path": "data/owt_heldout.txt"})
+    >>> ds.name, ds.custom, ds.heldout_path
+    ('custom-notes', True, None)
     """
     missing = [k for k in ("name", "path") if not cfg.get(k)]
     if missing:
         raise ValueError(f"dataset config {dict(cfg)!r} lacks {missing}; see bpe/conf/dataset/")
-    heldout = cfg.get("heldout_path")
+    path = resolve(cfg["path"])
+    heldout = resolve(cfg["heldout_path"]) if cfg.get("heldout_path") else None
+    named = _named_config(str(cfg["name"]))
+    custom = named is not None and path != resolve(named["path"])
+    if custom and heldout is not None and named.get("heldout_path"):
+        if heldout == resolve(named["heldout_path"]):
+            heldout = None  # the named dataset's held-out text says nothing about this input
     return Dataset(
-        name=str(cfg["name"]),
-        path=resolve(cfg["path"]),
-        heldout_path=resolve(heldout) if heldout else None,
+        name=input_name(str(cfg["name"]), path),
+        path=path,
+        heldout_path=heldout,
         special_tokens=list(cfg.get("special_tokens") or []),
         document_separator=str(cfg.get("document_separator") or EOT),
         # runs made before the key was renamed recorded it as `other`
         cross_domain=cfg.get("cross_domain", cfg.get("other")),
-        download=cfg.get("download"),
+        download=None if custom else cfg.get("download"),
+        custom=custom,
     )
+
+
+def input_name(name: str, path: str | os.PathLike) -> str:
+    """What runs on this input are filed under: `name` for the named dataset's own file,
+    `custom-<file stem>` for any other file (`dataset.path=...`); `name` when it names no
+    config in bpe/conf/dataset/. Run directory names use it too (the `input_name` resolver).
+
+    >>> input_name("owt_sample", "data/owt_sample.txt"), input_name("owt_sample", "/x/My notes.txt")
+    ('owt_sample', 'custom-My-notes')
+    """
+    named = _named_config(name)
+    if named is None or resolve(path) == resolve(named["path"]):
+        return name
+    stem = _UNSAFE.sub("-", Path(path).stem).strip("-")[:40] or "file"
+    return f"{CUSTOM_PREFIX}{stem}"
+
+
+def _named_config(name: str) -> dict | None:
+    path = CONF_DIR / "dataset" / f"{name}.yaml"
+    if not path.is_file():
+        return None
+    cfg = yaml.safe_load(path.read_text("utf-8"))
+    return cfg if isinstance(cfg, dict) and cfg.get("path") else None
 
 
 def load_named(name: str) -> Dataset:
@@ -102,7 +152,9 @@ def load_named(name: str) -> Dataset:
 def _check_file(path: Path, ds: Dataset, what: str) -> None:
     if path.is_file():
         return
-    if ds.download:
+    if ds.custom:
+        hint = "check dataset.path (relative paths are tried from the current directory first)"
+    elif ds.download:
         hint = (
             f"download it with `python scripts/download_data.py {ds.download}` "
             "(needs network access), or point dataset.path at your copy"

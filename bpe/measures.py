@@ -4,7 +4,9 @@ What it does:
     * `TOKEN_KINDS` and `token_kind`: what a learned token is made of (whole word, number, ...),
       with the label reports use for each kind;
     * `TRAIN_STAGES` / `RUN_STAGES`: the stages a run's times and memory are recorded under;
-    * `load_documents` reads a corpus file into documents split on `<|endoftext|>`;
+    * `load_documents` reads a corpus file into documents split on `<|endoftext|>`, and
+      `tail_documents` the documents of a bounded slice at a file's end (an input without a
+      held-out file is measured on it);
     * `compression_ratio` is UTF-8 bytes per token over a set of documents;
     * `measure_throughput` times `Tokenizer.encode` over documents (bytes per second), reporting
       the first pass (cold pretoken cache) and the steady state (warm cache) separately;
@@ -127,6 +129,61 @@ def load_documents(
         )
     docs = [d for d in p.read_text(encoding="utf-8").split(separator) if d]
     return docs if max_docs is None else docs[:max_docs]
+
+
+def tail_documents(
+    path: str | os.PathLike,
+    separator: str = EOT,
+    *,
+    fraction: float = 0.05,
+    max_bytes: int = 1 << 20,
+    max_docs: int | None = None,
+) -> tuple[list[str], int]:
+    """The documents of the last `fraction` of a file (at most `max_bytes`), and where they start.
+
+    Reads only the slice, so the cost is bounded whatever the file's size. The slice starts at a
+    character boundary; when it starts mid-file and holds a separator, the cut first document is
+    dropped. Returns the last `max_docs` documents (all when None) in file order, and the byte
+    offset of the slice.
+
+    Raises:
+        FileNotFoundError: the file is missing.
+        ValueError: an empty separator, or fraction / max_bytes out of range.
+
+    >>> import tempfile, pathlib
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "docs.txt"
+    >>> _ = path.write_text(f"one{EOT}two{EOT}three", encoding="utf-8")
+    >>> tail_documents(path, fraction=0.5)
+    (['three'], 32)
+    """
+    if not separator:
+        raise ValueError("separator='' would split between every character; pass a marker")
+    if not 0 < fraction <= 1 or max_bytes < 1:
+        raise ValueError(
+            f"fraction={fraction!r} must be in (0, 1] and max_bytes={max_bytes!r} >= 1"
+        )
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"document file {str(p)!r} does not exist; check the path")
+    size = p.stat().st_size
+    start = size - min(max(1, int(size * fraction)), max_bytes, size)
+    with p.open("rb") as f:
+        f.seek(start)
+        data = f.read()
+    skip = 0
+    while skip < min(3, len(data)) and data[skip] & 0xC0 == 0x80:
+        skip += 1  # a UTF-8 continuation byte: the slice began inside a character
+    start += skip
+    text = data[skip:].decode("utf-8")
+    parts = text.split(separator)
+    if start > 0 and len(parts) > 1:
+        cut = len(parts[0]) + len(separator)
+        start += len(text[:cut].encode("utf-8"))
+        parts = parts[1:]
+    docs = [d for d in parts if d]
+    if max_docs is not None:
+        docs = docs[max(0, len(docs) - max_docs) :]
+    return docs, start
 
 
 def compression_ratio(tokenizer: Tokenizer, documents: Sequence[str]) -> float:

@@ -43,6 +43,7 @@ from omegaconf.errors import OmegaConfBaseException
 from bpe import config as schema
 from bpe._io import CONF_DIR
 from bpe.analysis.run_report import write_run_report
+from bpe.datasets import input_name
 from bpe.experiment.metrics import RESERVE_BYTES
 from bpe.experiment.rundir import preflight
 from bpe.experiment.runner import run_experiment
@@ -55,6 +56,9 @@ __all__ = ["ConfigError", "check_command_line", "main"]
 #: and skips the up-front check (Hydra still enforces the schema when it composes).
 _MULTIRUN_FLAGS = ("-m", "--multirun")
 _DEBUG_FLAG = "--debug"
+
+# Run directory names (conf/config.yaml) show a custom dataset.path as custom-<file stem>.
+OmegaConf.register_new_resolver("input_name", input_name, replace=True)
 
 
 class ConfigError(ValueError):

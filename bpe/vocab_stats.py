@@ -41,6 +41,8 @@ logger = logging.getLogger(__name__)
 CLIP_CHARS = 48
 #: How many training-file bytes are encoded to count tokens (whole documents up to this).
 DEFAULT_SAMPLE_BYTES = 4_000_000
+#: Tokens longer than this are not encoded for the `self_unreachable` check (bounded cost).
+SELF_CHECK_MAX_BYTES = 1024
 
 
 def clip_text(text: str, width: int = CLIP_CHARS) -> str:
@@ -157,7 +159,8 @@ def undertrained_tokens(
     * `intermediate_only`: count 0 when the training text is encoded, although a merge made
       them: every occurrence was merged further (" Li" once " Lily" exists);
     * `never_produced`: count 0 on the training text and on the held-out text;
-    * `self_unreachable`: tokens whose own text (when valid UTF-8) does not encode to them alone.
+    * `self_unreachable`: tokens whose own text (when valid UTF-8, at most
+      `SELF_CHECK_MAX_BYTES` long) does not encode to them alone.
 
     `examples` lists up to `top_k` intermediate-only tokens, most striking first: highest merge
     count (how often the pair occurred when it was merged), then longest.
@@ -183,6 +186,10 @@ def undertrained_tokens(
     never = [i for i in intermediate if heldout_counts.get(i, 0) == 0]
     unreachable = []
     for i in learned:
+        if len(tokenizer.vocab[i]) > SELF_CHECK_MAX_BYTES:
+            # bounded cost: a hostile corpus ('a' * 10_000_000) learns tokens of megabytes,
+            # and encoding each of them would take minutes; such tokens are left unchecked
+            continue
         try:
             text = tokenizer.vocab[i].decode("utf-8")
         except UnicodeDecodeError:

@@ -77,7 +77,8 @@ def test_train_writes_a_complete_run_dir(tmp_path, trainer_name):
     assert labels <= {"start", *RUN_STAGES, *RETIRED_STAGES}  # training samples relabelled
     assert on_disk["longest_tokens"][0]["bytes"] >= on_disk["longest_tokens"][-1]["bytes"]
     assert on_disk["compression"]["own"]["ratio"] > 1
-    assert run.name.endswith(f"_tinystories_sample_{trainer_name}_v400")
+    # FAST trains on a file other than the dataset's own: filed as a custom input
+    assert run.name.endswith(f"_custom-corpus_{trainer_name}_v400")
     report = (run / "ANALYSIS.md").read_text("utf-8")
     for section in ("## Time", "## Memory", "## Profile hot spots", "## Longest tokens",
                     "## Compression", "## Throughput", "## Sibling runs"):  # fmt: skip

@@ -36,9 +36,9 @@ def test_three_trainer_sweep_writes_one_run_per_job_and_a_matching_sweep_report(
     assert proc.returncode == 0, proc.stderr
     jobs = sorted(p for p in sweep.iterdir() if (p / "metrics.json").is_file())
     assert [j.name for j in jobs] == [
-        "0_tinystories_sample_naive_v300",
-        "1_tinystories_sample_indexed_v300",
-        "2_tinystories_sample_heap_v300",
+        "0_custom-corpus_naive_v300",
+        "1_custom-corpus_indexed_v300",
+        "2_custom-corpus_heap_v300",
     ]
     assert all(_status(j) == "complete" for j in jobs)
     report = (sweep / "SWEEP.md").read_text("utf-8")

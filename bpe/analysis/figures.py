@@ -29,6 +29,11 @@ from bpe.trainers import TRAINERS  # noqa: E402
 logger = logging.getLogger(__name__)
 
 _MARKERS = ("o-", "s-", "^-", "D-", "v-", "P-")
+#: At most this many bars in a histogram, however wide the values range (a token of 10 million
+#: bytes must not ask for 10 million bars).
+MAX_BINS = 50
+#: Lengths up to this get linear bins in `length_bins`; longer ones log-spaced bins.
+LINEAR_LENGTHS = 10 * MAX_BINS
 
 
 def _save(fig, path: str | os.PathLike) -> Path:
@@ -170,6 +175,28 @@ def compression_vs_vocab(
     return _save(fig, path)
 
 
+def length_bins(max_length: int, *, max_bins: int = MAX_BINS) -> list[int]:
+    """Bin edges for whole-number lengths 1..max_length: at most `max_bins` bins.
+
+    One bin per length when they fit, equal-width bins up to `LINEAR_LENGTHS`, log-spaced beyond
+    (so a vocab whose lengths span orders of magnitude still gets a readable, bounded histogram).
+
+    >>> length_bins(3)
+    [1, 2, 3, 4]
+    >>> len(length_bins(10_000_000)) - 1 <= MAX_BINS, length_bins(10_000_000)[-1]
+    (True, 10000001)
+    """
+    top = max(int(max_length), 1) + 1
+    if top - 1 <= max_bins:
+        return list(range(1, top + 1))
+    if top - 1 <= LINEAR_LENGTHS:
+        width = -(-(top - 1) // max_bins)
+        return list(range(1, top, width)) + [top]
+    ratio = top ** (1 / max_bins)
+    edges = sorted({min(top, round(ratio**k)) for k in range(max_bins + 1)} | {1, top})
+    return edges
+
+
 def histogram(
     values: Sequence[float],
     path: str | os.PathLike,
@@ -177,11 +204,22 @@ def histogram(
     xlabel: str,
     title: str,
     bins: int | Sequence[float] = 30,
+    weights: Sequence[float] | None = None,
+    log_x: bool = False,
     log_y: bool = False,
 ) -> Path:
-    """A plain histogram (e.g. token lengths in bytes)."""
+    """A plain histogram (e.g. token lengths in bytes); `weights` counts each value that often.
+
+    Raises:
+        ValueError: more than `MAX_BINS` bins asked for (the cost grows with the bins).
+    """
+    n_bins = bins if isinstance(bins, int) else len(bins) - 1
+    if n_bins > MAX_BINS:
+        raise ValueError(f"{n_bins} bins asked for; pass at most {MAX_BINS} (see length_bins)")
     fig, ax = plt.subplots(figsize=(6, 4))
-    ax.hist(values, bins=bins, color="C0", edgecolor="white")
+    ax.hist(values, bins=bins, weights=weights, color="C0", edgecolor="white")
+    if log_x:
+        ax.set_xscale("log")
     if log_y:
         ax.set_yscale("log")
     ax.set_xlabel(xlabel)

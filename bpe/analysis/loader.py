@@ -9,9 +9,10 @@ when it ran on another host, which cannot be checked), with `status_reason` sayi
 (`bpe.liveness`). A run whose files are corrupt (bad JSON or YAML) is skipped with a
 warning naming it; the skipped directories and reasons are kept in `frame.attrs["skipped"]`
 so reports can say what they left out. `tidy` gives the short-named view every report uses, and
-the rules the reports share live here once: `complete` (which runs count), `merges_agree` (when
-two runs learned the same merges), `trainer_order` (how trainers are listed) and
-`shown_stages` (which recorded stages a report lists).
+the rules the reports share live here once: `complete` (which runs count), `input_key` (which
+runs saw the same input: equal sha256, or the same path for runs that recorded none),
+`merges_agree` (when two runs learned the same merges), `trainer_order` (how trainers are
+listed) and `shown_stages` (which recorded stages a report lists).
 
 What it does not do: compute or render anything (see `bpe.analysis.figures` and the report
 modules), or write to run directories.
@@ -165,7 +166,11 @@ TIDY_COLUMNS = {
     "run_dir": "run_dir",
     "run_name": "run_name",
     "status": "status",
-    "dataset": "metrics.run.dataset",
+    # the input's name: the dataset's, or custom-<stem> for a dataset.path (`run.input_name`;
+    # older runs: the dataset name)
+    "dataset": None,
+    "input_path": "metrics.run.input_path",
+    "input_key": None,  # `input_key` of input_sha256 and input_path: runs compare within one
     "trainer": "metrics.run.trainer",
     "vocab_size": "metrics.run.vocab_size",
     "profiler": "metrics.run.profiler",
@@ -209,6 +214,11 @@ def tidy(frame: pd.DataFrame) -> pd.DataFrame:
                 out["train_seconds"] += frame[retired].fillna(0.0)
     else:
         out["train_seconds"] = None
+    out["dataset"] = _first_of(frame, "metrics.run.input_name", "metrics.run.dataset")
+    out["input_key"] = [
+        input_key(sha, path)
+        for sha, path in zip(out["input_sha256"], out["input_path"], strict=True)
+    ]
     bps = "metrics.throughput.bytes_per_second"
     out["throughput_mb_s"] = frame[bps] / 1e6 if bps in frame else None
     out["profiled"] = out["profiled"].fillna(False).astype(bool)
@@ -216,6 +226,30 @@ def tidy(frame: pd.DataFrame) -> pd.DataFrame:
         out["error"] = out["error"].where(out["error"].notna(), frame["status_reason"])
     order = ["dataset", "vocab_size", "trainer", "run_dir"]
     return out.sort_values(order, kind="stable", na_position="last").reset_index(drop=True)
+
+
+def _first_of(frame: pd.DataFrame, *columns: str) -> pd.Series:
+    """Per row, the first of columns that holds a value (None when none does)."""
+    out = pd.Series([None] * len(frame), index=frame.index, dtype=object)
+    for col in reversed(columns):
+        if col in frame:
+            out = frame[col].where(frame[col].notna(), out).astype(object)
+    return out
+
+
+def input_key(sha256: object, path: object) -> str | None:
+    """What identifies a run's input for comparisons: its sha256, else (older runs) its path.
+
+    Runs are grouped, and their merges compared, only when their keys are equal.
+
+    >>> input_key("ab12", "x.txt"), input_key(None, "data/x.txt"), input_key(None, None)
+    ('sha256:ab12', 'path:data/x.txt', None)
+    """
+    if isinstance(sha256, str) and sha256:
+        return f"sha256:{sha256}"
+    if isinstance(path, str) and path:
+        return f"path:{path}"
+    return None
 
 
 def load_tidy(path: str | os.PathLike, *, hint: str) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -113,7 +113,7 @@ def render_trainers(runs: pd.DataFrame, root: Path, out_dir: Path) -> str:
                 + ", so these rows time fewer merges.",
                 "",
             ]
-        agreement = [a for a in merge_agreement(group) if a[0] == dataset]
+        agreement = merge_agreement(group)  # per input and vocab size within this dataset
         same = [a for a in agreement if a[3]]
         diff = [a for a in agreement if not a[3]]
         if agreement:

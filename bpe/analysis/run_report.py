@@ -4,8 +4,9 @@ What it does, in three steps that `write_run_report` runs in order:
 
     draw     the run's figures (memory timeline, token lengths, merge counts) into `figures/`
     gather   `gather_run`: reads metrics.json, environment.json and profile/summary.json, which
-             figures exist, and the sibling runs of the same dataset in the experiments
-             directory (with whether their merges agree) into one `RunFacts`
+             figures exist, and the sibling runs on the same input (equal sha256, see
+             `loader.input_key`) in the experiments directory (with whether their merges
+             agree) into one `RunFacts`
     render   `render_analysis`: pure `section_*` functions over the `RunFacts`, no file access
 
 and writes ANALYSIS.md atomically. `bpe-report RUN_DIR` calls it again at any time and, for
@@ -26,7 +27,15 @@ from pathlib import Path
 
 from bpe._io import atomic_write_text
 from bpe.analysis import figures
-from bpe.analysis.loader import complete, load_runs, merges_agree, observed, shown_stages, tidy
+from bpe.analysis.loader import (
+    complete,
+    input_key,
+    load_runs,
+    merges_agree,
+    observed,
+    shown_stages,
+    tidy,
+)
 from bpe.analysis.markdown import clip, fmt, table
 from bpe.analysis.vocab_report import section_efficiency, section_glossary, section_undertrained
 from bpe.measures import (
@@ -39,6 +48,9 @@ from bpe.measures import (
 )
 
 logger = logging.getLogger(__name__)
+
+#: Characters of a token shown in a table cell (longer ones are clipped, see `shown`).
+CELL_WIDTH = 40
 
 #: The figures a run report can show: key -> path inside the run directory.
 FIGURES = {
@@ -122,11 +134,18 @@ def merges_verdict(same: bool, mine: list[str], theirs: list[str] | None) -> str
     return f"same first {n}" if theirs[:n] == mine[:n] else "DIFFERENT"
 
 
+def run_input_key(metrics: dict) -> str | None:
+    """`loader.input_key` of a run's metrics (older runs: their input path)."""
+    lineage_input = (metrics.get("lineage") or {}).get("input") or {}
+    return input_key(lineage_input.get("sha256"), (metrics.get("run") or {}).get("input_path"))
+
+
 def sibling_rows(run_dir: Path, metrics: dict) -> list[dict]:
-    """Complete runs of the same dataset in the experiments dir, other than this one."""
+    """Complete runs on the same input in the experiments dir, other than this one."""
     root = experiments_root(run_dir)
     runs = complete(tidy(load_runs(root)))
-    runs = runs[runs["dataset"] == metrics["run"].get("dataset")]
+    mine_key = run_input_key(metrics)
+    runs = runs[runs["input_key"] == mine_key] if mine_key else runs.iloc[0:0]
     mine = _merges_lines(run_dir) or []  # a run that failed early has no merges.txt
     rows = []
     for _, r in runs.iterrows():
@@ -173,13 +192,18 @@ def draw_figures(run_dir: Path, metrics: dict) -> None:
         )
     lengths = metrics.get("token_lengths") or {}
     if lengths:
-        values = [int(k) for k, n in lengths.items() for _ in range(int(n))]
+        # one value per distinct length, weighted by its count: the cost is the number of
+        # distinct lengths (at most the vocab size), whatever the lengths are
+        values = [int(k) for k in lengths]
+        log_x = max(values) > figures.LINEAR_LENGTHS  # length_bins spaces these bins by log
         figures.histogram(
             values,
             run_dir / FIGURES["lengths"],
-            xlabel="token length (bytes)",
+            xlabel="token length (bytes" + (", log scale)" if log_x else ")"),
             title="Vocab entries by length",
-            bins=range(1, max(values) + 2),
+            bins=figures.length_bins(max(values)),
+            weights=[int(n) for n in lengths.values()],
+            log_x=log_x,
             log_y=True,
         )
     counts = _load_json(run_dir / "merge_counts.json")
@@ -253,7 +277,8 @@ def section_header(metrics: dict, env: dict) -> list[str]:
     lines = [
         f"# Run analysis: {run.get('name')}",
         "",
-        f"BPE training on **{run.get('dataset')}** with the **{run.get('trainer')}** trainer, "
+        f"BPE training on **{run.get('input_name') or run.get('dataset')}** with the "
+        f"**{run.get('trainer')}** trainer, "
         f"vocab size {run.get('vocab_size')} (profiler: {run.get('profiler')}).",
         "",
         table(header_rows, ["", ""]),
@@ -407,7 +432,7 @@ def section_longest_tokens(metrics: dict, figures_made: frozenset[str]) -> list[
     longest = metrics.get("longest_tokens") or []
     if longest:
         rows = [
-            [k + 1, t["id"], t["bytes"], f"`{t['gpt2']}`", repr(t["text"])]
+            [k + 1, t["id"], t["bytes"], f"`{shown(t, 'gpt2')}`", shown(t, "text", repr)]
             for k, t in enumerate(longest)
         ]
         lines += [table(rows, ["#", "id", "bytes", "GPT-2 rendering", "text"]), ""]
@@ -417,6 +442,23 @@ def section_longest_tokens(metrics: dict, figures_made: frozenset[str]) -> list[
     if "merge_counts" in figures_made:
         lines += [f"![merge counts]({FIGURES['merge_counts']})", ""]
     return lines
+
+
+def shown(token: dict, key: str, how=str) -> str:
+    """A longest-tokens cell: the recorded preview, clipped to a table's width with `…`.
+
+    metrics.json keeps at most a preview of long tokens (`clipped`; the full bytes are in
+    vocab.json); older runs kept the whole token, which this clips too.
+
+    >>> shown({"text": "ab", "clipped": False}, "text", repr)
+    "'ab'"
+    >>> shown({"text": "ab", "clipped": True}, "text")
+    'ab…'
+    """
+    cell = how(token[key])
+    if token.get("clipped"):  # the bytes column says how long it really is
+        return cell[:CELL_WIDTH] + "…"
+    return clip(cell, CELL_WIDTH)
 
 
 def section_compression(metrics: dict) -> list[str]:
@@ -430,8 +472,12 @@ def section_compression(metrics: dict) -> list[str]:
             continue
         ratio = c.get("ratio")
         base = c.get("gpt2_ratio")
+        if c.get("source") == "input_tail":
+            where = f"{c['dataset']} (end of the training input, seen in training)"
+        else:
+            where = f"{c['dataset']} ({'same' if side == 'own' else 'other'} domain)"
         rows.append([
-            f"{c['dataset']} ({'same' if side == 'own' else 'other'} domain)",
+            where,
             c["docs"], c["bytes"],
             fmt(ratio), fmt(base), fmt(ratio / base if ratio and base else None, ".2f"),
         ])  # fmt: skip
@@ -440,6 +486,17 @@ def section_compression(metrics: dict) -> list[str]:
     lines += [table(rows, ["held-out documents", "docs", "bytes", "bytes/token (ours)",
                            "bytes/token (GPT-2)", "ours / GPT-2"]), ""]  # fmt: skip
     own, other = comp.get("own"), comp.get("other")
+    if own and own.get("source") == "input_tail":
+        lines += [
+            f"*{own['dataset']} has no held-out file, so its own compression was measured on the "
+            f"end of the training input (from byte {own.get('offset', 'n/a')} on, "
+            f"{own['bytes']} bytes), which training saw: it overstates how well this tokenizer "
+            "compresses unseen text of the kind. Pass `dataset.heldout_path=...` to measure on "
+            "unseen text.*",
+            "",
+        ]
+    elif not own:
+        lines += ["No held-out text of the training input was available to measure.", ""]
     if own and other and own.get("ratio") and other.get("ratio"):
         drop = 100 * (1 - other["ratio"] / own["ratio"])
         lines.append(
@@ -479,9 +536,9 @@ def section_throughput(metrics: dict) -> list[str]:
 
 
 def section_siblings(metrics: dict, sibs: list[dict]) -> list[str]:
-    lines = ["## Sibling runs (same dataset)", ""]
+    lines = ["## Sibling runs (same input)", ""]
     if not sibs:
-        lines.append("No other complete runs of this dataset in the experiments directory yet.")
+        lines.append("No other complete runs on the same input in the experiments directory yet.")
         return [*lines, ""]
     my_merge = (metrics.get("timings") or {}).get("merge")
     rows = []
@@ -532,7 +589,8 @@ def _longest_judgement(longest: list[dict], metrics: dict) -> str:
     text = top["text"].strip()
     kinds = metrics.get("token_kinds") or {}
     by_name = {kind.name: kind for kind in TOKEN_KINDS}
-    top_kind = (
+    # runs since long tokens are clipped record each token's kind (of its full bytes)
+    top_kind = top.get("kind") or (
         token_kind(top["text"].encode("utf-8")) if "\ufffd" not in top["text"] else "partial_utf8"
     )
     if top_kind == "word" and not top["text"].startswith(" "):
@@ -544,14 +602,15 @@ def _longest_judgement(longest: list[dict], metrics: dict) -> str:
         if top_kind in ("word", "number")
         else "it is a formatting artefact of the corpus rather than language"
     )
-    among = sum(1 for t in longest if token_kind(t["text"].encode("utf-8")) == "word")
+    among = sum(1 for t in longest if (t.get("kind") or token_kind(t["text"].encode())) == "word")
     parts = ", ".join(
         f"{fmt(100 * share, '.0f')}% {by_name[k].label}"
         for k, share in sorted(kinds.items(), key=lambda kv: -kv[1])
         if share > 0
     )
     return (
-        f"The longest token is `{clip(top['gpt2'])}` ({top['bytes']} bytes, {clip(repr(text))}): "
+        f"The longest token is `{shown(top, 'gpt2')}` ({top['bytes']} bytes, "
+        f"{shown({**top, 'text': text}, 'text', repr)}): "
         f"{descr}; {sense}. "
         f"{among} of the {len(longest)} longest tokens are letter-only words. "
         f"Across all {metrics.get('learned_tokens', 'n/a')} learned tokens: {parts}; "

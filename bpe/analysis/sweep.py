@@ -2,11 +2,11 @@
 
 What it does: loads the sweep's job run directories (`bpe.analysis.loader`), writes a table of
 all jobs (failed and unfinished ones as such, never dropped; corrupt ones named), checks whether
-trainers that ran the same dataset and vocab size produced identical merges, states which
-trainer is fastest and by how much, draws figures into `<sweep>/figures/`, and writes
-`<sweep>/SWEEP.md` atomically. `SweepReportCallback` runs it when a multirun ends; since Hydra
-skips `on_multirun_end` when a job raises, `bpe-report SWEEP_DIR` produces the same report by
-hand.
+trainers that ran the same input (equal sha256, `loader.input_key`) and vocab size produced
+identical merges, states which trainer is fastest and by how much, draws figures into
+`<sweep>/figures/`, and writes `<sweep>/SWEEP.md` atomically. `SweepReportCallback` runs it when
+a multirun ends; since Hydra skips `on_multirun_end` when a job raises, `bpe-report SWEEP_DIR`
+produces the same report by hand.
 
 What it does not do: run jobs, or read anything outside the sweep directory.
 """
@@ -49,22 +49,50 @@ def sweep_command(runs: pd.DataFrame, frame: pd.DataFrame) -> str:
     return "bpe-train -m " + " ".join(parts) if parts else "bpe-train -m (overrides unknown)"
 
 
-def merge_agreement(runs: pd.DataFrame) -> list[tuple[str, int, list[str], bool]]:
-    """For each (dataset, vocab_size) with 2+ complete runs: trainers and whether merges agree."""
+def input_groups(runs: pd.DataFrame) -> list[tuple[str, int, pd.DataFrame]]:
+    """Complete runs grouped by input (`input_key`) and vocab size: (label, vocab, group).
+
+    The label is the input's name (names, joined by "/", when the same bytes ran under several),
+    followed by its short sha256 (or file name, for runs without one) when several inputs share
+    that label. Runs whose input is unknown are left out: nothing says they saw the same text.
+    Sorted by label, then vocab size.
+    """
+    done = complete(runs)
+    groups = []
+    for (key, vocab), group in done.groupby(["input_key", "vocab_size"], sort=True):
+        label = "/".join(sorted({str(d) for d in group["dataset"]}))
+        groups.append((label, str(key), int(vocab), group))
+    keys_per_label: dict[str, set[str]] = {}
+    for label, key, _, _ in groups:
+        keys_per_label.setdefault(label, set()).add(key)
     out = []
-    for (dataset, vocab), group in complete(runs).groupby(["dataset", "vocab_size"], sort=True):
+    for label, key, vocab, group in groups:
+        if len(keys_per_label[label]) > 1:
+            kind, _, value = key.partition(":")
+            label += f" ({kind} {value[:12] if kind == 'sha256' else Path(value).name})"
+        out.append((label, vocab, group))
+    return sorted(out, key=lambda g: (g[0], g[1]))
+
+
+def merge_agreement(runs: pd.DataFrame) -> list[tuple[str, int, list[str], bool]]:
+    """For each input and vocab size with 2+ complete runs: trainers and whether merges agree.
+
+    Each tuple is (input label, vocab size, trainers, agree); see `input_groups`.
+    """
+    out = []
+    for label, vocab, group in input_groups(runs):
         if len(group) < 2:
             continue
         trainers = sorted(set(group["trainer"]))
-        out.append((dataset, int(vocab), trainers, merges_agree(*group["merges_sha256"])))
+        out.append((label, vocab, trainers, merges_agree(*group["merges_sha256"])))
     return out
 
 
 def speed_sentences(runs: pd.DataFrame) -> list[str]:
-    """Per (dataset, vocab): the fastest unprofiled trainer and its speedup over the others."""
+    """Per input and vocab: the fastest unprofiled trainer and its speedup over the others."""
     sentences = []
-    clean = complete(runs, unprofiled=True)
-    for (dataset, vocab), group in clean.groupby(["dataset", "vocab_size"], sort=True):
+    clean = runs[~runs["profiled"]]
+    for label, vocab, group in input_groups(clean):
         med = group.groupby("trainer")["merge_seconds"].median().dropna()
         if len(med) < 2:
             continue
@@ -75,8 +103,7 @@ def speed_sentences(runs: pd.DataFrame) -> list[str]:
             if t != best
         )
         sentences.append(
-            f"{dataset} @ {int(vocab)}: **{best}** merges fastest ({fmt(med[best], '.3f')} s), "
-            f"{others}."
+            f"{label} @ {vocab}: **{best}** merges fastest ({fmt(med[best], '.3f')} s), {others}."
         )
     return sentences
 

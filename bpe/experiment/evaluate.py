@@ -1,22 +1,31 @@
 """What a finished training run is measured on: its vocab, and its tokenizer on held-out text.
 
 What it does:
-    * `vocab_metrics`: the longest tokens (GPT-2 rendering and decoded text), the distribution of
-      token lengths, and what the learned tokens are made of (`bpe.measures.TOKEN_KINDS`), as
-      shares the report turns into a judgement;
+    * `vocab_metrics`: the longest tokens (length, kind, and a preview of at most
+      `PREVIEW_BYTES` of their GPT-2 rendering and decoded text), the distribution of token
+      lengths, and what the learned tokens are made of (`bpe.measures.TOKEN_KINDS`), as shares
+      the report turns into a judgement;
     * `corpus_metrics`: compression ratio (bytes per token) on held-out documents of the run's
       own dataset and of its cross-domain dataset, encode throughput and the Pile projection,
-      each next to GPT-2's tokenizer on the same documents;
+      each next to GPT-2's tokenizer on the same documents. An input without a held-out file
+      (a custom `dataset.path`) is measured on the tail of the input itself, which training
+      saw; `compression.own.source` says which;
     * `evaluate`: both, for a `TrainResult` and the run's `analysis` config, plus the sha256 of
       the corpus and held-out files (`bpe.lineage`), how many held-out pretokens the
       tiktoken export encodes differently (`bpe.exports.tiktoken_mismatches`), and how the
       vocab is used (`bpe.experiment.usage`: efficiency and under-trained tokens).
+
+Cost: hostile corpora (`'a' * 10_000_000`) learn tokens of megabytes, so nothing here is
+quadratic or proportional to the longest token times the vocab: previews are clipped (full
+bytes stay in vocab.json), the length histogram has one entry per distinct length, and each
+token is classified once (linear in the vocab's bytes, as writing vocab.json is).
 
 What it does not do: format anything; missing inputs give null values plus a logged reason.
 """
 
 from __future__ import annotations
 
+import codecs
 import logging
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -33,12 +42,21 @@ from bpe.measures import (
     load_documents,
     measure_throughput,
     pile_projection,
+    tail_documents,
     token_kind,
 )
 from bpe.tokenizer import Tokenizer
 from bpe.training import TrainResult
 
 logger = logging.getLogger(__name__)
+
+#: Bytes of a token shown in metrics.json and reports; longer ones are marked `clipped`.
+PREVIEW_BYTES = 64
+#: The share of an input without held-out file that compression is measured on (its end).
+TAIL_FRACTION = 0.05
+#: ... but at most this many bytes of it: about the size of the bundled held-out files, and a
+#: bounded cost (a cold encode of 256 KB of one repeated letter, one pretoken, takes ~1.3 s).
+TAIL_MAX_BYTES = 256 << 10
 
 
 def evaluate(result: TrainResult, ds: Dataset, analysis: Mapping) -> dict:
@@ -88,21 +106,21 @@ def evaluate(result: TrainResult, ds: Dataset, analysis: Mapping) -> dict:
 def vocab_metrics(
     vocab: dict[int, bytes], special_tokens: Sequence[str], *, num_bytes_tokens: int, top_k: int
 ) -> dict:
-    """Longest tokens, token length histogram and token kinds of the learned (merged) tokens."""
+    """Longest tokens, token length histogram and token kinds of the learned (merged) tokens.
+
+    >>> vocab = {i: bytes([i]) for i in range(256)} | {256: b"a" * 100}
+    >>> top = vocab_metrics(vocab, [], num_bytes_tokens=256, top_k=1)["longest_tokens"][0]
+    >>> top["bytes"], len(top["text"]), top["clipped"], top["kind"]
+    (100, 64, True, 'word')
+    """
     first_learned = len(special_tokens) + num_bytes_tokens
     learned = {i: t for i, t in vocab.items() if i >= first_learned}
-    ordered = sorted(learned.items(), key=lambda kv: (-len(kv[1]), kv[0]))[:top_k]
-    longest = [
-        {
-            "id": i,
-            "bytes": len(tok),
-            "gpt2": render(tok),
-            "text": tok.decode("utf-8", errors="replace"),
-        }
-        for i, tok in ordered
-    ]
+    kind_of = {i: token_kind(t) for i, t in learned.items()}
+    ordered = sorted(learned, key=lambda i: (-len(learned[i]), i))[:top_k]
+    longest = [{"id": i, "bytes": len(learned[i]), "kind": kind_of[i], **preview(learned[i])}
+               for i in ordered]  # fmt: skip
     lengths = Counter(len(t) for i, t in vocab.items() if i >= len(special_tokens))
-    kinds = Counter(token_kind(t) for t in learned.values())
+    kinds = Counter(kind_of.values())
     total = max(len(learned), 1)
     leading_space = sum(1 for t in learned.values() if t.startswith(b" "))
     return {
@@ -116,12 +134,43 @@ def vocab_metrics(
     }
 
 
-def _docs(ds: Dataset, max_docs: int) -> list[str] | None:
+def preview(token: bytes, *, limit: int = PREVIEW_BYTES) -> dict:
+    """`{"gpt2", "text", "clipped"}`: the GPT-2 rendering and text of at most `limit` bytes.
+
+    The rendering shows every byte kept; the text leaves out a character the cut splits (no
+    U+FFFD from the cut itself).
+
+    >>> preview(" café".encode(), limit=5)
+    {'gpt2': 'ĠcafÃ', 'text': ' caf', 'clipped': True}
+    """
+    head = token[:limit]
+    clipped = len(token) > limit
+    # not final when clipped: an incomplete character at the cut stays buffered, not shown
+    text = codecs.getincrementaldecoder("utf-8")("replace").decode(head, final=not clipped)
+    return {"gpt2": render(head), "text": text, "clipped": clipped}
+
+
+def _docs(ds: Dataset, max_docs: int) -> tuple[list[str] | None, dict]:
+    """The documents a dataset is measured on, and where they come from (for metrics.json)."""
     path = ds.heldout_path
-    if path is None or not path.is_file():
+    if path is None:
+        if not ds.path.is_file():
+            logger.warning("dataset %s has no input at %s: skipping it", ds.name, ds.path)
+            return None, {}
+        docs, offset = tail_documents(
+            ds.path, ds.document_separator, fraction=TAIL_FRACTION,
+            max_bytes=TAIL_MAX_BYTES, max_docs=max_docs,
+        )  # fmt: skip
+        logger.info(
+            "dataset %s has no held-out file: measuring the input's bytes from %d on (seen in "
+            "training)", ds.name, offset,
+        )  # fmt: skip
+        return docs, {"source": "input_tail", "offset": offset, "seen_in_training": True}
+    if not path.is_file():
         logger.warning("dataset %s has no held-out file at %s: skipping it", ds.name, path)
-        return None
-    return load_documents(path, ds.document_separator, max_docs=max_docs)
+        return None, {}
+    docs = load_documents(path, ds.document_separator, max_docs=max_docs)
+    return docs, {"source": "heldout", "seen_in_training": False}
 
 
 def corpus_metrics(
@@ -135,6 +184,8 @@ def corpus_metrics(
     """Compression on own and cross-domain held-out documents, throughput, Pile projection.
 
     The cross-domain side is stored under `compression.other` (the key runs have always used).
+    Each side records its `source`: `heldout` (the dataset's held-out file) or `input_tail`
+    (no held-out file: the end of the training input, from byte `offset`, seen in training).
     """
     gpt2 = None
     if gpt2_baseline:
@@ -152,7 +203,7 @@ def corpus_metrics(
         except ValueError as err:
             logger.warning("cross-domain dataset unavailable: %s", err)
     for side, dataset in sides:
-        docs = _docs(dataset, max_docs)
+        docs, origin = _docs(dataset, max_docs)
         if side == "own":
             own_docs = docs
         if not docs:
@@ -160,6 +211,7 @@ def corpus_metrics(
             continue
         compression[side] = {
             "dataset": dataset.name,
+            **origin,
             "docs": len(docs),
             "bytes": sum(len(d.encode("utf-8")) for d in docs),
             "ratio": round(compression_ratio(tokenizer, docs), 4),

@@ -179,6 +179,8 @@ def run_experiment(cfg: DictConfig, *, report: ReportWriter | None) -> dict:
     Raises whatever stopped the run (after marking it failed in metrics.json).
     """
     hydra_dir, overrides, sweep = _hydra_output_dir()
+    # what reports file the run under: the dataset's name, or custom-<stem> for dataset.path=
+    input_name = datasets.input_name(str(cfg.dataset.name), cfg.dataset.path)
     if hydra_dir is not None:
         run_dir = hydra_dir
         try:
@@ -191,7 +193,7 @@ def run_experiment(cfg: DictConfig, *, report: ReportWriter | None) -> dict:
     else:
         run_dir = create_run_dir(
             cfg.experiments_dir,
-            dataset=str(cfg.dataset.name),
+            dataset=input_name,
             trainer=str(cfg.trainer.name),
             vocab_size=int(cfg.vocab_size),
         )
@@ -212,6 +214,7 @@ def run_experiment(cfg: DictConfig, *, report: ReportWriter | None) -> dict:
         "launcher": _launcher(cfg, log=True),
         "seed": int(cfg.seed),
         "special_tokens": list(cfg.dataset.special_tokens or []),
+        "input_name": input_name,
         "input_path": str(cfg.dataset.path),
         "command": _command(overrides),
         "overrides": overrides,
