@@ -45,7 +45,31 @@ from bpe.chunks import (
     plan,
     read_chunk_text,
 )
-from bpe.patterns import GPT2_PATTERN, PATTERNS
+from bpe.patterns import CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN, PATTERNS
+
+# Re-exported: callers name the patterns through this module too.
+__all__ = [
+    "CL100K_PATTERN",
+    "EOT",
+    "GPT2_PATTERN",
+    "GPT2_REGEX",
+    "O200K_PATTERN",
+    "PATTERNS",
+    "PretokenCounts",
+    "bmp_pretoken_regex",
+    "check_input_file",
+    "check_pattern",
+    "compiled_pattern",
+    "count_pretokens",
+    "find_pretokens",
+    "iter_pretokens",
+    "pattern_name",
+    "pretokenize_file",
+    "resolve_pattern",
+    "special_token_regex",
+    "split_on_special_tokens",
+    "validate_special_tokens",
+]
 
 logger = logging.getLogger(__name__)
 
