@@ -17,7 +17,7 @@ What it does:
     * `save_pretrained`: a whole Hugging Face style directory (vocab.json, merges.txt,
       tokenizer.json and its configs, tokenizer.tiktoken); `Tokenizer.from_pretrained` reads
       it back (its special tokens and split pattern from tokenizer.json: `special_tokens_of_dir`
-      and `pattern_of_dir`, kept in `bpe.tokenizer_json` and importable from here).
+      and `pattern_of_dir` in `bpe.tokenizer_json`).
 
 tiktoken vs merge-list BPE: tiktoken merges the adjacent pair whose *concatenated bytes* have the
 lowest rank, and returns a pretoken that is itself a token as one id. Merge-list BPE only applies

@@ -50,6 +50,7 @@ from bpe.pretokenize import (
     split_on_special_tokens,
     validate_special_tokens,
 )
+from bpe.tokenizer_json import pattern_of_dir, special_tokens_of_dir
 
 logger = logging.getLogger(__name__)
 
@@ -313,9 +314,9 @@ class Tokenizer:
                 "vocab.json and merges.txt"
             )
         if special_tokens is None:
-            special_tokens = exports.special_tokens_of_dir(d)
+            special_tokens = special_tokens_of_dir(d)
         if "pattern" not in kwargs:
-            kwargs["pattern"] = exports.pattern_of_dir(d) or GPT2_PATTERN
+            kwargs["pattern"] = pattern_of_dir(d) or GPT2_PATTERN
         return cls.from_files(d / "vocab.json", d / "merges.txt", special_tokens, **kwargs)
 
     def save_pretrained(self, out_dir: str | os.PathLike) -> list[Path]:
