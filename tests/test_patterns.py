@@ -13,6 +13,7 @@ import tiktoken_ext.openai_public as openai_public
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bpe import Tokenizer
 from bpe.chunks import cut_regex, plan_chunks, safe_cuts
 from bpe.pretokenize import (
     CL100K_PATTERN,
@@ -27,6 +28,7 @@ from bpe.pretokenize import (
     pretokenize_file,
     resolve_pattern,
 )
+from bpe.trainers import train
 from tests.conftest import DATA, EOT
 
 SAMPLES = sorted(DATA.glob("*.txt"))
@@ -201,3 +203,29 @@ def test_the_patterns_differ_as_documented():
     assert find_pretokens(" 1234567", GPT2_PATTERN) == [" 1234567"]
     assert find_pretokens("I'M here", CL100K_PATTERN) == ["I", "'M", " here"]
     assert find_pretokens("I'M here", GPT2_PATTERN) == ["I", "'", "M", " here"]
+
+
+@pytest.fixture(scope="module")
+def tokenizer_of():
+    """A 600-token tokenizer per pattern, trained on the TinyStories held-out file."""
+    text = (DATA / "tinystories_heldout.txt").read_text(encoding="utf-8")
+    made = {}
+    for name, pattern in PATTERNS.items():
+        out = train("heap", count_pretokens(text, [EOT], pattern=pattern), 600, [EOT])
+        made[name] = Tokenizer(out.vocab, out.merges, [EOT], pattern=pattern)
+    return made
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    parts=st.lists(st.sampled_from(_TRICKY + [EOT, "Once upon a time", " they're"]), max_size=60),
+    cuts=st.lists(st.integers(0, 400), max_size=8),
+    name=st.sampled_from(list(PATTERNS)),
+)
+def test_streaming_equals_encode_for_every_pattern(tokenizer_of, parts, cuts, name):
+    """encode_iterable's stable prefix holds for each pattern (o200k's trailing contractions)."""
+    tok = tokenizer_of[name]
+    text = "".join(parts)
+    bounds = sorted({min(c, len(text)) for c in cuts} | {0, len(text)})
+    pieces = [text[a:b] for a, b in zip(bounds, bounds[1:])]
+    assert list(tok.encode_iterable(pieces, block_chars=4)) == tok.encode(text)
