@@ -134,11 +134,11 @@ def train_bpe_detailed(
     )
     timings["pretokenize"] = time.perf_counter() - t0
     logger.info(
-        "%s (%s pattern): %d pretokens, %d unique, %.3f s",
+        "%s: %d pretokens, %d unique (%s pattern), %.3f s",
         stage_label(*STAGE_TIMINGS["pretokenize"]),
-        pattern_name(regex_pattern),
         counted.num_pretokens,
         counted.num_unique,
+        pattern_name(regex_pattern),
         timings["pretokenize"],
     )
     if not counted.counts:
