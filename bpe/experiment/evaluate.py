@@ -123,7 +123,7 @@ def parent_comparison(
         result.init_from["path"], special_tokens=list(result.special_tokens), pattern=result.pattern
     )
     first_new = result.init_from["vocab_size"]
-    docs = _docs(ds, max_docs)
+    docs, _ = _docs(ds, max_docs)
     heldout = None
     if docs:
         ids = [i for d in docs for i in tokenizer.encode(d)]
