@@ -3,14 +3,18 @@
 Where each stage lives (stages numbered in `bpe.trainers.STAGES`):
 
     stage 1  count pretokens    bpe.pretokenize   split pattern, counting pretokens
+                                bpe.patterns      the named split patterns (gpt2, cl100k, o200k)
                                 bpe.chunks        the chunk pipeline: plan chunks, map over them
     stage 2  count pairs        bpe.trainers      registry (TRAINERS) and train(): prepare ->
     stage 3  select and merge                     merge_loop -> finish
                                   .naive / .indexed / .heap   one merge_loop each
                                   .common         merge state, THE candidate order
+                                  .parent         continue from a parent: its merges replayed
     all three, timed            bpe.training      train_bpe, train_bpe_detailed, TrainResult
+                                bpe.init_from     load the tokenizer a run continues from
     using the result            bpe.tokenizer     Tokenizer: encode, decode
                                 bpe.gpt2_format   vocab.json and merges.txt (GPT-2 format)
+                                bpe.tokenizer_json  special tokens and pattern of a tokenizer.json
     shared                      bpe._io           atomic writes, project paths
     configuring runs            bpe.config        typed schema of bpe-train's config (values:
                                                   bpe/conf/; bundled samples: bpe/data/)

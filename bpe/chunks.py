@@ -2,10 +2,12 @@
 
 What it does:
     * plans chunks (`plan_chunks`, `find_chunk_boundaries`): each cut falls at the start of a
-      special token or, failing that, at a character boundary that no GPT-2 pretoken can span
-      (see `_CUT`), so processing the chunks separately gives exactly the result of the whole
-      file. Only a window around each cut is read; a chunk that stays above the size bound
-      because its text has no safe cut is logged as a WARNING;
+      special token or, failing that, at a character boundary that no pretoken of the split
+      pattern can span (`cut_regex`: rules proved for GPT-2's, cl100k's and o200k's patterns;
+      a custom pattern is cut at special tokens only), so processing the chunks separately
+      gives exactly the result of the whole file. Only a window around each cut is read; a
+      chunk that stays above the size bound because its text has no safe cut is logged as a
+      WARNING;
     * chooses the worker count and the start method once (`plan`, the policy is written there);
     * maps a function over the chunks in worker processes (`map_chunks`), in chunk order or as
       results arrive. A worker that dies (OOM killer, `kill -9`) or cannot start fails the map at
@@ -30,6 +32,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import regex
+
+from bpe.patterns import CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +74,68 @@ _CUT = regex.compile(
     r"|(?<=')(?=[\s\p{N}])"
 )
 
+# subtle: the same argument for cl100k's pattern
+#   '(?i:[sdmt]|ll|ve|re) | [^\r\n\p{L}\p{N}]?+\p{L}++ | \p{N}{1,3}+ | ?[^\s\p{L}\p{N}]++[\r\n]*+
+#   | \s++$ | \s*[\r\n] | \s+(?!\S) | \s
+# keeps only some of GPT-2's cuts. No lookbehind again, and a is never whitespace (`(?!\S)`,
+# `$` and `\s*[\r\n]` look at what follows whitespace).
+#   * a in L, b not in L: a belongs to `\p{L}++` (possessive, stops before b) or ends a
+#     contraction; both stop before a non-letter. Safe (an apostrophe after a letter too: the
+#     contraction starts at b);
+#   * a in N, b not in N: digits only ever match `\p{N}{1,3}+`, whose groups of three count
+#     from the start of the run, which lies wholly before the cut. Safe;
+#   * a in P, b in L: NOT safe. One non-letter may lead a word (`(x` is one pretoken, and so is
+#     `'x`), but a run of punctuation is taken whole by the possessive `[^\s..]++`, so whether
+#     the last mark joins the word depends on what came before a;
+#   * a in P, b in N: the run of P stops before a digit and nothing else holds a P. Safe;
+#   * a in P, b whitespace: `[\r\n]*+` takes newlines after punctuation, so only a b that is
+#     whitespace other than \r or \n is safe.
+# Truncation changes no earlier match: besides `(?!\S)`, only `$` can succeed at the end of the
+# prefix where it failed on the whole text, and it follows whitespace, which a is not.
+_CUT_CL100K = regex.compile(
+    r"(?<=\p{L})(?=[^\p{L}])"
+    r"|(?<=\p{N})(?=[^\p{N}])"
+    r"|(?<=[^\s\p{L}\p{N}])(?=\p{N}|[^\S\r\n])"
+)
+
+# subtle: and for o200k's, whose words are runs of letters and combining marks (M) in case
+# order, with an optional trailing contraction (`(?i:'s|'t|'re|'ve|'m|'ll|'d)?`):
+#   * a in L, b neither L, M nor an apostrophe: the word holding a can only go on with L, M or
+#     a contraction, so it stops before b. Safe. (A mark a is not cut after: marks also run
+#     on in a run of punctuation, `?[^\s\p{L}\p{N}]+` holds them);
+#   * a in N, b not in N: `\p{N}{1,3}` alone holds digits, grouped from the run's start. Safe;
+#   * a in P (marks included), b in N: a word (ending in a mark or a contraction letter is L)
+#     or a run of P, neither goes on with a digit. Safe;
+#   * a in P, b whitespace other than \r, \n: `[\r\n/]*` takes only newlines and slashes after
+#     punctuation. Safe; P before L is not (one non-letter leads a word, as in cl100k).
+# No possessive quantifiers here, no `$`; truncation is covered as for GPT-2.
+_CUT_O200K = regex.compile(
+    r"(?<=\p{L})(?=[^\p{L}\p{M}'])"
+    r"|(?<=\p{N})(?=[^\p{N}])"
+    r"|(?<=[^\s\p{L}\p{N}])(?=\p{N}|[^\S\r\n])"
+)
+
+
+def cut_regex(pattern: str | None) -> regex.Pattern | None:
+    """The safe-cut rules proved for a split pattern, or None for a pattern without a proof.
+
+    A pattern without proven rules (any custom one) is cut at special tokens only, which is
+    always safe: no pretoken crosses a special token.
+
+    >>> cut_regex(None) is cut_regex(GPT2_PATTERN)
+    True
+    >>> cut_regex(r"\\S+|\\s+") is None
+    True
+    """
+    return _CUTS.get(pattern if pattern is not None else GPT2_PATTERN)
+
+
+_CUTS: dict[str, regex.Pattern] = {
+    GPT2_PATTERN: _CUT,
+    CL100K_PATTERN: _CUT_CL100K,
+    O200K_PATTERN: _CUT_O200K,
+}
+
 
 @dataclass(frozen=True)
 class Chunk:
@@ -93,17 +159,24 @@ class Chunk:
 # ---------------------------------------------------------------------------------------------
 
 
-def safe_cuts(text: str) -> Iterator[int]:
-    """Character offsets in text where a cut leaves every GPT-2 pretoken whole (see `_CUT`).
+def safe_cuts(text: str, *, pattern: str = GPT2_PATTERN) -> Iterator[int]:
+    """Character offsets in text where a cut leaves every pretoken of `pattern` whole.
+
+    The rules are those proved for the pattern (`cut_regex`); a pattern without any yields none.
 
     >>> list(safe_cuts("ab12 x's"))
     [2, 4, 6]
+    >>> list(safe_cuts("ab12 x's", pattern=CL100K_PATTERN))
+    [2, 4, 6]
     """
-    for m in _CUT.finditer(text):
+    cut = cut_regex(pattern)
+    if cut is None:
+        return
+    for m in cut.finditer(text):
         yield m.start()
 
 
-def _char_cut(region: bytes, start: int = 0) -> int | None:
+def _char_cut(region: bytes, start: int = 0, *, pattern: str = GPT2_PATTERN) -> int | None:
     """Byte index (> start) in region of the first safe cut between two characters, or None."""
     # Skip UTF-8 continuation bytes so decoding starts on a character.
     while start < len(region) and 0x80 <= region[start] < 0xC0:
@@ -113,7 +186,7 @@ def _char_cut(region: bytes, start: int = 0) -> int | None:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:  # a character cut by the window's end (or bad input)
         text = data[: err.start].decode("utf-8")
-    for k in safe_cuts(text):
+    for k in safe_cuts(text, pattern=pattern):
         return start + len(text[:k].encode("utf-8"))
     return None
 
@@ -137,7 +210,9 @@ def _find_all(buf: bytes, needle: bytes, start: int, end: int) -> Iterator[int]:
         idx = buf.find(needle, idx + 1)
 
 
-def _safe_cut(buf: bytes, lead: int, window: int, specials: Sequence[bytes]) -> int | None:
+def _safe_cut(
+    buf: bytes, lead: int, window: int, specials: Sequence[bytes], pattern: str = GPT2_PATTERN
+) -> int | None:
     """Index in buf (>= lead, < lead + window) of the first safe cut, or None.
 
     Preference: the start of a special token (a document boundary); otherwise the first
@@ -148,10 +223,12 @@ def _safe_cut(buf: bytes, lead: int, window: int, specials: Sequence[bytes]) -> 
     for i in starts:
         if not _inside_special(buf, i, specials):
             return i
+    if cut_regex(pattern) is None:
+        return None
     region = buf[lead : lead + window]
     offset = 0
     while True:
-        cut = _char_cut(region, offset)
+        cut = _char_cut(region, offset, pattern=pattern)
         if cut is None:
             return None
         if not _inside_special(buf, lead + cut, specials):
@@ -165,14 +242,15 @@ def find_chunk_boundaries(
     special_tokens: Sequence[str] = (),
     *,
     window_bytes: int = DEFAULT_WINDOW_BYTES,
+    pattern: str = GPT2_PATTERN,
 ) -> list[int]:
     """Byte offsets [0, ..., file_size] cutting the file into about `num_chunks` safe chunks.
 
     Each guessed cut moves forward to the start of the next special token within `window_bytes`;
-    when there is none, to the first safe character cut (see `_CUT`) that is not inside a
-    special token. Cuts that collapse onto each other are merged, so fewer chunks may come back.
-    Only a window per cut is read: the file is never loaded whole. Below, the guess (byte 6)
-    falls inside the special token, so the cut moves to its end:
+    when there is none, to the first safe character cut for `pattern` (see `cut_regex`) that is
+    not inside a special token. Cuts that collapse onto each other are merged, so fewer chunks
+    may come back. Only a window per cut is read: the file is never loaded whole. Below, the
+    guess (byte 6) falls inside the special token, so the cut moves to its end:
 
     >>> import tempfile
     >>> with tempfile.NamedTemporaryFile(suffix=".txt") as f:
@@ -197,7 +275,7 @@ def find_chunk_boundaries(
             lead = min(guess, max(longest - 1, 0))
             f.seek(guess - lead)
             buf = f.read(lead + window_bytes + longest)
-            cut = _safe_cut(buf, lead, window_bytes, specials)
+            cut = _safe_cut(buf, lead, window_bytes, specials, pattern)
             if cut is not None and 0 < guess - lead + cut < size:
                 bounds.append(guess - lead + cut)
     bounds.append(size)
@@ -211,6 +289,7 @@ def plan_chunks(
     max_chunk_bytes: int,
     min_chunks: int = 1,
     window_bytes: int = DEFAULT_WINDOW_BYTES,
+    pattern: str = GPT2_PATTERN,
 ) -> list[Chunk]:
     """Chunks of at most about `max_chunk_bytes` (and at least `min_chunks` of them), cut safely.
 
@@ -229,7 +308,9 @@ def plan_chunks(
         raise ValueError(f"max_chunk_bytes={max_chunk_bytes!r} must be >= 1")
     size = os.path.getsize(path)
     num_chunks = max(min_chunks, -(-size // max_chunk_bytes), 1)
-    bounds = find_chunk_boundaries(path, num_chunks, special_tokens, window_bytes=window_bytes)
+    bounds = find_chunk_boundaries(
+        path, num_chunks, special_tokens, window_bytes=window_bytes, pattern=pattern
+    )
     chunks = [Chunk(i, a, b) for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:], strict=True))]
     limit = max_chunk_bytes + window_bytes
     big = [c for c in chunks if c.size > limit]
@@ -368,6 +449,7 @@ def plan(
     max_chunk_bytes: int,
     min_parallel_bytes: int = DEFAULT_MIN_PARALLEL_BYTES,
     window_bytes: int = DEFAULT_WINDOW_BYTES,
+    pattern: str = GPT2_PATTERN,
 ) -> tuple[list[Chunk], WorkerPlan]:
     """Plan the chunks of a file and, once, the workers that process them and their start method.
 
@@ -400,6 +482,7 @@ def plan(
         max_chunk_bytes=max_chunk_bytes,
         min_chunks=workers,
         window_bytes=window_bytes,
+        pattern=pattern,
     )
     if workers > len(chunks):
         logger.info("num_workers=%d capped at %d: the number of chunks", workers, len(chunks))

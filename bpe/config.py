@@ -39,13 +39,14 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 
-from bpe.pretokenize import EOT, validate_special_tokens
+from bpe.pretokenize import EOT, PATTERNS, resolve_pattern, validate_special_tokens
 from bpe.trainers.common import check_vocab_size
 
 __all__ = [
     "AnalysisConfig",
     "BelowLevel",
     "DatasetConfig",
+    "PretokenizerConfig",
     "ProfilerConfig",
     "TrainConfig",
     "TrainerConfig",
@@ -87,6 +88,14 @@ class TrainerConfig:
 
 
 @dataclass
+class PretokenizerConfig:
+    """The split pattern pre-tokenization uses (`conf/pretokenizer/*.yaml`)."""
+
+    name: str = _key("gpt2 | cl100k | o200k | custom (then pretokenizer.pattern)")
+    pattern: str | None = _key("custom only: the regex (Python `regex` syntax)", None)
+
+
+@dataclass
 class ProfilerConfig:
     """Optional profiler around training (`conf/profiler/*.yaml`)."""
 
@@ -116,10 +125,14 @@ class TrainConfig:
 
     dataset: DatasetConfig = field(default_factory=DatasetConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    pretokenizer: PretokenizerConfig = field(default_factory=PretokenizerConfig)
     profiler: ProfilerConfig = field(default_factory=ProfilerConfig)
     # its lower bound depends on the specials: `check_vocab_size` says so with the numbers
     vocab_size: int = _key("special tokens + 256 bytes + merges; >= 256 + the specials")
     num_workers: int | None = _key("pre-tokenization processes; null = all CPUs", minimum=1)
+    init_from: str | None = _key(
+        "continue from this run dir or GPT-2 style vocab.json+merges.txt dir", None
+    )
     seed: int = _key("recorded in metrics.json only: nothing in a run is random")
     experiments_dir: str = _key("where run directories go (relative to the cwd)")
     progress: bool = _key("tqdm bars over chunks and merges")
@@ -131,6 +144,7 @@ class TrainConfig:
 GROUPS: dict[str, type] = {
     "dataset": DatasetConfig,
     "trainer": TrainerConfig,
+    "pretokenizer": PretokenizerConfig,
     "profiler": ProfilerConfig,
 }
 
@@ -214,6 +228,16 @@ def check_config(cfg: DictConfig) -> None:
     except ValueError as err:
         raise ValueError(f"dataset.special_tokens: {err}") from None
     check_vocab_size(_select(cfg, "vocab_size"), specials)
+    pre = cfg.get("pretokenizer")
+    if pre is not None and pre.get("name") not in (*PATTERNS, "custom"):
+        raise ValueError(
+            f"pretokenizer={pre.get('name')!r} is unknown; choose one of {[*PATTERNS, 'custom']}"
+        )
+    if pre is not None and pre.get("name") == "custom":
+        try:
+            resolve_pattern(pre.get("pattern") or "")
+        except ValueError as err:
+            raise ValueError(f"pretokenizer.pattern: {err}") from None
 
 
 def _bound(key: str) -> tuple[float | None, bool]:

@@ -257,6 +257,7 @@ def encode_file_to_npy(
         num_workers=num_workers,
         max_chunk_bytes=chunk_bytes,
         min_parallel_bytes=min_parallel_bytes,
+        pattern=tokenizer.pattern,
     )
     logger.info(
         "encoding %s (%d bytes) in %d chunks with %d worker(s) (%s) -> %s",

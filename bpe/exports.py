@@ -2,7 +2,8 @@
 
 What it does:
     * `to_hf_tokenizer` builds a `tokenizers.Tokenizer` with the library's own API: a byte-level
-      BPE model holding our vocab and merges in rank order, the GPT-2 split pattern, the
+      BPE model holding our vocab and merges in rank order, the tokenizer's split pattern
+      (spelled for its regex engine, `bpe.tokenizer_json.hf_pattern`), the
       byte-level decoder, and our special tokens as added tokens (`special=True`) at their own
       ids; `save_hf_files` writes its `tokenizer.json` plus the `tokenizer_config.json` and
       `special_tokens_map.json` that `transformers.AutoTokenizer` reads;
@@ -15,7 +16,8 @@ What it does:
       Encoding while cutting at special tokens exactly as `bpe.Tokenizer` does;
     * `save_pretrained`: a whole Hugging Face style directory (vocab.json, merges.txt,
       tokenizer.json and its configs, tokenizer.tiktoken); `Tokenizer.from_pretrained` reads
-      it back (its special tokens from tokenizer.json, `special_tokens_of_dir`).
+      it back (its special tokens and split pattern from tokenizer.json: `special_tokens_of_dir`
+      and `pattern_of_dir` in `bpe.tokenizer_json`).
 
 tiktoken vs merge-list BPE: tiktoken merges the adjacent pair whose *concatenated bytes* have the
 lowest rank, and returns a pretoken that is itself a token as one id. Merge-list BPE only applies
@@ -47,7 +49,8 @@ from tokenizers import Tokenizer as HFTokenizer
 
 from bpe._io import atomic_write_text
 from bpe.gpt2_format import render, save_tokenizer_files
-from bpe.pretokenize import EOT, GPT2_PATTERN, find_pretokens, split_on_special_tokens
+from bpe.pretokenize import EOT, split_on_special_tokens
+from bpe.tokenizer_json import hf_pattern
 from bpe.training import merges_sha256
 
 if TYPE_CHECKING:  # bpe.tokenizer imports this module for Tokenizer.save_pretrained & co.
@@ -110,11 +113,12 @@ def to_hf_tokenizer(tok: Tokenizer):
     # ours is (True would be tiktoken's shortcut, see the module docstring).
     model = models.BPE(vocab=model_vocab, merges=merges, fuse_unk=False, ignore_merges=False)
     hf = HFTokenizer(model)
-    # Our split pattern (GPT2_PATTERN spells the contractions differently from the library's
+    # Our split pattern (GPT-2's spells the contractions differently from the library's
     # built-in regex), then the byte-to-unicode mapping without a second split.
+    split = Regex(hf_pattern(tok.pattern))
     hf.pre_tokenizer = pre_tokenizers.Sequence(
         [
-            pre_tokenizers.Split(Regex(GPT2_PATTERN), behavior="isolated", invert=False),
+            pre_tokenizers.Split(split, behavior="isolated", invert=False),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False, trim_offsets=False),
         ]
     )
@@ -214,7 +218,7 @@ def save_tiktoken_file(tok: Tokenizer, path: str | os.PathLike) -> Path:
 
 
 def to_tiktoken(tok: Tokenizer, *, check_on: Iterable[str] | None = None, name: str | None = None):
-    """A `tiktoken.Encoding` with our ids: ranks = ids, the GPT-2 split pattern, our specials.
+    """A `tiktoken.Encoding` with our ids: ranks = ids, the tokenizer's split pattern, specials.
 
     Args:
         tok: the tokenizer to export.
@@ -232,7 +236,7 @@ def to_tiktoken(tok: Tokenizer, *, check_on: Iterable[str] | None = None, name: 
     """
     enc = tiktoken.Encoding(
         name or f"bpe-lab-{merges_sha256(tok.merges)[:12]}",
-        pat_str=GPT2_PATTERN,
+        pat_str=tok.pattern,
         mergeable_ranks=tiktoken_ranks(tok),
         special_tokens=dict(tok.special_tokens),
     )
@@ -271,7 +275,7 @@ def tiktoken_mismatches(
         for k, part in enumerate(split_on_special_tokens(text, specials)):
             if k & 1 or not part:
                 continue
-            for p in find_pretokens(part):
+            for p in tok.pretokens(part):
                 counts[p] = counts.get(p, 0) + 1
     out = {
         "pretokens": sum(counts.values()),
@@ -395,15 +399,3 @@ def save_pretrained(tok: Tokenizer, out_dir: str | os.PathLike) -> list[Path]:
     # vocab.json keeps GPT-2's format (specials under their rendered text), as runs always had.
     paths = list(save_tokenizer_files(tok.vocab, tok.merges, out_dir))
     return paths + save_exports(tok, out_dir)
-
-
-def special_tokens_of_dir(run_dir: str | os.PathLike) -> list[str] | None:
-    """The special tokens recorded in a directory's tokenizer.json, by id (None without one)."""
-    path = Path(run_dir) / "tokenizer.json"
-    if not path.is_file():
-        return None
-    try:
-        added = json.loads(path.read_text(encoding="utf-8")).get("added_tokens") or []
-    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as err:
-        raise ValueError(f"{str(path)!r} is not a tokenizer.json: {err}") from None
-    return [t["content"] for t in sorted(added, key=lambda t: t["id"]) if t.get("special")]

@@ -2,15 +2,21 @@
 
 What it does:
     * splits text on special tokens first (longest first, so overlapping specials work), then
-      applies the GPT-2 regex to every piece between them, so no pretoken ever crosses or
-      contains a special token;
+      applies the split pattern to every piece between them, so no pretoken ever crosses or
+      contains a special token. The pattern is GPT-2's by default (the CS336 contract); GPT-4's
+      `cl100k` and GPT-4o's `o200k` patterns, or any custom regex, are chosen by name or given
+      whole (`PATTERNS`, `resolve_pattern`);
     * counts a file chunk by chunk through the chunk pipeline (`bpe.chunks`: cuts at special
       tokens or where no pretoken can span, worker count and start method chosen there), so
       counting each chunk separately gives exactly the counts of the whole file.
 
-Pretokens are found with `find_pretokens`: an exact translation of the GPT-2 pattern for the
-standard `re` engine (about twice as fast as `regex`) whenever the text has no character above
-U+FFFF, the `regex` pattern otherwise.
+Pretokens are found with `find_pretokens`: an exact translation of the pattern for the standard
+`re` engine (about twice as fast as `regex`) whenever the text has no character above U+FFFF,
+the `regex` pattern otherwise. The translation replaces each `\\p{..}`, `\\s` and `\\S` by an
+explicit class taken from `regex` itself; Python 3.11's `re` has the possessive quantifiers and
+scoped `(?i:...)` flags cl100k and o200k use, so all three built-in patterns have the fast path.
+A custom pattern that uses anything `re` lacks (e.g. `\\X`, `\\p{Script=..}` inside a class
+with other syntax the translation does not know) falls back to `regex` alone.
 
 What it does not do: merging (see `bpe.trainers`), cutting files or running processes (see
 `bpe.chunks`), or any newline / BOM normalisation. Bytes are sacred: the file is read in binary
@@ -39,14 +45,37 @@ from bpe.chunks import (
     plan,
     read_chunk_text,
 )
+from bpe.patterns import CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN, PATTERNS
+
+# Re-exported: callers name the patterns through this module too.
+__all__ = [
+    "CL100K_PATTERN",
+    "EOT",
+    "GPT2_PATTERN",
+    "GPT2_REGEX",
+    "O200K_PATTERN",
+    "PATTERNS",
+    "PretokenCounts",
+    "bmp_pretoken_regex",
+    "check_input_file",
+    "check_pattern",
+    "compiled_pattern",
+    "count_pretokens",
+    "find_pretokens",
+    "iter_pretokens",
+    "pattern_name",
+    "pretokenize_file",
+    "resolve_pattern",
+    "special_token_regex",
+    "split_on_special_tokens",
+    "validate_special_tokens",
+]
 
 logger = logging.getLogger(__name__)
 
 #: GPT-2's end-of-text special token, the document separator of every bundled corpus.
 EOT = "<|endoftext|>"
 
-#: The GPT-2 pre-tokenization pattern (contractions, letters, numbers, other, whitespace).
-GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 GPT2_REGEX = regex.compile(GPT2_PATTERN)
 
 #: Upper bound on the bytes one worker holds at once; a 10 GB file becomes many chunks. A chunk
@@ -125,17 +154,79 @@ def split_on_special_tokens(
     return pattern.split(text)
 
 
-def iter_pretokens(text: str) -> Iterator[str]:
-    """Yield the GPT-2 pretokens of ordinary text (no special-token handling).
+def resolve_pattern(pattern: str | None) -> str:
+    """The split pattern a name stands for (`PATTERNS`), or the regex itself when it compiles.
+
+    None means GPT-2's pattern. A custom regex must match something at every position of any
+    text (so the pretokens tile it) and never match the empty string; `check_pattern` tests it.
+
+    >>> resolve_pattern("gpt2") == GPT2_PATTERN
+    True
+    >>> resolve_pattern(r"\\w+|\\W+")
+    '\\\\w+|\\\\W+'
+    """
+    if pattern is None:
+        return GPT2_PATTERN
+    if not isinstance(pattern, str) or not pattern:
+        raise ValueError(
+            f"pattern={pattern!r} must be one of {list(PATTERNS)} or a non-empty regex string"
+        )
+    if pattern in PATTERNS:
+        return PATTERNS[pattern]
+    check_pattern(pattern)
+    return pattern
+
+
+def pattern_name(pattern: str) -> str:
+    """The name of a built-in pattern, or "custom".
+
+    >>> pattern_name(CL100K_PATTERN), pattern_name(r"\\S+|\\s+")
+    ('cl100k', 'custom')
+    """
+    return next((name for name, p in PATTERNS.items() if p == pattern), "custom")
+
+
+def check_pattern(pattern: str) -> None:
+    """Raise ValueError unless a custom pattern compiles and its pretokens tile sample text.
+
+    Pretokens must cover the text exactly (nothing dropped) and never be empty, or training
+    would silently lose bytes.
+    """
+    try:
+        compiled = regex.compile(pattern)
+    except regex.error as err:
+        raise ValueError(f"split pattern {pattern!r} is not a valid regex: {err}") from None
+    sample = "Hello, world! It's 2024:\tx  y\r\n\u00e9t\u00e9 \u65e5\u672c 🙂 'ok'  \n"
+    found = compiled.findall(sample)
+    if any(not isinstance(p, str) or not p for p in found) or "".join(found) != sample:
+        raise ValueError(
+            f"split pattern {pattern!r} does not tile text: its matches must cover every "
+            "character and never be empty (end it with an alternative such as |\\s+|\\S, "
+            "and use (?:...) rather than capturing groups)"
+        )
+
+
+@cache
+def compiled_pattern(pattern: str) -> regex.Pattern:
+    """`regex.compile(pattern)`, once per pattern and process."""
+    return regex.compile(pattern)
+
+
+def iter_pretokens(text: str, *, pattern: str = GPT2_PATTERN) -> Iterator[str]:
+    """Yield the pretokens of ordinary text (no special-token handling).
 
     >>> list(iter_pretokens("Hello, world!"))
     ['Hello', ',', ' world', '!']
+    >>> list(iter_pretokens("don't (x) 12345", pattern=CL100K_PATTERN))
+    ['don', "'t", ' (', 'x', ')', ' ', '123', '45']
     """
-    for match in GPT2_REGEX.finditer(text):
+    for match in compiled_pattern(pattern).finditer(text):
         yield match.group()
 
 
-def count_pretokens(text: str, special_tokens: Sequence[str] = ()) -> Counter[bytes]:
+def count_pretokens(
+    text: str, special_tokens: Sequence[str] = (), *, pattern: str = GPT2_PATTERN
+) -> Counter[bytes]:
     """Count the UTF-8 bytes of every pretoken in text; special tokens are dropped, not counted.
 
     >>> count_pretokens("the cat<|eot|>the", ["<|eot|>"])
@@ -145,7 +236,7 @@ def count_pretokens(text: str, special_tokens: Sequence[str] = ()) -> Counter[by
     pieces = split_on_special_tokens(text, special_tokens)
     for piece in pieces[::2]:
         if piece:
-            counts.update(find_pretokens(piece))
+            counts.update(find_pretokens(piece, pattern))
     return Counter({tok.encode("utf-8"): n for tok, n in counts.items()})
 
 
@@ -168,48 +259,70 @@ def _bmp_class(prop: str) -> str:
     return "".join(parts)
 
 
-@cache
-def bmp_pretoken_regex() -> re.Pattern:
-    """`GPT2_PATTERN` translated for `re`; equal to `GPT2_REGEX` on text without astral characters.
+# Escapes whose meaning in `re` may differ from `regex` (or that `re` lacks); \S inside a class
+# is among them (a negated class cannot be inlined into another class).
+_UNTRANSLATED_ESCAPES = frozenset("PSXRNGKhHvVwWdDbBAZzQEL")
 
-    `\\p{L}`, `\\p{N}` and `\\s` are replaced by explicit classes taken from the `regex` module
-    itself (so both engines agree on Unicode's tables), `\\S` by the negated whitespace class.
+
+@cache
+def _bmp_body(prop: str) -> str:
+    return _bmp_class(prop)
+
+
+@cache
+def bmp_pretoken_regex(pattern: str = GPT2_PATTERN) -> re.Pattern | None:
+    """`pattern` translated for `re`, equal to the `regex` one on text without astral characters.
+
+    `\\p{..}` and `\\s` are replaced by explicit classes taken from the `regex` module itself
+    (so both engines agree on Unicode's tables), `\\S` by the negated whitespace class; the
+    rest (possessive quantifiers, `(?i:...)`, lookaheads, `$`) means the same in both engines.
     Characters above U+FFFF are left out: `re` scans such ranges linearly, which is slow, so text
-    containing them goes to `GPT2_REGEX` instead (see `find_pretokens`).
+    containing them goes to the `regex` pattern instead (see `find_pretokens`). Returns None
+    when the pattern uses syntax the translation does not know (`regex` alone is used then).
 
     >>> bmp_pretoken_regex().findall("I'll say   hi!")
     ['I', "'ll", ' say', '  ', ' hi', '!']
+    >>> bmp_pretoken_regex(r"\\X") is None
+    True
     """
-    space = _bmp_class(r"\s")
-    body = {r"\p{L}": _bmp_class(r"\p{L}"), r"\p{N}": _bmp_class(r"\p{N}"), r"\s": space}
+    space = _bmp_body(r"\s")
     out, in_class = [], False
-    for tok in regex.findall(r"\\p\{[LN]\}|\\[sS]|\\.|.", GPT2_PATTERN, flags=regex.DOTALL):
-        if tok in body:
-            out.append(body[tok] if in_class else f"[{body[tok]}]")
-        elif tok == r"\S":
-            assert not in_class, "negated class inside a class is not used by GPT2_PATTERN"
+    for tok in regex.findall(r"\\[pP]\{[^}]*\}|\\.|.", pattern, flags=regex.DOTALL):
+        if tok.startswith("\\p{") or tok == "\\s":
+            body = _bmp_body(tok)
+            out.append(body if in_class else f"[{body}]")
+        elif tok == "\\S" and not in_class:
             out.append(f"[^{space}]")
+        elif tok.startswith("\\") and tok[1] in _UNTRANSLATED_ESCAPES:
+            return None  # no exact BMP translation written for it: `regex` alone
         else:
-            if tok == "[":
+            if tok == "[" and not in_class:
                 in_class = True
             elif tok == "]":
                 in_class = False
             out.append(tok)
-    return re.compile("".join(out))
+    try:
+        return re.compile("".join(out))
+    except re.error:
+        return None
 
 
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 
 
-def find_pretokens(text: str) -> list[str]:
-    """GPT-2 pretokens of ordinary text, with the faster `re` engine whenever it is exact.
+def find_pretokens(text: str, pattern: str = GPT2_PATTERN) -> list[str]:
+    """Pretokens of ordinary text, with the faster `re` engine whenever it is exact.
 
     >>> find_pretokens("Hello, world! 🙂")
     ['Hello', ',', ' world', '!', ' 🙂']
+    >>> find_pretokens("camelCase's", O200K_PATTERN)
+    ['camel', "Case's"]
     """
     if _ASTRAL.search(text) is None:
-        return bmp_pretoken_regex().findall(text)
-    return GPT2_REGEX.findall(text)
+        fast = bmp_pretoken_regex(pattern)
+        if fast is not None:
+            return fast.findall(text)
+    return compiled_pattern(pattern).findall(text)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -233,9 +346,9 @@ def check_input_file(path: str | os.PathLike) -> Path:
     return p
 
 
-def _count_chunk(context: tuple[str, tuple[str, ...]], chunk: Chunk) -> Counter[bytes]:
-    path, specials = context
-    return count_pretokens(read_chunk_text(path, chunk.start, chunk.end), specials)
+def _count_chunk(context: tuple[str, tuple[str, ...], str], chunk: Chunk) -> Counter[bytes]:
+    path, specials, pattern = context
+    return count_pretokens(read_chunk_text(path, chunk.start, chunk.end), specials, pattern=pattern)
 
 
 @dataclass
@@ -266,6 +379,7 @@ def pretokenize_file(
     max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
     min_parallel_bytes: int = DEFAULT_MIN_PARALLEL_BYTES,
     progress: bool = False,
+    pattern: str = GPT2_PATTERN,
 ) -> PretokenCounts:
     """Count the pretokens of a file, in `num_workers` processes over safely cut chunks.
 
@@ -282,6 +396,8 @@ def pretokenize_file(
         max_chunk_bytes: upper bound on a chunk's size (guide, not exact: cuts move forward).
         min_parallel_bytes: files smaller than this are counted in-process.
         progress: show a tqdm bar over chunks.
+        pattern: the split pattern (a regex; `resolve_pattern` turns a name into one). Chunks
+            are cut only where `bpe.chunks` proved the cut safe for this pattern.
 
     Raises:
         FileNotFoundError / ValueError: missing, empty or non-UTF-8 file; bad special tokens.
@@ -296,6 +412,7 @@ def pretokenize_file(
         num_workers=num_workers,
         max_chunk_bytes=max_chunk_bytes,
         min_parallel_bytes=min_parallel_bytes,
+        pattern=pattern,
     )
     logger.info(
         "pretokenizing %s (%d bytes) in %d chunks with %d worker(s) (%s)",
@@ -305,9 +422,10 @@ def pretokenize_file(
         workers.workers,
         workers.start_method,
     )
-    bmp_pretoken_regex()  # compile once here, so forked workers inherit it
+    bmp_pretoken_regex(pattern)  # compile once here, so forked workers inherit it
+    compiled_pattern(pattern)
     total: Counter[bytes] = Counter()
-    results = map_chunks(_count_chunk, (str(p), specials), chunks, workers, ordered=False)
+    results = map_chunks(_count_chunk, (str(p), specials, pattern), chunks, workers, ordered=False)
     with closing(results):
         # Counter addition is commutative: arrival order cannot change the counts.
         for counts in _progress(results, len(chunks), progress, "pretokenize"):

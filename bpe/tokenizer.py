@@ -2,7 +2,8 @@
 
 What it does:
     * `encode` splits text on special tokens (longest first, as `bpe.pretokenize` does), cuts the
-      ordinary text into GPT-2 pretokens, and applies the merges inside each pretoken by rank
+      ordinary text into pretokens with the split pattern the vocab was trained with (GPT-2's
+      by default; `pattern=`), and applies the merges inside each pretoken by rank
       (lowest rank first, leftmost on ties), so GPT-2's own files give GPT-2's ids;
     * `encode_ordinary` does the same but treats special tokens as plain text;
     * `encode_iterable` streams: it encodes any iterable of str (a file handle of any size) in
@@ -12,7 +13,7 @@ What it does:
 
 How it is fast (the hot path does no per-character Python work):
     * pretokens come from one `findall` over each piece of text (`bpe.pretokenize.find_pretokens`,
-      which uses an exact `re` translation of the GPT-2 pattern, twice as fast as `regex`);
+      which uses an exact `re` translation of the split pattern, up to twice as fast as `regex`);
     * a pretoken -> ids cache (a dict whose `__missing__` runs BPE), so ids are gathered with
       `map(cache.__getitem__, pretokens)` and `itertools.chain` entirely in C;
     * BPE on a cache miss works on ids with a precomputed pair -> rank table and a rank list
@@ -20,8 +21,9 @@ How it is fast (the hot path does no per-character Python work):
       runs) use a heap instead, so they cost O(n log n), not O(n^2).
 
 Files: `from_files` / `from_pretrained` read GPT-2 `vocab.json` + `merges.txt` (a directory's
-special tokens come from its `tokenizer.json`); `save_pretrained` writes a Hugging Face style
-directory and `to_tiktoken` builds a `tiktoken.Encoding`, both through `bpe.exports`.
+special tokens and split pattern come from its `tokenizer.json`); `save_pretrained` writes a
+Hugging Face style directory and `to_tiktoken` builds a `tiktoken.Encoding`, both through
+`bpe.exports`.
 
 What it does not do: train (see `bpe.training`), parse or write any file format itself (see
 `bpe.gpt2_format` and `bpe.exports`), or add BOS/EOS tokens.
@@ -40,11 +42,15 @@ from pathlib import Path
 from bpe import exports
 from bpe.gpt2_format import check_consistent, load_tokenizer_files
 from bpe.pretokenize import (
+    GPT2_PATTERN,
     find_pretokens,
+    pattern_name,
+    resolve_pattern,
     special_token_regex,
     split_on_special_tokens,
     validate_special_tokens,
 )
+from bpe.tokenizer_json import pattern_of_dir, special_tokens_of_dir
 
 logger = logging.getLogger(__name__)
 
@@ -62,8 +68,10 @@ _NO_MERGE = sys.maxsize
 # list scan (O(n^2), but faster for the short pretokens that make up real text).
 _LONG_PRETOKEN = 64
 
-# invariant: a pretoken starting this close to the end of the text seen so far may still change
-# when more text arrives (the contraction alternative reads up to 3 characters ahead).
+# invariant: a pretoken ending this close to the end of the text seen so far may still change
+# when more text arrives (a contraction reads up to 3 characters ahead, and o200k's words take
+# a contraction that follows them). Holds for the built-in patterns; a custom pattern that looks
+# further ahead needs a larger value.
 _UNSTABLE_TAIL_CHARS = 8
 
 
@@ -177,6 +185,8 @@ class Tokenizer:
         special_tokens: strings always encoded as one id; those not in the vocab are appended
             with fresh ids after the largest one.
         cache_size: at most this many pretokens are cached (keyword-only).
+        pattern: the split pattern the vocab was trained with: a name of
+            `bpe.pretokenize.PATTERNS` or a regex (keyword-only; default GPT-2's).
 
     Raises:
         ValueError: a byte missing from the vocab, two ids with the same bytes, a merge whose
@@ -197,8 +207,11 @@ class Tokenizer:
         special_tokens: Sequence[str] | None = None,
         *,
         cache_size: int = DEFAULT_CACHE_SIZE,
+        pattern: str = GPT2_PATTERN,
     ) -> None:
         specials = validate_special_tokens(special_tokens)
+        #: the split pattern (a regex string), exported with the vocab
+        self.pattern: str = resolve_pattern(pattern)
         if cache_size < 1:
             raise ValueError(f"cache_size={cache_size!r} must be >= 1")
         self.vocab: dict[int, bytes] = dict(vocab)
@@ -290,6 +303,9 @@ class Tokenizer:
         Raises:
             FileNotFoundError: the directory, vocab.json or merges.txt is missing.
             ValueError: malformed files, or files that do not belong together.
+
+        The split pattern is the one recorded in tokenizer.json (GPT-2's without one), unless
+        `pattern=` is passed.
         """
         d = Path(run_dir)
         if not d.is_dir():
@@ -298,7 +314,9 @@ class Tokenizer:
                 "vocab.json and merges.txt"
             )
         if special_tokens is None:
-            special_tokens = exports.special_tokens_of_dir(d)
+            special_tokens = special_tokens_of_dir(d)
+        if "pattern" not in kwargs:
+            kwargs["pattern"] = pattern_of_dir(d) or GPT2_PATTERN
         return cls.from_files(d / "vocab.json", d / "merges.txt", special_tokens, **kwargs)
 
     def save_pretrained(self, out_dir: str | os.PathLike) -> list[Path]:
@@ -320,12 +338,17 @@ class Tokenizer:
 
     def __reduce__(self):
         # Rebuild in the receiving process (e.g. a worker) instead of pickling the cache.
-        return (_rebuild, (self.vocab, self.merges, self._special_list, self._cache_size))
+        return (
+            _rebuild,
+            (self.vocab, self.merges, self._special_list, self._cache_size, self.pattern),
+        )
 
     def __repr__(self) -> str:
+        name = pattern_name(self.pattern)
         return (
             f"Tokenizer(vocab_size={self.vocab_size}, merges={len(self.merges)}, "
-            f"special_tokens={self._special_list!r})"
+            f"special_tokens={self._special_list!r}"
+            + (f", pattern={name!r})" if name != "gpt2" else ")")
         )
 
     def clear_cache(self) -> None:
@@ -363,12 +386,12 @@ class Tokenizer:
     # -- encoding ---------------------------------------------------------------------------
 
     def pretokens(self, text: str) -> list[str]:
-        """GPT-2 pretokens of ordinary text (no special-token handling).
+        """Pretokens of ordinary text under this tokenizer's pattern (no special-token handling).
 
         >>> Tokenizer({i: bytes([i]) for i in range(256)}, []).pretokens("Hi  there!")
         ['Hi', ' ', ' there', '!']
         """
-        return find_pretokens(text)
+        return find_pretokens(text, self.pattern)
 
     def _ids_of_pretokens(self, pretokens: Iterable[str]) -> Iterator[int]:
         return chain.from_iterable(map(self._cache.__getitem__, pretokens))
@@ -536,6 +559,6 @@ class Tokenizer:
         return self.decode_bytes(ids).decode("utf-8", errors="replace")
 
 
-def _rebuild(vocab, merges, specials, cache_size) -> Tokenizer:
+def _rebuild(vocab, merges, specials, cache_size, pattern=GPT2_PATTERN) -> Tokenizer:
     # The vocab already holds the appended specials; they are found again by their bytes.
-    return Tokenizer(vocab, merges, specials, cache_size=cache_size)
+    return Tokenizer(vocab, merges, specials, cache_size=cache_size, pattern=pattern)

@@ -18,7 +18,15 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from bpe.pretokenize import check_input_file, pretokenize_file, validate_special_tokens
+from bpe.init_from import Parent, check_parent, load_parent
+from bpe.patterns import GPT2_PATTERN
+from bpe.pretokenize import (
+    check_input_file,
+    pattern_name,
+    pretokenize_file,
+    resolve_pattern,
+    validate_special_tokens,
+)
 from bpe.trainers import check_trainer, stage_label, train
 from bpe.trainers.common import check_vocab_size
 
@@ -51,8 +59,13 @@ class TrainResult:
     num_workers: int
     start_method: str = "in-process"
     timings: dict[str, float] = field(default_factory=dict)
-    #: how often each merged pair occurred when it was merged (non-increasing in practice)
+    #: how often each merged pair occurred when it was merged (non-increasing in practice;
+    #: a continued run's replayed parent merges count their pairs on this corpus)
     merge_counts: list[int] = field(default_factory=list)
+    #: the split pattern (a regex string; `bpe.pretokenize.pattern_name` names it)
+    pattern: str = GPT2_PATTERN
+    #: the tokenizer this run continued from: path, merges sha256, vocab size, merges
+    init_from: dict | None = None
 
     @property
     def num_merges(self) -> int:
@@ -83,6 +96,8 @@ def train_bpe_detailed(
     trainer: str = "heap",
     num_workers: int | None = None,
     progress: bool = False,
+    pattern: str | None = None,
+    init_from: str | os.PathLike | Parent | None = None,
 ) -> TrainResult:
     """Train a byte-level BPE tokenizer on a text file and report how it went.
 
@@ -93,6 +108,10 @@ def train_bpe_detailed(
         trainer: "naive", "indexed" or "heap" (identical output, different speed).
         num_workers: pre-tokenization processes; None uses every available CPU.
         progress: show progress bars (pre-tokenization chunks and merges).
+        pattern: the split pattern: "gpt2" (default, None), "cl100k", "o200k" or a regex.
+        init_from: continue from this tokenizer (a run directory or GPT-2 style
+            vocab.json/merges.txt directory, or a loaded `bpe.init_from.Parent`): its merges
+            are applied first and its ids kept, then merging goes on to `vocab_size`.
 
     Raises:
         FileNotFoundError: input_path does not exist.
@@ -102,24 +121,31 @@ def train_bpe_detailed(
     specials = validate_special_tokens(special_tokens)
     check_trainer(trainer)
     check_vocab_size(vocab_size, specials)
+    regex_pattern = resolve_pattern(pattern)
+    parent = load_parent(init_from) if isinstance(init_from, str | os.PathLike) else init_from
+    if parent is not None:
+        check_parent(parent, pattern=regex_pattern, vocab_size=vocab_size)
     path = check_input_file(input_path)
 
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
-    counted = pretokenize_file(path, specials, num_workers=num_workers, progress=progress)
+    counted = pretokenize_file(
+        path, specials, num_workers=num_workers, progress=progress, pattern=regex_pattern
+    )
     timings["pretokenize"] = time.perf_counter() - t0
     logger.info(
-        "%s: %d pretokens, %d unique, %.3f s",
+        "%s: %d pretokens, %d unique (%s pattern), %.3f s",
         stage_label(*STAGE_TIMINGS["pretokenize"]),
         counted.num_pretokens,
         counted.num_unique,
+        pattern_name(regex_pattern),
         timings["pretokenize"],
     )
     if not counted.counts:
         logger.warning("%s holds no text outside special tokens: nothing to merge", path)
 
     t0 = time.perf_counter()
-    output = train(trainer, counted.counts, vocab_size, specials, progress=progress)
+    output = train(trainer, counted.counts, vocab_size, specials, progress=progress, parent=parent)
     timings["merge"] = time.perf_counter() - t0
     logger.info(
         "%s with %s: %d merges in %.3f s",
@@ -142,6 +168,15 @@ def train_bpe_detailed(
         start_method=counted.start_method,
         timings=timings,
         merge_counts=output.merge_counts,
+        pattern=regex_pattern,
+        init_from=None
+        if parent is None
+        else {
+            "path": parent.path,
+            "merges_sha256": merges_sha256(parent.merges),
+            "vocab_size": len(parent.vocab),
+            "merges": len(parent.merges),
+        },
     )
 
 
@@ -153,6 +188,8 @@ def train_bpe(
     trainer: str = "heap",
     num_workers: int | None = None,
     progress: bool = False,
+    pattern: str | None = None,
+    init_from: str | os.PathLike | None = None,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """Train byte-level BPE on a file; returns `(vocab, merges)`.
 
@@ -176,5 +213,7 @@ def train_bpe(
         trainer=trainer,
         num_workers=num_workers,
         progress=progress,
+        pattern=pattern,
+        init_from=init_from,
     )
     return result.vocab, result.merges

@@ -31,7 +31,13 @@ from bpe.chunks import (
     plan_chunks,
     safe_cuts,
 )
-from bpe.pretokenize import GPT2_REGEX, count_pretokens, find_pretokens, pretokenize_file
+from bpe.pretokenize import (
+    GPT2_PATTERN,
+    GPT2_REGEX,
+    count_pretokens,
+    find_pretokens,
+    pretokenize_file,
+)
 from tests.conftest import DATA, EOT, ROOT
 
 # ---------------------------------------------------------------------------------------------
@@ -149,7 +155,7 @@ def _count_in_daemon(path: str) -> tuple[str, Counter[bytes]]:
 def test_counts_are_identical_for_every_start_method(method):
     path = DATA / "owt_sample.txt"
     chunks, _ = plan(path, [EOT], num_workers=1, max_chunk_bytes=256 * 1024)
-    context = (str(path), (EOT,))
+    context = (str(path), (EOT,), GPT2_PATTERN)
     from bpe.pretokenize import _count_chunk
 
     total: Counter[bytes] = Counter()

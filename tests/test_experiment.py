@@ -18,6 +18,8 @@ from bpe.analysis.cli import main as report_main
 from bpe.analysis.run_report import write_run_report
 from bpe.experiment import rundir, runner
 from bpe.measures import RETIRED_STAGES, RUN_STAGES, TIMED_STAGES
+from bpe.pretokenize import CL100K_PATTERN
+from bpe.tokenizer import Tokenizer
 from tests.conftest import FIXTURES, ROOT
 
 # the debug preset (bpe/conf/debug/fast.yaml) on the CS336 fixture corpus
@@ -269,3 +271,26 @@ def test_every_experiment_overlay_sets_its_own_values():
     with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=["experiment=owt_32k"])
     assert (cfg.dataset.name, int(cfg.vocab_size)) == ("owt_sample", 32000)
+
+
+def test_a_cl100k_run_continued_records_its_pattern_and_parent(tmp_path):
+    parent = run_with_report(make_cfg(tmp_path / "a", "pretokenizer=cl100k"))
+    assert parent["pattern"]["name"] == "cl100k" and parent["run"]["pretokenizer"] == "cl100k"
+    parent_dir = Path(parent["run"]["dir"])
+    assert Tokenizer.from_pretrained(parent_dir).pattern == CL100K_PATTERN
+    child = run_with_report(
+        make_cfg(tmp_path / "b", "pretokenizer=cl100k", f"init_from={parent_dir}", "vocab_size=450")
+    )
+    assert child["init_from"]["merges_sha256"] == parent["merges_sha256"]
+    assert child["init_from"]["vocab_size"] == 400 and child["init_from"]["new_tokens"] == 50
+    text = (Path(child["run"]["dir"]) / "ANALYSIS.md").read_text(encoding="utf-8")
+    assert "Split pattern: **cl100k**" in text and "Continued from" in text
+
+
+def test_a_parent_with_another_pattern_fails_the_run_before_training(tmp_path):
+    with pytest.raises(ValueError, match="split pattern"):
+        runner.run_experiment(
+            make_cfg(tmp_path, "pretokenizer=o200k", f"init_from={ROOT / 'data' / 'gpt2'}",
+                     "vocab_size=51000"),
+            report=None,
+        )  # fmt: skip

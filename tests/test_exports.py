@@ -23,16 +23,22 @@ from bpe.exports import (
     to_hf_tokenizer,
 )
 from bpe.lineage import read_sidecar
+from bpe.pretokenize import PATTERNS
 from tests.conftest import DATA, EOT
 
 transformers = pytest.importorskip("transformers")  # the hf extra (installed by dev)
 
-#: Special tokens present (EOT in the samples), absent, and overlapping (one inside another).
+#: Special tokens present (EOT in the samples), absent, and overlapping (one inside another);
+#: the last two also train and export with GPT-4's and GPT-4o's split patterns.
 SPECIALS = {
     "eot": [EOT],
     "none": [],
     "overlapping": ["<|a|>", "<|a|><|a|>", EOT],
+    "cl100k": [EOT],
+    "o200k": [EOT],
 }
+#: The split pattern each export is trained with (GPT-2's unless named here).
+PATTERN_OF = {"cl100k": "cl100k", "o200k": "o200k"}
 
 
 @pytest.fixture(scope="module")
@@ -55,9 +61,11 @@ def exported(request, export_of):
 
 def _build(name: str, out) -> dict:
     specials = SPECIALS[name]
-    vocab, merges = train_bpe(DATA / "tinystories_sample.txt", 700, specials)
-    tok = Tokenizer(vocab, merges, specials)
+    pattern = PATTERN_OF.get(name, "gpt2")
+    vocab, merges = train_bpe(DATA / "tinystories_sample.txt", 700, specials, pattern=pattern)
+    tok = Tokenizer(vocab, merges, specials, pattern=pattern)
     tok.save_pretrained(out)
+    assert Tokenizer.from_pretrained(out).pattern == tok.pattern == PATTERNS[pattern]
     enc = tok.to_tiktoken()
     return {
         "name": name,

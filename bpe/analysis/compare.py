@@ -40,8 +40,9 @@ from bpe.analysis.markdown import clip, fmt, table
 from bpe.datasets import from_config, load_named
 from bpe.gpt2_format import load_merges, load_vocab, render
 from bpe.measures import RENYI_ALPHA, load_documents, renyi_efficiency
-from bpe.pretokenize import EOT
+from bpe.pretokenize import EOT, GPT2_PATTERN
 from bpe.tokenizer import Tokenizer
+from bpe.tokenizer_json import pattern_of_dir
 from bpe.vocab_stats import ordinary_vocab_size, token_counts
 
 logger = logging.getLogger(__name__)
@@ -68,10 +69,14 @@ class Side:
     dataset: str | None = None
     #: the run's held-out documents (None for GPT-2 style files)
     heldout: list[str] | None = None
+    #: the split pattern its tokenizer.json records (GPT-2's without one)
+    pattern: str = GPT2_PATTERN
     tokenizer: Tokenizer = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.tokenizer = Tokenizer(self.vocab, self.merges, self.special_tokens)
+        self.tokenizer = Tokenizer(
+            self.vocab, self.merges, self.special_tokens, pattern=self.pattern
+        )
 
     @property
     def tokens(self) -> set[bytes]:
@@ -144,6 +149,7 @@ def load_side(path: str | Path, *, label: str | None = None, heldout: bool = Tru
             special_tokens=specials,
             dataset=run.get("dataset"),
             heldout=docs or None,
+            pattern=pattern_of_dir(d) or GPT2_PATTERN,
         )
     if (d / "vocab.json").is_file() and merges_path.is_file():
         vocab = load_vocab(d / "vocab.json")

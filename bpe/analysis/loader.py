@@ -184,6 +184,10 @@ TIDY_COLUMNS = {
     "merges": "metrics.counts.merges",
     "vocab": "metrics.counts.vocab",
     "merges_sha256": "metrics.merges_sha256",
+    "pattern": "metrics.pattern.name",  # runs before split patterns existed used GPT-2's
+    "init_from": "metrics.init_from.path",
+    "pretokens": "metrics.counts.pretokens",
+    "unique_pretokens": "metrics.counts.unique_pretokens",
     "input_sha256": "metrics.lineage.input.sha256",
     "tiktoken_mismatches": "metrics.tiktoken.mismatches",
     "compression": "metrics.compression.own.ratio",
@@ -224,6 +228,7 @@ def tidy(frame: pd.DataFrame) -> pd.DataFrame:
     out["profiled"] = out["profiled"].fillna(False).astype(bool)
     if "status_reason" in frame:  # a crashed or stale run recorded no error: say why it shows so
         out["error"] = out["error"].where(out["error"].notna(), frame["status_reason"])
+    out["pattern"] = out["pattern"].fillna("gpt2")
     order = ["dataset", "vocab_size", "trainer", "run_dir"]
     return out.sort_values(order, kind="stable", na_position="last").reset_index(drop=True)
 

@@ -281,6 +281,7 @@ def section_header(metrics: dict, env: dict) -> list[str]:
         f"**{run.get('trainer')}** trainer, "
         f"vocab size {run.get('vocab_size')} (profiler: {run.get('profiler')}).",
         "",
+        *_pattern_lines(metrics),
         table(header_rows, ["", ""]),
         "",
         "Reproduce:",
@@ -300,6 +301,24 @@ def section_header(metrics: dict, env: dict) -> list[str]:
     if metrics.get("status_reason"):
         verdict = "crashed" if metrics["status"] == "crashed" else f"is {metrics['status']}"
         lines += [f"**This run {verdict}**: {metrics['status_reason']}.", ""]
+    return lines
+
+
+def _pattern_lines(metrics: dict) -> list[str]:
+    """The split pattern and the tokenizer the run continued from, for runs that record them."""
+    lines = []
+    pattern = metrics.get("pattern")
+    if pattern:
+        # Not a table cell: the regex holds `|`.
+        lines += [f"Split pattern: **{pattern['name']}** `{pattern['regex']}`", ""]
+    parent = metrics.get("init_from")
+    if parent:
+        lines += [
+            f"Continued from `{parent['path']}` ({parent['vocab_size']} tokens, "
+            f"{parent['merges']} merges, merges sha256 `{parent['merges_sha256'][:16]}`): its "
+            f"ids are kept and {parent.get('new_tokens', 'n/a')} tokens were added.",
+            "",
+        ]
     return lines
 
 
@@ -512,7 +531,23 @@ def section_compression(metrics: dict) -> list[str]:
             f"on the same documents: ours reaches {fmt(100 * rel, '.0f')}% of that."
         )
     lines.append("")
-    return lines + _tiktoken_lines(metrics)
+    return lines + _parent_lines(metrics) + _tiktoken_lines(metrics)
+
+
+def _parent_lines(metrics: dict) -> list[str]:
+    """The extended tokenizer against its parent on held-out text (continued runs only)."""
+    held = (metrics.get("init_from") or {}).get("heldout")
+    if not held:
+        return []
+    gain = 100 * (held["ratio"] / held["parent_ratio"] - 1) if held.get("parent_ratio") else None
+    return [
+        f"Against the tokenizer it continued from, on {held['docs']} {held['dataset']} held-out "
+        f"documents: parent {fmt(held['parent_ratio'], '.3f')} bytes per token, extended "
+        f"{fmt(held['ratio'], '.3f')} ({fmt(gain, '+.1f')}%); "
+        f"{fmt(100 * held['new_token_share'], '.1f')}% of the extended tokenizer's tokens there "
+        "are new ids.",
+        "",
+    ]
 
 
 def section_throughput(metrics: dict) -> list[str]:

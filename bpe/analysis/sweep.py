@@ -55,13 +55,21 @@ def input_groups(runs: pd.DataFrame) -> list[tuple[str, int, pd.DataFrame]]:
     The label is the input's name (names, joined by "/", when the same bytes ran under several),
     followed by its short sha256 (or file name, for runs without one) when several inputs share
     that label. Runs whose input is unknown are left out: nothing says they saw the same text.
-    Sorted by label, then vocab size.
+    Sorted by label, then vocab size. Runs of another split pattern or parent (`init_from`)
+    form their own groups, labelled `[pattern]` / `[from parent]`.
     """
     done = complete(runs)
+    # Runs with another split pattern or parent learn other merges by design: never one group.
+    done = done.assign(_parent=done["init_from"].fillna(""))
     groups = []
-    for (key, vocab), group in done.groupby(["input_key", "vocab_size"], sort=True):
+    by = ["input_key", "vocab_size", "pattern", "_parent"]
+    for (key, vocab, pattern, parent), group in done.groupby(by, sort=True):
         label = "/".join(sorted({str(d) for d in group["dataset"]}))
-        groups.append((label, str(key), int(vocab), group))
+        if pattern != "gpt2":
+            label += f" [{pattern}]"
+        if parent:
+            label += f" [from {Path(parent).name}]"
+        groups.append((label, str(key), int(vocab), group.drop(columns="_parent")))
     keys_per_label: dict[str, set[str]] = {}
     for label, key, _, _ in groups:
         keys_per_label.setdefault(label, set()).add(key)
@@ -86,6 +94,40 @@ def merge_agreement(runs: pd.DataFrame) -> list[tuple[str, int, list[str], bool]
         trainers = sorted(set(group["trainer"]))
         out.append((label, vocab, trainers, merges_agree(*group["merges_sha256"])))
     return out
+
+
+def section_patterns(runs: pd.DataFrame) -> list[str]:
+    """Split patterns side by side (sweeps over more than one pattern only)."""
+    done = complete(runs)
+    if done.empty or done["pattern"].nunique() < 2:
+        return []
+    rows = [
+        [r["dataset"], r["pattern"], fmt(r["vocab_size"], "d"), fmt(r["pretokens"], ".0f"),
+         fmt(r["unique_pretokens"], ".0f"), fmt(r["compression"], ".3f"),
+         f"{fmt(r['other_compression'], '.3f')} ({r['other_dataset']})"
+         if isinstance(r["other_dataset"], str) else "n/a"]
+        for _, r in done.sort_values(["dataset", "vocab_size", "pattern"]).iterrows()
+    ]  # fmt: skip
+    return [
+        "## Split patterns",
+        "",
+        "Pretokens of the training corpus and held-out compression (bytes per token) per split "
+        "pattern; each run's ANALYSIS.md shows its regex.",
+        "",
+        table(
+            rows,
+            [
+                "dataset",
+                "pattern",
+                "vocab",
+                "pretokens",
+                "unique pretokens",
+                "bytes/token (own)",
+                "bytes/token (other)",
+            ],
+        ),  # fmt: skip
+        "",
+    ]
 
 
 def speed_sentences(runs: pd.DataFrame) -> list[str]:
@@ -236,6 +278,7 @@ def render_sweep(sweep_dir: Path, frame: pd.DataFrame, runs: pd.DataFrame, fig_l
     if not agreement and done.empty:
         add("- No job completed, so there is nothing to compare.")
     add("")
+    lines += section_patterns(runs)
     lines += section_sweep_usage(runs, frame)
     if fig_list:
         add("## Figures")

@@ -75,7 +75,9 @@ def evaluate(result: TrainResult, ds: Dataset, analysis: Mapping) -> dict:
         num_bytes_tokens=256,
         top_k=int(analysis.get("longest_tokens", 20)),
     )
-    tokenizer = Tokenizer(result.vocab, result.merges, list(result.special_tokens))
+    tokenizer = Tokenizer(
+        result.vocab, result.merges, list(result.special_tokens), pattern=result.pattern
+    )
     out.update(
         corpus_metrics(
             tokenizer,
@@ -100,7 +102,39 @@ def evaluate(result: TrainResult, ds: Dataset, analysis: Mapping) -> dict:
             **({} if sample_bytes is None else {"sample_bytes": int(sample_bytes)}),
         )
     )
+    if result.init_from is not None:
+        out["init_from"] = {
+            **result.init_from,
+            **parent_comparison(tokenizer, result, ds, max_docs=int(analysis.get("max_docs", 200))),
+        }
     return out
+
+
+def parent_comparison(
+    tokenizer: Tokenizer, result: TrainResult, ds: Dataset, *, max_docs: int
+) -> dict:
+    """The extended tokenizer next to the one it continued from, on the run's held-out text.
+
+    Returns `heldout` (compression ratio, bytes per token, of the parent and of the extended
+    tokenizer, and the share of the extended tokenizer's tokens that are new ids, i.e. ids the
+    parent does not have), and `new_tokens` (how many ids were added).
+    """
+    parent = Tokenizer.from_pretrained(
+        result.init_from["path"], special_tokens=list(result.special_tokens), pattern=result.pattern
+    )
+    first_new = result.init_from["vocab_size"]
+    docs, _ = _docs(ds, max_docs)
+    heldout = None
+    if docs:
+        ids = [i for d in docs for i in tokenizer.encode(d)]
+        heldout = {
+            "dataset": ds.name,
+            "docs": len(docs),
+            "parent_ratio": round(compression_ratio(parent, docs), 4),
+            "ratio": round(compression_ratio(tokenizer, docs), 4),
+            "new_token_share": round(sum(i >= first_new for i in ids) / max(len(ids), 1), 4),
+        }
+    return {"new_tokens": len(result.vocab) - first_new, "heldout": heldout}
 
 
 def vocab_metrics(

@@ -51,6 +51,8 @@ from bpe.experiment.profilers import check_profiler, run_cprofile, run_scalene
 from bpe.experiment.rundir import check_fresh, check_writable, create_run_dir
 from bpe.exports import save_exports
 from bpe.gpt2_format import save_tokenizer_files
+from bpe.init_from import check_parent, load_parent
+from bpe.pretokenize import pattern_name, resolve_pattern
 from bpe.tokenizer import Tokenizer
 from bpe.trainers import check_trainer
 from bpe.training import TrainResult, train_bpe_detailed
@@ -152,6 +154,13 @@ def _command(overrides: list[str]) -> str:
     return " ".join(["bpe-train", *overrides])
 
 
+def split_pattern(cfg: DictConfig) -> str:
+    """The run's split pattern (a regex) from the `pretokenizer` group (GPT-2's without one)."""
+    pre = cfg.get("pretokenizer") or {}
+    name = pre.get("name", "gpt2")
+    return resolve_pattern((pre.get("pattern") or "") if name == "custom" else name)
+
+
 def validate(cfg: DictConfig) -> datasets.Dataset:
     """Check everything that can be checked before any work; returns the dataset.
 
@@ -161,6 +170,11 @@ def validate(cfg: DictConfig) -> datasets.Dataset:
     trainer and profiler exist, the training file is there.
     """
     check_config(cfg)
+    pattern = split_pattern(cfg)
+    if cfg.get("init_from"):
+        check_parent(
+            load_parent(str(cfg.init_from)), pattern=pattern, vocab_size=int(cfg.vocab_size)
+        )
     check_trainer(cfg.trainer.name)
     check_profiler(cfg.profiler.name)
     ds = datasets.from_config(cfg.dataset)
@@ -213,6 +227,8 @@ def run_experiment(cfg: DictConfig, *, report: ReportWriter | None) -> dict:
         "num_workers": cfg.num_workers,
         "launcher": _launcher(cfg, log=True),
         "seed": int(cfg.seed),
+        "pretokenizer": str((cfg.get("pretokenizer") or {}).get("name", "gpt2")),
+        "init_from": str(cfg.init_from) if cfg.get("init_from") else None,
         "special_tokens": list(cfg.dataset.special_tokens or []),
         "input_name": input_name,
         "input_path": str(cfg.dataset.path),
@@ -243,7 +259,10 @@ def run_experiment(cfg: DictConfig, *, report: ReportWriter | None) -> dict:
                 mem.set_stage(stage)
                 t0 = time.perf_counter()
                 save_tokenizer_files(result.vocab, result.merges, run_dir)
-                save_exports(Tokenizer(result.vocab, result.merges, result.special_tokens), run_dir)
+                tokenizer = Tokenizer(
+                    result.vocab, result.merges, result.special_tokens, pattern=result.pattern
+                )
+                save_exports(tokenizer, run_dir)
                 atomic_write_text(run_dir / "merge_counts.json", json.dumps(result.merge_counts))
                 timings[stage] = time.perf_counter() - t0
                 logger.info("stage save: tokenizer files in %.3f s", timings[stage])
@@ -271,6 +290,7 @@ def run_experiment(cfg: DictConfig, *, report: ReportWriter | None) -> dict:
                         "start_method": result.start_method,
                     },
                     merges_sha256=result.merges_sha256,
+                    pattern={"name": pattern_name(result.pattern), "regex": result.pattern},
                     stopped_early=len(result.vocab) < int(cfg.vocab_size),
                     **analysis,
                 )
@@ -348,6 +368,8 @@ def _train_stage(cfg: DictConfig, ds: datasets.Dataset, run_dir: Path) -> TrainR
         "special_tokens": list(ds.special_tokens),
         "trainer": str(cfg.trainer.name),
         "num_workers": _launcher(cfg)["workers_per_job"],
+        "pattern": split_pattern(cfg),
+        "init_from": str(cfg.init_from) if cfg.get("init_from") else None,
     }
     profiler = cfg.profiler.name
     if profiler == "scalene":

@@ -31,6 +31,7 @@ from typing import Protocol
 
 from bpe.trainers import heap, indexed, naive
 from bpe.trainers.common import MergeState, TrainerOutput, finish, prepare
+from bpe.trainers.parent import prepare_from_parent
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +51,14 @@ def stage_label(*numbers: int) -> str:
     if len(numbers) == 1:
         return f"stage {numbers[0]} ({names})"
     return f"stages {numbers[0]}-{numbers[-1]} ({names})"
+
+
+class Parent(Protocol):
+    """An existing tokenizer to continue training from (`bpe.init_from.Parent` is one)."""
+
+    vocab: Mapping[int, bytes]
+    merges: Sequence[tuple[bytes, bytes]]
+    special_tokens: Sequence[str]
 
 
 class MergeLoop(Protocol):
@@ -88,6 +97,7 @@ def train(
     special_tokens: Sequence[str] = (),
     *,
     progress: bool = False,
+    parent: Parent | None = None,
 ) -> TrainerOutput:
     """Run stages 2 and 3 with the trainer `name`: learn merges from counted pretokens.
 
@@ -97,6 +107,9 @@ def train(
         vocab_size: total vocab size: special tokens + 256 bytes + merges.
         special_tokens: strings that get the first ids and are never merged.
         progress: show a progress bar over the merges.
+        parent: an existing tokenizer to continue from (its `vocab`, `merges` and
+            `special_tokens`): its merges are replayed on the words first and kept, with their
+            ids, at the start of the output (`bpe.trainers.parent`).
 
     Returns:
         `vocab` (special tokens, then the 256 bytes, then one token per merge), `merges` in
@@ -111,7 +124,17 @@ def train(
     ([(b'o', b'w'), (b'l', b'ow')], [7, 7])
     """
     merge_loop = TRAINERS[check_trainer(name)]
-    state = prepare(pretoken_counts, vocab_size, special_tokens)
+    if parent is None:
+        state = prepare(pretoken_counts, vocab_size, special_tokens)
+    else:
+        state = prepare_from_parent(
+            pretoken_counts,
+            vocab_size,
+            special_tokens,
+            parent_vocab=parent.vocab,
+            parent_merges=parent.merges,
+            parent_special_tokens=parent.special_tokens,
+        )
     if progress:
         from tqdm.auto import tqdm  # imported only for a bar: tqdm.auto takes ~60 ms to import
 
@@ -119,12 +142,12 @@ def train(
             merge_loop(state, bar.update)
     else:
         merge_loop(state, _no_tick)
-    if len(state.merged) < state.num_merges:
+    if len(state.merged) - state.replayed < state.num_merges:
         logger.info(
             "%s: stopped after %d of %d merges: no pair is left to merge (the corpus is too "
             "small for this vocab size)",
             name,
-            len(state.merged),
+            len(state.merged) - state.replayed,
             state.num_merges,
         )
     return finish(state)

@@ -86,7 +86,9 @@ class MergeState:
     """What a merge loop works on: the words, and the vocab and keys it extends as it merges.
 
     A loop reads `words`/`counts` (word i occurs `counts[i]` times), may rewrite `words`, and
-    records each merge with `add_merge`, at most `num_merges` times.
+    records each merge with `add_merge`, at most `num_merges` times. A state continued from a
+    parent tokenizer (`bpe.trainers.parent`) starts with the parent's `replayed` merges already
+    in `merged` and `merge_counts`; `num_merges` counts only the new ones.
     """
 
     words: list[list[int]]
@@ -96,6 +98,14 @@ class MergeState:
     num_merges: int
     merged: list[Pair] = field(default_factory=list)
     merge_counts: list[int] = field(default_factory=list)
+
+    @property
+    def replayed(self) -> int:
+        """Merges the state started with (a parent's), before the loop's own."""
+        return self._replayed
+
+    def __post_init__(self) -> None:
+        self._replayed = len(self.merged)
 
     def add_merge(self, left: int, right: int, count: int) -> int:
         """Record a merge (and how often the pair occurred) and create its token; returns its id."""

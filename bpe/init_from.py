@@ -1,0 +1,74 @@
+"""Load the tokenizer a training run continues from (`init_from=`): a run directory or GPT-2 files.
+
+What it does: `load_parent` reads `vocab.json` + `merges.txt` from a directory (a bpe-lab run,
+anything `save_pretrained` wrote, or GPT-2's own files), with its special tokens (from its
+tokenizer.json, or for bare GPT-2 files the tokens that are neither bytes nor merge results,
+i.e. `<|endoftext|>`) and its split pattern (from tokenizer.json; bare GPT-2 files have none
+recorded and mean GPT-2's); `check_parent` refuses a parent whose pattern differs from the
+run's, before any work.
+
+What it does not do: train (`bpe.trainers.parent` replays the parent's merges and keeps its
+ids; the ids of a GPT-2 parent are explained there).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from bpe.gpt2_format import load_tokenizer_files
+from bpe.patterns import GPT2_PATTERN
+from bpe.pretokenize import pattern_name
+from bpe.tokenizer_json import pattern_of_dir, special_tokens_of_dir
+from bpe.trainers.parent import parent_special_tokens
+
+
+@dataclass(frozen=True)
+class Parent:
+    """A tokenizer to continue training from."""
+
+    path: str
+    vocab: dict[int, bytes]
+    merges: list[tuple[bytes, bytes]]
+    special_tokens: list[str]
+    #: the split pattern it was trained with (GPT-2's when its files record none)
+    pattern: str
+
+
+def load_parent(path: str | os.PathLike) -> Parent:
+    """Read the tokenizer in directory `path` (vocab.json + merges.txt, tokenizer.json optional).
+
+    Raises:
+        FileNotFoundError: the directory or one of its two files is missing.
+        ValueError: malformed files, or files that do not belong together.
+    """
+    d = Path(path)
+    if not d.is_dir():
+        raise FileNotFoundError(
+            f"init_from={str(d)!r} is not a directory; pass a run directory or a directory "
+            "holding GPT-2 style vocab.json and merges.txt (e.g. data/gpt2)"
+        )
+    vocab, merges = load_tokenizer_files(d / "vocab.json", d / "merges.txt")
+    specials = special_tokens_of_dir(d)
+    if specials is None:
+        specials = parent_special_tokens(vocab, merges)
+    return Parent(str(d), vocab, merges, specials, pattern_of_dir(d) or GPT2_PATTERN)
+
+
+def check_parent(parent: Parent, *, pattern: str, vocab_size: int) -> None:
+    """Raise ValueError when the run cannot continue `parent` (pattern or vocab size).
+
+    Special tokens are checked when training starts (`bpe.trainers.parent`).
+    """
+    if parent.pattern != pattern:
+        raise ValueError(
+            f"init_from={parent.path!r} was trained with the {pattern_name(parent.pattern)!r} "
+            f"split pattern but this run uses {pattern_name(pattern)!r}; continue with the "
+            "parent's pattern (pretokenizer=...), or its merges would meet other pretokens"
+        )
+    if vocab_size < len(parent.vocab):
+        raise ValueError(
+            f"vocab_size={vocab_size} is smaller than init_from={parent.path!r}'s "
+            f"{len(parent.vocab)} tokens; continuing can only add tokens: raise vocab_size"
+        )

@@ -1,0 +1,75 @@
+"""What bpe-lab reads back from a directory's `tokenizer.json`: special tokens, split pattern.
+
+What it does: `special_tokens_of_dir` (the added tokens marked special, by id) and
+`pattern_of_dir` (the regex of the pre-tokenizer's Split, turned back into our spelling), and
+`hf_pattern`, the spelling of a split pattern that the `tokenizers` library's regex engine
+(Oniguruma) reads with our meaning.
+
+What it does not do: write tokenizer.json (`bpe.exports` builds it with the `tokenizers`
+library) or load vocabularies (`bpe.gpt2_format`). It imports nothing from bpe-lab, so any
+layer may use it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from bpe.patterns import PATTERNS
+
+
+def hf_pattern(pattern: str) -> str:
+    """`pattern` spelled for the `tokenizers` library: `{m,n}+` becomes `{m,n}`.
+
+    subtle: Oniguruma (Ruby syntax) reads `\\p{N}{1,3}+` as "one or more groups of 1-3 digits",
+    i.e. every digit at once, not as a possessive `{1,3}`. Where such a quantifier ends an
+    alternative (as in cl100k's pattern) possessive and greedy match the same text, so dropping
+    the `+` keeps the meaning; tests compare the two libraries' ids on real text.
+
+    >>> hf_pattern(r"\\p{N}{1,3}+|\\s+")
+    '\\\\p{N}{1,3}|\\\\s+'
+    """
+    return pattern.replace("{1,3}+", "{1,3}")
+
+
+def _read(run_dir: str | os.PathLike) -> dict | None:
+    path = Path(run_dir) / "tokenizer.json"
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{str(path)!r} is not a tokenizer.json: {err}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{str(path)!r} is not a tokenizer.json: it holds no JSON object")
+    return data
+
+
+def special_tokens_of_dir(run_dir: str | os.PathLike) -> list[str] | None:
+    """The special tokens recorded in a directory's tokenizer.json, by id (None without one)."""
+    data = _read(run_dir)
+    if data is None:
+        return None
+    added = data.get("added_tokens") or []
+    return [t["content"] for t in sorted(added, key=lambda t: t["id"]) if t.get("special")]
+
+
+def pattern_of_dir(run_dir: str | os.PathLike) -> str | None:
+    """The split pattern of a directory's tokenizer.json (None without one or without a Split).
+
+    A built-in pattern comes back in our spelling (`hf_pattern` undone), so it is recognised by
+    name and keeps its chunk-cut rules.
+    """
+    data = _read(run_dir)
+    if data is None:
+        return None
+    pre = data.get("pre_tokenizer") or {}
+    steps = pre.get("pretokenizers", [pre]) if isinstance(pre, dict) else []
+    for step in steps:
+        if isinstance(step, dict) and step.get("type") == "Split":
+            regex = (step.get("pattern") or {}).get("Regex")
+            if isinstance(regex, str):
+                ours = {hf_pattern(p): p for p in PATTERNS.values()}
+                return ours.get(regex, regex)
+    return None

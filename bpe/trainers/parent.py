@@ -1,0 +1,125 @@
+"""Continue training from an existing tokenizer: its merges replayed on the corpus words first.
+
+What it does: `prepare_from_parent` builds the `MergeState` a merge loop continues from. The
+parent's vocab is kept as it is (every id unchanged, so the new vocab extends the old one and
+ids of a model trained on the parent still mean the same tokens); special tokens the run has
+and the parent lacks are appended after the parent's largest id; then the parent's merges are
+replayed on the words in rank order with `PairIndex`, exactly as a trainer applies its own
+merges, recording how often each merged pair occurred on this corpus. New merges get ids from
+there on. On the parent's own corpus, a parent with N merges continued to vocab V therefore
+gives exactly the merges, ids and merge counts of a direct run to V (tested for every trainer).
+
+Ids of a GPT-2 parent: GPT-2's files put the 256 bytes at ids 0..255 in its own byte order,
+merges at 256..50255 and `<|endoftext|>` at 50256 (not first, as bpe-lab's trainers place
+special tokens); all of them are kept, and the first new merge gets id 50257.
+
+What it does not do: read files (`bpe.init_from` loads a run directory or GPT-2 files) or pick
+pairs (each trainer's `merge_loop` does, on the state returned here).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from bpe.pretokenize import validate_special_tokens
+from bpe.trainers.common import MergeState, descending_bytes_key
+from bpe.trainers.indexed import PairIndex
+
+
+def parent_special_tokens(
+    vocab: Mapping[int, bytes], merges: Sequence[tuple[bytes, bytes]]
+) -> list[str]:
+    """Tokens of a vocab that are neither single bytes nor merge results, by id (its specials).
+
+    >>> parent_special_tokens({0: b"<s>", 1: b"a", 2: b"b", 3: b"ab"}, [(b"a", b"b")])
+    ['<s>']
+    """
+    made = {a + b for a, b in merges}
+    return [
+        t.decode("utf-8", errors="replace")
+        for _, t in sorted(vocab.items())
+        if len(t) > 1 and t not in made
+    ]
+
+
+def prepare_from_parent(
+    pretoken_counts: Mapping[bytes, int],
+    vocab_size: int,
+    special_tokens: Sequence[str],
+    *,
+    parent_vocab: Mapping[int, bytes],
+    parent_merges: Sequence[tuple[bytes, bytes]],
+    parent_special_tokens: Sequence[str],
+) -> MergeState:
+    """The merge state after replaying the parent's merges on the words of `pretoken_counts`.
+
+    Raises:
+        ValueError: the parent's ids are not 0..n-1, it lacks a byte or a merge's token, its
+            special tokens are not all among `special_tokens`, or `vocab_size` is smaller than
+            the parent's vocab (plus appended special tokens).
+
+    >>> st = prepare_from_parent({b"abab": 2}, 261, [], parent_vocab={i: bytes([i]) for i in
+    ...     range(256)} | {256: b"ab"}, parent_merges=[(b"a", b"b")], parent_special_tokens=[])
+    >>> st.words, st.merged, st.merge_counts, st.num_merges
+    ([[256, 256]], [(97, 98)], [4], 4)
+    """
+    specials = validate_special_tokens(special_tokens)
+    vocab = dict(parent_vocab)
+    if sorted(vocab) != list(range(len(vocab))):
+        raise ValueError(
+            f"the parent vocab's ids are not 0..{len(vocab) - 1} without gaps; continue from "
+            "a vocab whose ids are dense (every bpe-lab run and GPT-2's files are)"
+        )
+    id_of = {t: i for i, t in sorted(vocab.items(), reverse=True)}
+    missing = [b for b in range(256) if bytes([b]) not in id_of]
+    if missing:
+        raise ValueError(
+            f"the parent vocab lacks the single byte {bytes([missing[0]])!r}; a byte-level "
+            "parent needs all 256"
+        )
+    unknown = [t for t in parent_special_tokens if t not in specials]
+    if unknown:
+        raise ValueError(
+            f"the parent's special token(s) {unknown} are not among this run's special tokens "
+            f"{specials}; list them (the run's special tokens must include the parent's)"
+        )
+    for tok in specials:
+        raw = tok.encode("utf-8")
+        if raw not in id_of:  # a special token the parent lacks: appended after its ids
+            id_of[raw] = len(vocab)
+            vocab[len(vocab)] = raw
+    if vocab_size < len(vocab):
+        raise ValueError(
+            f"vocab_size={vocab_size} is smaller than the parent's {len(vocab)} tokens "
+            "(special tokens included); continuing can only add tokens: raise vocab_size"
+        )
+    words, counts = [], []
+    for pretoken in sorted(pretoken_counts):  # sorted as `prepare` does, for the same reason
+        n = pretoken_counts[pretoken]
+        if n > 0:
+            words.append([id_of[bytes([b])] for b in pretoken])
+            counts.append(n)
+    # Replay: each parent merge in rank order, everywhere, with its count on this corpus.
+    index = PairIndex(words, counts)
+    merged, merge_counts = [], []
+    for rank, (a, b) in enumerate(parent_merges):
+        if a not in id_of or b not in id_of or a + b not in id_of:
+            raise ValueError(
+                f"parent merge #{rank + 1} ({a!r}, {b!r}) has a part or result missing from "
+                "the parent vocab; the vocab and merges do not belong together"
+            )
+        left, right = id_of[a], id_of[b]
+        merge_counts.append(index.pair_counts.get((left, right), 0))
+        merged.append((left, right))
+        index.merge(left, right, id_of[a + b])
+    words = [list(map(ord, word)) for word in index.words]
+    token_keys = [descending_bytes_key(vocab[i]) for i in range(len(vocab))]
+    return MergeState(
+        words,
+        counts,
+        vocab,
+        token_keys,
+        vocab_size - len(vocab),
+        merged=merged,
+        merge_counts=merge_counts,
+    )
