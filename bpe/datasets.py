@@ -17,6 +17,7 @@ What it does not do: download anything (see `scripts/download_data.py`) or read 
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Mapping
@@ -27,6 +28,8 @@ import yaml
 
 from bpe._io import CONF_DIR, IN_CHECKOUT, PACKAGE_DIR, PROJECT_ROOT
 from bpe.pretokenize import EOT
+
+logger = logging.getLogger(__name__)
 
 #: Prefix of `input_name` for a file that is not a named dataset's training file.
 CUSTOM_PREFIX = "custom-"
@@ -147,6 +150,21 @@ def load_named(name: str) -> Dataset:
         choices = sorted(p.stem for p in (CONF_DIR / "dataset").glob("*.yaml"))
         raise ValueError(f"unknown dataset {name!r}; choose one of {choices}")
     return from_config(yaml.safe_load(path.read_text("utf-8")))
+
+
+def measured_sides(ds: Dataset) -> list[tuple[str, Dataset]]:
+    """The datasets a run is measured on: ("own", ds), then ("other", its cross-domain dataset).
+
+    A cross-domain dataset that cannot be loaded is left out with a log line, so every
+    measurement skips the same side.
+    """
+    sides = [("own", ds)]
+    if ds.cross_domain:
+        try:
+            sides.append(("other", load_named(ds.cross_domain)))
+        except ValueError as err:
+            logger.warning("cross-domain dataset unavailable: %s", err)
+    return sides
 
 
 def _check_file(path: Path, ds: Dataset, what: str) -> None:

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from bpe._io import IN_CHECKOUT, PROJECT_ROOT, atomic_write_text, sha256_file
-from bpe.datasets import Dataset, load_named
+from bpe.datasets import Dataset, measured_sides
 from bpe.gpt2_format import load_merges
 from bpe.training import merges_sha256
 
@@ -50,18 +50,12 @@ def file_identity(path: str | os.PathLike) -> dict:
 
 
 def heldout_files(ds: Dataset) -> dict[str, Path]:
-    """The held-out files a run is measured on: its dataset's and its `other` dataset's.
+    """The held-out files a run is measured on: its dataset's and its cross-domain dataset's.
 
     Missing ones are left out (with a log line), as the measurements skip them too.
     """
     out: dict[str, Path] = {}
-    sides = [ds]
-    if ds.cross_domain:
-        try:
-            sides.append(load_named(ds.cross_domain))
-        except ValueError as err:
-            logger.info("no held-out file for the other dataset: %s", err)
-    for side in sides:
+    for _, side in measured_sides(ds):
         if side.heldout_path is not None and Path(side.heldout_path).is_file():
             out[side.name] = Path(side.heldout_path)
         else:

@@ -30,7 +30,7 @@ import logging
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from bpe.datasets import Dataset, load_named
+from bpe.datasets import Dataset, measured_sides
 from bpe.experiment.usage import usage_metrics
 from bpe.exports import tiktoken_mismatches
 from bpe.gpt2_format import render
@@ -230,12 +230,7 @@ def corpus_metrics(
 
     compression: dict[str, dict | None] = {}
     own_docs = None
-    sides = [("own", ds)]
-    if ds.cross_domain:
-        try:
-            sides.append(("other", load_named(ds.cross_domain)))
-        except ValueError as err:
-            logger.warning("cross-domain dataset unavailable: %s", err)
+    sides = measured_sides(ds)
     for side, dataset in sides:
         docs, origin = _docs(dataset, max_docs)
         if side == "own":

@@ -15,7 +15,7 @@ import logging
 from collections import Counter
 from collections.abc import Sequence
 
-from bpe.datasets import Dataset, load_named
+from bpe.datasets import Dataset, measured_sides
 from bpe.measures import load_documents
 from bpe.tokenizer import Tokenizer
 from bpe.vocab_stats import (
@@ -55,12 +55,7 @@ def usage_metrics(
             documents); `undertrained.sample` records what was.
     """
     efficiency: dict[str, dict | None] = {}
-    sides = [("own", ds)]
-    if ds.cross_domain:
-        try:
-            sides.append(("other", load_named(ds.cross_domain)))
-        except ValueError as err:
-            logger.warning("cross-domain dataset unavailable: %s", err)
+    sides = measured_sides(ds)
     own_counts: Counter[int] = Counter()
     for side, dataset in sides:
         docs = _heldout(dataset, max_docs)
