@@ -111,9 +111,9 @@ def _set_launcher(sweep: Path, launcher: dict) -> None:
 
 def test_sweep_report_warns_when_joblib_jobs_overlapped(experiments):
     sweep = next((experiments / "sweeps").iterdir())
+    overrides = ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]
     _set_launcher(sweep, {"name": "joblib", "n_jobs": 2, "workers_per_job": 1,
-                          "parallel_jobs": 2,
-                          "overrides": ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]})  # fmt: skip
+                          "parallel_jobs": 2, "overrides": overrides})  # fmt: skip
     text = write_sweep_report(sweep).read_text("utf-8")
     assert "> ⚠ **Timings are not comparable.** Launcher joblib: n_jobs=2, up to 2 jobs" in text
     assert "| merge s ⚠ " in text and "| total s ⚠ " in text
