@@ -414,10 +414,10 @@ def check_overwrite(out: Path, new: dict) -> None:
     else:
         mine = {r["run"] for r in new["runs"]}
         theirs = {r.get("run") for r in old.get("runs") or []}
-        what = (
-            f"from {len(theirs)} run(s) ({len(theirs - mine)} not among yours, "
-            f"{len(mine - theirs)} of yours not among them, the rest changed or the same)"
-        )
+        added, gone = mine - theirs, theirs - mine
+        parts = [f"{len(added)} run(s) here that they leave out"] if added else []
+        parts += [f"{len(gone)} of theirs not here"] if gone else []
+        what = f"from {len(theirs)} other run(s) ({'; '.join(parts) or 'status or merges differ'})"
     raise ValueError(
         f"{str(out)!r} holds reports ({', '.join(existing)}) generated {what}, not from the "
         f"{len(new['runs'])} run(s) found now; pass --force to replace them, or --out DIR to "
