@@ -209,7 +209,7 @@ def update_latest(experiments_dir: str | os.PathLike, run_dir: str | os.PathLike
         os.symlink(target, tmp, target_is_directory=True)
         # subtle: rename over the old link, so readers see the old run or the new one, never none
         os.replace(tmp, link)
-    except OSError as err:
+    except (OSError, ValueError) as err:  # ValueError: relpath across drives (Windows)
         logger.warning("could not point %s at %s: %s", link, run_dir, err)
         with contextlib.suppress(OSError):
             tmp.unlink()
