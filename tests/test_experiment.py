@@ -232,7 +232,7 @@ def test_cli_single_run(tmp_path):
 
 
 def test_cli_run_ends_with_its_report_and_next_command_and_updates_latest(tmp_path):
-    proc = _cli(tmp_path, "trainer=heap")
+    proc = _cli(tmp_path, "trainer=heap", "analysis.gpt2_baseline=true")
     assert proc.returncode == 0, proc.stderr
     (run,) = run_dirs(tmp_path)
     log = (run / "train.log").read_text("utf-8").splitlines()
