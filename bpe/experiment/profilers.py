@@ -118,7 +118,7 @@ def _pieces(stream: BinaryIO) -> Iterator[str]:
 
 
 def forward_child_output(stream: BinaryIO, tail: list[str]) -> None:
-    """Send the child's stderr to our loggers as it comes; keep the last lines in `tail`.
+    """Send the child's output to our loggers as it comes; keep the last lines in `tail`.
 
     Log lines keep their level and logger name; progress bars are logged at most every
     `PROGRESS_LOG_SECONDS` (plus the last one); anything else (scalene's own messages) is
@@ -180,7 +180,9 @@ def run_scalene(
         tail: list[str] = []
         # stdout and stderr in one pipe: scalene and the child both may write to either.
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
-        reader = threading.Thread(target=forward_child_output, args=(proc.stdout, tail))
+        reader = threading.Thread(
+            target=forward_child_output, args=(proc.stdout, tail), daemon=True
+        )
         reader.start()
         try:
             returncode = proc.wait(timeout=timeout)
@@ -189,8 +191,11 @@ def run_scalene(
             proc.wait()
             raise
         finally:
-            reader.join()
-            proc.stdout.close()
+            # subtle: a killed child's own workers may hold the pipe open for a moment; never
+            # wait on them forever (the daemon reader ends with the pipe or the process)
+            reader.join(timeout=30)
+            if not reader.is_alive():
+                proc.stdout.close()
         if returncode != 0 or not result_path.is_file():
             detail = "\n".join(tail)
             raise RuntimeError(f"scalene run failed (exit {returncode}): {detail}")
