@@ -213,13 +213,15 @@ def measure_throughput(
     min_seconds: float = 1.0,
     max_passes: int = 50,
     cold_start: bool = True,
+    label: str = "tokenizer",
 ) -> dict:
     """Encode all documents repeatedly (single thread) and report bytes per second.
 
     The first pass starts from an empty pretoken cache (unless `cold_start=False`) and is
     reported as `first_pass_bytes_per_second`; `bytes_per_second` is the steady state: the
     best later pass, repeated until `min_seconds` have been spent overall. The best pass is
-    the least disturbed by other load on the machine.
+    the least disturbed by other load on the machine. `label` names the tokenizer in the log
+    line (e.g. "ours", "GPT-2").
 
     Returns:
         dict with `bytes_per_second`, `first_pass_bytes_per_second`, `num_bytes` and
@@ -255,9 +257,12 @@ def measure_throughput(
         "passes": len(times),
     }
     logger.info(
-        "throughput: %.2f MB/s steady, %.2f MB/s first pass (%d bytes, %d passes)",
-        result["bytes_per_second"] / 1e6,
+        "throughput of %s: %.2f MB/s first pass (%s cache), %.2f MB/s warm (best later pass); "
+        "%d bytes, %d passes",
+        label,
         result["first_pass_bytes_per_second"] / 1e6,
+        "empty" if cold_start else "kept",
+        result["bytes_per_second"] / 1e6,
         num_bytes,
         len(times),
     )

@@ -84,12 +84,28 @@ def _app(cfg: DictConfig) -> str | None:
         if _debug():
             raise
         sys.exit(1)
-    logger.info("wrote %s", metrics["run"]["dir"])
+    logger.info("%s", next_steps(metrics["run"]))
     return metrics["status"]
 
 
 def _debug() -> bool:
     return os.environ.get("HYDRA_FULL_ERROR") == "1"
+
+
+def next_steps(run: dict) -> str:
+    """The last log line of a run: where its report is and the next useful command.
+
+    >>> print(next_steps({"dir": "exp/r", "input_path": "a.txt", "dataset": "a"}))
+    report: exp/r/ANALYSIS.md | next: bpe-encode --tokenizer exp/r --input a.txt --out a.npy
+    """
+    run_dir = Path(run["dir"])
+    report = f"report: {run_dir / 'ANALYSIS.md'}"
+    if run.get("sweep_dir"):
+        return f"{report} | the sweep's SWEEP.md goes to {run['sweep_dir']} when the sweep ends"
+    return (
+        f"{report} | next: bpe-encode --tokenizer {run_dir} --input {run['input_path']} "
+        f"--out {run['dataset']}.npy"
+    )
 
 
 def check_command_line(argv: list[str]) -> int:

@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     formats: py:percent
+#     formats: ipynb,py:percent
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -23,10 +23,9 @@
 
 # %%
 import os
-import tempfile
 from pathlib import Path
 
-from IPython.display import Image, display
+from IPython.display import display
 
 from bpe._io import PROJECT_ROOT
 from bpe.analysis import figures, load_runs
@@ -68,10 +67,6 @@ for dataset, vocab, trainers, same in merge_agreement(done):
 # ## Time vs vocab size
 
 # %%
-out = Path(tempfile.mkdtemp())
 for dataset, group in done.groupby("dataset"):
     if group["vocab_size"].nunique() > 1:
-        path = figures.time_vs_vocab(
-            group, out / f"time_{dataset}.png", time_col="merge_seconds", title=dataset
-        )
-        display(Image(filename=str(path)))
+        display(figures.time_vs_vocab(group, time_col="merge_seconds", title=dataset))

@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     formats: py:percent
+#     formats: ipynb,py:percent
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -17,12 +17,11 @@
 
 # %%
 import os
-import tempfile
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
-from IPython.display import Image, display
+from IPython.display import display
 
 from bpe._io import DATA_DIR, PROJECT_ROOT
 from bpe.analysis import figures, load_runs, pairwise_overlap
@@ -44,10 +43,9 @@ cols = ["dataset", "vocab_size", "trainer", "compression", "gpt2_compression",
 done[cols].sort_values(["dataset", "vocab_size"]).drop_duplicates(["dataset", "vocab_size"])
 
 # %%
-out = Path(tempfile.mkdtemp())
 if done["vocab_size"].nunique() > 1:
     gpt2 = done.groupby("dataset")["gpt2_compression"].median().dropna().to_dict()
-    display(Image(filename=str(figures.compression_vs_vocab(done, out / "c.png", gpt2=gpt2))))
+    display(figures.compression_vs_vocab(done, gpt2=gpt2))
 
 # %% [markdown]
 # ## Longest tokens of the largest vocab per dataset
@@ -72,11 +70,11 @@ for dataset, group in done.groupby("dataset"):
         if c.startswith("metrics.token_lengths.") and pd.notna(row[c])
     }
     values = [k for k, n in lengths.items() for _ in range(n)]
-    path = figures.histogram(
-        values, out / f"len_{dataset}.png", xlabel="bytes", title=f"Token lengths: {dataset}",
+    fig = figures.histogram(
+        values, xlabel="bytes", title=f"Token lengths: {dataset}",
         bins=range(1, max(values) + 2), log_y=True,
     )  # fmt: skip
-    display(Image(filename=str(path)))
+    display(fig)
 
 # %% [markdown]
 # ## One sentence under each tokenizer

@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     formats: py:percent
+#     formats: ipynb,py:percent
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -18,11 +18,10 @@
 # %%
 import json
 import os
-import tempfile
 from pathlib import Path
 
 import pandas as pd
-from IPython.display import Image, display
+from IPython.display import display
 
 from bpe._io import PROJECT_ROOT
 from bpe.analysis import figures, load_runs
@@ -65,6 +64,4 @@ done = frame[frame["status"] == "complete"]
 if not done.empty and "metrics.memory.timeline" in done:
     row = done.sort_values("run_dir").iloc[-1]
     timeline = row["metrics.memory.timeline"]
-    out = Path(tempfile.mkdtemp()) / "memory.png"
-    figures.memory_timeline({row["run_name"]: [(t, mb) for t, mb, _ in timeline]}, out)
-    display(Image(filename=str(out)))
+    display(figures.memory_timeline({row["run_name"]: [(t, mb) for t, mb, _ in timeline]}))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -101,6 +102,36 @@ def test_sweep_report_golden_and_failed_rows(experiments):
     assert len(list((sweep / "figures").glob("*.png"))) >= 3
 
 
+def _set_launcher(sweep: Path, launcher: dict) -> None:
+    for metrics_path in sweep.glob("*/metrics.json"):
+        metrics = json.loads(metrics_path.read_text("utf-8"))
+        metrics["run"]["launcher"] = launcher
+        metrics_path.write_text(json.dumps(metrics), "utf-8")
+
+
+def test_sweep_report_warns_when_joblib_jobs_overlapped(experiments):
+    sweep = next((experiments / "sweeps").iterdir())
+    overrides = ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]
+    _set_launcher(sweep, {"name": "joblib", "n_jobs": 2, "workers_per_job": 1,
+                          "parallel_jobs": 2, "overrides": overrides})  # fmt: skip
+    text = write_sweep_report(sweep).read_text("utf-8")
+    assert "> ⚠ **Timings are not comparable.** Launcher joblib: n_jobs=2, up to 2 jobs" in text
+    assert "| merge s ⚠ " in text and "| total s ⚠ " in text
+    assert "- ⚠ (overlapped jobs) tinystories_sample @ 300: **heap** merges fastest" in text
+    assert "![Speedup over naive (⚠ overlapped jobs: timings not comparable)]" in text
+    assert "\nbpe-train -m hydra/launcher=joblib hydra.launcher.n_jobs=2 progress=False " in text
+    assert "basic launcher the jobs run one after another in one process" not in text
+
+
+def test_sweep_report_says_sequential_timings_are_comparable(experiments):
+    sweep = next((experiments / "sweeps").iterdir())
+    _set_launcher(sweep, {"name": "basic", "n_jobs": None, "workers_per_job": 1,
+                          "parallel_jobs": 1, "overrides": []})  # fmt: skip
+    text = write_sweep_report(sweep).read_text("utf-8")
+    assert "*Timings are comparable: launcher basic ran the jobs one after another.*" in text
+    assert "⚠" not in text and "\nbpe-train -m progress=False " in text
+
+
 def test_sweep_report_via_cli(experiments):
     sweep = next((experiments / "sweeps").iterdir())
     assert report_main([str(sweep)]) == 0
@@ -114,6 +145,7 @@ def test_reports_golden_and_deterministic(experiments, tmp_path):
         "ANALYSIS.md",
         "README.md",
         "datasets.md",
+        "manifest.json",
         "trainers.md",
     ]
     first = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
@@ -129,6 +161,25 @@ def test_reports_golden_and_deterministic(experiments, tmp_path):
     assert "corrupt" in index and "failed" in index
     trainers = (out / "trainers.md").read_text("utf-8")
     assert "all produced the same merges" in trainers and "heap vs naive" in trainers
+
+
+def test_reports_all_refuses_reports_of_other_runs_unless_forced(experiments, tmp_path, caplog):
+    out = tmp_path / "reports"
+    argv = ["--all", "--experiments-dir", str(experiments), "--out", str(out)]
+    assert report_main(argv) == 0
+    made_from = json.loads((out / "manifest.json").read_text("utf-8"))
+    assert made_from["runs"] and len(made_from["sha256"]) == 64
+    assert report_main(argv) == 0  # the same runs: regenerated in place
+    shutil.rmtree(next((experiments / "sweeps").iterdir()))  # a different set of runs
+    before = (out / "README.md").read_bytes()
+    assert report_main(argv) == 2
+    assert "pass --force to replace them, or --out DIR" in caplog.text
+    assert (out / "README.md").read_bytes() == before
+    assert report_main([*argv, "--force"]) == 0
+    assert (out / "README.md").read_bytes() != before
+    (out / "manifest.json").unlink()  # reports made before manifests existed: unknown runs
+    caplog.clear()
+    assert report_main(argv) == 2 and "without a readable manifest.json" in caplog.text
 
 
 def test_reports_cli_and_empty_dir(experiments, tmp_path, caplog):

@@ -14,6 +14,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from bpe._io import CONF_DIR
+from bpe.analysis import load_runs
 from bpe.analysis.cli import main as report_main
 from bpe.analysis.run_report import write_run_report
 from bpe.experiment import rundir, runner
@@ -124,8 +125,14 @@ def test_cprofile_writes_profile_and_marks_timings(tmp_path):
 
 @pytest.mark.slow
 def test_scalene_profiles_in_a_child_process(tmp_path):
-    metrics = run_with_report(make_cfg(tmp_path, "profiler=scalene"))
+    metrics = run_with_report(make_cfg(tmp_path, "profiler=scalene", "progress=true"))
     (run,) = run_dirs(tmp_path)
+    # the child's stage lines and (throttled) progress bars reach the parent's train.log
+    log = (run / "train.log").read_text("utf-8")
+    assert "bpe.training: stage 1 (count pretokens): " in log
+    assert "bpe.training: stages 2-3 (count pairs, select and merge) with heap: 143 merges" in log
+    assert "child progress: stages 2-3 (heap): 100%" in log
+    assert log.index("profiling with scalene") < log.index("stage 1 (count pretokens)")
     assert metrics["status"] == "complete" and metrics["counts"]["merges"] == 143
     assert (run / "profile" / "scalene.json").is_file()
     summary = json.loads((run / "profile" / "summary.json").read_text("utf-8"))
@@ -224,6 +231,42 @@ def test_cli_single_run(tmp_path):
     assert (run / ".hydra" / "overrides.yaml").is_file()
     metrics = json.loads((run / "metrics.json").read_text("utf-8"))
     assert metrics["status"] == "complete" and "trainer=naive" in metrics["run"]["overrides"]
+
+
+def test_cli_run_ends_with_its_report_and_next_command_and_updates_latest(tmp_path):
+    proc = _cli(tmp_path, "trainer=heap", "analysis.gpt2_baseline=true")
+    assert proc.returncode == 0, proc.stderr
+    (run,) = run_dirs(tmp_path)
+    log = (run / "train.log").read_text("utf-8").splitlines()
+    assert log[-1].endswith(
+        f"report: {run / 'ANALYSIS.md'} | next: bpe-encode --tokenizer {run} "
+        f"--input {FIXTURES / 'corpus.en'} --out tinystories_sample.npy"
+    ), log[-1]
+    assert (run / "ANALYSIS.md").is_file()
+    throughput = [line for line in log if "throughput of" in line]
+    assert len(throughput) == 2, throughput
+    assert "throughput of ours: " in throughput[0] and "first pass (empty cache)" in throughput[0]
+    assert "throughput of GPT-2 (same encoder): " in throughput[1]
+    assert all("warm (best later pass)" in line for line in throughput)
+    latest = tmp_path / "latest"
+    assert latest.is_symlink() and os.readlink(latest) == run.name  # relative: survives a move
+    assert latest.resolve() == run.resolve()
+    report = (run / "ANALYSIS.md").read_text("utf-8")
+    assert "| first pass MB/s " in report and "At the first-pass speed" in report
+    second = _cli(tmp_path, "trainer=indexed")
+    assert second.returncode == 0, second.stderr
+    newest = next(r for r in run_dirs(tmp_path) if "_indexed_" in r.name)
+    assert os.readlink(latest) == newest.name
+    assert len(run_dirs(tmp_path)) == 2  # the link is not a third run for the reports
+    assert len(load_runs(f"{tmp_path}/*")) == 2
+
+
+def test_latest_link_failure_is_logged_not_fatal(tmp_path, caplog):
+    (tmp_path / "latest").mkdir()  # a directory where the link goes: os.replace cannot
+    cfg = make_cfg(tmp_path)
+    metrics = run_with_report(cfg)
+    assert metrics["status"] == "complete"
+    assert "could not point" in caplog.text
 
 
 def test_cli_unknown_option_lists_the_choices(tmp_path):

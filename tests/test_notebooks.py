@@ -1,11 +1,23 @@
-"""Every notebook executes top to bottom against the fixture experiments directory."""
+"""Notebooks: every one executes against the fixture experiments, figures render inline, and
+JupyterLab itself opens a `.py` notebook as a notebook (jupytext) with its figures as PNG."""
 
 from __future__ import annotations
 
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
 from pathlib import Path
 
+import matplotlib.figure
 import pytest
 
+from bpe.analysis import figures
 from tests.conftest import FIXTURES, ROOT
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
@@ -29,3 +41,134 @@ def test_notebook_executes(path: Path, tmp_path, monkeypatch):
     outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
     assert any(o.output_type in ("display_data", "execute_result") for o in outputs)
     assert not [o for o in outputs if o.output_type == "error"]
+
+
+def test_figures_leave_the_matplotlib_backend_alone():
+    # A notebook's own plots need the backend Jupyter chose: importing bpe must not switch it.
+    code = (
+        "import sys, matplotlib; matplotlib.use('pdf'); "
+        "import bpe.analysis.figures, bpe.analysis.run_report, bpe.train; "
+        "assert matplotlib.get_backend() == 'pdf', matplotlib.get_backend(); "
+        "assert 'matplotlib.pyplot' not in sys.modules"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_figure_functions_return_figures_and_save_only_when_given_a_path(tmp_path):
+    fig = figures.histogram([1, 2, 2, 3], xlabel="bytes", title="lengths")
+    assert isinstance(fig, matplotlib.figure.Figure)
+    png = fig._repr_png_()  # what Jupyter shows inline
+    assert png.startswith(b"\x89PNG")
+    assert list(tmp_path.iterdir()) == []
+    saved = figures.histogram([1, 2, 2, 3], tmp_path / "h.png", xlabel="bytes", title="lengths")
+    assert isinstance(saved, figures.Figure)
+    assert (tmp_path / "h.png").read_bytes() == png
+
+
+def test_py_notebooks_are_paired_with_git_ignored_ipynb():
+    jupytext_config = pytest.importorskip("jupytext.config")
+    path = jupytext_config.find_jupytext_configuration_file(str(ROOT / "notebooks"))
+    assert path is not None and Path(path).parent == ROOT / "notebooks"
+    config = jupytext_config.load_jupytext_configuration_file(path)
+    assert config.default_formats(str(NOTEBOOKS[0])) == "ipynb,py:percent"
+    for notebook in NOTEBOOKS:
+        assert "formats: ipynb,py:percent" in notebook.read_text("utf-8")
+    ignored = subprocess.run(
+        ["git", "check-ignore", "-q", "notebooks/01_compare_trainers.ipynb"], cwd=ROOT
+    )
+    assert ignored.returncode == 0, "paired .ipynb files must be git-ignored"
+
+
+def test_progress_bars_are_widgets_in_a_notebook(tmp_path):
+    nbclient = pytest.importorskip("nbclient")
+    nbformat = pytest.importorskip("nbformat")
+    pytest.importorskip("ipywidgets")
+    code = (
+        "from bpe.training import train_bpe_detailed\n"
+        f"r = train_bpe_detailed({str(FIXTURES / 'corpus.en')!r}, 300, ['<|endoftext|>'],\n"
+        "                       num_workers=1, progress=True)\n"
+        "r.num_merges"
+    )
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
+    nbclient.NotebookClient(
+        notebook, timeout=180, kernel_name="python3", resources={"metadata": {"path": tmp_path}}
+    ).execute()
+    outputs = notebook.cells[0].outputs
+    widgets = [
+        o for o in outputs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})
+    ]
+    assert len(widgets) >= 2  # pre-tokenization chunks and merges
+    stderr = "".join(o.get("text", "") for o in outputs if o.get("name") == "stderr")
+    assert "IProgress not found" not in stderr
+    assert outputs[-1]["data"]["text/plain"] == str(300 - 257)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(url: str, token: str) -> dict:
+    request = urllib.request.Request(url, headers={"Authorization": f"token {token}"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())
+
+
+@pytest.mark.slow
+def test_jupyterlab_opens_a_py_notebook_as_a_notebook_with_inline_figures(tmp_path, monkeypatch):
+    pytest.importorskip("jupyterlab")
+    nbclient = pytest.importorskip("nbclient")
+    nbformat = pytest.importorskip("nbformat")
+    root = tmp_path / "lab"
+    shutil.copytree(ROOT / "notebooks", root / "notebooks")
+    monkeypatch.setenv("BPE_EXPERIMENTS", str(FIXTURES / "experiments"))
+    monkeypatch.delenv("MPLBACKEND", raising=False)  # the kernel's own (inline) backend
+    for var in ("JUPYTER_CONFIG_DIR", "JUPYTER_RUNTIME_DIR"):
+        monkeypatch.setenv(var, str(tmp_path / var.lower()))  # no user settings leak in
+    port, token = _free_port(), secrets.token_hex(16)
+    cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}",
+           "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
+           f"--ServerApp.root_dir={root}"]  # fmt: skip
+    if os.geteuid() == 0:
+        cmd.append("--allow-root")
+    log = (tmp_path / "lab.log").open("w")
+    server = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=root)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                _get(f"{base}/api/status", token)
+                break
+            except OSError:
+                assert server.poll() is None, (tmp_path / "lab.log").read_text()
+                assert time.monotonic() < deadline, "JupyterLab did not start in 120 s"
+                time.sleep(0.5)
+        model = _get(f"{base}/api/contents/notebooks/01_compare_trainers.py", token)
+        assert model["type"] == "notebook", model["type"]  # jupytext's contents manager
+        assert model["content"]["metadata"]["jupytext"]["formats"] == "ipynb,py:percent"
+        notebook = nbformat.from_dict(model["content"])
+        # the user's own plot next to ours: it must render too (the backend is untouched)
+        notebook.cells.append(nbformat.v4.new_code_cell(
+            "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()"
+        ))  # fmt: skip
+        nbclient.NotebookClient(
+            notebook, timeout=180, kernel_name="python3",
+            resources={"metadata": {"path": root / "notebooks"}},
+        ).execute()  # fmt: skip
+        pngs = [
+            k for k, cell in enumerate(notebook.cells) if cell.cell_type == "code"
+            for o in cell.outputs if "image/png" in o.get("data", {})
+        ]  # fmt: skip
+        assert len(set(pngs)) >= 2, "expected our figure and the user's plot as image/png"
+        assert len(notebook.cells) - 1 in pngs  # the user's pyplot cell
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        log.close()

@@ -49,6 +49,10 @@ def test_three_trainer_sweep_writes_one_run_per_job_and_a_matching_sweep_report(
         assert metrics["merges_sha256"][:12] in row
     assert "heap, indexed, naive produced identical merges" in report
     assert "bpe-train -m" in report and "trainer=naive,indexed,heap" in report
+    launcher = json.loads((jobs[0] / "metrics.json").read_text("utf-8"))["run"]["launcher"]
+    assert launcher["name"] == "basic" and launcher["parallel_jobs"] == 1
+    assert "*Timings are comparable: launcher basic ran the jobs one after another.*" in report
+    assert "⚠" not in report and "hydra/launcher" not in report
 
 
 def test_a_failing_job_does_not_stop_the_sweep_and_is_reported(tmp_path):
@@ -84,9 +88,21 @@ def test_joblib_launcher_runs_jobs_in_parallel_processes(tmp_path):
     # The default num_workers and the bundled 1.3 MB sample: big enough for worker processes.
     defaults = ["debug=fast", "num_workers=null"]
     proc, sweep = _sweep(
-        tmp_path, "hydra/launcher=joblib", "trainer=indexed,heap", "vocab_size=300", fast=defaults
-    )
+        tmp_path, "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "trainer=indexed,heap",
+        "vocab_size=300", fast=defaults,
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     jobs = sorted(p for p in sweep.iterdir() if (p / "metrics.json").is_file())
     assert [_status(j) for j in jobs] == ["complete", "complete"]
-    assert "2 job(s): 2 complete" in (sweep / "SWEEP.md").read_text("utf-8")
+    report = (sweep / "SWEEP.md").read_text("utf-8")
+    assert "2 job(s): 2 complete" in report
+    for job in jobs:
+        launcher = json.loads((job / "metrics.json").read_text("utf-8"))["run"]["launcher"]
+        assert launcher["name"] == "joblib" and launcher["n_jobs"] == 2
+        assert launcher["parallel_jobs"] == 2
+        assert launcher["overrides"] == ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]
+    assert "> ⚠ **Timings are not comparable.** Launcher joblib: n_jobs=2, up to 2 jobs" in report
+    assert "| merge s ⚠ " in report
+    command = next(line for line in report.splitlines() if line.startswith("bpe-train -m"))
+    assert command.startswith("bpe-train -m hydra/launcher=joblib hydra.launcher.n_jobs=2 ")
+    assert "trainer=indexed,heap" in command

@@ -2,8 +2,9 @@
 
     bpe-report RUN_DIR                 ANALYSIS.md (+ figures) of one run
     bpe-report SWEEP_DIR               SWEEP.md (+ figures) of a sweep (a dir of job run dirs)
-    bpe-report --all [--experiments-dir experiments] [--out reports]
-                                       every report in reports/
+    bpe-report --all [--experiments-dir experiments] [--out reports] [--force]
+                                       every report in reports/ (refuses to replace reports
+                                       made from other runs unless --force)
 
 A small dispatcher: the work lives in `bpe.analysis.run_report`, `.sweep` and `.reports`.
 """
@@ -28,6 +29,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--all", action="store_true", help="regenerate every report in --out")
     parser.add_argument("--experiments-dir", type=Path, default=Path("experiments"))
     parser.add_argument("--out", type=Path, default=Path("reports"))
+    parser.add_argument(
+        "--force", action="store_true",
+        help="with --all: replace reports in --out even if other runs generated them",
+    )  # fmt: skip
     return parser
 
 
@@ -37,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
         if args.all:
-            for path in write_all_reports(args.experiments_dir, out_dir=args.out):
+            for path in write_all_reports(args.experiments_dir, out_dir=args.out, force=args.force):
                 logger.info("wrote %s", path)
             return 0
         if args.path is None:

@@ -1,8 +1,11 @@
-"""Figures for run and sweep reports: matplotlib on the headless Agg backend, saved as PNG.
+"""Figures for run and sweep reports and notebooks: one matplotlib `Figure` per function.
 
 What it does: small functions that each draw one figure from plain data (a DataFrame of runs
-or lists of numbers) and save it atomically to a path, returning the path. Every figure has
-axis labels with units, a title and a legend where there is more than one series.
+or lists of numbers) and return it as a `Figure`; given a path, they also save it atomically as
+PNG. Every figure has axis labels with units, a title and a legend where there is more than one
+series. Figures are built without pyplot (`Figure` + the Agg canvas), so importing this module
+never changes matplotlib's backend: a notebook's own plots keep rendering inline, and a
+returned `Figure` shows itself as PNG in Jupyter.
 
 What it does not do: read run directories (see `bpe.analysis.loader`) or write Markdown.
 """
@@ -13,18 +16,14 @@ import io
 import logging
 import os
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
-import matplotlib
+import matplotlib.figure
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-matplotlib.use("Agg")  # headless: reports are built on servers and in CI
-
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from bpe._io import atomic_write_bytes  # noqa: E402
-from bpe.analysis.loader import trainer_order  # noqa: E402
-from bpe.trainers import TRAINERS  # noqa: E402
+from bpe._io import atomic_write_bytes
+from bpe.analysis.loader import trainer_order
+from bpe.trainers import TRAINERS
 
 logger = logging.getLogger(__name__)
 
@@ -36,15 +35,33 @@ MAX_BINS = 50
 LINEAR_LENGTHS = 10 * MAX_BINS
 
 
-def _save(fig, path: str | os.PathLike) -> Path:
-    """Render to PNG in memory, then write atomically (no half-written figure on failure)."""
-    buf = io.BytesIO()
-    fig.tight_layout()
-    # Fixed metadata keeps PNG bytes stable when the data is unchanged.
-    fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
-    plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
-    return Path(path)
+class Figure(matplotlib.figure.Figure):
+    """A matplotlib Figure on the Agg canvas that Jupyter displays as PNG (no pyplot needed)."""
+
+    def png(self) -> bytes:
+        """The figure as PNG bytes, stable when the data is unchanged."""
+        buf = io.BytesIO()
+        self.tight_layout()
+        # Fixed metadata keeps PNG bytes stable when the data is unchanged.
+        self.savefig(buf, format="png", dpi=100, metadata={"Software": None})
+        return buf.getvalue()
+
+    def _repr_png_(self) -> bytes:
+        return self.png()
+
+
+def _new(figsize: tuple[float, float]) -> tuple[Figure, object]:
+    """A figure and its single axes, on the Agg canvas (pyplot and its backend stay untouched)."""
+    fig = Figure(figsize=figsize)
+    FigureCanvasAgg(fig)
+    return fig, fig.add_subplot()
+
+
+def _done(fig: Figure, path: str | os.PathLike | None) -> Figure:
+    """Write the PNG atomically when a path is given (no half-written figure on failure)."""
+    if path is not None:
+        atomic_write_bytes(path, fig.png())
+    return fig
 
 
 def _style(trainer: str) -> str:
@@ -68,35 +85,35 @@ def _vocab_axes(ax, *, ylabel: str, title: str, log_y: bool = False) -> None:
 
 def time_vs_vocab(
     frame: pd.DataFrame,
-    path: str | os.PathLike,
+    path: str | os.PathLike | None = None,
     *,
     vocab_col: str = "vocab_size",
     time_col: str = "merge_seconds",
     trainer_col: str = "trainer",
     title: str = "Training time vs vocab size",
-) -> Path:
+) -> Figure:
     """Log-log time vs vocab size, one line per trainer."""
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = _new((6, 4))
     for trainer in trainer_order(frame[trainer_col]):
         sub = frame[frame[trainer_col] == trainer].groupby(vocab_col)[time_col].median()
         ax.plot(sub.index, sub.values, _style(trainer), label=trainer)
     _vocab_axes(ax, ylabel="seconds (log)", title=title, log_y=True)
     ax.legend()
-    return _save(fig, path)
+    return _done(fig, path)
 
 
 def speedup_vs_vocab(
     frame: pd.DataFrame,
-    path: str | os.PathLike,
+    path: str | os.PathLike | None = None,
     *,
     baseline: str = "naive",
     vocab_col: str = "vocab_size",
     time_col: str = "merge_seconds",
     trainer_col: str = "trainer",
-) -> Path:
+) -> Figure:
     """Speedup of each other trainer over `baseline` at every vocab size both ran."""
     med = frame.groupby([trainer_col, vocab_col])[time_col].median().unstack(trainer_col)
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = _new((6, 4))
     if baseline in med:
         for trainer in [t for t in trainer_order(frame[trainer_col]) if t != baseline]:
             ratio = (med[baseline] / med[trainer]).dropna()
@@ -105,21 +122,21 @@ def speedup_vs_vocab(
     _vocab_axes(ax, ylabel=f"speedup over {baseline} (x)", title=f"Speedup over {baseline}")
     if ax.get_legend_handles_labels()[0]:
         ax.legend()
-    return _save(fig, path)
+    return _done(fig, path)
 
 
 def stage_bars(
     values: Mapping[str, Mapping[str, float]],
-    path: str | os.PathLike,
+    path: str | os.PathLike | None = None,
     *,
     ylabel: str,
     title: str,
-) -> Path:
+) -> Figure:
     """Grouped bars: one group per run label, one bar per stage (e.g. peak MB per stage)."""
     labels = list(values)
     stages = list(dict.fromkeys(s for v in values.values() for s in v))
     width = 0.8 / max(len(stages), 1)
-    fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(labels)), 4))
+    fig, ax = _new((max(6, 1.2 * len(labels)), 4))
     for k, stage in enumerate(stages):
         xs = [i + k * width for i in range(len(labels))]
         ax.bar(xs, [values[lab].get(stage, 0.0) for lab in labels], width, label=stage)
@@ -128,18 +145,18 @@ def stage_bars(
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
-    return _save(fig, path)
+    return _done(fig, path)
 
 
 def memory_timeline(
     series: Mapping[str, Sequence[tuple[float, float]]],
-    path: str | os.PathLike,
+    path: str | os.PathLike | None = None,
     *,
     stages: Sequence[tuple[str, float, float]] = (),
     title: str = "Memory over time",
-) -> Path:
+) -> Figure:
     """RSS/PSS over time (MB vs seconds) for one or more runs; stages shaded when given."""
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = _new((7, 4))
     for k, (name, start, end) in enumerate(stages):
         ax.axvspan(start, end, alpha=0.12, color=f"C{k % 10}", label=f"stage: {name}")
     for label, points in series.items():
@@ -151,20 +168,20 @@ def memory_timeline(
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize="small")
-    return _save(fig, path)
+    return _done(fig, path)
 
 
 def compression_vs_vocab(
     frame: pd.DataFrame,
-    path: str | os.PathLike,
+    path: str | os.PathLike | None = None,
     *,
     vocab_col: str = "vocab_size",
     ratio_col: str = "compression",
     dataset_col: str = "dataset",
     gpt2: Mapping[str, float] | None = None,
-) -> Path:
+) -> Figure:
     """Compression ratio (bytes/token) vs vocab size per dataset, GPT-2 as dashed lines."""
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = _new((6, 4))
     for k, dataset in enumerate(sorted(frame[dataset_col].dropna().unique())):
         sub = frame[frame[dataset_col] == dataset].groupby(vocab_col)[ratio_col].median()
         ax.plot(sub.index, sub.values, "o-", color=f"C{k}", label=dataset)
@@ -172,7 +189,7 @@ def compression_vs_vocab(
             ax.axhline(gpt2[dataset], ls="--", color=f"C{k}", label=f"GPT-2 on {dataset}")
     _vocab_axes(ax, ylabel="bytes per token", title="Compression vs vocab size")
     ax.legend(fontsize="small")
-    return _save(fig, path)
+    return _done(fig, path)
 
 
 def length_bins(max_length: int, *, max_bins: int = MAX_BINS) -> list[int]:
@@ -199,7 +216,7 @@ def length_bins(max_length: int, *, max_bins: int = MAX_BINS) -> list[int]:
 
 def histogram(
     values: Sequence[float],
-    path: str | os.PathLike,
+    path: str | os.PathLike | None = None,
     *,
     xlabel: str,
     title: str,
@@ -207,7 +224,7 @@ def histogram(
     weights: Sequence[float] | None = None,
     log_x: bool = False,
     log_y: bool = False,
-) -> Path:
+) -> Figure:
     """A plain histogram (e.g. token lengths in bytes); `weights` counts each value that often.
 
     Raises:
@@ -216,7 +233,7 @@ def histogram(
     n_bins = bins if isinstance(bins, int) else len(bins) - 1
     if n_bins > MAX_BINS:
         raise ValueError(f"{n_bins} bins asked for; pass at most {MAX_BINS} (see length_bins)")
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = _new((6, 4))
     ax.hist(values, bins=bins, weights=weights, color="C0", edgecolor="white")
     if log_x:
         ax.set_xscale("log")
@@ -225,20 +242,20 @@ def histogram(
     ax.set_xlabel(xlabel)
     ax.set_ylabel("count" + (" (log)" if log_y else ""))
     ax.set_title(title)
-    return _save(fig, path)
+    return _done(fig, path)
 
 
 def line(
     series: Mapping[str, Sequence[float]],
-    path: str | os.PathLike,
+    path: str | os.PathLike | None = None,
     *,
     xlabel: str,
     ylabel: str,
     title: str,
     log_y: bool = False,
-) -> Path:
+) -> Figure:
     """One line per series against its index (e.g. count of the k-th merge)."""
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = _new((6, 4))
     for label, ys in series.items():
         ax.plot(range(1, len(ys) + 1), ys, label=label)
     if log_y:
@@ -249,4 +266,4 @@ def line(
     ax.grid(True, alpha=0.3)
     if len(series) > 1:
         ax.legend(fontsize="small")
-    return _save(fig, path)
+    return _done(fig, path)

@@ -48,7 +48,8 @@ def find_run_dirs(path_or_glob: str | os.PathLike) -> list[Path]:
     """
     text = str(path_or_glob)
     if any(ch in text for ch in "*?["):
-        roots = [Path(p) for p in sorted(glob.glob(text))]
+        # symlinks (experiments/latest) name a run that the glob also matches by its own name
+        roots = [Path(p) for p in sorted(glob.glob(text)) if not os.path.islink(p)]
     else:
         root = Path(text)
         if not root.exists():

@@ -9,16 +9,19 @@ What it does: loads every run under an experiments directory and writes
     reports/vocabularies.md   how the datasets' vocabularies differ and compare with GPT-2
                           (`bpe.analysis.vocabularies`; only when two datasets share a size)
     reports/figures/*.png
+    reports/manifest.json the runs they were generated from (name, status, merges sha256)
 
 Each report names the command that made it and lists the runs it used. Output is
 deterministic (sorted runs, fixed number formats, no generation time), so regenerating from
-unchanged runs changes no byte.
+unchanged runs changes no byte. Reports made from a different set of runs (e.g. the committed
+reports/ in a fresh clone with a handful of new runs) are not replaced unless `force=True`.
 
 What it does not do: run anything, or edit run directories.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -38,6 +41,10 @@ from bpe.trainers import TRAINERS
 logger = logging.getLogger(__name__)
 
 COMMAND = "bpe-report --all"
+#: Which runs the reports in a directory were generated from.
+MANIFEST = "manifest.json"
+#: Files whose presence means a directory holds generated reports.
+GENERATED = ("README.md", "trainers.md", "datasets.md", "vocabularies.md")
 #: The trainer the others are timed against in trainers.md (the default, and the fastest).
 REFERENCE = "heap"
 
@@ -140,15 +147,15 @@ def render_trainers(runs: pd.DataFrame, root: Path, out_dir: Path) -> str:
             )
             lines.append("")
         if group["vocab_size"].nunique() > 1:
-            fig = figures.time_vs_vocab(
-                group, out_dir / f"trainers_time_{dataset}.png", time_col="merge_seconds",
+            fig = out_dir / f"trainers_time_{dataset}.png"
+            figures.time_vs_vocab(
+                group, fig, time_col="merge_seconds",
                 title=f"Merge time vs vocab size ({dataset})",
             )  # fmt: skip
             lines += [f"![merge time on {dataset}](figures/{fig.name})", ""]
             if "naive" in trainers and len(trainers) > 1:
-                fig = figures.speedup_vs_vocab(
-                    group, out_dir / f"trainers_speedup_{dataset}.png", time_col="merge_seconds"
-                )
+                fig = out_dir / f"trainers_speedup_{dataset}.png"
+                figures.speedup_vs_vocab(group, fig, time_col="merge_seconds")
                 lines += [f"![speedup on {dataset}](figures/{fig.name})", ""]
     return "\n".join(lines).rstrip() + "\n"
 
@@ -220,7 +227,8 @@ def render_datasets(runs: pd.DataFrame, frame: pd.DataFrame, root: Path, out_dir
     lines.append("")
     if done["vocab_size"].nunique() > 1 and done["compression"].notna().any():
         gpt2 = reps.groupby("dataset")["gpt2_compression"].median().dropna().to_dict()
-        fig = figures.compression_vs_vocab(reps, out_dir / "datasets_compression.png", gpt2=gpt2)
+        fig = out_dir / "datasets_compression.png"
+        figures.compression_vs_vocab(reps, fig, gpt2=gpt2)
         lines += [f"![compression vs vocab size](figures/{fig.name})", ""]
 
     lines += ["## Longest tokens", ""]
@@ -270,8 +278,9 @@ def _merge_count_curves(reps: pd.DataFrame, out_dir: Path) -> list[str]:
             series[f"{dataset} (vocab {int(top['vocab_size'])})"] = counts
     if not series:
         return []
-    fig = figures.line(
-        series, out_dir / "datasets_merge_counts.png", xlabel="merge step k",
+    fig = out_dir / "datasets_merge_counts.png"
+    figures.line(
+        series, fig, xlabel="merge step k",
         ylabel="occurrences of the k-th merged pair", title="How frequent the k-th merge is",
         log_y=True,
     )  # fmt: skip
@@ -370,20 +379,76 @@ def render_index(
     return "\n".join(lines).rstrip() + "\n"
 
 
+def manifest(runs: pd.DataFrame, root: Path) -> dict:
+    """Which runs a set of reports comes from: each run's path, status and merges sha256.
+
+    `sha256` digests that list, so two manifests agree exactly when the runs do.
+    """
+    rows = [
+        {"run": _rel(r["run_dir"], root), "status": str(r["status"]),
+         "merges_sha256": r["merges_sha256"] if isinstance(r["merges_sha256"], str) else None}
+        for _, r in runs.iterrows()
+    ]  # fmt: skip
+    rows.sort(key=lambda row: row["run"])
+    digest = hashlib.sha256(json.dumps(rows, sort_keys=True).encode("utf-8")).hexdigest()
+    return {"command": COMMAND, "experiments_dir": root.name, "sha256": digest, "runs": rows}
+
+
+def check_overwrite(out: Path, new: dict) -> None:
+    """Refuse to replace reports in out that were generated from a different set of runs.
+
+    Raises:
+        ValueError: out holds generated reports whose manifest is missing or names other runs.
+    """
+    existing = [name for name in GENERATED if (out / name).is_file()]
+    if not existing:
+        return
+    try:
+        old = json.loads((out / MANIFEST).read_text("utf-8"))
+    except (OSError, ValueError):
+        old = None
+    if old is not None and old.get("sha256") == new["sha256"]:
+        return
+    if old is None:
+        what = f"without a readable {MANIFEST}, so from unknown runs"
+    else:
+        mine = {r["run"] for r in new["runs"]}
+        theirs = {r.get("run") for r in old.get("runs") or []}
+        added, gone = mine - theirs, theirs - mine
+        parts = [f"{len(added)} run(s) here that they leave out"] if added else []
+        parts += [f"{len(gone)} of theirs not here"] if gone else []
+        what = f"from {len(theirs)} other run(s) ({'; '.join(parts) or 'status or merges differ'})"
+    raise ValueError(
+        f"{str(out)!r} holds reports ({', '.join(existing)}) generated {what}, not from the "
+        f"{len(new['runs'])} run(s) found now; pass --force to replace them, or --out DIR to "
+        "write elsewhere"
+    )
+
+
 def write_all_reports(
-    experiments_dir: str | os.PathLike = "experiments", out_dir: str | os.PathLike = "reports"
+    experiments_dir: str | os.PathLike = "experiments",
+    out_dir: str | os.PathLike = "reports",
+    *,
+    force: bool = False,
 ) -> list[Path]:
     """Regenerate every report under out_dir from the runs in experiments_dir.
 
+    Args:
+        force: replace reports in out_dir even when they came from a different set of runs.
+
     Raises:
         FileNotFoundError: experiments_dir does not exist.
-        ValueError: it holds no runs at all (nothing to report).
+        ValueError: it holds no runs at all (nothing to report), or out_dir holds reports from
+            other runs and force is false.
     """
     root = Path(experiments_dir)
     frame, runs = load_tidy(
         root, hint="train some first, e.g. `bpe-train -m experiment=compare_trainers`"
     )
     out = Path(out_dir)
+    made_from = manifest(runs, root)
+    if not force:
+        check_overwrite(out, made_from)
     fig_dir = out / "figures"
     examples = example_runs(runs)
     vocabularies = write_vocabularies(pick_runs(runs), out, root=root, command=COMMAND)
@@ -396,6 +461,7 @@ def write_all_reports(
             out / "README.md",
             render_index(runs, frame, root, examples, vocabularies=vocabularies is not None),
         ),
+        _write(out / MANIFEST, json.dumps(made_from, indent=1) + "\n"),
     ]
     return written
 

@@ -30,14 +30,19 @@ logger = logging.getLogger(__name__)
 def sweep_command(runs: pd.DataFrame, frame: pd.DataFrame) -> str:
     """The `bpe-train -m` command that reproduces the sweep, rebuilt from the jobs' overrides.
 
+    The launcher's overrides (e.g. `hydra/launcher=joblib hydra.launcher.n_jobs=2`) come first.
+
     >>> jobs = pd.DataFrame({"metrics.run.overrides": [["trainer=naive", "vocab_size=300"],
     ...                                                ["trainer=heap", "vocab_size=300"]]})
     >>> sweep_command(jobs, jobs)
     'bpe-train -m trainer=naive,heap vocab_size=300'
+    >>> jobs["metrics.run.launcher.overrides"] = [["hydra/launcher=joblib"]] * 2
+    >>> sweep_command(jobs, jobs)
+    'bpe-train -m hydra/launcher=joblib trainer=naive,heap vocab_size=300'
     """
     values: dict[str, list[str]] = {}
-    column = "metrics.run.overrides"
-    for overrides in frame[column] if column in frame else []:
+    columns = [c for c in ("metrics.run.launcher.overrides", "metrics.run.overrides") if c in frame]
+    for overrides in (item for column in columns for item in frame[column]):
         for item in overrides if isinstance(overrides, list) else []:
             key, _, value = item.partition("=")
             if key in ("experiments_dir", "hydra.sweep.dir", "hydra.run.dir"):
@@ -150,6 +155,47 @@ def speed_sentences(runs: pd.DataFrame) -> list[str]:
     return sentences
 
 
+def launcher_note(frame: pd.DataFrame) -> tuple[bool, str]:
+    """Whether the jobs' timings overlapped, and the sentence SWEEP.md says about it.
+
+    >>> launcher_note(pd.DataFrame({"metrics.run.launcher.name": ["basic", "basic"],
+    ...                             "metrics.run.launcher.parallel_jobs": [1, 1]}))[1]
+    '*Timings are comparable: launcher basic ran the jobs one after another.*'
+    """
+    names = frame.get("metrics.run.launcher.name", pd.Series(dtype=object)).dropna()
+    if names.empty:
+        return False, (
+            "*Launcher not recorded (jobs from an older bpe-lab): timings are comparable only "
+            "if the jobs ran one after another, as Hydra's basic launcher runs them.*"
+        )
+    first = frame.loc[names.index[0]]
+    name = str(first["metrics.run.launcher.name"])
+    parallel = frame.get("metrics.run.launcher.parallel_jobs", pd.Series(dtype=float)).dropna()
+    at_once = int(parallel.max()) if not parallel.empty else None
+    if at_once == 1:
+        how = " (n_jobs=1)" if name == "joblib" else ""
+        return (
+            False,
+            f"*Timings are comparable: launcher {name}{how} ran the jobs one after another.*",
+        )
+    shared = (
+        "jobs ran on cluster nodes, at the same time and maybe on different machines"
+        if name == "submitit_slurm"
+        else "jobs shared the CPUs"
+    )
+    n_jobs = first.get("metrics.run.launcher.n_jobs")
+    n_jobs = n_jobs if pd.notna(n_jobs) else "n/a"
+    return True, (
+        f"> ⚠ **Timings are not comparable.** Launcher {name}: n_jobs={n_jobs}, up to "
+        f"{at_once if at_once is not None else 'an unknown number of'} jobs at once, "
+        f"{first.get('metrics.run.launcher.workers_per_job')} pre-tokenization worker(s) per "
+        f"job ({first.get('metrics.counts.start_method', 'n/a')}), so {shared} and the times "
+        "and speedups below (marked ⚠) are not like for like. To compare timings, "
+        "rerun without `hydra/launcher=...` (one job after another) or with "
+        "`hydra.launcher.n_jobs=1`."
+    )
+
+
 def _job_label(row: pd.Series, sweep_dir: Path) -> str:
     try:
         return Path(row["run_dir"]).relative_to(sweep_dir).as_posix()
@@ -193,6 +239,8 @@ def _figures(runs: pd.DataFrame, frame: pd.DataFrame, out_dir: Path) -> list[tup
 
 def render_sweep(sweep_dir: Path, frame: pd.DataFrame, runs: pd.DataFrame, fig_list) -> str:
     """SWEEP.md text for the jobs in runs (tidy) / frame (raw)."""
+    overlapped, launcher_line = launcher_note(frame)
+    warn = " ⚠" if overlapped else ""
     lines: list[str] = []
     add = lines.append
     status_counts = runs["status"].value_counts().to_dict()
@@ -222,19 +270,14 @@ def render_sweep(sweep_dir: Path, frame: pd.DataFrame, runs: pd.DataFrame, fig_l
             (r["merges_sha256"] or "")[:12] if isinstance(r["merges_sha256"], str) else "n/a",
             fmt(r["compression"], ".3f"),
         ])  # fmt: skip
-    add(table(rows, ["job", "dataset", "trainer", "vocab", "status", "merge s", "total s",
-                      "peak MB", "merges", "merges sha256", "bytes/token"]))  # fmt: skip
+    add(table(rows, ["job", "dataset", "trainer", "vocab", "status", f"merge s{warn}",
+                      f"total s{warn}", "peak MB", "merges", "merges sha256",
+                      "bytes/token"]))  # fmt: skip
+    add("")
+    add(launcher_line)
     add("")
     launched = frame.get("metrics.run.launcher.name", pd.Series(dtype=object)).dropna()
-    if (launched == "joblib").any():
-        first = frame.loc[launched.index[0]]
-        add(
-            f"*Launcher joblib: n_jobs={first.get('metrics.run.launcher.n_jobs')}, "
-            f"{first.get('metrics.run.launcher.workers_per_job')} pre-tokenization worker(s) per "
-            f"job ({first.get('metrics.counts.start_method', 'n/a')}), so jobs share the CPUs.*"
-        )
-        add("")
-    if runs["job_num"].notna().sum() > 1 and not (launched == "joblib").any():
+    if runs["job_num"].notna().sum() > 1 and not (launched != "basic").any():
         add(
             "*With Hydra's basic launcher the jobs run one after another in one process, so a "
             "later job's memory includes what earlier jobs left behind (imports, caches): "
@@ -267,7 +310,7 @@ def render_sweep(sweep_dir: Path, frame: pd.DataFrame, runs: pd.DataFrame, fig_l
         verdict = "identical merges" if same else "**DIFFERENT merges**"
         add(f"- {dataset} @ {vocab}: {', '.join(trainers)} produced {verdict}.")
     for sentence in speed_sentences(runs):
-        add(f"- {sentence}")
+        add(f"- {'⚠ (overlapped jobs) ' if overlapped else ''}{sentence}")
     done = complete(runs)
     if not done.empty and done["peak_mb"].notna().any():
         top = done.loc[done["peak_mb"].idxmax()]
@@ -284,6 +327,8 @@ def render_sweep(sweep_dir: Path, frame: pd.DataFrame, runs: pd.DataFrame, fig_l
         add("## Figures")
         add("")
         for title, path in fig_list:
+            if overlapped and path in ("figures/time_vs_vocab.png", "figures/speedup.png"):
+                title += " (⚠ overlapped jobs: timings not comparable)"
             add(f"![{title}]({path})")
             add("")
     return "\n".join(lines).rstrip() + "\n"

@@ -249,18 +249,23 @@ def corpus_metrics(
 
     throughput = None
     if own_docs:
-        ours = measure_throughput(tokenizer, own_docs, min_seconds=throughput_seconds)
-        throughput = {
-            "bytes_per_second": round(ours["bytes_per_second"], 1),
-            "first_pass_bytes_per_second": round(ours["first_pass_bytes_per_second"], 1),
-            "pile_hours": round(pile_projection(ours["bytes_per_second"])["hours"], 2),
-            "gpt2_bytes_per_second": None,
-            "gpt2_pile_hours": None,
-        }
+        ours = measure_throughput(tokenizer, own_docs, min_seconds=throughput_seconds, label="ours")
+        throughput = _throughput_keys(ours, prefix="")
+        throughput.update(dict.fromkeys(_throughput_keys(ours, prefix="gpt2_")))
         if gpt2:
-            base = measure_throughput(gpt2, own_docs, min_seconds=throughput_seconds)
-            throughput["gpt2_bytes_per_second"] = round(base["bytes_per_second"], 1)
-            throughput["gpt2_pile_hours"] = round(
-                pile_projection(base["bytes_per_second"])["hours"], 2
+            base = measure_throughput(
+                gpt2, own_docs, min_seconds=throughput_seconds, label="GPT-2 (same encoder)"
             )
+            throughput.update(_throughput_keys(base, prefix="gpt2_"))
     return {"compression": compression, "throughput": throughput}
+
+
+def _throughput_keys(measured: dict, *, prefix: str) -> dict:
+    """Warm and first-pass bytes/s and their Pile projections, as metrics.json stores them."""
+    warm, first = measured["bytes_per_second"], measured["first_pass_bytes_per_second"]
+    return {
+        f"{prefix}bytes_per_second": round(warm, 1),
+        f"{prefix}first_pass_bytes_per_second": round(first, 1),
+        f"{prefix}pile_hours": round(pile_projection(warm)["hours"], 2),
+        f"{prefix}first_pass_pile_hours": round(pile_projection(first)["hours"], 2),
+    }

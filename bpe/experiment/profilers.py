@@ -6,9 +6,10 @@ What it does:
       report `profile/cprofile.txt`, and `profile/summary.json` (top functions);
     * `scalene`: runs the stages in a child `scalene run -o profile/scalene.json <target> ---
       <args>` process (scalene must own the interpreter from the start: calling
-      `scalene_profiler.start()` under plain python exits the process, so we never do), then
-      reads the result back and writes `profile/summary.json` (top functions and lines by CPU,
-      with memory);
+      `scalene_profiler.start()` under plain python exits the process, so we never do), forwards
+      the child's log lines (stages, warnings) to this process's loggers as they come and its
+      progress bars to the log every few seconds, then reads the result back and writes
+      `profile/summary.json` (top functions and lines by CPU, with memory);
     * `none`: just runs the stages.
 
 What it does not do: render Markdown (ANALYSIS.md embeds `summary.json` at report time).
@@ -16,6 +17,7 @@ What it does not do: render Markdown (ANALYSIS.md embeds `summary.json` at repor
 
 from __future__ import annotations
 
+import codecs
 import cProfile
 import io
 import json
@@ -23,12 +25,15 @@ import logging
 import os
 import pickle
 import pstats
+import re
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from bpe._io import PROJECT_ROOT, atomic_write_text
 
@@ -93,20 +98,77 @@ def _short(filename: str) -> str:
     return p.name
 
 
+#: A log line of the child (see `bpe.experiment.scalene_target`): level, logger, message.
+_CHILD_LOG = re.compile(r"^bpe-child-log (\d+) ([\w.]+): (.*)$", re.DOTALL)
+#: How often a progress bar line of the child reaches the log (the last one always does).
+PROGRESS_LOG_SECONDS = 5.0
+
+
+def _pieces(stream: BinaryIO) -> Iterator[str]:
+    """Lines of a byte stream as they arrive, also split at carriage returns (tqdm redraws)."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    buf = ""
+    while chunk := stream.read1(4096):
+        buf += decoder.decode(chunk)
+        *done, buf = re.split(r"[\r\n]", buf)
+        yield from (piece for piece in done if piece.strip())
+    buf += decoder.decode(b"", final=True)
+    if buf.strip():
+        yield buf
+
+
+def forward_child_output(stream: BinaryIO, tail: list[str]) -> None:
+    """Send the child's output to our loggers as it comes; keep the last lines in `tail`.
+
+    Log lines keep their level and logger name; progress bars are logged at most every
+    `PROGRESS_LOG_SECONDS` (plus the last one); anything else (scalene's own messages) is
+    logged as is.
+    """
+    last_logged, pending = 0.0, None
+    for piece in _pieces(stream):
+        tail.append(piece)
+        del tail[:-15]
+        match = _CHILD_LOG.match(piece)
+        if match:
+            if pending is not None:  # the bar's final state before the next stage line
+                logger.info("child progress: %s", pending)
+                pending = None
+            level, name, message = match.groups()
+            logging.getLogger(name).log(int(level), "%s", message)
+        elif "|" in piece and "%" in piece:  # a tqdm bar
+            pending = piece.strip()
+            if time.monotonic() - last_logged >= PROGRESS_LOG_SECONDS:
+                logger.info("child progress: %s", pending)
+                last_logged, pending = time.monotonic(), None
+        else:
+            logger.info("scalene: %s", piece.strip())
+    if pending is not None:
+        logger.info("child progress: %s", pending)
+
+
 def run_scalene(
-    args: dict, out_dir: Path, *, top_n: int, cpu_only: bool = False, timeout: float = 3600
+    args: dict,
+    out_dir: Path,
+    *,
+    top_n: int,
+    cpu_only: bool = False,
+    timeout: float = 3600,
+    progress: bool = False,
 ) -> Any:
     """Run the training stages in a scalene-profiled child; return its TrainResult.
 
     args are keyword arguments of `bpe.training.train_bpe_detailed` (input_path, vocab_size,
-    special_tokens, trainer, num_workers).
+    special_tokens, trainer, num_workers). The child's stage lines reach this process's log as
+    they happen; `progress` also streams its progress bars (throttled) there.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     profile_json = out_dir / "scalene.json"
     with tempfile.TemporaryDirectory() as tmp:
         spec = Path(tmp) / "spec.json"
         result_path = Path(tmp) / "result.pickle"
-        spec.write_text(json.dumps({**args, "result_path": str(result_path)}), "utf-8")
+        spec.write_text(
+            json.dumps({**args, "progress": progress, "result_path": str(result_path)}), "utf-8"
+        )
         # --program-path: profile the whole package, not only the target's own directory.
         cmd = [sys.executable, "-m", "scalene", "run", "-o", str(profile_json),
                "--program-path", str(PROJECT_ROOT / "bpe")]  # fmt: skip
@@ -115,11 +177,28 @@ def run_scalene(
         cmd += [str(SCALENE_TARGET), "---", str(spec)]
         logger.info("profiling with scalene in a child process: %s", profile_json)
         env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-        if proc.returncode != 0 or not result_path.is_file():
-            tail = (proc.stderr or proc.stdout).strip().splitlines()[-15:]
+        tail: list[str] = []
+        # stdout and stderr in one pipe: scalene and the child both may write to either.
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+        reader = threading.Thread(
+            target=forward_child_output, args=(proc.stdout, tail), daemon=True
+        )
+        reader.start()
+        try:
+            returncode = proc.wait(timeout=timeout)
+        except BaseException:  # timeout, Ctrl-C, SIGTERM: the child must not outlive the run
+            proc.kill()
+            proc.wait()
+            raise
+        finally:
+            # subtle: a killed child's own workers may hold the pipe open for a moment; never
+            # wait on them forever (the daemon reader ends with the pipe or the process)
+            reader.join(timeout=30)
+            if not reader.is_alive():
+                proc.stdout.close()
+        if returncode != 0 or not result_path.is_file():
             detail = "\n".join(tail)
-            raise RuntimeError(f"scalene run failed (exit {proc.returncode}): {detail}")
+            raise RuntimeError(f"scalene run failed (exit {returncode}): {detail}")
         with open(result_path, "rb") as f:
             result = pickle.load(f)
     if not profile_json.is_file():

@@ -5,17 +5,22 @@ What it does: picks `<experiments_dir>/<YYYY-mm-dd_HH-MM-SS_ffffff>_<dataset>_<t
 resolved by moving to the next free microsecond), or takes the directory Hydra made, provided
 it holds nothing but what Hydra writes for a fresh job: a directory that already holds a run
 (`hydra.run.dir=X` given twice) is refused before anything in it changes, so two runs never mix.
+Points `<experiments_dir>/latest` at the newest complete run.
 
 What it does not do: write any artifact (see `bpe.experiment.metrics` and the runner).
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import errno
+import logging
 import os
 import shutil
 from pathlib import Path
+
+logger = logging.getLogger(__name__)
 
 TIMESTAMP_FORMAT = "%Y-%m-%d_%H-%M-%S_%f"
 
@@ -176,3 +181,37 @@ def preflight(overrides: list[str], *, min_free_bytes: int) -> None:
             f"at least {min_free_bytes // 1024} KB to start; free some space or pass another "
             "experiments_dir",
         )
+
+
+LATEST = "latest"
+
+
+def update_latest(experiments_dir: str | os.PathLike, run_dir: str | os.PathLike) -> Path | None:
+    """Point `<experiments_dir>/latest` at run_dir (a relative symlink, replaced atomically).
+
+    A failure (no symlink support, read-only directory) is logged and returns None: the link
+    is a convenience, never a reason to fail a run.
+
+    >>> import tempfile
+    >>> root = Path(tempfile.mkdtemp())
+    >>> (root / "run_a").mkdir()
+    >>> link = update_latest(root, root / "run_a")
+    >>> os.readlink(link), link.resolve() == (root / "run_a").resolve()
+    ('run_a', True)
+    """
+    root = Path(experiments_dir)
+    link = root / LATEST
+    tmp = root / f".{LATEST}.{os.getpid()}.tmp"
+    try:
+        target = os.path.relpath(Path(run_dir).resolve(), root.resolve())
+        if tmp.is_symlink():
+            tmp.unlink()
+        os.symlink(target, tmp, target_is_directory=True)
+        # subtle: rename over the old link, so readers see the old run or the new one, never none
+        os.replace(tmp, link)
+    except (OSError, ValueError) as err:  # ValueError: relpath across drives (Windows)
+        logger.warning("could not point %s at %s: %s", link, run_dir, err)
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        return None
+    return link

@@ -12,7 +12,7 @@ sampled from training through the report, status kept honest):
                 export mismatches (`bpe.experiment.evaluate`)
     report      the `report` writer the caller passes (the CLI passes ANALYSIS.md + figures),
                 then the final memory summary (report stage included) and status=complete,
-                in one atomic write, last
+                in one atomic write, last; `<experiments_dir>/latest` then points at the run
 
 Any exception, Ctrl-C or SIGTERM marks the run `failed` (with the stage and traceback) and is
 re-raised; artifacts are written atomically, so each one is either complete or absent, and a
@@ -41,14 +41,14 @@ from omegaconf import DictConfig, OmegaConf
 
 from bpe import datasets
 from bpe._io import atomic_write_text
-from bpe.chunks import fair_share
+from bpe.chunks import default_num_workers, fair_share
 from bpe.config import check_config
 from bpe.experiment import environment
 from bpe.experiment.evaluate import evaluate
 from bpe.experiment.memory import MemorySampler
 from bpe.experiment.metrics import MetricsFile
 from bpe.experiment.profilers import check_profiler, run_cprofile, run_scalene
-from bpe.experiment.rundir import check_fresh, check_writable, create_run_dir
+from bpe.experiment.rundir import check_fresh, check_writable, create_run_dir, update_latest
 from bpe.exports import save_exports
 from bpe.gpt2_format import save_tokenizer_files
 from bpe.init_from import check_parent, load_parent
@@ -126,18 +126,23 @@ def _hydra_output_dir() -> tuple[Path | None, list[str], dict]:
 
 
 def _launcher(cfg: DictConfig, *, log: bool = False) -> dict:
-    """The Hydra launcher, the jobs it runs at once and this job's workers (its fair CPU share).
+    """The Hydra launcher, how many jobs it runs at once, and this job's workers (its CPU share).
 
+    `name` is basic, joblib, submitit_local, submitit_slurm (or none outside Hydra);
+    `parallel_jobs` is how many jobs may run at the same time (1: one after another, so timings
+    are comparable; None: unknown); `overrides` are the launcher's own command-line overrides
+    (e.g. `hydra/launcher=joblib`), so a sweep's reproduce command keeps them.
     jobs x workers stays within the usable CPUs unless the user set both n_jobs and num_workers.
     """
     try:
-        from hydra.core.hydra_config import HydraConfig
-
         hc = HydraConfig.get()
         launcher, hydra_overrides = hc.launcher, list(hc.overrides.hydra)
-    except (ImportError, ValueError):
+    except ValueError:  # not running under @hydra.main
         launcher, hydra_overrides = {}, []
-    name = str(launcher.get("_target_", "none")).rsplit(".", 1)[-1].removesuffix("Launcher")
+    target = str(launcher.get("_target_", "none"))
+    name = target.rsplit(".", 1)[-1].removesuffix("Launcher").lower() or "none"
+    if "submitit" in target:
+        name = f"submitit_{name}"  # LocalLauncher / SlurmLauncher
     n_jobs = launcher.get("n_jobs")  # joblib only; the basic launcher runs one job at a time
     workers = cfg.num_workers
     if n_jobs is not None:
@@ -147,7 +152,23 @@ def _launcher(cfg: DictConfig, *, log: bool = False) -> dict:
                 logger.info("num_workers=%d lowered to %d: n_jobs=%s jobs share the CPUs",
                             workers, fair_share(n_jobs), n_jobs)  # fmt: skip
             workers = fair_share(n_jobs)
-    return {"name": name.lower() or "none", "n_jobs": n_jobs, "workers_per_job": workers}
+    if name in ("basic", "none"):
+        parallel: int | None = 1
+    elif n_jobs is not None:  # joblib: a negative n_jobs counts back from the CPU count
+        parallel = (
+            int(n_jobs) if int(n_jobs) > 0 else max(1, default_num_workers() + 1 + int(n_jobs))
+        )
+    else:  # submitit: the array parallelism bounds it, the cluster decides
+        parallel = launcher.get("array_parallelism")
+    return {
+        "name": name,
+        "n_jobs": n_jobs,
+        "workers_per_job": workers,
+        "parallel_jobs": parallel,
+        "overrides": [
+            o for o in hydra_overrides if o.startswith(("hydra/launcher=", "hydra.launcher."))
+        ],
+    }
 
 
 def _command(overrides: list[str]) -> str:
@@ -305,6 +326,7 @@ def run_experiment(cfg: DictConfig, *, report: ReportWriter | None) -> dict:
                 memory={**mem.summary(), "before_report": before_report["before_report"]}
             )
             metrics.complete()
+            update_latest(cfg.experiments_dir, run_dir)
             logger.info(
                 "run complete: %d merges, peak %.1f MB, %s",
                 result.num_merges,
@@ -378,6 +400,7 @@ def _train_stage(cfg: DictConfig, ds: datasets.Dataset, run_dir: Path) -> TrainR
             run_dir / "profile",
             top_n=int(cfg.profiler.top_n),
             cpu_only=bool(cfg.profiler.get("cpu_only", False)),
+            progress=bool(cfg.get("progress", False)),
         )
 
     def call() -> TrainResult:

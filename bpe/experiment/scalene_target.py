@@ -2,27 +2,39 @@
 
 Run as `scalene run -o OUT.json scalene_target.py --- SPEC.json`, where SPEC.json holds the
 keyword arguments of `train_bpe_detailed` plus `result_path`. Not meant to be run by hand.
+Log records go to stderr as `CHILD_LOG_PREFIX level logger: message` lines (and progress bars,
+when asked), which the parent forwards to its own log as they come.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import pickle
 import sys
 
 from bpe.training import train_bpe_detailed
+
+#: Marks a log line on the child's stderr (anything else there is progress or scalene output).
+CHILD_LOG_PREFIX = "bpe-child-log"
 
 
 def main(spec_path: str) -> None:
     with open(spec_path, encoding="utf-8") as f:
         spec = json.load(f)
     result_path = spec.pop("result_path")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(f"{CHILD_LOG_PREFIX} %(levelno)d %(name)s: %(message)s"))
+    pkg = logging.getLogger("bpe")
+    pkg.addHandler(handler)
+    pkg.setLevel(logging.INFO)
     result = train_bpe_detailed(
         spec["input_path"],
         spec["vocab_size"],
         spec["special_tokens"],
         trainer=spec["trainer"],
         num_workers=spec["num_workers"],
+        progress=bool(spec.get("progress", False)),
     )
     with open(result_path, "wb") as f:
         pickle.dump(result, f)
