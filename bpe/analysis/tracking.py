@@ -114,12 +114,15 @@ def run_record(run_dir: str | os.PathLike) -> RunRecord:
     run = metrics.get("run") or {}
     status = str(metrics.get("status") or "missing")
 
-    params = {k: _param(run[k]) for k in RUN_PARAMS if run.get(k) is not None}
+    # None is logged as "null": num_workers=null (every CPU) is a choice worth seeing
+    params = {k: _param(run[k]) for k in RUN_PARAMS if k in run}
+    if (metrics.get("counts") or {}).get("workers") is not None:
+        params["workers"] = _param(metrics["counts"]["workers"])  # what num_workers became
     for key in ("dataset", "trainer", "profiler"):  # a run that failed early: the config knows
         if key not in params and isinstance(config.get(key), Mapping) and config[key].get("name"):
             params[key] = _param(config[key]["name"])
     for key in ("vocab_size", "num_workers", "seed"):
-        if key not in params and config.get(key) is not None:
+        if key not in params and key in config:
             params[key] = _param(config[key])
     for key, value in (config.get("analysis") or {}).items():
         params[f"analysis.{key}"] = _param(value)
