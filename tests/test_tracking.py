@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bpe.analysis.tracking import log_run, run_record
+from bpe.analysis.tracking import run_record
 from tests.conftest import FIXTURES, ROOT
 
 mlflow = pytest.importorskip("mlflow")
@@ -83,18 +83,38 @@ def test_sweep_report_callback_still_runs_beside_mlflow(sweep):
     assert (sweep_dir / "SWEEP.md").is_file()
 
 
-def test_failed_run_is_logged_failed_and_run_dir_is_untouched(tmp_path):
+def test_failed_single_run_is_logged_failed(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "bpe.train", "hydra/callbacks=mlflow", "vocab_size=10",
+         f"experiments_dir={tmp_path}", *QUICK],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    (run,) = mlflow.search_runs(experiment_names=["bpe-lab"]).to_dict("records")
+    assert run["status"] == "FAILED"
+    assert run["tags.status"] == "failed" and "too small" in run["tags.error"]
+    assert run["params.vocab_size"] == "10"
+
+
+def test_cli_logs_an_existing_run_and_leaves_it_untouched(tmp_path):
     run_dir = tmp_path / "experiments" / FAILED_RUN.name
     shutil.copytree(FAILED_RUN, run_dir)
     before = _digests(run_dir)
     uri = f"sqlite:///{tmp_path / 'store.db'}"
-    run_id = log_run(run_dir, tracking_uri=uri, experiment_name="failures")
+    proc = subprocess.run(
+        [sys.executable, "-m", "bpe.analysis.tracking", str(run_dir), "--tracking-uri", uri,
+         "--experiment-name", "by-hand"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
     assert _digests(run_dir) == before, "the tracker only reads run directories"
-    run = mlflow.MlflowClient(tracking_uri=uri).get_run(run_id)
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    (run,) = client.search_runs([client.get_experiment_by_name("by-hand").experiment_id])
     assert run.info.status == "FAILED"
-    assert run.data.tags["status"] == "failed"
-    assert run.data.tags["error"]
+    assert run.data.tags["status"] == "failed" and run.data.tags["error"]
     assert run.data.params["trainer"] == "heap"
+    assert run.info.artifact_uri.startswith((tmp_path / "mlruns").as_uri()), "beside the store"
 
 
 def test_run_record_reads_a_run_directory_without_mlflow():

@@ -4,8 +4,9 @@ What it does: `run_record(run_dir)` turns a run directory (`metrics.json`, `envi
 `.hydra/config.yaml`) into the params, metrics, tags and artifact files an experiment tracker
 shows; `log_run(run_dir, ...)` sends one record to MLflow (by default a local SQLite store
 `<experiments_dir>/mlflow.db` with artifacts under `<experiments_dir>/mlruns/`);
-`MlflowCallback` does it from Hydra when each job ends (`bpe-train hydra/callbacks=mlflow`).
-A run whose metrics say anything but `complete` is logged with MLflow status FAILED.
+`MlflowCallback` does it from Hydra when each job ends (`bpe-train hydra/callbacks=mlflow`),
+and `python -m bpe.analysis.tracking RUN_DIR...` for runs made without it. A run whose metrics
+say anything but `complete` is logged with MLflow status FAILED.
 
 What it does not do: change a run directory (it only reads), or make anything else depend on
 MLflow: run directories stay the source of truth, `bpe-report` never imports this module, and
@@ -14,9 +15,12 @@ MLflow: run directories stay the source of truth, `bpe-report` never imports thi
 
 from __future__ import annotations
 
+import argparse
+import atexit
 import json
 import logging
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -295,9 +299,28 @@ class MlflowCallback(Callback):
             "artifact_location": artifact_location,
             "artifacts": artifacts,
         }
+        self._pending = None  # the config of a job that started and has not ended
+        self._hooked = False
         _import_mlflow()  # a missing extra fails at startup, not after the first run
 
+    def on_job_start(self, config, **kwargs) -> None:  # noqa: ARG002
+        # subtle: a single run that fails exits (status 1) inside the job, so Hydra never calls
+        # on_job_end; the exit hook logs that run (as FAILED) instead.
+        self._pending = config
+        if not self._hooked:
+            atexit.register(self._log_pending)
+            self._hooked = True
+
     def on_job_end(self, config, job_return=None, **kwargs) -> None:  # noqa: ARG002
+        self._pending = None
+        self._log(config)
+
+    def _log_pending(self) -> None:
+        config, self._pending = self._pending, None
+        if config is not None:
+            self._log(config)
+
+    def _log(self, config) -> None:
         run_dir = Path(str(config.hydra.runtime.output_dir))
         options = dict(self.options)
         if options["tracking_uri"] is None and not os.environ.get("MLFLOW_TRACKING_URI"):
@@ -306,3 +329,28 @@ class MlflowCallback(Callback):
             log_run(run_dir, **options)
         except Exception as err:  # noqa: BLE001 - tracking must never fail a run or a sweep
             logger.error("could not log %s to MLflow: %s", run_dir, err)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m bpe.analysis.tracking RUN_DIR...`: log existing run directories to MLflow."""
+    parser = argparse.ArgumentParser(description=main.__doc__.split(": ", 1)[1])
+    parser.add_argument("run_dirs", nargs="+", type=Path)
+    parser.add_argument(
+        "--tracking-uri",
+        default=None,
+        help="default: $MLFLOW_TRACKING_URI, else <experiments_dir>/mlflow.db",
+    )
+    parser.add_argument("--experiment-name", default=DEFAULT_EXPERIMENT)
+    parser.add_argument("--no-artifacts", dest="artifacts", action="store_false")
+    args = parser.parse_args(argv)  # fmt: skip
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+    for run_dir in args.run_dirs:
+        log_run(
+            run_dir, tracking_uri=args.tracking_uri, experiment_name=args.experiment_name,
+            artifacts=args.artifacts,
+        )  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
