@@ -5,6 +5,7 @@ queried back with `mlflow.search_runs`; failed runs logged as FAILED; run direct
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 import sys
@@ -24,6 +25,18 @@ QUICK = [
 FAILED_RUN = FIXTURES / "experiments" / "2026-11-22_14-53-29_151839_tinystories_sample_heap_v10"
 
 
+def _env() -> dict[str, str]:
+    """This environment without MLFLOW_TRACKING_URI, so each run finds its default store."""
+    return {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+
+
+def _search_runs(monkeypatch, uri: str, **kwargs):
+    # through the environment, not mlflow.set_tracking_uri: that one also exports the variable,
+    # which would send every later subprocess's runs into this store
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    return mlflow.search_runs(experiment_names=["bpe-lab"], **kwargs)
+
+
 def _digests(directory: Path) -> dict[str, str]:
     return {
         p.relative_to(directory).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
@@ -39,17 +52,16 @@ def sweep(tmp_path_factory) -> Path:
     proc = subprocess.run(
         [sys.executable, "-m", "bpe.train", "-m", "hydra/callbacks=mlflow",
          "trainer=indexed,heap", "vocab_size=300", f"experiments_dir={experiments}", *QUICK],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
+        cwd=ROOT, capture_output=True, text=True, timeout=600, env=_env(),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return experiments
 
 
-def test_sweep_is_logged_and_queried_back(sweep):
+def test_sweep_is_logged_and_queried_back(sweep, monkeypatch):
     store = sweep / "mlflow.db"
     assert store.is_file(), "the default store is experiments_dir/mlflow.db"
-    mlflow.set_tracking_uri(f"sqlite:///{store}")
-    runs = mlflow.search_runs(experiment_names=["bpe-lab"], order_by=["params.trainer ASC"])
+    runs = _search_runs(monkeypatch, f"sqlite:///{store}", order_by=["params.trainer ASC"])
     assert list(runs["params.trainer"]) == ["heap", "indexed"]
     assert set(runs["status"]) == {"FINISHED"}
     assert set(runs["params.dataset"]) == {"tinystories_sample"}
@@ -83,15 +95,15 @@ def test_sweep_report_callback_still_runs_beside_mlflow(sweep):
     assert (sweep_dir / "SWEEP.md").is_file()
 
 
-def test_failed_single_run_is_logged_failed(tmp_path):
+def test_failed_single_run_is_logged_failed(tmp_path, monkeypatch):
     proc = subprocess.run(
         [sys.executable, "-m", "bpe.train", "hydra/callbacks=mlflow", "vocab_size=10",
          f"experiments_dir={tmp_path}", *QUICK],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
+        cwd=ROOT, capture_output=True, text=True, timeout=600, env=_env(),
     )  # fmt: skip
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
-    (run,) = mlflow.search_runs(experiment_names=["bpe-lab"]).to_dict("records")
+    runs = _search_runs(monkeypatch, f"sqlite:///{tmp_path / 'mlflow.db'}")
+    (run,) = runs.to_dict("records")
     assert run["status"] == "FAILED"
     assert run["tags.status"] == "failed" and "too small" in run["tags.error"]
     assert run["params.vocab_size"] == "10"
@@ -105,7 +117,7 @@ def test_cli_logs_an_existing_run_and_leaves_it_untouched(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "bpe.analysis.tracking", str(run_dir), "--tracking-uri", uri,
          "--experiment-name", "by-hand"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        cwd=ROOT, capture_output=True, text=True, timeout=300, env=_env(),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert _digests(run_dir) == before, "the tracker only reads run directories"
