@@ -280,7 +280,7 @@ except ImportError:  # pragma: no cover - hydra is a dependency
 class MlflowCallback(Callback):
     """Hydra callback: log each job's run directory to MLflow when the job ends (never raises).
 
-    Selected with `hydra/callbacks=mlflow` (conf/hydra/callbacks/mlflow.yaml); the options are
+    Selected with `hydra/callbacks=mlflow` (bpe/conf/hydra/callbacks/mlflow.yaml); the options are
     those of `log_run`. A null tracking_uri uses `$MLFLOW_TRACKING_URI` or, failing that,
     `<experiments_dir>/mlflow.db`.
     """
