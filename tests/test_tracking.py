@@ -96,17 +96,19 @@ def test_sweep_report_callback_still_runs_beside_mlflow(sweep):
 
 
 def test_failed_single_run_is_logged_failed(tmp_path, monkeypatch):
+    bad = tmp_path / "bad.txt"  # config-valid, so the run starts, then fails in training
+    bad.write_bytes(b"hello \xff\xfe world<|endoftext|>\n")
     proc = subprocess.run(
-        [sys.executable, "-m", "bpe.train", "hydra/callbacks=mlflow", "vocab_size=10",
-         f"experiments_dir={tmp_path}", *QUICK],
+        [sys.executable, "-m", "bpe.train", "hydra/callbacks=mlflow", "vocab_size=300",
+         f"experiments_dir={tmp_path}", *QUICK, f"dataset.path={bad}"],
         cwd=ROOT, capture_output=True, text=True, timeout=600, env=_env(),
     )  # fmt: skip
     assert proc.returncode == 1, proc.stdout + proc.stderr
     runs = _search_runs(monkeypatch, f"sqlite:///{tmp_path / 'mlflow.db'}")
     (run,) = runs.to_dict("records")
     assert run["status"] == "FAILED"
-    assert run["tags.status"] == "failed" and "too small" in run["tags.error"]
-    assert run["params.vocab_size"] == "10"
+    assert run["tags.status"] == "failed" and "not valid UTF-8" in run["tags.error"]
+    assert run["params.vocab_size"] == "300"
 
 
 def test_cli_logs_an_existing_run_and_leaves_it_untouched(tmp_path):
