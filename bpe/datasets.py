@@ -175,7 +175,8 @@ def _check_file(path: Path, ds: Dataset, what: str) -> None:
     elif ds.download:
         hint = (
             f"download it with `python scripts/download_data.py {ds.download}` "
-            "(needs network access), or point dataset.path at your copy"
+            "(from the Hugging Face Hub, or a mirror named by HF_ENDPOINT), "
+            "or point dataset.path at your copy"
         )
     else:
         hint = (

@@ -285,21 +285,6 @@ def test_cli_failure_exits_nonzero_and_marks_failed(tmp_path):
     assert "Traceback" not in proc.stdout + proc.stderr and "ERROR" not in proc.stdout
 
 
-def test_download_script_fails_clearly_offline(tmp_path, monkeypatch):
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import download_data
-    finally:
-        sys.path.pop(0)
-
-    def refuse(*args, **kwargs):
-        raise OSError("Name or service not known")
-
-    monkeypatch.setattr(download_data.urllib.request, "urlopen", refuse)
-    assert download_data.main(["owt", "--dest", str(tmp_path), "--timeout", "1"]) == 2
-    assert not any(tmp_path.iterdir())
-
-
 def test_parallel_pretokenization_inside_a_run(tmp_path):
     """Workers started while the memory sampler thread runs (no fork-with-threads hang)."""
     cfg = make_cfg(tmp_path, "dataset=owt_sample", "num_workers=2", "vocab_size=300")

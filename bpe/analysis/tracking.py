@@ -1,0 +1,356 @@
+"""MLflow view of finished runs: params, metrics, tags and artifacts read from run directories.
+
+What it does: `run_record(run_dir)` turns a run directory (`metrics.json`, `environment.json`,
+`.hydra/config.yaml`) into the params, metrics, tags and artifact files an experiment tracker
+shows; `log_run(run_dir, ...)` sends one record to MLflow (by default a local SQLite store
+`<experiments_dir>/mlflow.db` with artifacts under `<experiments_dir>/mlruns/`);
+`MlflowCallback` does it from Hydra when each job ends (`bpe-train hydra/callbacks=mlflow`),
+and `python -m bpe.analysis.tracking RUN_DIR...` for runs made without it. A run whose metrics
+say anything but `complete` is logged with MLflow status FAILED.
+
+What it does not do: change a run directory (it only reads), or make anything else depend on
+MLflow: run directories stay the source of truth, `bpe-report` never imports this module, and
+`mlflow` (the `mlflow` extra) is imported only when a run is actually logged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import json
+import logging
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_EXPERIMENT = "bpe-lab"
+STORE_NAME = "mlflow.db"  # under experiments_dir
+ARTIFACTS_NAME = "mlruns"  # under experiments_dir
+
+# Sections of metrics.json whose numeric leaves become MLflow metrics.
+METRIC_SECTIONS = ("timings", "memory", "counts", "compression", "throughput", "token_kinds",
+                   "tiktoken", "leading_space_share", "learned_tokens")  # fmt: skip
+# Keys of metrics.json's "run" section logged as params (what a run was asked to do).
+RUN_PARAMS = ("dataset", "trainer", "vocab_size", "profiler", "num_workers", "seed",
+              "special_tokens", "input_path", "command")  # fmt: skip
+# The tokenizer files of a run directory, logged under the artifact path "tokenizer/".
+TOKENIZER_FILES = ("vocab.json", "merges.txt", "tokenizer.json", "tokenizer_config.json",
+                   "special_tokens_map.json", "tokenizer.tiktoken")  # fmt: skip
+RECORD_FILES = ("ANALYSIS.md", "metrics.json", "environment.json", "train.log")
+PARAM_LIMIT = 6000  # MLflow rejects longer param values
+
+
+@dataclass
+class RunRecord:
+    """What the tracker shows of one run directory (plain data: no MLflow types)."""
+
+    run_dir: Path
+    name: str
+    status: str  # "FINISHED" or "FAILED" (MLflow's words)
+    params: dict[str, str] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
+    artifacts: list[tuple[Path, str | None]] = field(default_factory=list)  # (file, folder)
+    start_ms: int | None = None
+    end_ms: int | None = None
+
+
+def flatten_numbers(data: Any, prefix: str = "") -> dict[str, float]:
+    """Numeric leaves of nested dicts as `a.b.c` -> float (booleans and lists are skipped).
+
+    >>> flatten_numbers({"timings": {"merge": 0.5, "total": 1}, "ok": True, "xs": [1]})
+    {'timings.merge': 0.5, 'timings.total': 1.0}
+    """
+    out: dict[str, float] = {}
+    if isinstance(data, Mapping):
+        for key, value in data.items():
+            out.update(flatten_numbers(value, f"{prefix}{key}."))
+    elif isinstance(data, int | float) and not isinstance(data, bool):
+        out[prefix.rstrip(".")] = float(data)
+    return out
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError) as err:
+        logger.warning("cannot read %s (%s): logging the run without it", path, err)
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _millis(stamp: object) -> int | None:
+    try:
+        return int(datetime.fromisoformat(str(stamp)).timestamp() * 1000)
+    except ValueError:
+        return None
+
+
+def _param(value: object) -> str:
+    text = value if isinstance(value, str) else json.dumps(value)
+    return text[:PARAM_LIMIT]
+
+
+def run_record(run_dir: str | os.PathLike) -> RunRecord:
+    """Read a run directory into a RunRecord (never writes to it).
+
+    Raises:
+        FileNotFoundError: run_dir is not a directory.
+    """
+    run_dir = Path(run_dir).resolve()
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f"run directory {str(run_dir)!r} does not exist")
+    has_metrics = (run_dir / "metrics.json").is_file()
+    metrics = _read_json(run_dir / "metrics.json") if has_metrics else {}
+    env_path = run_dir / "environment.json"
+    env = _read_json(env_path) if env_path.is_file() else {}
+    config_path = run_dir / ".hydra" / "config.yaml"
+    config = yaml.safe_load(config_path.read_text("utf-8")) if config_path.is_file() else {}
+    config = config if isinstance(config, dict) else {}
+    run = metrics.get("run") or {}
+    status = str(metrics.get("status") or "missing")
+
+    # None is logged as "null": num_workers=null (every CPU) is a choice worth seeing
+    params = {k: _param(run[k]) for k in RUN_PARAMS if k in run}
+    if (metrics.get("counts") or {}).get("workers") is not None:
+        params["workers"] = _param(metrics["counts"]["workers"])  # what num_workers became
+    for key in ("dataset", "trainer", "profiler"):  # a run that failed early: the config knows
+        if key not in params and isinstance(config.get(key), Mapping) and config[key].get("name"):
+            params[key] = _param(config[key]["name"])
+    for key in ("vocab_size", "num_workers", "seed"):
+        if key not in params and key in config:
+            params[key] = _param(config[key])
+    for key, value in (config.get("analysis") or {}).items():
+        params[f"analysis.{key}"] = _param(value)
+    for key, value in (metrics.get("launcher") or {}).items():
+        if value is not None:
+            params[f"launcher.{key}"] = _param(value)
+
+    numbers: dict[str, float] = {}
+    for section in METRIC_SECTIONS:
+        if section in metrics:
+            numbers.update(flatten_numbers({section: metrics[section]}))
+
+    git = env.get("git") or {}
+    tags = {
+        "dataset": params.get("dataset"),
+        "trainer": params.get("trainer"),
+        "git_sha": git.get("sha"),
+        "git_dirty": git.get("dirty"),
+        "run_dir": str(run_dir),
+        "status": status,
+        "profiled": metrics.get("profiled"),
+        "stopped_early": metrics.get("stopped_early"),
+        "merges_sha256": metrics.get("merges_sha256"),
+        "sweep_dir": run.get("sweep_dir"),
+        "job_num": run.get("job_num"),
+        "error": (metrics.get("error") or {}).get("message"),
+    }
+    if not has_metrics:
+        tags["error"] = "no metrics.json: the run stopped before it started"
+    tags = {k: str(v).lower() if isinstance(v, bool) else str(v)
+            for k, v in tags.items() if v is not None}  # fmt: skip
+
+    artifacts: list[tuple[Path, str | None]] = [
+        (run_dir / name, None) for name in RECORD_FILES if (run_dir / name).is_file()
+    ]
+    artifacts += [(p, "figures") for p in sorted((run_dir / "figures").glob("*")) if p.is_file()]
+    artifacts += [
+        (run_dir / name, "tokenizer") for name in TOKENIZER_FILES if (run_dir / name).is_file()
+    ]
+    return RunRecord(
+        run_dir=run_dir,
+        name=str(run.get("name") or run_dir.name),
+        status="FINISHED" if status == "complete" else "FAILED",
+        params=params,
+        metrics=numbers,
+        tags=tags,
+        artifacts=artifacts,
+        start_ms=_millis(metrics.get("started_at")),
+        end_ms=_millis(metrics.get("finished_at")),
+    )
+
+
+def default_tracking_uri(experiments_dir: str | os.PathLike) -> str:
+    """The local SQLite store under experiments_dir, as an MLflow tracking URI.
+
+    >>> default_tracking_uri("/tmp/exp")
+    'sqlite:////tmp/exp/mlflow.db'
+    """
+    return f"sqlite:///{Path(experiments_dir).resolve() / STORE_NAME}"
+
+
+def _import_mlflow():
+    try:
+        import mlflow  # the optional `mlflow` extra
+    except ImportError as err:
+        raise ImportError(
+            "logging runs to MLflow needs the mlflow extra: pip install -e '.[mlflow]' "
+            "(or drop hydra/callbacks=mlflow)"
+        ) from err
+    return mlflow
+
+
+def _experiment_id(client, name: str, artifact_location: str | None) -> str:
+    found = client.get_experiment_by_name(name)
+    if found is not None:
+        return found.experiment_id
+    try:
+        return client.create_experiment(name, artifact_location=artifact_location)
+    except Exception:  # noqa: BLE001 - a parallel job created it first
+        found = client.get_experiment_by_name(name)
+        if found is None:
+            raise
+        return found.experiment_id
+
+
+def log_run(
+    run_dir: str | os.PathLike,
+    *,
+    tracking_uri: str | None = None,
+    experiment_name: str = DEFAULT_EXPERIMENT,
+    artifact_location: str | os.PathLike | None = None,
+    artifacts: bool = True,
+) -> str:
+    """Log one run directory to MLflow; returns the MLflow run id.
+
+    Args:
+        run_dir: a run directory written by `bpe-train`.
+        tracking_uri: where to log; None uses `$MLFLOW_TRACKING_URI` if set, else the SQLite
+            store `mlflow.db` in the run directory's experiments directory.
+        experiment_name: the MLflow experiment (created on first use).
+        artifact_location: where a newly created experiment stores artifacts; None puts them
+            in `mlruns/` beside the SQLite store (ignored for an existing experiment).
+        artifacts: also upload ANALYSIS.md, metrics, logs, figures and tokenizer files.
+    """
+    record = run_record(run_dir)
+    mlflow = _import_mlflow()
+    from mlflow.entities import Metric, Param, RunTag
+
+    home = _experiments_home(record.run_dir)
+    uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri(home)
+    if artifact_location is None and uri.startswith("sqlite:///"):
+        store = Path(uri.removeprefix("sqlite:///"))
+        artifact_location = (store.parent / ARTIFACTS_NAME).resolve().as_uri()
+    elif artifact_location is not None and "://" not in str(artifact_location):
+        artifact_location = Path(artifact_location).resolve().as_uri()
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    experiment_id = _experiment_id(client, experiment_name, artifact_location)
+    run = client.create_run(
+        experiment_id, start_time=record.start_ms, tags=record.tags, run_name=record.name
+    )
+    run_id = run.info.run_id
+    stamp = record.end_ms or record.start_ms or 0
+    client.log_batch(
+        run_id,
+        metrics=[Metric(k, v, stamp, 0) for k, v in sorted(record.metrics.items())],
+        params=[Param(k, v) for k, v in sorted(record.params.items())],
+        tags=[RunTag(k, v) for k, v in sorted(record.tags.items())],
+    )
+    if artifacts:
+        for path, folder in record.artifacts:
+            client.log_artifact(run_id, str(path), folder)
+    client.set_terminated(run_id, status=record.status, end_time=record.end_ms)
+    logger.info("logged %s to MLflow %s (run %s, %s)", record.name, uri, run_id, record.status)
+    return run_id
+
+
+def _experiments_home(run_dir: Path) -> Path:
+    """The experiments directory a run directory belongs to (sweep jobs sit two levels lower)."""
+    parent = run_dir.parent
+    if parent.parent.name == "sweeps":
+        return parent.parent.parent
+    return parent
+
+
+try:
+    from hydra.experimental.callback import Callback
+except ImportError:  # pragma: no cover - hydra is a dependency
+    Callback = object  # type: ignore[assignment,misc]
+
+
+class MlflowCallback(Callback):
+    """Hydra callback: log each job's run directory to MLflow when the job ends (never raises).
+
+    Selected with `hydra/callbacks=mlflow` (bpe/conf/hydra/callbacks/mlflow.yaml); the options are
+    those of `log_run`. A null tracking_uri uses `$MLFLOW_TRACKING_URI` or, failing that,
+    `<experiments_dir>/mlflow.db`.
+    """
+
+    def __init__(
+        self,
+        *,
+        tracking_uri: str | None = None,
+        experiment_name: str = DEFAULT_EXPERIMENT,
+        artifact_location: str | None = None,
+        artifacts: bool = True,
+    ) -> None:
+        self.options = {
+            "tracking_uri": tracking_uri,
+            "experiment_name": experiment_name,
+            "artifact_location": artifact_location,
+            "artifacts": artifacts,
+        }
+        self._pending = None  # the config of a job that started and has not ended
+        self._hooked = False
+        _import_mlflow()  # a missing extra fails at startup, not after the first run
+
+    def on_job_start(self, config, **kwargs) -> None:  # noqa: ARG002
+        # subtle: a single run that fails exits (status 1) inside the job, so Hydra never calls
+        # on_job_end; the exit hook logs that run (as FAILED) instead.
+        self._pending = config
+        if not self._hooked:
+            atexit.register(self._log_pending)
+            self._hooked = True
+
+    def on_job_end(self, config, job_return=None, **kwargs) -> None:  # noqa: ARG002
+        self._pending = None
+        self._log(config)
+
+    def _log_pending(self) -> None:
+        config, self._pending = self._pending, None
+        if config is not None:
+            self._log(config)
+
+    def _log(self, config) -> None:
+        run_dir = Path(str(config.hydra.runtime.output_dir))
+        options = dict(self.options)
+        if options["tracking_uri"] is None and not os.environ.get("MLFLOW_TRACKING_URI"):
+            options["tracking_uri"] = default_tracking_uri(config.experiments_dir)
+        try:
+            log_run(run_dir, **options)
+        except Exception as err:  # noqa: BLE001 - tracking must never fail a run or a sweep
+            logger.error("could not log %s to MLflow: %s", run_dir, err)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m bpe.analysis.tracking RUN_DIR...`: log existing run directories to MLflow."""
+    parser = argparse.ArgumentParser(description=main.__doc__.split(": ", 1)[1])
+    parser.add_argument("run_dirs", nargs="+", type=Path)
+    parser.add_argument(
+        "--tracking-uri",
+        default=None,
+        help="default: $MLFLOW_TRACKING_URI, else <experiments_dir>/mlflow.db",
+    )
+    parser.add_argument("--experiment-name", default=DEFAULT_EXPERIMENT)
+    parser.add_argument("--no-artifacts", dest="artifacts", action="store_false")
+    args = parser.parse_args(argv)  # fmt: skip
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+    for run_dir in args.run_dirs:
+        log_run(
+            run_dir, tracking_uri=args.tracking_uri, experiment_name=args.experiment_name,
+            artifacts=args.artifacts,
+        )  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
