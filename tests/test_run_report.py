@@ -87,7 +87,7 @@ def test_token_kinds_and_longest_tokens():
     assert token_kind(b" hello") == "word" and token_kind(b"----") == "punctuation"
     vocab = {0: b"<|endoftext|>", **{1 + b: bytes([b]) for b in range(256)}}
     vocab.update({257: b" the", 258: b"======", 259: b"\xe2\x80"})
-    out = vocab_metrics(vocab, ["<|endoftext|>"], num_bytes_tokens=256, top_k=2)
+    out = vocab_metrics(vocab, ["<|endoftext|>"], top_k=2)
     assert [t["id"] for t in out["longest_tokens"]] == [258, 257]
     assert out["longest_tokens"][1]["gpt2"] == "Ġthe"
     assert out["token_kinds"]["word"] == pytest.approx(1 / 3, abs=1e-3)

@@ -72,7 +72,6 @@ def evaluate(result: TrainResult, ds: Dataset, analysis: Mapping) -> dict:
     out = vocab_metrics(
         result.vocab,
         result.special_tokens,
-        num_bytes_tokens=256,
         top_k=int(analysis.get("longest_tokens", 20)),
     )
     tokenizer = Tokenizer(
@@ -137,23 +136,29 @@ def parent_comparison(
     return {"new_tokens": len(result.vocab) - first_new, "heldout": heldout}
 
 
-def vocab_metrics(
-    vocab: dict[int, bytes], special_tokens: Sequence[str], *, num_bytes_tokens: int, top_k: int
-) -> dict:
+def vocab_metrics(vocab: dict[int, bytes], special_tokens: Sequence[str], *, top_k: int) -> dict:
     """Longest tokens, token length histogram and token kinds of the learned (merged) tokens.
 
+    Learned tokens are told apart by their bytes, not their ids (a merge always yields two bytes
+    or more; special tokens are excluded), so a vocab laid out as GPT-2's (bytes 0..255, merges,
+    then `<|endoftext|>` at 50256) counts the same way as ours (specials first).
+
     >>> vocab = {i: bytes([i]) for i in range(256)} | {256: b"a" * 100}
-    >>> top = vocab_metrics(vocab, [], num_bytes_tokens=256, top_k=1)["longest_tokens"][0]
+    >>> top = vocab_metrics(vocab, [], top_k=1)["longest_tokens"][0]
     >>> top["bytes"], len(top["text"]), top["clipped"], top["kind"]
     (100, 64, True, 'word')
+    >>> gpt2_like = {i: bytes([i]) for i in range(256)} | {256: b"ab", 257: b"<|endoftext|>"}
+    >>> vocab_metrics(gpt2_like, ["<|endoftext|>"], top_k=1)["learned_tokens"]
+    1
     """
-    first_learned = len(special_tokens) + num_bytes_tokens
-    learned = {i: t for i, t in vocab.items() if i >= first_learned}
+    specials = {t.encode("utf-8") for t in special_tokens}
+    ordinary = {i: t for i, t in vocab.items() if t not in specials}
+    learned = {i: t for i, t in ordinary.items() if len(t) > 1}
     kind_of = {i: token_kind(t) for i, t in learned.items()}
     ordered = sorted(learned, key=lambda i: (-len(learned[i]), i))[:top_k]
     longest = [{"id": i, "bytes": len(learned[i]), "kind": kind_of[i], **preview(learned[i])}
                for i in ordered]  # fmt: skip
-    lengths = Counter(len(t) for i, t in vocab.items() if i >= len(special_tokens))
+    lengths = Counter(len(t) for t in ordinary.values())
     kinds = Counter(kind_of.values())
     total = max(len(learned), 1)
     leading_space = sum(1 for t in learned.values() if t.startswith(b" "))
