@@ -138,7 +138,10 @@ PIECES = ["<|a|>", "<|a|><|a|>", EOT, "<|", "|>", " ", "  ", "\n", "'s", "'ll", 
     parts=st.lists(
         st.one_of(
             st.sampled_from(PIECES),
-            st.text(st.characters(blacklist_categories=("Cs",)), max_size=12),
+            # subtle: unassigned code points (Cn) are left out: the regex engines of `regex`
+            # and of HF tokenizers follow different Unicode versions there (U+3D000 became a
+            # letter in one and not the other), which says nothing about our export.
+            st.text(st.characters(exclude_categories=("Cs", "Cn")), max_size=12),
         ),
         max_size=12,
     )
