@@ -63,17 +63,35 @@ def heldout_files(ds: Dataset) -> dict[str, Path]:
     return out
 
 
-def dataset_lineage(ds: Dataset) -> dict:
+def dataset_lineage(
+    ds: Dataset, *, input_sha256: str | None = None, input_seconds: float | None = None
+) -> dict:
     """sha256 of a dataset's training file and of the held-out files a run is measured on.
 
+    Args:
+        ds: the run's dataset.
+        input_sha256: the training file's sha256 when training already hashed it (the pretoken
+            cache key needs it): the file is then not read a second time.
+        input_seconds: how long that hash took (recorded as the input's `seconds`).
+
     Returns:
-        `{"input": {path, bytes, sha256, seconds}, "heldout": {dataset name: {path, bytes,
-        sha256}}}`; the held-out files are the dataset's own and its `other` dataset's (missing
-        ones are left out, with a log line).
+        `{"input": {path, bytes, sha256, seconds, hashed_by}, "heldout": {dataset name: {path,
+        bytes, sha256}}}`; `hashed_by` is "training" when the hash was passed in, "lineage"
+        when it was computed here; the held-out files are the dataset's own and its `other`
+        dataset's (missing ones are left out, with a log line).
     """
     t0 = time.perf_counter()
-    source = file_identity(ds.path)
-    source["seconds"] = round(time.perf_counter() - t0, 6)
+    if input_sha256 is None:
+        source = file_identity(ds.path)
+        source["seconds"] = round(time.perf_counter() - t0, 6)
+        source["hashed_by"] = "lineage"
+    else:
+        p = Path(ds.path)
+        if not p.is_file():
+            raise FileNotFoundError(f"{str(p)!r} is not a file; check the path")
+        source = {"path": str(p), "bytes": p.stat().st_size, "sha256": input_sha256}
+        source["seconds"] = None if input_seconds is None else round(input_seconds, 6)
+        source["hashed_by"] = "training"
     heldout = {name: file_identity(path) for name, path in heldout_files(ds).items()}
     return {"input": source, "heldout": heldout}
 

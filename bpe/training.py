@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from bpe.init_from import Parent, check_parent, load_parent
 from bpe.patterns import GPT2_PATTERN
+from bpe.pretoken_cache import CacheInfo, pretokenize_cached
 from bpe.pretokenize import (
     check_input_file,
     pattern_name,
@@ -66,6 +67,13 @@ class TrainResult:
     pattern: str = GPT2_PATTERN
     #: the tokenizer this run continued from: path, merges sha256, vocab size, merges
     init_from: dict | None = None
+    #: what the pretoken cache did (`bpe.pretoken_cache.CacheInfo.as_dict`): status "hit",
+    #: "miss", "rebuilt" or "off", key, path, hash/load/save seconds, file size. On a hit,
+    #: `timings["pretokenize"]` is hashing plus loading, not a pre-tokenization speed.
+    pretoken_cache: dict = field(default_factory=lambda: CacheInfo().as_dict())
+    #: the input's sha256 when training hashed it (the cache key needs it), else None; the
+    #: run's lineage reuses it instead of hashing the file again
+    input_sha256: str | None = None
 
     @property
     def num_merges(self) -> int:
@@ -98,6 +106,7 @@ def train_bpe_detailed(
     progress: bool = False,
     pattern: str | None = None,
     init_from: str | os.PathLike | Parent | None = None,
+    cache_dir: str | os.PathLike | None = None,
 ) -> TrainResult:
     """Train a byte-level BPE tokenizer on a text file and report how it went.
 
@@ -112,6 +121,9 @@ def train_bpe_detailed(
         init_from: continue from this tokenizer (a run directory or GPT-2 style
             vocab.json/merges.txt directory, or a loaded `bpe.init_from.Parent`): its merges
             are applied first and its ids kept, then merging goes on to `vocab_size`.
+        cache_dir: keep pretoken counts here (`bpe.pretoken_cache`): the first call on a
+            corpus counts and saves them, later calls with the same bytes, pattern and
+            specials load them. None (the default) caches nothing and writes no file.
 
     Raises:
         FileNotFoundError: input_path does not exist.
@@ -129,17 +141,28 @@ def train_bpe_detailed(
 
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
-    counted = pretokenize_file(
-        path, specials, num_workers=num_workers, progress=progress, pattern=regex_pattern
-    )
+
+    def count():
+        return pretokenize_file(
+            path, specials, num_workers=num_workers, progress=progress, pattern=regex_pattern
+        )
+
+    cache, input_sha256 = CacheInfo(), None
+    if cache_dir is None:
+        counted = count()
+    else:
+        counted, cache, input_sha256 = pretokenize_cached(
+            path, specials, pattern=regex_pattern, cache_dir=cache_dir, count=count
+        )
     timings["pretokenize"] = time.perf_counter() - t0
     logger.info(
-        "%s: %d pretokens, %d unique (%s pattern), %.3f s",
+        "%s: %d pretokens, %d unique (%s pattern), %.3f s%s",
         stage_label(*STAGE_TIMINGS["pretokenize"]),
         counted.num_pretokens,
         counted.num_unique,
         pattern_name(regex_pattern),
         timings["pretokenize"],
+        " (pretoken cache hit: loaded, not counted)" if cache.status == "hit" else "",
     )
     if not counted.counts:
         logger.warning("%s holds no text outside special tokens: nothing to merge", path)
@@ -177,6 +200,8 @@ def train_bpe_detailed(
             "vocab_size": len(parent.vocab),
             "merges": len(parent.merges),
         },
+        pretoken_cache=cache.as_dict(),
+        input_sha256=input_sha256,
     )
 
 
@@ -190,6 +215,7 @@ def train_bpe(
     progress: bool = False,
     pattern: str | None = None,
     init_from: str | os.PathLike | None = None,
+    cache_dir: str | os.PathLike | None = None,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """Train byte-level BPE on a file; returns `(vocab, merges)`.
 
@@ -215,5 +241,6 @@ def train_bpe(
         progress=progress,
         pattern=pattern,
         init_from=init_from,
+        cache_dir=cache_dir,
     )
     return result.vocab, result.merges

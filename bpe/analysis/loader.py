@@ -177,7 +177,10 @@ TIDY_COLUMNS = {
     "profiler": "metrics.run.profiler",
     "profiled": "metrics.profiled",
     "job_num": "metrics.run.job_num",
+    # seconds spent counting pretokens: None for a pretoken cache hit (loading is not
+    # pre-tokenization, so it is never compared as one)
     "pretokenize_seconds": "metrics.timings.pretokenize",
+    "pretoken_cache": "metrics.pretoken_cache.status",  # hit | miss | rebuilt | off | None (older)
     "merge_seconds": "metrics.timings.merge",
     "train_seconds": None,  # the TRAIN_STAGES (and `read` in older runs)
     "total_seconds": "metrics.timings.total",
@@ -224,6 +227,9 @@ def tidy(frame: pd.DataFrame) -> pd.DataFrame:
         input_key(sha, path)
         for sha, path in zip(out["input_sha256"], out["input_path"], strict=True)
     ]
+    hit = out["pretoken_cache"] == "hit"
+    if hit.any():
+        out["pretokenize_seconds"] = out["pretokenize_seconds"].astype(float).mask(hit)
     bps = "metrics.throughput.bytes_per_second"
     out["throughput_mb_s"] = frame[bps] / 1e6 if bps in frame else None
     out["profiled"] = out["profiled"].fillna(False).astype(bool)

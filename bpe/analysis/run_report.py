@@ -346,13 +346,19 @@ def section_time(metrics: dict) -> list[str]:
     if train_stages:
         top = max(train_stages, key=train_stages.get)
         train_total = sum(train_stages.values())
+        source = (
+            "loaded from the pretoken cache"
+            if _cache_status(metrics) == "hit"
+            else f"in {counts.get('chunks', 'n/a')} chunk(s) on {counts.get('workers', 'n/a')} "
+            "worker(s)"
+        )
         lines.append(
             f"Training took {fmt(train_total)} s; **{top}** dominates with "
             f"{fmt(100 * train_stages[top] / train_total, '.0f')}% of it "
             f"({counts.get('merges', 'n/a')} merges over {counts.get('unique_pretokens', 'n/a')} "
-            f"unique pretokens, {counts.get('pretokens', 'n/a')} pretokens in "
-            f"{counts.get('chunks', 'n/a')} chunk(s) on {counts.get('workers', 'n/a')} worker(s))."
+            f"unique pretokens, {counts.get('pretokens', 'n/a')} pretokens {source})."
         )
+        lines += ["", stage1_sentence(metrics)]
     if metrics.get("profiled"):
         lines += [
             "",
@@ -368,6 +374,50 @@ def section_time(metrics: dict) -> list[str]:
         ]
     lines.append("")
     return lines
+
+
+def _cache_status(metrics: dict) -> str | None:
+    """The pretoken cache's status for this run ("hit", "miss", "rebuilt", "off"; None when the
+    run predates the cache)."""
+    return (metrics.get("pretoken_cache") or {}).get("status")
+
+
+def stage1_sentence(metrics: dict) -> str:
+    """What stage 1 (count pretokens) was: its speed, or that it was a cache hit (no speed).
+
+    A hit's seconds are hashing plus loading, so they are never shown as MB/s; otherwise the
+    speed is over the counting alone (the stage's seconds minus the cache's hashing and saving).
+
+    >>> stage1_sentence({"pretoken_cache": {"status": "hit", "load_seconds": 0.02,
+    ...                  "hash_seconds": 0.01, "key": "ab" * 32}})  # doctest: +ELLIPSIS
+    'Stage 1, count pretokens: **cache hit**: loaded in 0.020 s (input hashed in 0.010 s)...'
+    >>> stage1_sentence({"timings": {"pretokenize": 2.0}, "counts": {"bytes": 4_000_000},
+    ...                  "pretoken_cache": {"status": "miss"}})  # doctest: +ELLIPSIS
+    'Stage 1, count pretokens: 4.00 MB at 2.00 MB/s (pretoken cache: miss, counts saved...'
+    """
+    cache = metrics.get("pretoken_cache") or {}
+    status = cache.get("status")
+    key = (cache.get("key") or "")[:12]
+    if status == "hit":
+        return (
+            f"Stage 1, count pretokens: **cache hit**: loaded in {fmt(cache.get('load_seconds'))} "
+            f"s (input hashed in {fmt(cache.get('hash_seconds'))} s) from the pretoken cache "
+            f"(key `{key}`); nothing was counted, so this run measures no pre-tokenization speed."
+        )
+    seconds = (metrics.get("timings") or {}).get("pretokenize")
+    num_bytes = (metrics.get("counts") or {}).get("bytes")
+    if seconds is not None:
+        seconds -= (cache.get("hash_seconds") or 0) + (cache.get("save_seconds") or 0)
+    speed = num_bytes / seconds / 1e6 if seconds and seconds > 0 and num_bytes else None
+    notes = {
+        "miss": f"pretoken cache: miss, counts saved for later runs (key `{key}`)",
+        "rebuilt": f"pretoken cache: the cached file failed its checksum and was rebuilt "
+        f"(key `{key}`)",
+        "off": "pretoken cache off",
+    }
+    note = f" ({notes[status]})" if status in notes else ""
+    mb = fmt(num_bytes / 1e6 if num_bytes else None, ".2f")
+    return f"Stage 1, count pretokens: {mb} MB at {fmt(speed, '.2f')} MB/s{note}."
 
 
 def section_memory(metrics: dict, figures_made: frozenset[str]) -> list[str]:

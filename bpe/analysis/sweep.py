@@ -265,7 +265,8 @@ def render_sweep(sweep_dir: Path, frame: pd.DataFrame, runs: pd.DataFrame, fig_l
     for _, r in runs.iterrows():
         rows.append([
             _job_label(r, sweep_dir), r["dataset"], r["trainer"], fmt(r["vocab_size"], "d"),
-            r["status"], fmt(r["merge_seconds"], ".3f"), fmt(r["total_seconds"], ".3f"),
+            r["status"], fmt(r["merge_seconds"], ".3f"),
+            fmt(r["total_seconds"], ".3f") + (" ¹" if r["pretoken_cache"] == "hit" else ""),
             fmt(r["peak_mb"], ".1f"), fmt(r["merges"], ".0f"),
             (r["merges_sha256"] or "")[:12] if isinstance(r["merges_sha256"], str) else "n/a",
             fmt(r["compression"], ".3f"),
@@ -274,6 +275,13 @@ def render_sweep(sweep_dir: Path, frame: pd.DataFrame, runs: pd.DataFrame, fig_l
                       f"total s{warn}", "peak MB", "merges", "merges sha256",
                       "bytes/token"]))  # fmt: skip
     add("")
+    if (runs["pretoken_cache"] == "hit").any():
+        add(
+            "¹ Pretoken cache hit: the job loaded its pretoken counts instead of counting them, "
+            "so its total holds no pre-tokenization; compare totals only between jobs marked "
+            "alike (merge seconds compare across both)."
+        )
+        add("")
     add(launcher_line)
     add("")
     launched = frame.get("metrics.run.launcher.name", pd.Series(dtype=object)).dropna()

@@ -138,6 +138,12 @@ def run_record(run_dir: str | os.PathLike) -> RunRecord:
     for section in METRIC_SECTIONS:
         if section in metrics:
             numbers.update(flatten_numbers({section: metrics[section]}))
+    cache = metrics.get("pretoken_cache") or {}
+    if cache.get("status") == "hit":
+        # a hit loaded its counts: that is not a pre-tokenization time to chart against others
+        numbers.pop("timings.pretokenize", None)
+        if cache.get("load_seconds") is not None:
+            numbers["pretoken_cache.load_seconds"] = float(cache["load_seconds"])
 
     git = env.get("git") or {}
     tags = {
@@ -152,6 +158,7 @@ def run_record(run_dir: str | os.PathLike) -> RunRecord:
         "merges_sha256": metrics.get("merges_sha256"),
         "sweep_dir": run.get("sweep_dir"),
         "job_num": run.get("job_num"),
+        "pretoken_cache": cache.get("status"),
         "error": (metrics.get("error") or {}).get("message"),
     }
     if not has_metrics:

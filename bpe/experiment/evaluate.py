@@ -87,7 +87,12 @@ def evaluate(result: TrainResult, ds: Dataset, analysis: Mapping) -> dict:
         )
     )
     # Lineage (sha256 of the corpus and held-out files) and the tiktoken export's agreement.
-    out["lineage"] = dataset_lineage(ds)
+    # training hashed the input when it used the pretoken cache: reuse it, do not read twice
+    out["lineage"] = dataset_lineage(
+        ds,
+        input_sha256=result.input_sha256,
+        input_seconds=result.pretoken_cache.get("hash_seconds"),
+    )
     heldout = heldout_files(ds)
     texts = [p.read_text(encoding="utf-8") for p in heldout.values()]
     out["tiktoken"] = {"heldout": list(heldout), **tiktoken_mismatches(tokenizer, texts)}

@@ -5,7 +5,8 @@ sampled from training through the report, status kept honest):
 
     setup       refuse a run dir that already holds a run, create it, write config, status=running
                 (naming this process), set aside room for a failure record, environment, validate
-    pretokenize, merge    `train_bpe_detailed` (optionally under a profiler), timed by training
+    pretokenize, merge    `train_bpe_detailed` (optionally under a profiler), timed by training;
+                pretoken counts cached under `<cache_dir>/pretokens` unless cache=false
     save        vocab.json, merges.txt, tokenizer.json (+ HF configs), tokenizer.tiktoken,
                 merge_counts.json (atomic)
     analysis    vocab metrics, compression, throughput, input and held-out sha256, tiktoken
@@ -311,6 +312,7 @@ def run_experiment(cfg: DictConfig, *, report: ReportWriter | None) -> dict:
                         "start_method": result.start_method,
                     },
                     merges_sha256=result.merges_sha256,
+                    pretoken_cache=result.pretoken_cache,
                     pattern={"name": pattern_name(result.pattern), "regex": result.pattern},
                     stopped_early=len(result.vocab) < int(cfg.vocab_size),
                     **analysis,
@@ -383,6 +385,19 @@ def _label_stages(
     mem.samples[:] = relabelled
 
 
+def pretoken_cache_dir(cfg: DictConfig) -> str | None:
+    """Where this run keeps pretoken counts (`<cache_dir>/pretokens`), or None with cache=false.
+
+    >>> pretoken_cache_dir(OmegaConf.create({"cache": True, "cache_dir": "experiments/.cache"}))
+    'experiments/.cache/pretokens'
+    >>> pretoken_cache_dir(OmegaConf.create({"cache": False, "cache_dir": "x"})) is None
+    True
+    """
+    if not cfg.get("cache", False) or not cfg.get("cache_dir"):
+        return None
+    return str(Path(str(cfg.cache_dir)) / "pretokens")
+
+
 def _train_stage(cfg: DictConfig, ds: datasets.Dataset, run_dir: Path) -> TrainResult:
     kwargs = {
         "input_path": str(ds.path),
@@ -392,6 +407,7 @@ def _train_stage(cfg: DictConfig, ds: datasets.Dataset, run_dir: Path) -> TrainR
         "num_workers": _launcher(cfg)["workers_per_job"],
         "pattern": split_pattern(cfg),
         "init_from": str(cfg.init_from) if cfg.get("init_from") else None,
+        "cache_dir": pretoken_cache_dir(cfg),
     }
     profiler = cfg.profiler.name
     if profiler == "scalene":

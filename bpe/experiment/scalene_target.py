@@ -35,6 +35,7 @@ def main(spec_path: str) -> None:
         trainer=spec["trainer"],
         num_workers=spec["num_workers"],
         progress=bool(spec.get("progress", False)),
+        cache_dir=spec.get("cache_dir"),
     )
     with open(result_path, "wb") as f:
         pickle.dump(result, f)

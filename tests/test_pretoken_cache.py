@@ -1,0 +1,284 @@
+"""The pretoken cache: exact round trips, hits only for identical inputs, corrupt files rebuilt,
+atomic writes under concurrent writers, and a real `bpe-train` sweep that pre-tokenizes once."""
+
+from __future__ import annotations
+
+import json
+import logging
+import multiprocessing
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bpe import pretoken_cache
+from bpe._io import sha256_file
+from bpe.pretoken_cache import CorruptCacheFile, cache_key, cache_path, load, save
+from bpe.pretokenize import EOT, GPT2_PATTERN, count_pretokens, pretokenize_file
+from bpe.training import train_bpe, train_bpe_detailed
+from tests.conftest import DATA, FIXTURES, ROOT, console_env
+
+CORPUS = FIXTURES / "corpus.en"
+
+
+def cache_files(cache_dir: Path) -> list[Path]:
+    return sorted(cache_dir.glob("*.pretokens")) if cache_dir.is_dir() else []
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.dictionaries(st.binary(min_size=1, max_size=24), st.integers(1, 2**64 - 1), max_size=60))
+def test_round_trip_gives_back_every_key_and_count(counts):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "c.pretokens"
+        size = save(path, Counter(counts), {"key": "k"})
+        assert path.stat().st_size == size
+        loaded, header = load(path)
+    assert loaded == Counter(counts) and isinstance(loaded, Counter)
+    assert all(type(k) is bytes for k in loaded)
+    assert header["num_unique"] == len(counts) and header["key"] == "k"
+
+
+def test_round_trip_of_a_real_corpus(tmp_path):
+    counts = count_pretokens(CORPUS.read_text("utf-8"), [EOT])
+    save(tmp_path / "x.pretokens", counts, {})
+    assert load(tmp_path / "x.pretokens")[0] == counts
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2**64])
+def test_counts_outside_uint64_are_refused(tmp_path, bad):
+    with pytest.raises(ValueError, match="counts must be in"):
+        save(tmp_path / "x.pretokens", Counter({b"a": bad}), {})
+    assert not list(tmp_path.iterdir())  # nothing half written
+
+
+def test_second_training_is_a_hit_with_identical_merges(tmp_path):
+    cache = tmp_path / "cache"
+    first = train_bpe_detailed(CORPUS, 400, [EOT], num_workers=1, cache_dir=cache)
+    second = train_bpe_detailed(CORPUS, 400, [EOT], num_workers=1, cache_dir=cache)
+    uncached = train_bpe_detailed(CORPUS, 400, [EOT], num_workers=1)
+    assert first.pretoken_cache["status"] == "miss"
+    assert second.pretoken_cache["status"] == "hit"
+    assert uncached.pretoken_cache["status"] == "off" and uncached.input_sha256 is None
+    assert first.pretoken_cache["key"] == second.pretoken_cache["key"]
+    assert first.merges == second.merges == uncached.merges
+    assert first.vocab == second.vocab
+    assert (first.num_pretokens, first.num_unique_pretokens, first.num_bytes) == (
+        second.num_pretokens, second.num_unique_pretokens, second.num_bytes,
+    )  # fmt: skip
+    assert second.num_workers == 0 and second.start_method == "cache"
+    assert second.input_sha256 == first.input_sha256 == sha256_file(CORPUS)
+    (only,) = cache_files(cache)
+    assert str(only) == first.pretoken_cache["path"] == second.pretoken_cache["path"]
+    assert second.pretoken_cache["load_seconds"] > 0
+
+
+def test_another_trainer_or_vocab_size_reuses_the_counts(tmp_path):
+    cache = tmp_path / "cache"
+    train_bpe_detailed(CORPUS, 300, [EOT], trainer="naive", num_workers=1, cache_dir=cache)
+    again = train_bpe_detailed(CORPUS, 500, [EOT], trainer="heap", num_workers=1, cache_dir=cache)
+    assert again.pretoken_cache["status"] == "hit"
+    assert again.merges == train_bpe(CORPUS, 500, [EOT], num_workers=1)[1]
+
+
+def test_key_changes_with_bytes_pattern_and_specials(tmp_path):
+    cache = tmp_path / "cache"
+    data = CORPUS.read_bytes()
+    a = tmp_path / "a.txt"
+    a.write_bytes(data)
+    base = train_bpe_detailed(a, 300, [EOT], num_workers=1, cache_dir=cache).pretoken_cache
+    changes = {
+        "pattern": dict(pattern="cl100k"),
+        "specials": dict(special_tokens=[EOT, "<|pad|>"]),
+        "no specials": dict(special_tokens=[]),
+    }
+    keys = {base["key"]}
+    for name, kwargs in changes.items():
+        args = {"special_tokens": [EOT], **kwargs}
+        result = train_bpe_detailed(a, 300, num_workers=1, cache_dir=cache, **args)
+        assert result.pretoken_cache["status"] == "miss", name
+        keys.add(result.pretoken_cache["key"])
+    # one byte changed, same path, same size: a miss
+    flipped = bytearray(data)
+    flipped[len(flipped) // 2] ^= 0x01
+    a.write_bytes(bytes(flipped))
+    result = train_bpe_detailed(a, 300, [EOT], num_workers=1, cache_dir=cache)
+    assert result.pretoken_cache["status"] == "miss"
+    keys.add(result.pretoken_cache["key"])
+    assert len(keys) == 5 and len(cache_files(cache)) == 5
+    # the specials' order does not matter; the code version does
+    assert cache_key("0" * 64, GPT2_PATTERN, ["<|a|>", "<|b|>"]) == cache_key(
+        "0" * 64, GPT2_PATTERN, ["<|b|>", "<|a|>"]
+    )
+
+
+def test_code_version_is_part_of_the_key(monkeypatch):
+    before = cache_key("0" * 64, GPT2_PATTERN, [EOT])
+    monkeypatch.setattr(pretoken_cache, "CODE_VERSION", pretoken_cache.CODE_VERSION + 1)
+    assert cache_key("0" * 64, GPT2_PATTERN, [EOT]) != before
+
+
+def _truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def _flip_a_bit(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) - 100] ^= 0x10  # inside the blob of pretoken bytes
+    path.write_bytes(bytes(data))
+
+
+def _flip_a_count(path: Path) -> None:
+    # the first count sits right after the header: a count changed, every byte still plausible
+    data = bytearray(path.read_bytes())
+    head_len = int.from_bytes(data[8:12], "little")
+    start = 12 + head_len + (-(12 + head_len)) % 8
+    data[start] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def _garbage(path: Path) -> None:
+    path.write_bytes(b"not a cache file at all")
+
+
+@pytest.mark.parametrize("damage", [_truncate, _flip_a_bit, _flip_a_count, _garbage])
+def test_a_damaged_cache_file_is_detected_warned_and_rebuilt(tmp_path, caplog, damage):
+    cache = tmp_path / "cache"
+    first = train_bpe_detailed(CORPUS, 400, [EOT], num_workers=1, cache_dir=cache)
+    (path,) = cache_files(cache)
+    damage(path)
+    with pytest.raises(CorruptCacheFile):
+        load(path)
+    with caplog.at_level(logging.WARNING, logger="bpe.pretoken_cache"):
+        again = train_bpe_detailed(CORPUS, 400, [EOT], num_workers=1, cache_dir=cache)
+    assert again.pretoken_cache["status"] == "rebuilt"
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and str(path) in warnings[0].getMessage()
+    assert again.merges == first.merges
+    assert load(path)[0] == pretokenize_file(CORPUS, [EOT], num_workers=1).counts
+    third = train_bpe_detailed(CORPUS, 400, [EOT], num_workers=1, cache_dir=cache)
+    assert third.pretoken_cache["status"] == "hit" and third.merges == first.merges
+
+
+def test_no_cache_dir_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    corpus = tmp_path / "c.txt"
+    corpus.write_bytes(CORPUS.read_bytes())
+    train_bpe(corpus, 400, [EOT], num_workers=1)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["c.txt"]
+
+
+def test_an_unwritable_cache_is_logged_and_the_run_goes_on(tmp_path, caplog):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with caplog.at_level(logging.WARNING, logger="bpe.pretoken_cache"):
+        result = train_bpe_detailed(CORPUS, 300, [EOT], num_workers=1, cache_dir=blocker / "c")
+    assert result.pretoken_cache["status"] == "miss" and result.pretoken_cache["path"] is None
+    assert "could not write the pretoken cache file" in caplog.text
+    assert result.merges == train_bpe(CORPUS, 300, [EOT], num_workers=1)[1]
+
+
+def test_a_half_written_temp_file_is_never_read(tmp_path):
+    cache = tmp_path / "cache"
+    key = cache_key(sha256_file(CORPUS), GPT2_PATTERN, [EOT])
+    target = cache_path(cache, key)
+    save(target, Counter({b"x": 1}), {"key": key})
+    half = target.read_bytes()[:-40]
+    target.unlink()
+    # what a writer killed mid-write leaves: its temp file beside the target (bpe._io naming)
+    (cache / f".{target.name}.abc123.tmp").write_bytes(half)
+    result = train_bpe_detailed(CORPUS, 300, [EOT], num_workers=1, cache_dir=cache)
+    assert result.pretoken_cache["status"] == "miss"
+    assert load(target)[0] == pretokenize_file(CORPUS, [EOT], num_workers=1).counts
+
+
+def _writer(path: str, seed: int, rounds: int) -> None:
+    counts = Counter({f"w{i}".encode() * (1 + (i + seed) % 7): i + 1 for i in range(20000)})
+    for _ in range(rounds):
+        save(path, counts, {"key": "same"})
+
+
+def test_concurrent_writers_never_expose_a_partial_file(tmp_path):
+    """Two processes write the same key over and over while this one reads it."""
+    target = tmp_path / "k.pretokens"
+    ctx = multiprocessing.get_context("spawn")
+    writers = [ctx.Process(target=_writer, args=(str(target), s, 15)) for s in (0, 0)]
+    for w in writers:
+        w.start()
+    loads = 0
+    try:
+        while any(w.is_alive() for w in writers):
+            try:
+                counts, header = load(target)  # a CorruptCacheFile here fails the test
+            except FileNotFoundError:
+                continue
+            assert len(counts) == 20000 and header["key"] == "same"
+            loads += 1
+    finally:
+        for w in writers:
+            w.join(timeout=60)
+    assert [w.exitcode for w in writers] == [0, 0]
+    assert load(target)[0][b"w0"] == 1
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    assert loads > 0
+
+
+def _sweep(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "bpe.train", "-m", f"experiments_dir={tmp_path}",
+         f"dataset.path={DATA / 'tinystories_sample.txt'}", "progress=false",
+         "analysis.max_docs=5", "analysis.throughput_seconds=0.02",
+         "analysis.gpt2_baseline=false", *overrides],
+        capture_output=True, text=True, cwd=ROOT, timeout=600, env=console_env(),
+    )  # fmt: skip
+
+
+def test_a_vocab_sweep_pretokenizes_once(tmp_path):
+    """Default num_workers on the bundled TinyStories sample: job 0 counts, job 1 loads."""
+    proc = _sweep(tmp_path, "vocab_size=300,400")
+    assert proc.returncode == 0, proc.stderr
+    (sweep_dir,) = tmp_path.glob("sweeps/*")
+    job_dirs = sorted(p.parent for p in sweep_dir.glob("*/metrics.json"))
+    jobs = [json.loads((d / "metrics.json").read_text("utf-8")) for d in job_dirs]
+    assert [j["status"] for j in jobs] == ["complete", "complete"]
+    assert [j["pretoken_cache"]["status"] for j in jobs] == ["miss", "hit"]
+    keys = {j["pretoken_cache"]["key"] for j in jobs}
+    assert len(keys) == 1
+    (cached,) = cache_files(tmp_path / ".cache" / "pretokens")
+    assert cached.name == f"{keys.pop()}.pretokens"
+    assert jobs[0]["counts"]["pretokens"] == jobs[1]["counts"]["pretokens"]
+    # the lineage reuses training's hash instead of reading the corpus again
+    sha = sha256_file(DATA / "tinystories_sample.txt")
+    for job in jobs:
+        assert job["lineage"]["input"] == {**job["lineage"]["input"], "sha256": sha,
+                                           "hashed_by": "training"}  # fmt: skip
+    hit_report = (job_dirs[1] / "ANALYSIS.md").read_text("utf-8")
+    miss_report = (job_dirs[0] / "ANALYSIS.md").read_text("utf-8")
+    assert "**cache hit**: loaded in" in hit_report and "MB/s (pretoken cache" not in hit_report
+    assert "MB/s (pretoken cache: miss" in miss_report
+    sweep_md = (sweep_dir / "SWEEP.md").read_text("utf-8")
+    assert "¹ Pretoken cache hit" in sweep_md
+    assert "pretokens" not in {p.name for p in tmp_path.iterdir()}  # only under .cache/
+
+
+def test_cache_false_counts_every_time_and_writes_no_cache(tmp_path):
+    proc = _sweep(tmp_path, "vocab_size=300", "cache=false", "num_workers=1")
+    assert proc.returncode == 0, proc.stderr
+    (path,) = tmp_path.glob("sweeps/*/*/metrics.json")
+    metrics = json.loads(path.read_text("utf-8"))
+    assert metrics["pretoken_cache"]["status"] == "off"
+    assert metrics["lineage"]["input"]["hashed_by"] == "lineage"
+    assert not (tmp_path / ".cache").exists()
+
+
+def test_help_lists_the_cache_keys():
+    proc = subprocess.run(
+        [sys.executable, "-m", "bpe.train", "--help"], capture_output=True, text=True, cwd=ROOT
+    )
+    assert proc.returncode == 0
+    lines = {line.split()[0]: line for line in proc.stdout.splitlines() if line.startswith("  ")}
+    assert "cache" in lines and "cache_dir" in lines
