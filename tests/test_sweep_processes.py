@@ -109,7 +109,10 @@ def test_joblib_sweep_with_defaults_finishes_shares_the_cpus_and_leaves_nothing(
 @pytest.mark.skipif(default_num_workers() < 2, reason="needs 2 usable CPUs for 2 workers")
 def test_joblib_job_starts_chunk_workers_inside_a_loky_worker(tmp_path):
     """One job at a time: its fair share is every CPU, so real workers start inside loky."""
-    sweep = Sweep(tmp_path, "trainer=indexed,heap", "vocab_size=300", "hydra.launcher.n_jobs=1")
+    # cache=false: one job after another, the second would load the first's pretoken counts
+    sweep = Sweep(
+        tmp_path, "trainer=indexed,heap", "vocab_size=300", "hydra.launcher.n_jobs=1", "cache=false"
+    )
     out = sweep.wait(timeout=300)
     assert sweep.proc.returncode == 0, out
     jobs = sweep.jobs()

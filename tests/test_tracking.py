@@ -5,6 +5,7 @@ queried back with `mlflow.search_runs`; failed runs logged as FAILED; run direct
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import shutil
 import subprocess
@@ -69,10 +70,17 @@ def test_sweep_is_logged_and_queried_back(sweep, monkeypatch):
     assert set(runs["params.num_workers"]) == {"null"}  # the default: every CPU
     for column in ("params.workers", "params.profiler", "params.analysis.max_docs"):
         assert runs[column].notna().all(), column
-    for column in ("metrics.timings.pretokenize", "metrics.timings.merge",
+    for column in ("metrics.timings.merge",
                    "metrics.memory.peak_mb", "metrics.compression.own.ratio",
                    "metrics.throughput.bytes_per_second", "metrics.counts.merges"):  # fmt: skip
         assert (runs[column] > 0).all(), column
+    # one after another on one corpus: the second job loads the first's pretoken counts, and a
+    # load is never logged as a pre-tokenization time
+    by_cache = runs.set_index("tags.pretoken_cache")
+    assert sorted(by_cache.index) == ["hit", "miss"]
+    assert by_cache.loc["miss", "metrics.timings.pretokenize"] > 0
+    assert math.isnan(by_cache.loc["hit", "metrics.timings.pretokenize"])  # not logged
+    assert by_cache.loc["hit", "metrics.pretoken_cache.load_seconds"] > 0
     assert set(runs["tags.trainer"]) == {"heap", "indexed"}
     assert set(runs["tags.status"]) == {"complete"}
     assert runs["tags.git_sha"].str.fullmatch("[0-9a-f]{40}").all()
