@@ -5,6 +5,8 @@ Where each stage lives (stages numbered in `bpe.trainers.STAGES`):
     stage 1  count pretokens    bpe.pretokenize   split pattern, counting pretokens
                                 bpe.patterns      the named split patterns (gpt2, cl100k, o200k)
                                 bpe.chunks        the chunk pipeline: plan chunks, map over them
+                                bpe.pretoken_cache  counts saved by input sha256 + pattern +
+                                                  specials, loaded by later runs (cache_dir=)
     stage 2  count pairs        bpe.trainers      registry (TRAINERS) and train(): prepare ->
     stage 3  select and merge                     merge_loop -> finish
                                   .naive / .indexed / .heap   one merge_loop each

@@ -254,6 +254,12 @@ def load(path: str | os.PathLike) -> tuple[Counter[bytes], dict]:
     return counts, header
 
 
+def _stamp(path: str | os.PathLike) -> tuple[int, int, int]:
+    """Size, modification time and inode of a file: any change means other bytes may be read."""
+    st = os.stat(path)
+    return st.st_size, st.st_mtime_ns, st.st_ino
+
+
 def pretokenize_cached(
     path: str | os.PathLike,
     special_tokens: Sequence[str],
@@ -277,6 +283,7 @@ def pretokenize_cached(
         with start method "cache": nothing was counted.
     """
     t0 = time.perf_counter()
+    before = _stamp(path)
     sha = input_sha256 or sha256_file(path)
     info = CacheInfo(status="miss", hash_seconds=time.perf_counter() - t0)
     info.key = cache_key(sha, pattern, special_tokens)
@@ -304,6 +311,12 @@ def pretokenize_cached(
             )
             return counted, info, sha
     counted = count()
+    if _stamp(path) != before:
+        # the counts may mix old and new bytes: never file them under the old bytes' key
+        logger.warning("%s changed while it was being pre-tokenized: its pretoken counts are "
+                       "not cached; rerun on a file that stays put", path)  # fmt: skip
+        info.path = None
+        return counted, info, sha
     t0 = time.perf_counter()
     header = {
         "key": info.key,

@@ -182,6 +182,26 @@ def test_an_unwritable_cache_is_logged_and_the_run_goes_on(tmp_path, caplog):
     assert result.merges == train_bpe(CORPUS, 300, [EOT], num_workers=1)[1]
 
 
+def test_an_input_that_changes_while_counting_is_not_cached(tmp_path, caplog):
+    corpus = tmp_path / "c.txt"
+    corpus.write_bytes(CORPUS.read_bytes())
+
+    def count_while_appending():
+        counted = pretokenize_file(corpus, [EOT], num_workers=1)
+        with open(corpus, "ab") as f:  # another process appending to the corpus meanwhile
+            f.write(b" more text")
+        return counted
+
+    with caplog.at_level(logging.WARNING, logger="bpe.pretoken_cache"):
+        _, info, _ = pretoken_cache.pretokenize_cached(
+            corpus, [EOT], pattern=GPT2_PATTERN, cache_dir=tmp_path / "cache",
+            count=count_while_appending,
+        )  # fmt: skip
+    assert info.status == "miss" and info.path is None
+    assert "changed while it was being pre-tokenized" in caplog.text
+    assert not cache_files(tmp_path / "cache")
+
+
 def test_a_half_written_temp_file_is_never_read(tmp_path):
     cache = tmp_path / "cache"
     key = cache_key(sha256_file(CORPUS), GPT2_PATTERN, [EOT])
