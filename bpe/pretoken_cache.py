@@ -9,32 +9,40 @@ What it does:
       the pretokens' bytes, and a trailing sha256 of everything before it. `load` checks the
       magic, the header and the checksum before trusting a byte; a file that fails is
       `CorruptCacheFile`. Writes are atomic (`bpe._io.atomic_open`), so a reader sees a whole
-      file or none: two sweep jobs that miss at once both write, and the last rename wins with
-      identical content;
+      file or none: two sweep jobs that miss at once both write, and the last rename wins (both
+      hold the same counts);
     * `pretokenize_cached`: what training calls: hash the input, load on a hit, else count
       (the caller's function) and save. A corrupt file is logged as a WARNING naming it,
       deleted and rebuilt (status "rebuilt"); a cache that cannot be written (read-only or full
-      disk) is logged and the run goes on uncached. `CacheInfo` records what happened.
+      disk), or an input that changed while it was counted, is logged and the run goes on
+      uncached. `CacheInfo` records what happened.
 
 The input is hashed in its own streamed pass (`bpe._io.sha256_file`, 1 MiB blocks) before the
 lookup: a hit is declared only for a file whose bytes hash to the key, never for one that merely
 has the same path, size or mtime. On a miss the workers then read the file again, mostly from
-the page cache; the hash costs a few percent of pre-tokenization (see the notes below), which
-is why it is not overlapped with counting.
+the page cache; the hash costs about 1% of pre-tokenization (see the notes below), too little
+to be worth overlapping with counting (which would have to start before the lookup knows
+whether counting is needed at all).
 
 What it does not do: count pretokens (see `bpe.pretokenize`), decide where the cache lives
 (the caller passes the directory; `bpe-train` uses `<cache_dir>/pretokens`), or evict old
 files (delete the directory to clear it: every file is rebuildable).
 
-Performance notes (256 MiB of copies of the bundled OWT and TinyStories samples, GPT-2 pattern,
-<|endoftext|>, 2-core shared machine, medians of 3, `nice`):
-    * hashing the input: PERF_HASH;
-    * pre-tokenization (miss, 2 workers): PERF_MISS;
-    * loading the counts (hit, checksum included): PERF_LOAD;
-    * cache file: PERF_SIZE.
-Loading reads the file once into one bytes object and slices each pretoken straight out of it
-(no second copy of the blob); the offsets become a Python list only while the Counter is built,
-so the peak is about the Counter plus the file.
+Performance notes (272 MB: copies of the bundled OWT and TinyStories samples, 40,217 unique
+pretokens; GPT-2 pattern, <|endoftext|>; a heavily shared 2-core machine (load average up to 9),
+`nice`,
+medians of 3, two sessions):
+    * hashing the input (warm page cache): 0.29-0.51 s, 540-940 MB/s;
+    * pre-tokenization (a miss, 2 workers): 30-45 s;
+    * loading the counts (a hit, checksum included): 0.010-0.027 s, 0.03-0.06% of the
+      pre-tokenization it replaces; hash + load together about 1% of it;
+    * the cache file: 0.96 MB (24 bytes per unique pretoken: two uint64 and its bytes), saved
+      in 0.02-0.04 s.
+Loading grows with unique pretokens, not with corpus size: a synthetic file of 1M unique
+pretokens (25 MB) loads in 0.48-0.54 s. Loading reads the file once into one bytes object and
+slices each pretoken straight out of it (no second copy of the blob), turning offsets and counts
+into Python ints one batch at a time: at 1M unique pretokens the peak is 1.17x the resulting
+Counter (139 MB over the baseline for a 119 MB Counter; 1.45x with whole-array `tolist()`).
 """
 
 from __future__ import annotations
