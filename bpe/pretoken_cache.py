@@ -29,9 +29,8 @@ What it does not do: count pretokens (see `bpe.pretokenize`), decide where the c
 files (delete the directory to clear it: every file is rebuildable).
 
 Performance notes (272 MB: copies of the bundled OWT and TinyStories samples, 40,217 unique
-pretokens; GPT-2 pattern, <|endoftext|>; a heavily shared 2-core machine (load average up to 9),
-`nice`,
-medians of 3, two sessions):
+pretokens; GPT-2 pattern, <|endoftext|>; a heavily shared 2-core machine (load average up to
+9), `nice`, medians of 3, two sessions):
     * hashing the input (warm page cache): 0.29-0.51 s, 540-940 MB/s;
     * pre-tokenization (a miss, 2 workers): 30-45 s;
     * loading the counts (a hit, checksum included): 0.010-0.027 s, 0.03-0.06% of the
