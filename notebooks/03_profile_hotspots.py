@@ -37,13 +37,17 @@ print(f"{len(profiled)} profiled run(s)")
 # ## Stage times of every complete run (seconds)
 #
 # In the order the runs recorded them (stages older runs had and reports leave out are dropped).
+# A run whose pretoken cache was a `hit` loaded its counts: its `pretokenize` time is hashing
+# plus loading, not pre-tokenization, so compare that column only between runs that counted.
 
 # %%
 prefix = "metrics.timings."
 stages = shown_stages(c[len(prefix) :] for c in frame.columns if c.startswith(prefix))
-times = frame.loc[frame["status"] == "complete", ["run_name", *(prefix + s for s in stages)]]
+cache = [c for c in ["metrics.pretoken_cache.status"] if c in frame]
+columns = ["run_name", *(prefix + s for s in stages), *cache]
+times = frame.loc[frame["status"] == "complete", columns]
 times = times.set_index("run_name")
-times.columns = stages
+times.columns = [*stages, *(["pretoken cache"] if cache else [])]
 times.round(3)
 
 # %% [markdown]

@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -23,6 +24,12 @@ from bpe.analysis.run_report import write_run_report
 from bpe.experiment.evaluate import PREVIEW_BYTES
 from bpe.gpt2_format import load_vocab
 from tests.conftest import FIXTURES, ROOT
+
+
+def _is_run(p: Path) -> bool:
+    """A run directory of experiments_dir: not `latest` (a link), not `.cache` (hidden)."""
+    return not p.is_symlink() and not p.name.startswith(".")
+
 
 RUN = FIXTURES / "runs" / "2026-01-01_00-00-00_000000_tinystories_sample_heap_v300"
 FAST = ["progress=false", "num_workers=1", "analysis.throughput_seconds=0.02",
@@ -45,7 +52,7 @@ def test_one_repeated_character_trains_and_reports_in_bounded_time_and_size(tmp_
     elapsed = time.monotonic() - start
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert elapsed < BOUND_SECONDS
-    (run,) = [p for p in (tmp_path / "exp").iterdir() if not p.is_symlink()]  # not latest
+    (run,) = [p for p in (tmp_path / "exp").iterdir() if _is_run(p)]
     metrics_path = run / "metrics.json"
     metrics = json.loads(metrics_path.read_text("utf-8"))
     assert metrics["status"] == "complete"
@@ -78,7 +85,7 @@ def test_base64_line_reports_in_bounded_time(tmp_path):
         capture_output=True, text=True, cwd=ROOT, timeout=3 * BOUND_SECONDS,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
-    (run,) = [p for p in (tmp_path / "exp").iterdir() if not p.is_symlink()]  # not latest
+    (run,) = [p for p in (tmp_path / "exp").iterdir() if _is_run(p)]
     metrics = json.loads((run / "metrics.json").read_text("utf-8"))
     assert metrics["status"] == "complete" and metrics["timings"]["analysis"] < BOUND_SECONDS / 4
     assert (run / "metrics.json").stat().st_size < 100_000

@@ -16,6 +16,11 @@ import pytest
 from tests.conftest import ROOT
 
 
+def _is_run(p: Path) -> bool:
+    """A run directory of experiments_dir: not `latest` (a link), not `.cache` (hidden)."""
+    return not p.is_symlink() and not p.name.startswith(".")
+
+
 def _run(cmd: list, **kw) -> subprocess.CompletedProcess:
     proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, **kw)
     assert proc.returncode == 0, f"{cmd}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
@@ -55,7 +60,7 @@ def test_the_wheel_runs_bpe_train_from_an_empty_directory(tmp_path):
 
     _run(["bpe-train", "vocab_size=300", "debug=fast", "analysis.gpt2_baseline=true"],
          cwd=work, env=env, timeout=600)  # fmt: skip
-    (run,) = [p for p in (work / "experiments").iterdir() if not p.is_symlink()]  # not latest
+    (run,) = [p for p in (work / "experiments").iterdir() if _is_run(p)]
     assert run.name.endswith("_tinystories_sample_heap_v300")
     metrics = json.loads((run / "metrics.json").read_text("utf-8"))
     assert metrics["status"] == "complete" and metrics["counts"]["merges"] == 300 - 257
