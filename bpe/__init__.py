@@ -44,7 +44,7 @@ __version__ = "0.1.0"
 # The public names load on first use (PEP 562), not with the package: a pre-tokenization
 # worker imports `bpe.pretokenize`, hence this file, and would otherwise also load the trainers,
 # the tokenizer and numpy it never uses. Measured: a worker started by forkserver or spawn
-# held 40 MB after its imports with them, 12 MB without; a 2-worker run's stage-1 memory
+# held 40 MB after its imports with them, 18 MB without; a 2-worker run's stage-1 memory
 # (proportional set size of the process tree) drops by about twice the difference.
 _PUBLIC = {
     "Tokenizer": "bpe.tokenizer",

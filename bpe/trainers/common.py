@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 
 from bpe.pretokenize import validate_special_tokens
 
@@ -174,7 +175,8 @@ def prepare(
 
     A word is built in C: the pretoken decoded as Latin-1 (character b for byte b), shifted
     past the special tokens' ids by `str.translate`. On 0.45 M unique pretokens this took
-    0.5 s against 1.5 s for lists of ints built in Python, and 27 MB against 76 MB.
+    0.9 s against 1.5 s for lists of ints built in Python (a third of it is the sort), and the
+    words hold 27 MB against 76 MB.
 
     >>> prepare({b"ab": 2}, 300, ["<|endoftext|>"]).words == [as_word([98, 99])]
     True
@@ -184,15 +186,13 @@ def prepare(
     vocab = initial_vocab(specials)
     offset = len(specials)
     token_keys = [descending_bytes_key(vocab[i]) for i in range(len(vocab))]
-    shift = [chr(offset + b) for b in range(256)]
-    words, counts = [], []
-    for pretoken in sorted(pretoken_counts):
-        n = pretoken_counts[pretoken]
-        if n <= 0:
-            continue
-        word = pretoken.decode("latin-1")
-        words.append(word.translate(shift) if offset else word)
-        counts.append(n)
+    pretokens = sorted(p for p, n in pretoken_counts.items() if n > 0)
+    counts = list(map(pretoken_counts.__getitem__, pretokens))
+    words = list(map(bytes.decode, pretokens, repeat("latin-1")))
+    del pretokens
+    if offset:
+        shift = [chr(offset + b) for b in range(256)]
+        words = list(map(str.translate, words, repeat(shift)))
     return MergeState(words, counts, vocab, token_keys, vocab_size - len(vocab))
 
 
