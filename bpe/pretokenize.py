@@ -362,13 +362,31 @@ class PretokenCounts:
     #: how worker processes were started ("in-process" when num_workers == 1)
     start_method: str = "in-process"
 
+    def __post_init__(self) -> None:
+        self._totals: tuple[int, int] | None = None
+
     @property
     def num_pretokens(self) -> int:
-        return sum(self.counts.values())
+        return self._totals[0] if self._totals else sum(self.counts.values())
 
     @property
     def num_unique(self) -> int:
-        return len(self.counts)
+        return self._totals[1] if self._totals else len(self.counts)
+
+    def take_counts(self) -> Counter[bytes]:
+        """Hand the counts over and keep only their totals (`num_pretokens`, `num_unique`).
+
+        Why: a trainer turns the counts into words and then no longer needs them; if this
+        object still held them, they would stay in memory through stages 2-3 (60 MB for
+        0.45 M unique pretokens).
+
+        >>> pc = PretokenCounts(Counter({b"a": 2, b"b": 1}), 3, 1, 1)
+        >>> sorted(pc.take_counts().items()), pc.num_pretokens, pc.num_unique, pc.counts
+        ([(b'a', 2), (b'b', 1)], 3, 2, Counter())
+        """
+        self._totals = (self.num_pretokens, self.num_unique)
+        counts, self.counts = self.counts, Counter()
+        return counts
 
 
 def pretokenize_file(

@@ -168,7 +168,10 @@ def train_bpe_detailed(
         logger.warning("%s holds no text outside special tokens: nothing to merge", path)
 
     t0 = time.perf_counter()
-    output = train(trainer, counted.counts, vocab_size, specials, progress=progress, parent=parent)
+    # the counts are handed over, not kept: the trainer frees them once it has built its words
+    output = train(
+        trainer, counted.take_counts(), vocab_size, specials, progress=progress, parent=parent
+    )
     timings["merge"] = time.perf_counter() - t0
     logger.info(
         "%s with %s: %d merges in %.3f s",

@@ -12,12 +12,14 @@ from bpe.pretokenize import count_pretokens, pretokenize_file
 from bpe.trainers import STAGES, TRAINERS, MergeLoop, check_trainer, train
 from bpe.trainers.common import (
     MergeState,
+    as_word,
     candidate_key,
     descending_bytes_key,
     initial_vocab,
     iter_pairs,
     merge_word,
     prepare,
+    word_ids,
 )
 from tests.conftest import DATA, EOT
 
@@ -152,7 +154,7 @@ def _first_pair_loop(state: MergeState, tick) -> None:
     for _ in range(state.num_merges):
         counts: Counter[tuple[int, int]] = Counter()
         for word, n in zip(state.words, state.counts, strict=True):
-            for pair in iter_pairs(word):
+            for pair in iter_pairs(word_ids(word)):
                 counts[pair] += n
         if not counts:
             return
@@ -160,7 +162,9 @@ def _first_pair_loop(state: MergeState, tick) -> None:
             0
         ]
         new_id = state.add_merge(left, right, counts[(left, right)])
-        state.words = [merge_word(word, left, right, new_id) for word in state.words]
+        state.words = [
+            as_word(merge_word(word_ids(word), left, right, new_id)) for word in state.words
+        ]
         tick()
 
 

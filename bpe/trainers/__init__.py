@@ -135,6 +135,9 @@ def train(
             parent_merges=parent.merges,
             parent_special_tokens=parent.special_tokens,
         )
+    # The words hold everything the loop needs: drop this reference so a caller that handed
+    # the counts over (`PretokenCounts.take_counts`) gets their memory back for stages 2-3.
+    del pretoken_counts
     if progress:
         from tqdm.auto import tqdm  # imported only for a bar: tqdm.auto takes ~60 ms to import
 

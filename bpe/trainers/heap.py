@@ -31,7 +31,7 @@ def merge_loop(state: MergeState, tick: Callable[[], object]) -> None:
     for _ in range(state.num_merges):
         # Stage 3, select: pop until the top entry's count is exact (lazy invalidation).
         while heap:
-            neg_count, _, left, right = heap[0]
+            neg_count, _, _, left, right = heap[0]
             true_count = pair_counts.get((left, right), 0)
             if true_count == -neg_count:
                 break

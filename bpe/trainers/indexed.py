@@ -1,7 +1,7 @@
 """The indexed trainer: incremental pair counts plus a pair -> words index.
 
 Stage 2 (count pairs) runs once, into a `PairIndex`. Each merge then touches only the words that
-contain the merged pair (found through `pair_to_words`), subtracting their old pairs and adding
+may contain the merged pair (`PairIndex.candidates`), subtracting their old pairs and adding
 their new ones, so pair counts stay exact without a recount. Stage 3 still selects the best pair
 by a scan over all pair counts per merge (`heap` removes that scan); the incremental bookkeeping
 lives in `PairIndex`, which `heap` reuses unchanged.
@@ -10,8 +10,10 @@ lives in `PairIndex`, which `heap` reuses unchanged.
 from __future__ import annotations
 
 import sys
-from collections import defaultdict
-from collections.abc import Callable
+from array import array
+from collections.abc import Callable, Iterable
+
+import numpy as np
 
 from bpe.trainers.common import MergeState, Pair, candidate_key
 
@@ -20,39 +22,56 @@ MAX_TOKEN_ID = sys.maxunicode
 
 
 class PairIndex:
-    """Exact pair counts of all words, and for each pair the words that (may) contain it.
+    """Exact pair counts of all words, and for each pair the words that may contain it.
 
     invariant: `pair_counts[p]` equals sum(count of w * occurrences of p in w) over all words,
-    and holds no zero entries. `pair_to_words[p]` is a superset of the words containing p
-    (stale entries are skipped when merged, never trusted).
+    and holds no zero entries. `candidates(p)` is a superset of the words containing p (stale
+    entries are skipped when merged, never trusted).
 
-    Each word is held as a str with one character per token id (`chr(id)`), so finding a pair
-    is `str.find` and merging it everywhere in the word is `str.replace`, both in C. subtle:
-    `str.replace` scans left to right without overlaps, which is exactly BPE's greedy merge
-    (merging (a, a) in "aaa" gives "Na").
+    Each word is a str with one character per token id (`bpe.trainers.common.as_word`), so
+    finding a pair is `str.find` and merging it everywhere in the word is `str.replace`, both
+    in C. subtle: `str.replace` scans left to right without overlaps, which is exactly BPE's
+    greedy merge (merging (a, a) in "aaa" gives "Na").
 
-    Performance (why words are str and count increments are inlined in `merge`): stages 2-3 of
-    the heap trainer on the OWT sample at vocab 32,000 took 1.31 s (median of 9; best 1.16 s)
-    against 1.48 s (best 1.26 s) for the former design, words as lists of ints rebuilt in
-    Python and every count update a call to a closure: 11% less by median, 8% by best run,
-    alternating runs on a shared 2-core machine.
+    Where a pair's words come from (two sources, both supersets):
+        * a pair present before any merge: `InitialPairs`, built once by numpy in stage 2 and
+          kept as flat arrays (no Python object per entry);
+        * a pair created by a merge (it holds the new token): `_made`, a word index or an
+          array of them, appended to as merges create the pair in a word (a word may be
+          listed twice: harmless).
+    A created pair always holds the new token, which did not exist before, so no pair has
+    both sources.
+
+    Performance (why words are str, why counts are inlined, why no per-pair word sets): stages
+    2-3 of the heap trainer on the OWT sample at vocab 32,000 took 1.31 s (median of 9; best
+    1.16 s) against 1.48 s (best 1.26 s) for words as lists of ints rebuilt in Python and every
+    count update a call to a closure. On a 256 MB corpus (0.45 M unique pretokens, vocab
+    32,000), per-pair word sets held 3.4 M entries after stage 2 and 2.1 M at the end, in
+    sets of 216+ bytes each; flat numpy arrays plus one `array("i")` per created pair replace
+    them, and stage 2 in numpy took 0.5 s against 2.2 s in Python (see `bpe/trainers/heap.py`
+    for the totals).
     """
 
-    def __init__(self, words: list[list[int]], counts: list[int]) -> None:
+    def __init__(self, words: list[str], counts: list[int]) -> None:
         self.counts = counts
-        self.words = ["".join(map(chr, word)) for word in words]
-        pair_counts: dict[Pair, int] = defaultdict(int)
-        pair_to_words: dict[Pair, set[int]] = defaultdict(set)
-        for wi, word in enumerate(words):
-            n = counts[wi]
-            for pair in zip(word, word[1:]):
-                pair_counts[pair] += n
-                pair_to_words[pair].add(wi)
-        self.pair_counts: dict[Pair, int] = dict(pair_counts)
-        self.pair_to_words = pair_to_words
+        self.words = words
+        initial = InitialPairs(words, counts)
+        self.pair_counts: dict[Pair, int] = initial.pair_counts
+        self._initial = initial
+        # A pair created in one word holds that word's index; from the second word on, an
+        # array("i") (4 bytes per entry, no int object each). Most created pairs stay in one
+        # word: on a 256 MB corpus this took 68 MB of arrays down to 19 MB.
+        self._made: dict[Pair, int | array] = {}
+
+    def candidates(self, left: int, right: int) -> Iterable[int]:
+        """The words that may contain (left, right) (see the class docstring); forgets them."""
+        made = self._made.pop((left, right), None)
+        if made is None:
+            return self._initial.words_with(left, right)
+        return (made,) if type(made) is int else made
 
     def merge(self, left: int, right: int, new_id: int) -> set[Pair]:
-        """Merge (left, right) into new_id in every word holding it; update counts and index.
+        """Merge (left, right) into new_id in every word holding it; update the counts.
 
         Only the pairs around each occurrence change, so only those are touched: for an
         occurrence ... p [a b] q ..., (p, a) becomes (p, new) and (b, q) becomes (new, q).
@@ -65,7 +84,7 @@ class PairIndex:
         """
         if new_id > MAX_TOKEN_ID:
             raise ValueError(f"token id {new_id} exceeds {MAX_TOKEN_ID}; lower vocab_size")
-        pair_counts, pair_to_words = self.pair_counts, self.pair_to_words
+        pair_counts, made = self.pair_counts, self._made
         words, counts = self.words, self.counts
         created: set[Pair] = set()
         pattern = chr(left) + chr(right)
@@ -81,11 +100,11 @@ class PairIndex:
             else:
                 del pair_counts[pair]
 
-        for wi in pair_to_words.pop((left, right), ()):
+        for wi in self.candidates(left, right):
             word = words[wi]
             i = word.find(pattern)
             if i < 0:
-                continue  # stale index entry: the pair left this word in an earlier merge
+                continue  # not (or no longer) in this word: candidates are a superset
             n = counts[wi]
             size = len(word)
             end_of_previous = -1
@@ -99,7 +118,13 @@ class PairIndex:
                         drop((prev, left), n)
                         pair = (prev, new_id)
                     pair_counts[pair] = pair_counts.get(pair, 0) + n
-                    pair_to_words[pair].add(wi)
+                    seen = made.get(pair)
+                    if seen is None:
+                        made[pair] = wi
+                    elif type(seen) is int:
+                        made[pair] = array("i", (seen, wi))
+                    else:
+                        seen.append(wi)
                     created.add(pair)
                 after = i + 2
                 # the right side is handled here unless another occurrence starts right after
@@ -108,7 +133,13 @@ class PairIndex:
                     drop((right, nxt), n)
                     pair = (new_id, nxt)
                     pair_counts[pair] = pair_counts.get(pair, 0) + n
-                    pair_to_words[pair].add(wi)
+                    seen = made.get(pair)
+                    if seen is None:
+                        made[pair] = wi
+                    elif type(seen) is int:
+                        made[pair] = array("i", (seen, wi))
+                    else:
+                        seen.append(wi)
                     created.add(pair)
                 end_of_previous = after
                 i = word.find(pattern, after)
@@ -116,6 +147,70 @@ class PairIndex:
         # invariant: greedy left-to-right merging leaves no (left, right) anywhere.
         pair_counts.pop((left, right), None)
         return created
+
+
+#: Pair codes pack (left, right) as left << _SHIFT | right; token ids are below 2**21.
+_SHIFT = 21
+
+
+class InitialPairs:
+    """Stage 2 in numpy: the counts of the pairs in the words, and each pair's words.
+
+    The words are flattened into one array of token ids (UTF-32, one element per id); every
+    position but a word's last starts a pair, coded as one int64. One stable sort by code
+    groups each pair's occurrences with their words in ascending order: counts are sums over
+    the groups (`np.add.reduceat`), and the words of a pair are one slice of a flat int32
+    array, found by binary search (`words_with`). Nothing per pair but the count dict.
+
+    >>> ip = InitialPairs(["abab", "ba"], [2, 5])
+    >>> sorted(ip.pair_counts.items())
+    [((97, 98), 4), ((98, 97), 7)]
+    >>> ip.words_with(98, 97), ip.words_with(97, 97)
+    ([0, 1], [])
+    """
+
+    def __init__(self, words: list[str], counts: list[int]) -> None:
+        lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
+        ids = np.frombuffer("".join(words).encode("utf-32-le"), dtype=np.uint32)
+        # a pair starts at every position but the last of its word
+        starts_pair = np.ones(len(ids), dtype=bool)
+        starts_pair[np.cumsum(lengths)[lengths > 0] - 1] = False
+        at = np.flatnonzero(starts_pair)
+        del starts_pair
+        codes = ids[at].astype(np.int64) << _SHIFT | ids[at + 1]
+        owner = np.repeat(np.arange(len(words), dtype=np.int32), lengths)[at]
+        del ids, at
+        order = np.argsort(codes, kind="stable")  # stable: each pair's words stay ascending
+        codes = codes[order]
+        owner = owner[order]
+        del order
+        first = np.flatnonzero(np.diff(codes)) + 1
+        group_starts = np.concatenate(([0], first)) if len(codes) else first
+        # int64 sums are exact unless huge counts could overflow them: Python ints then
+        exact = max(counts, default=0) < (1 << 62) // max(1, len(codes))
+        weights = np.asarray(counts, dtype=np.int64 if exact else object)[owner]
+        sums = np.add.reduceat(weights, group_starts) if len(codes) else weights
+        del weights
+        self.codes = codes[group_starts]
+        self.pair_counts: dict[Pair, int] = dict(
+            zip(
+                zip((self.codes >> _SHIFT).tolist(), (self.codes & ((1 << _SHIFT) - 1)).tolist()),
+                sums.tolist(),
+            )
+        )
+        # one entry per (pair, word): a word holding a pair twice is listed once
+        keep = np.ones(len(codes), dtype=bool)
+        keep[1:] = (codes[1:] != codes[:-1]) | (owner[1:] != owner[:-1])
+        self._owner = owner[keep]
+        self._bounds = np.searchsorted(codes[keep], self.codes).tolist() + [len(self._owner)]
+
+    def words_with(self, left: int, right: int) -> list[int]:
+        """The words in which (left, right) occurred before any merge (ascending)."""
+        code = left << _SHIFT | right
+        j = int(np.searchsorted(self.codes, code))
+        if j == len(self.codes) or int(self.codes[j]) != code:
+            return []
+        return self._owner[self._bounds[j] : self._bounds[j + 1]].tolist()
 
 
 def merge_loop(state: MergeState, tick: Callable[[], object]) -> None:

@@ -10,15 +10,23 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 
-from bpe.trainers.common import MergeState, Pair, candidate_key, iter_pairs, merge_word
+from bpe.trainers.common import (
+    MergeState,
+    Pair,
+    candidate_key,
+    iter_pairs,
+    merge_word,
+    word_ids,
+)
 
 
 def merge_loop(state: MergeState, tick: Callable[[], object]) -> None:
     """Per merge: stage 2 (count pairs) from scratch, then stage 3 (select and merge)."""
+    words = [word_ids(word) for word in state.words]  # plain lists of ids: easy to read
     for _ in range(state.num_merges):
         # Stage 2, count pairs: every adjacent pair, weighted by how often its word occurs.
         pair_counts: dict[Pair, int] = defaultdict(int)
-        for word, n in zip(state.words, state.counts, strict=True):
+        for word, n in zip(words, state.counts, strict=True):
             for pair in iter_pairs(word):
                 pair_counts[pair] += n
         if not pair_counts:
@@ -28,5 +36,5 @@ def merge_loop(state: MergeState, tick: Callable[[], object]) -> None:
             pair_counts, key=lambda p: candidate_key(pair_counts[p], *p, state.token_keys)
         )
         new_id = state.add_merge(left, right, pair_counts[(left, right)])
-        state.words = [merge_word(word, left, right, new_id) for word in state.words]
+        words = [merge_word(word, left, right, new_id) for word in words]
         tick()

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from bpe.pretokenize import validate_special_tokens
-from bpe.trainers.common import MergeState, descending_bytes_key
+from bpe.trainers.common import MergeState, as_word, descending_bytes_key
 from bpe.trainers.indexed import PairIndex
 
 
@@ -58,9 +58,10 @@ def prepare_from_parent(
             special tokens are not all among `special_tokens`, or `vocab_size` is smaller than
             the parent's vocab (plus appended special tokens).
 
+    >>> from bpe.trainers.common import word_ids
     >>> st = prepare_from_parent({b"abab": 2}, 261, [], parent_vocab={i: bytes([i]) for i in
     ...     range(256)} | {256: b"ab"}, parent_merges=[(b"a", b"b")], parent_special_tokens=[])
-    >>> st.words, st.merged, st.merge_counts, st.num_merges
+    >>> [word_ids(w) for w in st.words], st.merged, st.merge_counts, st.num_merges
     ([[256, 256]], [(97, 98)], [4], 4)
     """
     specials = validate_special_tokens(special_tokens)
@@ -97,7 +98,7 @@ def prepare_from_parent(
     for pretoken in sorted(pretoken_counts):  # sorted as `prepare` does, for the same reason
         n = pretoken_counts[pretoken]
         if n > 0:
-            words.append([id_of[bytes([b])] for b in pretoken])
+            words.append(as_word(id_of[bytes([b])] for b in pretoken))
             counts.append(n)
     # Replay: each parent merge in rank order, everywhere, with its count on this corpus.
     index = PairIndex(words, counts)
@@ -112,10 +113,9 @@ def prepare_from_parent(
         merge_counts.append(index.pair_counts.get((left, right), 0))
         merged.append((left, right))
         index.merge(left, right, id_of[a + b])
-    words = [list(map(ord, word)) for word in index.words]
     token_keys = [descending_bytes_key(vocab[i]) for i in range(len(vocab))]
     return MergeState(
-        words,
+        index.words,
         counts,
         vocab,
         token_keys,
