@@ -68,6 +68,12 @@ def test_sweep_over_two_files_compares_trainers_per_input(tmp_path):
         assert own["dataset"] == f"custom-{path.stem}" and own["source"] == "input_tail"
         assert own["seen_in_training"] and own["offset"] == offset
         assert own["bytes"] == sum(len(d.encode("utf-8")) for d in docs)
+        # every measure reads the same documents: efficiency, under-trained tokens and the
+        # tiktoken check are measured on the tail too, not left out
+        assert metrics["efficiency"]["own"]["dataset"] == f"custom-{path.stem}"
+        assert metrics["undertrained"]["heldout_docs"] == len(docs)
+        assert metrics["tiktoken"]["heldout"][0] == f"custom-{path.stem} (input tail)"
+        assert metrics["tiktoken"]["mismatches"] == 0 and metrics["tiktoken"]["pretokens"] > 0
 
         analysis = (job / "ANALYSIS.md").read_text("utf-8")
         assert "end of the training input, seen in training" in analysis

@@ -685,10 +685,13 @@ def _tiktoken_lines(metrics: dict) -> list[str]:
 
 def _tiktoken_line(tk: dict) -> str:
     """One sentence: does the tiktoken export (tokenizer.tiktoken) agree on held-out text?"""
-    where = ", ".join(tk.get("heldout") or []) or "held-out text"
+    names = tk.get("heldout") or []
+    where = ", ".join(names) or "held-out text"
+    # runs without a held-out file are measured on their input's tail, seen in training
+    kind = "measured" if any(n.endswith("(input tail)") for n in names) else "held-out"
     head = (
         f"The tiktoken export (`tokenizer.tiktoken`) encodes {tk.get('mismatches')} of "
-        f"{tk.get('pretokens')} held-out pretokens ({where}) differently from this tokenizer"
+        f"{tk.get('pretokens')} {kind} pretokens ({where}) differently from this tokenizer"
     )
     first = tk.get("first")
     if not first:

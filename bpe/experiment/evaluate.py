@@ -29,12 +29,13 @@ import codecs
 import logging
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from bpe.datasets import Dataset, measured_sides
 from bpe.experiment.usage import usage_metrics
 from bpe.exports import tiktoken_mismatches
 from bpe.gpt2_format import render
-from bpe.lineage import dataset_lineage, heldout_files
+from bpe.lineage import dataset_lineage
 from bpe.measures import (
     TOKEN_KINDS,
     compression_ratio,
@@ -77,11 +78,11 @@ def evaluate(result: TrainResult, ds: Dataset, analysis: Mapping) -> dict:
     tokenizer = Tokenizer(
         result.vocab, result.merges, list(result.special_tokens), pattern=result.pattern
     )
+    measured = measured_docs(ds, max_docs=int(analysis.get("max_docs", 200)))
     out.update(
         corpus_metrics(
             tokenizer,
-            ds,
-            max_docs=int(analysis.get("max_docs", 200)),
+            measured,
             throughput_seconds=float(analysis.get("throughput_seconds", 1.0)),
             gpt2_baseline=bool(analysis.get("gpt2_baseline", True)),
         )
@@ -93,30 +94,31 @@ def evaluate(result: TrainResult, ds: Dataset, analysis: Mapping) -> dict:
         input_sha256=result.input_sha256,
         input_seconds=result.pretoken_cache.get("hash_seconds"),
     )
-    heldout = heldout_files(ds)
-    texts = [p.read_text(encoding="utf-8") for p in heldout.values()]
-    out["tiktoken"] = {"heldout": list(heldout), **tiktoken_mismatches(tokenizer, texts)}
+    # every measure below reads the same documents, read once here
+    texts = [doc for side in measured for doc in side.docs or ()]
+    out["tiktoken"] = {
+        "heldout": [side.label for side in measured if side.docs],
+        **tiktoken_mismatches(tokenizer, texts),
+    }
     sample_bytes = analysis.get("train_sample_bytes")
     out.update(
         usage_metrics(
             tokenizer,
             ds,
+            measured,
             merge_counts=result.merge_counts,
-            max_docs=int(analysis.get("max_docs", 200)),
             **({} if sample_bytes is None else {"sample_bytes": int(sample_bytes)}),
         )
     )
     if result.init_from is not None:
         out["init_from"] = {
             **result.init_from,
-            **parent_comparison(tokenizer, result, ds, max_docs=int(analysis.get("max_docs", 200))),
+            **parent_comparison(tokenizer, result, measured),
         }
     return out
 
 
-def parent_comparison(
-    tokenizer: Tokenizer, result: TrainResult, ds: Dataset, *, max_docs: int
-) -> dict:
+def parent_comparison(tokenizer: Tokenizer, result: TrainResult, measured: list[Side]) -> dict:
     """The extended tokenizer next to the one it continued from, on the run's held-out text.
 
     Returns `heldout` (compression ratio, bytes per token, of the parent and of the extended
@@ -127,12 +129,13 @@ def parent_comparison(
         result.init_from["path"], special_tokens=list(result.special_tokens), pattern=result.pattern
     )
     first_new = result.init_from["vocab_size"]
-    docs, _ = _docs(ds, max_docs)
+    own = measured[0]
+    docs = own.docs
     heldout = None
     if docs:
         ids = [i for d in docs for i in tokenizer.encode(d)]
         heldout = {
-            "dataset": ds.name,
+            "dataset": own.dataset.name,
             "docs": len(docs),
             "parent_ratio": round(compression_ratio(parent, docs), 4),
             "ratio": round(compression_ratio(tokenizer, docs), 4),
@@ -194,6 +197,30 @@ def preview(token: bytes, *, limit: int = PREVIEW_BYTES) -> dict:
     return {"gpt2": render(head), "text": text, "clipped": clipped}
 
 
+@dataclass(frozen=True)
+class Side:
+    """One measured side of a run: `own` or `other` (cross-domain), its documents and origin."""
+
+    side: str
+    dataset: Dataset
+    #: None when the dataset has nothing to measure (a missing file: logged)
+    docs: list[str] | None
+    #: where the documents come from, for metrics.json: `source` (`heldout` or `input_tail`),
+    #: `seen_in_training`, and the tail's `offset`
+    origin: dict
+
+    @property
+    def label(self) -> str:
+        """The dataset's name, marked when its documents are the input's tail."""
+        tail = self.origin.get("source") == "input_tail"
+        return f"{self.dataset.name} (input tail)" if tail else self.dataset.name
+
+
+def measured_docs(ds: Dataset, *, max_docs: int) -> list[Side]:
+    """The documents every measure of a run reads, read once: own side first, then `other`."""
+    return [Side(side, dataset, *_docs(dataset, max_docs)) for side, dataset in measured_sides(ds)]
+
+
 def _docs(ds: Dataset, max_docs: int) -> tuple[list[str] | None, dict]:
     """The documents a dataset is measured on, and where they come from (for metrics.json)."""
     path = ds.heldout_path
@@ -219,9 +246,8 @@ def _docs(ds: Dataset, max_docs: int) -> tuple[list[str] | None, dict]:
 
 def corpus_metrics(
     tokenizer: Tokenizer,
-    ds: Dataset,
+    measured: list[Side],
     *,
-    max_docs: int,
     throughput_seconds: float,
     gpt2_baseline: bool,
 ) -> dict:
@@ -240,17 +266,16 @@ def corpus_metrics(
 
     compression: dict[str, dict | None] = {}
     own_docs = None
-    sides = measured_sides(ds)
-    for side, dataset in sides:
-        docs, origin = _docs(dataset, max_docs)
-        if side == "own":
+    for m in measured:
+        docs = m.docs
+        if m.side == "own":
             own_docs = docs
         if not docs:
-            compression[side] = None
+            compression[m.side] = None
             continue
-        compression[side] = {
-            "dataset": dataset.name,
-            **origin,
+        compression[m.side] = {
+            "dataset": m.dataset.name,
+            **m.origin,
             "docs": len(docs),
             "bytes": sum(len(d.encode("utf-8")) for d in docs),
             "ratio": round(compression_ratio(tokenizer, docs), 4),

@@ -1,7 +1,9 @@
 """How a finished run's vocab is used: efficiency on held-out text and under-trained tokens.
 
 What it does: `usage_metrics` encodes a capped sample of the run's training file and the
-held-out documents of its own and cross-domain datasets, and returns the metrics.json entries
+measured documents of its own and cross-domain datasets (read once by
+`bpe.experiment.evaluate.measured_docs`: the held-out file, or the input's tail when there is
+none), and returns the metrics.json entries
 `efficiency` (per held-out side: fertility, Shannon and Rényi efficiency, vocab share used) and
 `undertrained` (intermediate-only, never-produced and self-unreachable learned tokens, with
 clipped examples). The formulas live in `bpe.measures`, the counting in `bpe.vocab_stats`.
@@ -14,9 +16,9 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Sequence
+from typing import Protocol
 
-from bpe.datasets import Dataset, measured_sides
-from bpe.measures import load_documents
+from bpe.datasets import Dataset
 from bpe.tokenizer import Tokenizer
 from bpe.vocab_stats import (
     DEFAULT_SAMPLE_BYTES,
@@ -29,50 +31,50 @@ from bpe.vocab_stats import (
 logger = logging.getLogger(__name__)
 
 
-def _heldout(ds: Dataset, max_docs: int) -> list[str] | None:
-    path = ds.heldout_path
-    if path is None or not path.is_file():
-        return None
-    return load_documents(path, ds.document_separator, max_docs=max_docs) or None
+class MeasuredSide(Protocol):
+    """One measured side (`bpe.experiment.evaluate.Side` is one)."""
+
+    side: str
+    dataset: Dataset
+    docs: list[str] | None
 
 
 def usage_metrics(
     tokenizer: Tokenizer,
     ds: Dataset,
+    measured: Sequence[MeasuredSide],
     *,
     merge_counts: Sequence[int],
-    max_docs: int,
     sample_bytes: int = DEFAULT_SAMPLE_BYTES,
 ) -> dict:
     """The `efficiency` and `undertrained` entries of metrics.json for one run.
 
     Args:
         tokenizer: the run's tokenizer.
-        ds: the run's dataset (training file, held-out file, cross-domain dataset).
+        ds: the run's dataset (its training file is sampled).
+        measured: the documents of each side (`side`, `dataset`, `docs`), own side first.
         merge_counts: the run's merge counts (ranks the under-trained examples).
-        max_docs: held-out documents per dataset, as for compression.
         sample_bytes: at most this many bytes of the training file are encoded (whole
             documents); `undertrained.sample` records what was.
     """
     efficiency: dict[str, dict | None] = {}
-    sides = measured_sides(ds)
     own_counts: Counter[int] = Counter()
-    for side, dataset in sides:
-        docs = _heldout(dataset, max_docs)
-        if not docs:
-            efficiency[side] = None
+    own_docs = 0
+    for m in measured:
+        if not m.docs:
+            efficiency[m.side] = None
             continue
-        counts = token_counts(tokenizer, docs)
-        if side == "own":
-            own_counts = counts
+        counts = token_counts(tokenizer, m.docs)
+        if m.side == "own":
+            own_counts, own_docs = counts, len(m.docs)
         try:
-            efficiency[side] = {
-                "dataset": dataset.name,
-                **distribution_metrics(tokenizer, docs, counts=counts),
+            efficiency[m.side] = {
+                "dataset": m.dataset.name,
+                **distribution_metrics(tokenizer, m.docs, counts=counts),
             }
         except ValueError as err:  # e.g. documents of whitespace only
-            logger.warning("no efficiency for %s: %s", dataset.name, err)
-            efficiency[side] = None
+            logger.warning("no efficiency for %s: %s", m.dataset.name, err)
+            efficiency[m.side] = None
 
     undertrained = None
     try:
@@ -85,7 +87,7 @@ def usage_metrics(
         train_counts = token_counts(tokenizer, [text])
         undertrained = {
             "sample": sample,
-            "heldout_docs": len(_heldout(ds, max_docs) or []),
+            "heldout_docs": own_docs,
             **undertrained_tokens(
                 tokenizer,
                 train_counts=train_counts,
