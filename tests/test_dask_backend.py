@@ -12,6 +12,7 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -157,6 +158,17 @@ def test_backend_checks_name_the_value_and_the_fix():
         pretokenize_file(SAMPLE, [EOT], scheduler="tcp://head:8786")
     with pytest.raises(ValueError, match="scheduler address"):
         check_backend("dask", "  ")
+
+
+def test_the_default_backend_never_imports_dask(tmp_path):
+    code = (
+        "import sys, bpe\n"
+        "from bpe._io import DATA_DIR\n"
+        "bpe.train_bpe(DATA_DIR / 'tinystories_sample.txt', 260, num_workers=1)\n"
+        "assert not {'dask', 'distributed'} & set(sys.modules), 'dask was imported'\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
 
 
 @pytest.mark.slow
