@@ -498,16 +498,17 @@ def _pretokenize_on_dask(
             "pretokenizing %s (%d bytes) in %d chunks on Dask (%s)", p, size, len(chunks),
             cluster.label,
         )  # fmt: skip
-        # workers read the byte ranges themselves: only (path, range) travels to them
-        tree = TreeCount(
-            cluster.client, _count_chunk, (str(p.resolve()), specials, pattern), chunks
-        )
+        # workers read the byte ranges themselves: only (path, range) travels to them. The
+        # path is made absolute (workers have their own cwd) but symlinks are kept: a shared
+        # file system may be linked under another name on this machine than on the nodes.
+        shared = os.path.abspath(p)
+        tree = TreeCount(cluster.client, _count_chunk, (shared, specials, pattern), chunks)
         try:
             for _chunk in _progress(tree, len(chunks), progress, "pretokenize"):
                 pass
         except FileNotFoundError as err:  # the file is here, so it is missing on a worker
             raise FileNotFoundError(
-                f"a Dask worker cannot open {str(p.resolve())!r} ({err}); the input file must be "
+                f"a Dask worker cannot open {shared!r} ({err}); the input file must be "
                 "at the same path on every worker (a shared file system)"
             ) from None
         assert tree.total is not None  # invariant: set when the iteration ends
