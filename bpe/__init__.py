@@ -7,6 +7,7 @@ Where each stage lives (stages numbered in `bpe.trainers.STAGES`):
                                 bpe.chunks        the chunk pipeline: plan chunks, map over them
                                 bpe.pretoken_cache  counts saved by input sha256 + pattern +
                                                   specials, loaded by later runs (cache_dir=)
+                                bpe.dask_backend  the same chunks as tasks on a Dask cluster
     stage 2  count pairs        bpe.trainers      registry (TRAINERS) and train(): prepare ->
     stage 3  select and merge                     merge_loop -> finish
                                   .naive / .indexed / .heap   one merge_loop each

@@ -39,6 +39,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 
+from bpe.dask_backend import check_backend
 from bpe.pretokenize import EOT, PATTERNS, resolve_pattern, validate_special_tokens
 from bpe.trainers.common import check_vocab_size
 
@@ -46,6 +47,7 @@ __all__ = [
     "AnalysisConfig",
     "BelowLevel",
     "DatasetConfig",
+    "PretokenizeConfig",
     "PretokenizerConfig",
     "ProfilerConfig",
     "TrainConfig",
@@ -96,6 +98,16 @@ class PretokenizerConfig:
 
 
 @dataclass
+class PretokenizeConfig:
+    """Where pre-tokenization runs (`pretokenize:` in conf/config.yaml)."""
+
+    backend: str = _key("processes (this machine) | dask (tasks on a Dask cluster)", "processes")
+    scheduler: str | None = _key(
+        "dask only: tcp://host:8786 of a running cluster; null = a LocalCluster", None
+    )
+
+
+@dataclass
 class ProfilerConfig:
     """Optional profiler around training (`conf/profiler/*.yaml`)."""
 
@@ -121,7 +133,8 @@ class AnalysisConfig:
 
 @dataclass
 class TrainConfig:
-    """The whole `bpe-train` config: three groups, the top-level keys, `analysis.*`."""
+    """The whole `bpe-train` config: the groups, the top-level keys, `pretokenize.*`,
+    `analysis.*`."""
 
     dataset: DatasetConfig = field(default_factory=DatasetConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
@@ -129,7 +142,10 @@ class TrainConfig:
     profiler: ProfilerConfig = field(default_factory=ProfilerConfig)
     # its lower bound depends on the specials: `check_vocab_size` says so with the numbers
     vocab_size: int = _key("special tokens + 256 bytes + merges; >= 256 + the specials")
-    num_workers: int | None = _key("pre-tokenization processes; null = all CPUs", minimum=1)
+    num_workers: int | None = _key(
+        "pre-tokenization processes (dask: LocalCluster workers); null = all CPUs", minimum=1
+    )
+    pretokenize: PretokenizeConfig = field(default_factory=PretokenizeConfig)
     init_from: str | None = _key(
         "continue from this run dir or GPT-2 style vocab.json+merges.txt dir", None
     )
@@ -182,7 +198,7 @@ def describe_keys(schema: type = TrainConfig, prefix: str = "") -> Iterator[tupl
 
 def _dataclass_of(f: dataclasses.Field) -> type | None:
     # subtle: with `from __future__ import annotations`, f.type is a string
-    named = {cls.__name__: cls for cls in (*GROUPS.values(), AnalysisConfig)}
+    named = {cls.__name__: cls for cls in (*GROUPS.values(), AnalysisConfig, PretokenizeConfig)}
     return named.get(f.type) if isinstance(f.type, str) else None
 
 
@@ -230,6 +246,9 @@ def check_config(cfg: DictConfig) -> None:
     except ValueError as err:
         raise ValueError(f"dataset.special_tokens: {err}") from None
     check_vocab_size(_select(cfg, "vocab_size"), specials)
+    backend = cfg.get("pretokenize")
+    if backend is not None:
+        check_backend(str(backend.get("backend", "processes")), backend.get("scheduler"))
     pre = cfg.get("pretokenizer")
     if pre is not None and pre.get("name") not in (*PATTERNS, "custom"):
         raise ValueError(

@@ -8,7 +8,9 @@ What it does:
       whole (`PATTERNS`, `resolve_pattern`);
     * counts a file chunk by chunk through the chunk pipeline (`bpe.chunks`: cuts at special
       tokens or where no pretoken can span, worker count and start method chosen there), so
-      counting each chunk separately gives exactly the counts of the whole file.
+      counting each chunk separately gives exactly the counts of the whole file; with
+      `backend="dask"` the same chunks are counted as tasks on a Dask cluster
+      (`bpe.dask_backend`), with identical counts.
 
 Pretokens are found with `find_pretokens`: an exact translation of the pattern for the standard
 `re` engine (about twice as fast as `regex`) whenever the text has no character above U+FFFF,
@@ -43,8 +45,10 @@ from bpe.chunks import (
     Chunk,
     map_chunks,
     plan,
+    plan_chunks,
     read_chunk_text,
 )
+from bpe.dask_backend import TreeCount, check_backend, dask_cluster
 from bpe.patterns import CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN, PATTERNS
 
 # Re-exported: callers name the patterns through this module too.
@@ -359,8 +363,12 @@ class PretokenCounts:
     num_bytes: int
     num_chunks: int
     num_workers: int
-    #: how worker processes were started ("in-process" when num_workers == 1)
+    #: how worker processes were started ("in-process" when num_workers == 1; "dask")
     start_method: str = "in-process"
+    #: "processes" (this machine) or "dask" (`bpe.dask_backend.BACKENDS`)
+    backend: str = "processes"
+    #: dask only: the scheduler address, or "LocalCluster(n)" for the embedded cluster
+    scheduler: str | None = None
 
     def __post_init__(self) -> None:
         self._totals: tuple[int, int] | None = None
@@ -398,6 +406,8 @@ def pretokenize_file(
     min_parallel_bytes: int = DEFAULT_MIN_PARALLEL_BYTES,
     progress: bool = False,
     pattern: str = GPT2_PATTERN,
+    backend: str = "processes",
+    scheduler: str | None = None,
 ) -> PretokenCounts:
     """Count the pretokens of a file, in `num_workers` processes over safely cut chunks.
 
@@ -416,14 +426,28 @@ def pretokenize_file(
         progress: show a tqdm bar over chunks.
         pattern: the split pattern (a regex; `resolve_pattern` turns a name into one). Chunks
             are cut only where `bpe.chunks` proved the cut safe for this pattern.
+        backend: "processes" (worker processes here) or "dask": chunks are counted as tasks
+            on a dask.distributed cluster and reduced there (`bpe.dask_backend`); identical
+            counts. num_workers then sizes the LocalCluster, and `min_parallel_bytes` is not
+            used (whoever asks for Dask gets Dask).
+        scheduler: dask only: a scheduler address (`tcp://host:8786`) whose workers all see
+            `path`; None starts a LocalCluster for this call.
 
     Raises:
-        FileNotFoundError / ValueError: missing, empty or non-UTF-8 file; bad special tokens.
-        bpe.chunks.ChunkWorkerError: a worker process died (names the chunk and the signal).
+        FileNotFoundError / ValueError: missing, empty or non-UTF-8 file; bad special tokens;
+            unknown backend, or a scheduler without the dask backend.
+        bpe.chunks.ChunkWorkerError: a worker process died (names the chunk and the signal);
+            with Dask, only after its task was lost `allowed-failures` times.
+        ConnectionError: the Dask scheduler could not be reached (names the address).
     """
     specials = tuple(validate_special_tokens(special_tokens))
+    check_backend(backend, scheduler)
     p = check_input_file(path)
     size = p.stat().st_size
+    if backend == "dask":
+        return _pretokenize_on_dask(
+            p, specials, size, num_workers, max_chunk_bytes, progress, pattern, scheduler
+        )
     chunks, workers = plan(
         p,
         specials,
@@ -449,6 +473,48 @@ def pretokenize_file(
         for counts in _progress(results, len(chunks), progress, "pretokenize"):
             total.update(counts)
     return PretokenCounts(total, size, len(chunks), workers.workers, workers.start_method)
+
+
+def _pretokenize_on_dask(
+    p: Path,
+    specials: tuple[str, ...],
+    size: int,
+    num_workers: int | None,
+    max_chunk_bytes: int,
+    progress: bool,
+    pattern: str,
+    scheduler: str | None,
+) -> PretokenCounts:
+    """`pretokenize_file` on a Dask cluster: chunks planned here, counted and added up there."""
+    with dask_cluster(scheduler, num_workers=num_workers) as cluster:
+        chunks = plan_chunks(
+            p,
+            specials,
+            max_chunk_bytes=max_chunk_bytes,
+            min_chunks=cluster.threads,
+            pattern=pattern,
+        )
+        logger.info(
+            "pretokenizing %s (%d bytes) in %d chunks on Dask (%s)", p, size, len(chunks),
+            cluster.label,
+        )  # fmt: skip
+        # workers read the byte ranges themselves: only (path, range) travels to them. The
+        # path is made absolute (workers have their own cwd) but symlinks are kept: a shared
+        # file system may be linked under another name on this machine than on the nodes.
+        shared = os.path.abspath(p)
+        tree = TreeCount(cluster.client, _count_chunk, (shared, specials, pattern), chunks)
+        try:
+            for _chunk in _progress(tree, len(chunks), progress, "pretokenize"):
+                pass
+        except FileNotFoundError as err:  # the file is here, so it is missing on a worker
+            raise FileNotFoundError(
+                f"a Dask worker cannot open {shared!r} ({err}); the input file must be "
+                "at the same path on every worker (a shared file system)"
+            ) from None
+        assert tree.total is not None  # invariant: set when the iteration ends
+        return PretokenCounts(
+            tree.total, size, len(chunks), cluster.workers, "dask", "dask", cluster.label
+        )
 
 
 def _progress(it: Iterable, total: int, enabled: bool, desc: str) -> Iterable:

@@ -18,6 +18,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from bpe.dask_backend import check_backend
 from bpe.init_from import Parent, check_parent, load_parent
 from bpe.patterns import GPT2_PATTERN
 from bpe.pretoken_cache import CacheInfo, pretokenize_cached
@@ -59,6 +60,10 @@ class TrainResult:
     num_chunks: int
     num_workers: int
     start_method: str = "in-process"
+    #: the pre-tokenization backend, "processes" or "dask" (`bpe.dask_backend.BACKENDS`)
+    backend: str = "processes"
+    #: dask only: the scheduler address, or "LocalCluster(n)" for the embedded cluster
+    scheduler: str | None = None
     timings: dict[str, float] = field(default_factory=dict)
     #: how often each merged pair occurred when it was merged (non-increasing in practice;
     #: a continued run's replayed parent merges count their pairs on this corpus)
@@ -107,6 +112,8 @@ def train_bpe_detailed(
     pattern: str | None = None,
     init_from: str | os.PathLike | Parent | None = None,
     cache_dir: str | os.PathLike | None = None,
+    backend: str = "processes",
+    scheduler: str | None = None,
 ) -> TrainResult:
     """Train a byte-level BPE tokenizer on a text file and report how it went.
 
@@ -124,14 +131,20 @@ def train_bpe_detailed(
         cache_dir: keep pretoken counts here (`bpe.pretoken_cache`): the first call on a
             corpus counts and saves them, later calls with the same bytes, pattern and
             specials load them. None (the default) caches nothing and writes no file.
+        backend: pre-tokenization on "processes" (this machine, default) or "dask" (tasks on
+            a dask.distributed cluster; identical merges; needs the `dask` extra).
+        scheduler: dask only: a scheduler address such as "tcp://host:8786" (the input path
+            must be visible to every worker); None starts a LocalCluster of `num_workers`.
 
     Raises:
         FileNotFoundError: input_path does not exist.
         ValueError: empty or non-UTF-8 file, vocab_size too small, bad special tokens,
-            unknown trainer.
+            unknown trainer or backend.
+        ConnectionError: the Dask scheduler could not be reached.
     """
     specials = validate_special_tokens(special_tokens)
     check_trainer(trainer)
+    check_backend(backend, scheduler)
     check_vocab_size(vocab_size, specials)
     regex_pattern = resolve_pattern(pattern)
     parent = load_parent(init_from) if isinstance(init_from, str | os.PathLike) else init_from
@@ -144,7 +157,13 @@ def train_bpe_detailed(
 
     def count():
         return pretokenize_file(
-            path, specials, num_workers=num_workers, progress=progress, pattern=regex_pattern
+            path,
+            specials,
+            num_workers=num_workers,
+            progress=progress,
+            pattern=regex_pattern,
+            backend=backend,
+            scheduler=scheduler,
         )
 
     cache, input_sha256 = CacheInfo(), None
@@ -192,6 +211,8 @@ def train_bpe_detailed(
         num_chunks=counted.num_chunks,
         num_workers=counted.num_workers,
         start_method=counted.start_method,
+        backend=counted.backend,
+        scheduler=counted.scheduler,
         timings=timings,
         merge_counts=output.merge_counts,
         pattern=regex_pattern,
@@ -219,6 +240,8 @@ def train_bpe(
     pattern: str | None = None,
     init_from: str | os.PathLike | None = None,
     cache_dir: str | os.PathLike | None = None,
+    backend: str = "processes",
+    scheduler: str | None = None,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """Train byte-level BPE on a file; returns `(vocab, merges)`.
 
@@ -245,5 +268,7 @@ def train_bpe(
         pattern=pattern,
         init_from=init_from,
         cache_dir=cache_dir,
+        backend=backend,
+        scheduler=scheduler,
     )
     return result.vocab, result.merges

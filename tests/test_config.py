@@ -79,6 +79,8 @@ def test_the_debug_preset_is_tiny_and_skips_the_gpt2_baseline():
         ("analysis.max_docs=0", "analysis.max_docs=0 is out of range"),
         ("dataset.special_tokens=['<|a|>','<|a|>']", "listed twice"),
         ("dataset.special_tokens=[x]", "single byte"),
+        ("pretokenize.backend=ray", "pretokenize.backend='ray' is unknown; choose one of"),
+        ("pretokenize.scheduler=tcp://head:8786", "only used by the dask backend"),
     ],
 )
 def test_ranges_are_checked_with_the_key_named(override, message):
@@ -134,6 +136,7 @@ def test_a_multi_byte_special_token_of_one_character_is_fine(tmp_path):
         ("vocab_size=100", "vocab_size=100 is too small"),
         ("trainer=fast", "no option 'trainer/fast'; choose trainer= one of heap, indexed, naive"),
         ("vocab_size=300,400", "lists several values: add -m"),
+        ("pretokenize.backend=ray", "choose one of ['processes', 'dask']"),
     ],
 )
 def test_a_mistake_is_one_line_on_stderr_before_any_directory_exists(tmp_path, override, expected):

@@ -114,3 +114,16 @@ def test_failed_run_without_timings_still_gets_the_time_table():
     text = render_analysis(RunFacts(metrics={**metrics, "status": "failed"}))
     for stage in TIMED_STAGES:
         assert f"| {stage}" in text
+
+
+def test_the_time_sentence_names_the_pretokenization_backend():
+    metrics = json.loads((RUN / "metrics.json").read_text("utf-8"))
+    assert "backend" not in render_analysis(RunFacts(metrics=metrics))  # older runs: as before
+    for backend, expected in [
+        ({"name": "dask", "scheduler": "LocalCluster(2)"}, "dask backend on LocalCluster(2), "
+         "cluster start included)."),
+        ({"name": "dask", "scheduler": "tcp://head:8786"}, "dask backend on tcp://head:8786)."),
+        ({"name": "processes", "scheduler": None}, "worker(s), processes backend)."),
+    ]:  # fmt: skip
+        text = render_analysis(RunFacts(metrics={**metrics, "backend": backend}))
+        assert expected in text

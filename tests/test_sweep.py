@@ -106,3 +106,18 @@ def test_joblib_launcher_runs_jobs_in_parallel_processes(tmp_path):
     command = next(line for line in report.splitlines() if line.startswith("bpe-train -m"))
     assert command.startswith("bpe-train -m hydra/launcher=joblib hydra.launcher.n_jobs=2 ")
     assert "trainer=indexed,heap" in command
+
+
+def test_sweep_md_names_the_backend_and_flags_a_mix():
+    import pandas as pd
+
+    from bpe.analysis.sweep import backend_note
+
+    assert backend_note(pd.DataFrame({"metrics.run.trainer": ["heap"]})) is None  # older jobs
+    same = pd.DataFrame({"metrics.backend.name": ["processes"] * 2,
+                         "metrics.backend.scheduler": [None, None]})  # fmt: skip
+    assert backend_note(same) == "*Pre-tokenization backend: processes in every job.*"
+    mixed = pd.DataFrame({"metrics.backend.name": ["processes", "dask"],
+                          "metrics.backend.scheduler": [None, "tcp://head:8786"]})  # fmt: skip
+    note = backend_note(mixed)
+    assert "differ between jobs" in note and "dask on tcp://head:8786, processes" in note

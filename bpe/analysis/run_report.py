@@ -323,6 +323,26 @@ def _pattern_lines(metrics: dict) -> list[str]:
     return lines
 
 
+def backend_text(metrics: dict) -> str:
+    """Where pre-tokenization ran, as a clause for the timing sentence ("" for older runs).
+
+    >>> backend_text({"backend": {"name": "dask", "scheduler": "LocalCluster(2)"}})
+    ', dask backend on LocalCluster(2), cluster start included'
+    >>> backend_text({"backend": {"name": "processes", "scheduler": None}}), backend_text({})
+    (', processes backend', '')
+    """
+    backend = metrics.get("backend") or {}
+    name = backend.get("name")
+    if not name:
+        return ""
+    if name != "dask":
+        return f", {name} backend"
+    scheduler = backend.get("scheduler") or "n/a"
+    # a LocalCluster is started inside the timed stage; a remote one was running before it
+    started = ", cluster start included" if scheduler.startswith("LocalCluster") else ""
+    return f", dask backend on {scheduler}{started}"
+
+
 def section_time(metrics: dict) -> list[str]:
     run = metrics.get("run", {})
     counts = metrics.get("counts") or {}
@@ -350,7 +370,7 @@ def section_time(metrics: dict) -> list[str]:
             "loaded from the pretoken cache"
             if _cache_status(metrics) == "hit"
             else f"in {counts.get('chunks', 'n/a')} chunk(s) on {counts.get('workers', 'n/a')} "
-            "worker(s)"
+            f"worker(s){backend_text(metrics)}"
         )
         lines.append(
             f"Training took {fmt(train_total)} s; **{top}** dominates with "

@@ -196,6 +196,36 @@ def launcher_note(frame: pd.DataFrame) -> tuple[bool, str]:
     )
 
 
+def backend_note(frame: pd.DataFrame) -> str | None:
+    """What SWEEP.md says about the pre-tokenization backend (None when no job recorded one).
+
+    Total times include pre-tokenization, so a backend that differs between jobs makes them
+    unlike; a LocalCluster's start is part of each job's time.
+
+    >>> backend_note(pd.DataFrame({"metrics.backend.name": ["dask", "dask"],
+    ...                            "metrics.backend.scheduler": ["LocalCluster(2)"] * 2}))
+    '*Pre-tokenization backend: dask on LocalCluster(2) in every job (total times include starting the cluster).*'
+    """  # noqa: E501
+    names = frame.get("metrics.backend.name", pd.Series(dtype=object)).dropna()
+    if names.empty:
+        return None
+    schedulers = frame.get("metrics.backend.scheduler", pd.Series(index=frame.index, dtype=object))
+    labels = sorted(
+        {
+            f"{n} on {schedulers[i]}" if n == "dask" and pd.notna(schedulers[i]) else str(n)
+            for i, n in names.items()
+        }
+    )
+    if len(labels) > 1:
+        return (
+            f"> ⚠ **Pre-tokenization backends differ between jobs** ({', '.join(labels)}): "
+            "their pre-tokenization and total times are not like for like."
+        )
+    local = "LocalCluster" in labels[0]
+    started = " (total times include starting the cluster)" if local else ""
+    return f"*Pre-tokenization backend: {labels[0]} in every job{started}.*"
+
+
 def _job_label(row: pd.Series, sweep_dir: Path) -> str:
     try:
         return Path(row["run_dir"]).relative_to(sweep_dir).as_posix()
@@ -284,6 +314,10 @@ def render_sweep(sweep_dir: Path, frame: pd.DataFrame, runs: pd.DataFrame, fig_l
         add("")
     add(launcher_line)
     add("")
+    backends = backend_note(frame)
+    if backends is not None:
+        add(backends)
+        add("")
     launched = frame.get("metrics.run.launcher.name", pd.Series(dtype=object)).dropna()
     if runs["job_num"].notna().sum() > 1 and not (launched != "basic").any():
         add(

@@ -25,6 +25,7 @@ from bpe.chunks import default_num_workers
 PACKAGES = (
     "bpe-lab", "hydra-core", "omegaconf", "regex", "numpy", "pandas", "matplotlib", "scalene",
     "psutil", "tqdm", "tabulate", "tokenizers", "tiktoken",
+    "distributed",  # the dask backend's (None when the extra is not installed)
 )  # fmt: skip
 
 

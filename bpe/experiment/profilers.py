@@ -158,8 +158,8 @@ def run_scalene(
     """Run the training stages in a scalene-profiled child; return its TrainResult.
 
     args are keyword arguments of `bpe.training.train_bpe_detailed` (input_path, vocab_size,
-    special_tokens, trainer, num_workers). The child's stage lines reach this process's log as
-    they happen; `progress` also streams its progress bars (throttled) there.
+    special_tokens, trainer, num_workers, ...), all passed on to the child. Its stage lines reach
+    this process's log as they happen; `progress` also streams its progress bars (throttled) there.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     profile_json = out_dir / "scalene.json"

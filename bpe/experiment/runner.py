@@ -314,6 +314,8 @@ def run_experiment(cfg: DictConfig, *, report: ReportWriter | None) -> dict:
                     merges_sha256=result.merges_sha256,
                     pretoken_cache=result.pretoken_cache,
                     pattern={"name": pattern_name(result.pattern), "regex": result.pattern},
+                    # where stage 1 ran: "LocalCluster(n)" or the address a dask run used
+                    backend={"name": result.backend, "scheduler": result.scheduler},
                     stopped_early=len(result.vocab) < int(cfg.vocab_size),
                     **analysis,
                 )
@@ -408,6 +410,8 @@ def _train_stage(cfg: DictConfig, ds: datasets.Dataset, run_dir: Path) -> TrainR
         "pattern": split_pattern(cfg),
         "init_from": str(cfg.init_from) if cfg.get("init_from") else None,
         "cache_dir": pretoken_cache_dir(cfg),
+        "backend": str((cfg.get("pretokenize") or {}).get("backend", "processes")),
+        "scheduler": (cfg.get("pretokenize") or {}).get("scheduler"),
     }
     profiler = cfg.profiler.name
     if profiler == "scalene":

@@ -28,15 +28,8 @@ def main(spec_path: str) -> None:
     pkg = logging.getLogger("bpe")
     pkg.addHandler(handler)
     pkg.setLevel(logging.INFO)
-    result = train_bpe_detailed(
-        spec["input_path"],
-        spec["vocab_size"],
-        spec["special_tokens"],
-        trainer=spec["trainer"],
-        num_workers=spec["num_workers"],
-        progress=bool(spec.get("progress", False)),
-        cache_dir=spec.get("cache_dir"),
-    )
+    # every keyword the parent passed (pattern, init_from, backend, ... included)
+    result = train_bpe_detailed(**spec)
     with open(result_path, "wb") as f:
         pickle.dump(result, f)
 
