@@ -369,7 +369,9 @@ def shannon_efficiency(counts: Sequence[int], vocab_size: int) -> float:
             than vocab_size.
     """
     p = _probabilities(counts, vocab_size)
-    return max(0.0, -sum(q * math.log(q) for q in p)) / math.log(vocab_size)
+    entropy = -sum(q * math.log(q) for q in p)
+    # rounding can land a hair outside [0, 1] (five equal counts in a vocab of 5: 1 + 2e-16)
+    return min(1.0, max(0.0, entropy / math.log(vocab_size)))
 
 
 def renyi_efficiency(
