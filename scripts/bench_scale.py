@@ -627,11 +627,13 @@ def render_markdown(results: dict, *, figures: Sequence[str] = ()) -> str:
             f"{c['documents']:,}",
             _f(c.get("predicted_unique"), ",.0f"),
             _f(c.get("mb_per_s"), ".1f"),
+            _f(c.get("mb_per_cpu_s"), ".1f"),
         ]
         for c in results["corpora"]
     ]
-    headers = ["size", "bytes", "documents", "predicted unique", "generator MB/s"]
-    lines += [table(corpus_rows, headers, colalign=["left"] + ["right"] * 4), ""]
+    headers = ["size", "bytes", "documents", "predicted unique", "generator MB/s (wall)",
+               "MB per CPU s"]  # fmt: skip
+    lines += [table(corpus_rows, headers, colalign=["left"] + ["right"] * 5), ""]
     return "\n".join(lines)
 
 

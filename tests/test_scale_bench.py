@@ -86,7 +86,7 @@ def test_unique_pretokens_follow_the_heaps_curve(tmp_path):
     novelty, sample_fit = corpus.calibrate("owt")
     assert 0.6 < sample_fit.beta < 0.8  # the OWT sample's own growth (docstring: 0.69)
     measured = {}
-    for size in (1 << 20, 4 << 20):
+    for size in (1 << 20, 3 << 20):
         path = tmp_path / f"{size}.txt"
         stats = corpus.make_corpus(path, size, seed=3)
         unique = pretokenize_file(path, [corpus.EOT], num_workers=1).num_unique
