@@ -94,6 +94,14 @@ def _ru_maxrss_mb() -> float:
     return max(own, children) / 1024  # both in KiB
 
 
+def _cpu_seconds() -> float:
+    """User + system CPU time of this process and its finished workers (threads included)."""
+    own, children = (
+        resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+    )
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def run_ours(path: str, vocab_size: int) -> dict:
     from bpe import train_bpe_detailed
 
@@ -103,6 +111,7 @@ def run_ours(path: str, vocab_size: int) -> dict:
     seconds = time.perf_counter() - start
     return {
         "seconds": seconds,
+        "cpu_s": _cpu_seconds(),
         "ru_maxrss_mb": _ru_maxrss_mb(),
         "merges": result.num_merges,
         "pretokenize_s": result.timings["pretokenize"],
@@ -140,7 +149,12 @@ def run_hf(path: str, vocab_size: int) -> dict:
     tok.train_from_iterator(iter_documents(path), trainer=trainer)
     seconds = time.perf_counter() - start
     merges = len(json.loads(tok.to_str())["model"]["merges"])
-    return {"seconds": seconds, "ru_maxrss_mb": _ru_maxrss_mb(), "merges": merges}
+    return {
+        "seconds": seconds,
+        "cpu_s": _cpu_seconds(),
+        "ru_maxrss_mb": _ru_maxrss_mb(),
+        "merges": merges,
+    }
 
 
 # --------------------------------------------------------------------------------------------
@@ -301,6 +315,10 @@ def _median(values: list) -> float | None:
     return statistics.median(values) if values else None
 
 
+#: the per-run numbers the summary takes medians of
+KEYS = ("seconds", "cpu_s", "peak_tree_mb", "ru_maxrss_mb", "pretokenize_s", "merge_s")
+
+
 def summarize(results: dict) -> list[dict]:
     """Medians per (size, vocab): one row with ours and HF side by side."""
     unique = {c["size"]: None for c in results["corpora"]}
@@ -318,7 +336,7 @@ def summarize(results: dict) -> list[dict]:
                     if r["impl"] == impl and r["size"] == size and r["vocab"] == vocab
                 ]
                 row["bytes"] = row.get("bytes") or (runs[0]["bytes"] if runs else None)
-                for key in ("seconds", "peak_tree_mb", "ru_maxrss_mb", "pretokenize_s", "merge_s"):
+                for key in KEYS:
                     row[f"{impl}_{key}"] = _median([r.get(key) for r in runs])
                 row[f"{impl}_merges"] = sorted({r["merges"] for r in runs})
                 row[f"{impl}_n"] = len(runs)
@@ -539,7 +557,9 @@ def render_markdown(results: dict, *, figures: Sequence[str] = ()) -> str:
     lines += [
         "Our stage split (medians; pre-tokenization on "
         f"{_workers(results)} worker(s)) and the run's own peak RSS (the larger of the process's "
-        "VmHWM and its workers' `ru_maxrss`; the table above sums the tree):",
+        "VmHWM and its workers' `ru_maxrss`; the table above sums the tree), and CPU time "
+        "(user + system, workers and threads included: less sensitive than wall time to a "
+        "busy machine):",
         "",
     ]
     split_rows = [
@@ -554,12 +574,14 @@ def render_markdown(results: dict, *, figures: Sequence[str] = ()) -> str:
             ),
             _f(r["ours_ru_maxrss_mb"], ".0f"),
             _f(r["hf_ru_maxrss_mb"], ".0f"),
+            _f(r["ours_cpu_s"], ".1f"),
+            _f(r["hf_cpu_s"], ".1f"),
         ]
         for r in rows
     ]
     headers = ["size", "vocab", "pretokenize s", "merge s", "merge share", "ours own peak MB",
-               "HF own peak MB"]  # fmt: skip
-    lines += [table(split_rows, headers, colalign=["left"] + ["right"] * 6), ""]
+               "HF own peak MB", "ours CPU s", "HF CPU s"]  # fmt: skip
+    lines += [table(split_rows, headers, colalign=["left"] + ["right"] * 8), ""]
     lines += ["## Growth exponents", ""]
     lines += [
         "Least-squares slopes of log(quantity) against log(corpus bytes) and log(unique "
