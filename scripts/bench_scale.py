@@ -16,7 +16,9 @@ number of merges for both; each run records its merge count and the report check
 
 Every run is a fresh subprocess; ours and HF alternate (which goes first flips each time);
 `--repeats` runs of each and the report shows medians. Memory is the process tree's peak RSS
-(the child and all its descendants, sampled every 25 ms) and the child's own `ru_maxrss`.
+(the sum over the child and all its descendants, sampled every 25 ms), the child's own peak
+(VmHWM, and its workers' `ru_maxrss`) and its CPU time (workers and threads included: on a
+busy machine wall time also measures the neighbours, CPU time much less).
 Raw results go to `reports/scale/results.json`; `reports/scale.md` and its figures are made
 from that file alone (`--report-only` remakes them without running anything).
 
@@ -215,7 +217,7 @@ def ensure_corpus(size: str, *, corpus_dir: Path, seed: int, source: str, novelt
 
 
 #: bump when make_scale_corpus.py would write different bytes for the same arguments
-CORPUS_VERSION = 1
+CORPUS_VERSION = 2
 
 
 def machine() -> dict:

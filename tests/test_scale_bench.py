@@ -121,6 +121,7 @@ def test_quick_benchmark_writes_results_and_report(tmp_path):
     for run in runs:
         assert run["merges"] == 300 - 257  # both count the special token and the 256 bytes
         assert run["peak_tree_mb"] > 0 and run["ru_maxrss_mb"] > 0 and run["seconds"] > 0
+        assert run["cpu_s"] > 0
     ours = [r for r in runs if r["impl"] == "ours"]
     assert all(r["unique_pretokens"] > 0 and r["merge_s"] >= 0 for r in ours)
     report = out_dir / "scale.md"
