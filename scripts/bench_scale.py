@@ -237,6 +237,13 @@ def machine() -> dict:
         sha = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
         ).stdout.strip()
+        changed = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        sha += " (with uncommitted changes)" if sha and changed else ""
     except OSError:
         sha = ""
     return {
