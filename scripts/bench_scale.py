@@ -594,7 +594,13 @@ def render_markdown(results: dict, *, figures: Sequence[str] = ()) -> str:
     lines += ["## Growth exponents", ""]
     lines += [
         "Least-squares slopes of log(quantity) against log(corpus bytes) and log(unique "
-        "pretokens) over the sizes measured (1.0 = linear).",
+        f"pretokens) over the {len(settings['sizes'])} sizes measured "
+        f"({', '.join(map(_binary, settings['sizes']))}; 1.0 = linear)"
+        + (
+            ". With fewer than 3 sizes a slope is a line through two points: indicative only."
+            if len(settings["sizes"]) < 3
+            else "."
+        ),
         "",
     ]
     fit_rows = [
