@@ -67,10 +67,15 @@ def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path):
 def test_interrupted_write_leaves_nothing(tmp_path):
     """Written through a temp file renamed at the end: Ctrl-C mid-way leaves no file at all."""
     out = tmp_path / "big.txt"
+    # as in a terminal, whatever started the tests: a background job of a non-interactive
+    # shell (and so its children) starts with SIGINT ignored
+    script = (
+        "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
+    )
+    args = [str(SCRIPTS / "make_scale_corpus.py"), "--size", "4G", "--out", str(out)]
     proc = subprocess.Popen(
-        [sys.executable, str(SCRIPTS / "make_scale_corpus.py"), "--size", "4G", "--out", str(out)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        [sys.executable, "-c", script, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
     deadline = time.monotonic() + 60
     while not list(tmp_path.glob(".big.txt.*.tmp")):
