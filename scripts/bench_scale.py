@@ -14,7 +14,8 @@ Both vocabularies count the special token, the 256 bytes and the merges (HF's `v
 includes its special tokens and initial alphabet), so the same `vocab_size` means the same
 number of merges for both; each run records its merge count and the report checks they agree.
 
-Every run is a fresh subprocess; ours and HF alternate (which goes first flips each time);
+Every run is a fresh subprocess (`scripts/bench_scale_worker.py`, which imports only what its
+trainer needs); ours and HF alternate (which goes first flips each time);
 `--repeats` runs of each and the report shows medians. Memory is the process tree's peak RSS
 (the sum over the child and all its descendants, sampled every 25 ms), the child's own peak
 (VmHWM, and its workers' `ru_maxrss`) and its CPU time (workers and threads included: on a
@@ -39,12 +40,11 @@ import argparse
 import json
 import os
 import platform
-import resource
 import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -55,7 +55,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import make_scale_corpus as corpus  # noqa: E402  (a sibling script, not a package)
 
 ROOT = Path(__file__).resolve().parent.parent
-EOT = "<|endoftext|>"
+#: one training run in a fresh interpreter (a separate script so the child imports nothing but
+#: what its trainer needs: this script's numpy, pandas and bpe would count in HF's memory)
+WORKER = Path(__file__).resolve().parent / "bench_scale_worker.py"
 DEFAULT_SIZES = ("16M", "64M", "256M", "1G")
 DEFAULT_VOCABS = (10_000, 32_000)
 QUICK_SIZES = ("256K", "1M")
@@ -79,87 +81,6 @@ MERGE_EXPONENT = 1.0
 
 # --------------------------------------------------------------------------------------------
 # the child: one training run
-# --------------------------------------------------------------------------------------------
-
-
-def _ru_maxrss_mb() -> float:
-    """The larger of this process's and its workers' peak RSS (MB).
-
-    Subtle: this process's `ru_maxrss` would include the parent's peak (a forked child keeps
-    it across exec), so its own peak is read as VmHWM, which starts afresh at exec.
-    """
-    own = 0
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            own = int(line.split()[1])
-    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return max(own, children) / 1024  # both in KiB
-
-
-def _cpu_seconds() -> float:
-    """User + system CPU time of this process and its finished workers (threads included)."""
-    own, children = (
-        resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
-    )
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
-
-
-def run_ours(path: str, vocab_size: int) -> dict:
-    from bpe import train_bpe_detailed
-
-    start = time.perf_counter()
-    # no cache directory: every run pre-tokenizes (a cache hit is not training)
-    result = train_bpe_detailed(path, vocab_size, [EOT], trainer="heap")
-    seconds = time.perf_counter() - start
-    return {
-        "seconds": seconds,
-        "cpu_s": _cpu_seconds(),
-        "ru_maxrss_mb": _ru_maxrss_mb(),
-        "merges": result.num_merges,
-        "pretokenize_s": result.timings["pretokenize"],
-        "merge_s": result.timings["merge"],
-        "unique_pretokens": result.num_unique_pretokens,
-        "num_workers": result.num_workers,
-    }
-
-
-def iter_documents(path: str, *, block_chars: int = 1 << 20) -> Iterator[str]:
-    """The file's documents (split on `<|endoftext|>`), read a block at a time."""
-    rest = ""
-    with open(path, encoding="utf-8") as f:
-        while block := f.read(block_chars):
-            parts = (rest + block).split(EOT)
-            rest = parts.pop()
-            yield from (p for p in parts if p)
-    if rest:
-        yield rest
-
-
-def run_hf(path: str, vocab_size: int) -> dict:
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    start = time.perf_counter()
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=[EOT],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(iter_documents(path), trainer=trainer)
-    seconds = time.perf_counter() - start
-    merges = len(json.loads(tok.to_str())["model"]["merges"])
-    return {
-        "seconds": seconds,
-        "cpu_s": _cpu_seconds(),
-        "ru_maxrss_mb": _ru_maxrss_mb(),
-        "merges": merges,
-    }
-
-
-# --------------------------------------------------------------------------------------------
 # the parent: corpora, runs, memory sampling
 # --------------------------------------------------------------------------------------------
 
@@ -171,7 +92,7 @@ def measure(impl: str, path: Path, vocab_size: int) -> dict:
     spec = json.dumps({"impl": impl, "path": str(path), "vocab_size": vocab_size})
     start = time.perf_counter()
     child = subprocess.Popen(
-        [sys.executable, __file__, "--worker", spec],
+        [sys.executable, str(WORKER), spec],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -744,7 +665,6 @@ def write_report(results: dict, out_dir: Path) -> Path:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--sizes", nargs="+", help=f"corpus sizes (default {DEFAULT_SIZES})")
     parser.add_argument("--vocabs", nargs="+", type=int, help=f"default {DEFAULT_VOCABS}")
     parser.add_argument("--repeats", type=int, default=None, help="runs of each (default 3)")
@@ -757,11 +677,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--out-dir", type=Path, default=ROOT / "reports")
     parser.add_argument("--report-only", action="store_true", help="remake the report from JSON")
     args = parser.parse_args(argv)
-    if args.worker:
-        spec = json.loads(args.worker)
-        run = run_hf if spec["impl"] == "hf" else run_ours
-        print(json.dumps(run(spec["path"], spec["vocab_size"])))
-        return
     results_path = args.out_dir / REPORT_NAME / "results.json"
     if not args.report_only:
         command = "python scripts/bench_scale.py" + "".join(
