@@ -1,0 +1,704 @@
+"""Scale benchmark: our heap trainer against Hugging Face `tokenizers` from 16 MiB to 1 GiB.
+
+For each corpus size (default 16M, 64M, 256M, 1G) it builds (or reuses, keyed by size, seed,
+source and novelty) an OWT-like corpus with `scripts/make_scale_corpus.py`, then for each vocab
+size (default 10,000 and 32,000) trains
+
+* ours: `bpe.train_bpe_detailed(..., trainer="heap")`, every CPU for pre-tokenization, no
+  pretoken cache (the call never gets a cache directory, so no run measures a cache hit);
+* HF: `tokenizers` BpeTrainer with GPT-2's byte-level pre-tokenizer
+  (`ByteLevel(add_prefix_space=False)`, its 256-symbol initial alphabet) and the same special
+  token, fed the same documents streamed from the file.
+
+Both vocabularies count the special token, the 256 bytes and the merges (HF's `vocab_size`
+includes its special tokens and initial alphabet), so the same `vocab_size` means the same
+number of merges for both; each run records its merge count and the report checks they agree.
+
+Every run is a fresh subprocess (`scripts/bench_scale_worker.py`, which imports only what its
+trainer needs); ours and HF alternate (which goes first flips each time);
+`--repeats` runs of each and the report shows medians. Memory is the process tree's peak RSS
+(the sum over the child and all its descendants, sampled every 25 ms), the child's own peak
+(VmHWM, and its workers' `ru_maxrss`) and its CPU time (workers and threads included: on a
+busy machine wall time also measures the neighbours, CPU time much less).
+Raw results go to `reports/scale/results.json`; `reports/scale.md` and its figures are made
+from that file alone (`--report-only` remakes them without running anything).
+
+Usage:
+
+    python scripts/bench_scale.py                         # 16M..1G x 10K, 32K, 3 repeats
+    python scripts/bench_scale.py --sizes 16M 64M --repeats 1
+    python scripts/bench_scale.py --quick --out-dir /tmp/scale   # tiny plumbing check
+    python scripts/bench_scale.py --report-only           # regenerate the report from JSON
+
+What it does not do: decide anything about the trainers (see `bpe/trainers`), or run on
+corpora other than the generated ones (point `bpe-train` at a real file for that).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from bpe._io import atomic_open, atomic_write_text
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import make_scale_corpus as corpus  # noqa: E402  (a sibling script, not a package)
+
+ROOT = Path(__file__).resolve().parent.parent
+#: one training run in a fresh interpreter (a separate script so the child imports nothing but
+#: what its trainer needs: this script's numpy, pandas and bpe would count in HF's memory)
+WORKER = Path(__file__).resolve().parent / "bench_scale_worker.py"
+DEFAULT_SIZES = ("16M", "64M", "256M", "1G")
+DEFAULT_VOCABS = (10_000, 32_000)
+QUICK_SIZES = ("256K", "1M")
+QUICK_VOCABS = (300,)
+IMPLS = ("ours", "hf")
+#: how often the parent samples the child's process tree (seconds)
+SAMPLE_INTERVAL = 0.025
+#: the report and its folder (results.json, figures) under --out-dir
+REPORT_NAME = "scale"
+#: the full runs the fits project: bytes, vocab, unique pretokens (None: not known)
+PROJECTIONS = (
+    ("TinyStories (full)", 2.1e9, 10_000, None),
+    ("OpenWebText (full)", corpus.OWT_FULL_BYTES, 32_000, corpus.OWT_FULL_UNIQUE),
+)
+#: issue 10's goals: memory from this size up, time ratio at these sizes
+MEMORY_FROM = "64M"
+TIME_SIZES = ("64M", "256M", "1G")
+TIME_RATIO = 0.6
+MERGE_EXPONENT = 1.0
+
+
+# --------------------------------------------------------------------------------------------
+# the child: one training run
+# the parent: corpora, runs, memory sampling
+# --------------------------------------------------------------------------------------------
+
+
+def measure(impl: str, path: Path, vocab_size: int) -> dict:
+    """Run one training in a fresh interpreter; sample its process tree's RSS meanwhile."""
+    import psutil
+
+    spec = json.dumps({"impl": impl, "path": str(path), "vocab_size": vocab_size})
+    start = time.perf_counter()
+    child = subprocess.Popen(
+        [sys.executable, str(WORKER), spec],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    peak = 0
+    proc = psutil.Process(child.pid)
+    while child.poll() is None:
+        total = 0
+        try:
+            members = [proc, *proc.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            members = []
+        for member in members:
+            try:
+                total += member.memory_info().rss
+            except psutil.NoSuchProcess:
+                pass  # ended between listing and reading: its memory is gone too
+        peak = max(peak, total)
+        time.sleep(SAMPLE_INTERVAL)
+    out, err = child.communicate()
+    if child.returncode != 0:
+        raise RuntimeError(f"{impl} run on {path.name} @ {vocab_size} failed:\n{err[-3000:]}")
+    result = json.loads(out.strip().splitlines()[-1])
+    result["process_seconds"] = time.perf_counter() - start
+    result["peak_tree_mb"] = peak / 2**20
+    return result
+
+
+def ensure_corpus(size: str, *, corpus_dir: Path, seed: int, source: str, novelty: str) -> dict:
+    """The corpus for this size (built once; reused while its parameters are the same)."""
+    num_bytes = corpus.parse_size(size)
+    path = corpus_dir / f"{source}_{corpus.size_label(num_bytes)}_{novelty}_seed{seed}.txt"
+    meta_path = path.with_suffix(".json")
+    if path.is_file() and meta_path.is_file():
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        if meta.get("bytes") == path.stat().st_size and meta.get("version") == CORPUS_VERSION:
+            return meta
+    print(f"building {path.name} ...", file=sys.stderr, flush=True)
+    meta = corpus.make_corpus(path, num_bytes, seed=seed, source=source, novelty=novelty)
+    meta = {**meta, "version": CORPUS_VERSION, "size": size, "file": path.name}
+    atomic_write_text(meta_path, json.dumps(meta, indent=2) + "\n")
+    return meta
+
+
+#: bump when make_scale_corpus.py would write different bytes for the same arguments
+CORPUS_VERSION = 2
+
+
+def machine() -> dict:
+    """What the numbers were measured on."""
+    import psutil
+    import tokenizers
+
+    model = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip()
+        changed = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        sha += " (with uncommitted changes)" if sha and changed else ""
+    except OSError:
+        sha = ""
+    return {
+        "cpu_model": model,
+        "cpus": os.cpu_count(),
+        "cpus_usable": len(os.sched_getaffinity(0)),
+        "ram_gb": round(psutil.virtual_memory().total / 1e9, 1),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "tokenizers": tokenizers.__version__,
+        "git": sha or "unknown",
+        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def run_benchmark(
+    *,
+    sizes: Sequence[str],
+    vocabs: Sequence[int],
+    repeats: int,
+    impls: Sequence[str],
+    corpus_dir: Path,
+    seed: int,
+    source: str,
+    novelty: str,
+    command: str,
+) -> dict:
+    """Build the corpora, run every (size, vocab, impl) `repeats` times, return the results."""
+    results: dict = {
+        "schema": 1,
+        "command": command,
+        "machine": machine(),
+        "settings": {
+            "sizes": list(sizes),
+            "vocabs": list(vocabs),
+            "repeats": repeats,
+            "impls": list(impls),
+            "seed": seed,
+            "source": source,
+            "novelty": novelty,
+            "sample_interval_s": SAMPLE_INTERVAL,
+        },
+        "corpora": [],
+        "runs": [],
+    }
+    paths = {}
+    for size in sizes:
+        meta = ensure_corpus(size, corpus_dir=corpus_dir, seed=seed, source=source, novelty=novelty)
+        paths[size] = corpus_dir / meta["file"]
+        results["corpora"].append(meta)
+    order = 0
+    for repeat in range(repeats):
+        for s, size in enumerate(sizes):
+            for v, vocab in enumerate(vocabs):
+                turn = list(impls) if (repeat + s + v) % 2 == 0 else list(reversed(impls))
+                for impl in turn:
+                    run = measure(impl, paths[size], vocab)
+                    row = {"impl": impl, "size": size, "bytes": paths[size].stat().st_size}
+                    row |= {"vocab": vocab, "repeat": repeat, "order": order, **run}
+                    results["runs"].append(row)
+                    order += 1
+                    print(
+                        f"{impl:4} {size:>5} @ {vocab:>6}  {run['seconds']:8.2f} s  "
+                        f"{run['peak_tree_mb']:8.0f} MB",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+    return results
+
+
+# --------------------------------------------------------------------------------------------
+# the report: from results.json only
+# --------------------------------------------------------------------------------------------
+
+
+def _median(values: list) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+#: the per-run numbers the summary takes medians of
+KEYS = ("seconds", "cpu_s", "peak_tree_mb", "ru_maxrss_mb", "pretokenize_s", "merge_s")
+
+
+def summarize(results: dict) -> list[dict]:
+    """Medians per (size, vocab): one row with ours and HF side by side."""
+    unique = {c["size"]: None for c in results["corpora"]}
+    for run in results["runs"]:
+        if run["impl"] == "ours":
+            unique[run["size"]] = run["unique_pretokens"]
+    rows = []
+    for size in results["settings"]["sizes"]:
+        for vocab in results["settings"]["vocabs"]:
+            row: dict = {"size": size, "vocab": vocab, "unique_pretokens": unique.get(size)}
+            for impl in IMPLS:
+                runs = [
+                    r
+                    for r in results["runs"]
+                    if r["impl"] == impl and r["size"] == size and r["vocab"] == vocab
+                ]
+                row["bytes"] = row.get("bytes") or (runs[0]["bytes"] if runs else None)
+                for key in KEYS:
+                    row[f"{impl}_{key}"] = _median([r.get(key) for r in runs])
+                row[f"{impl}_merges"] = sorted({r["merges"] for r in runs})
+                row[f"{impl}_n"] = len(runs)
+            row["time_ratio"] = _ratio(row["ours_seconds"], row["hf_seconds"])
+            row["memory_ratio"] = _ratio(row["ours_peak_tree_mb"], row["hf_peak_tree_mb"])
+            rows.append(row)
+    return rows
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def _slope(xs: list, ys: list) -> tuple[float, float] | None:
+    """(exponent, log intercept) of y ~ x**exponent; None under two distinct points."""
+    pairs = [(x, y) for x, y in zip(xs, ys) if x and y]
+    if len({x for x, _ in pairs}) < 2:
+        return None
+    slope, intercept = np.polyfit(np.log([x for x, _ in pairs]), np.log([y for _, y in pairs]), 1)
+    return float(slope), float(intercept)
+
+
+#: what the fits describe: (name, column of the summary rows)
+FIT_QUANTITIES = (
+    ("ours time", "ours_seconds"),
+    ("HF time", "hf_seconds"),
+    ("ours memory", "ours_peak_tree_mb"),
+    ("HF memory", "hf_peak_tree_mb"),
+    ("ours pretokenize", "ours_pretokenize_s"),
+    ("ours merge", "ours_merge_s"),
+)
+
+
+def fit_growth(rows: list[dict]) -> list[dict]:
+    """Log-log least-squares exponents of each quantity against bytes and unique pretokens."""
+    fits = []
+    for vocab in sorted({r["vocab"] for r in rows}):
+        mine = [r for r in rows if r["vocab"] == vocab]
+        for name, column in FIT_QUANTITIES:
+            ys = [r[column] for r in mine]
+            fits.append(
+                {
+                    "quantity": name,
+                    "column": column,
+                    "vocab": vocab,
+                    "vs_bytes": _slope([r["bytes"] for r in mine], ys),
+                    "vs_unique": _slope([r["unique_pretokens"] for r in mine], ys),
+                }
+            )
+    return fits
+
+
+def _predict(fit: tuple[float, float] | None, x: float | None) -> float | None:
+    if fit is None or x is None:
+        return None
+    return float(np.exp(fit[1]) * x ** fit[0])
+
+
+def project(fits: list[dict]) -> list[dict]:
+    """The full runs, from the fits of the same vocab (nearest measured vocab otherwise)."""
+    out = []
+    vocabs = sorted({f["vocab"] for f in fits})
+    for name, num_bytes, vocab, unique in PROJECTIONS:
+        if not vocabs:
+            break
+        nearest = min(vocabs, key=lambda v: abs(v - vocab))
+        by = {f["column"]: f for f in fits if f["vocab"] == nearest}
+        row = {"run": name, "bytes": num_bytes, "vocab": vocab, "fit_vocab": nearest}
+        row["unique_pretokens"] = unique
+        for column in ("ours_seconds", "hf_seconds", "ours_peak_tree_mb", "hf_peak_tree_mb"):
+            row[f"{column}_by_bytes"] = _predict(by[column]["vs_bytes"], num_bytes)
+            row[f"{column}_by_unique"] = _predict(by[column]["vs_unique"], unique)
+        pre = _predict(by["ours_pretokenize_s"]["vs_bytes"], num_bytes)
+        merge = _predict(by["ours_merge_s"]["vs_unique"], unique)
+        row["ours_split_s"] = pre + merge if pre is not None and merge is not None else None
+        out.append(row)
+    return out
+
+
+def check_goals(rows: list[dict], fits: list[dict]) -> list[dict]:
+    """Issue 10's goals, each met / not met / not measured from the rows and fits."""
+    memory_from = corpus.parse_size(MEMORY_FROM)
+    mem_rows = [
+        r for r in rows if corpus.parse_size(r["size"]) >= memory_from and r["memory_ratio"]
+    ]
+    mem_fail = [r for r in mem_rows if r["memory_ratio"] > 1.0]
+    time_rows = [r for r in rows if r["size"] in TIME_SIZES and r["time_ratio"]]
+    time_fail = [r for r in time_rows if r["time_ratio"] > TIME_RATIO]
+    time_missing = [s for s in TIME_SIZES if s not in {r["size"] for r in time_rows}]
+    merge_fits = [f for f in fits if f["column"] == "ours_merge_s" and f["vs_unique"]]
+    merge_fail = [f for f in merge_fits if f["vs_unique"][0] > MERGE_EXPONENT]
+
+    def cases(failing: list[dict], key: str, spec: str) -> str:
+        return ", ".join(
+            f"{_binary(r['size'])} @ {_vocab(r['vocab'])}: {r[key]:{spec}}" for r in failing
+        )
+
+    goals = [
+        {
+            "goal": "peak process-tree memory <= HF's at every size from "
+            f"{_binary(MEMORY_FROM)} up",
+            "status": _status(mem_rows, mem_fail, []),
+            "detail": cases(mem_fail, "memory_ratio", ".3f") or _worst(mem_rows, "memory_ratio"),
+        },
+        {
+            "goal": f"total time <= {TIME_RATIO}x HF at {', '.join(map(_binary, TIME_SIZES))} "
+            "(both vocab sizes)",
+            "status": _status(time_rows, time_fail, time_missing),
+            "detail": "; ".join(
+                part
+                for part in (
+                    cases(time_fail, "time_ratio", ".3f") or _worst(time_rows, "time_ratio"),
+                    f"not measured: {', '.join(map(_binary, time_missing))}"
+                    if time_missing
+                    else "",
+                )
+                if part
+            ),
+        },
+        {
+            "goal": f"merge stage growth exponent vs unique pretokens <= {MERGE_EXPONENT}",
+            "status": _status(merge_fits, merge_fail, []),
+            "detail": ", ".join(
+                f"{_vocab(f['vocab'])}: {f['vs_unique'][0]:.2f}" for f in merge_fits
+            ),
+        },
+    ]
+    return goals
+
+
+def _status(measured: list, failing: list, missing: list) -> str:
+    if not measured:
+        return "not measured"
+    if failing:
+        return "not met"
+    return "met (on the sizes measured)" if missing else "met"
+
+
+def _worst(rows: list[dict], key: str) -> str:
+    if not rows:
+        return ""
+    worst = max(rows, key=lambda r: r[key])
+    return f"worst {_binary(worst['size'])} @ {_vocab(worst['vocab'])}: {worst[key]:.3f}"
+
+
+def _f(value: float | None, spec: str) -> str:
+    from bpe.analysis.markdown import fmt
+
+    return fmt(value, spec)
+
+
+def _binary(size: str) -> str:
+    """`16M` -> `16 MiB` (the issue's names for the sizes)."""
+    label = corpus.size_label(corpus.parse_size(size))
+    return f"{label[:-1]} {label[-1]}iB" if label[-1] in "KMG" else f"{label} B"
+
+
+def _vocab(vocab: int) -> str:
+    """`32000` -> `32K` as in the issue's table; small sizes stay numbers."""
+    return f"{vocab // 1000}K" if vocab % 1000 == 0 else str(vocab)
+
+
+def _millions(value: float | None, spec: str) -> str:
+    return "n/a" if value is None else f"{value / 1e6:{spec}} M"
+
+
+def render_markdown(results: dict, *, figures: Sequence[str] = ()) -> str:
+    """reports/scale.md from the results alone (deterministic: same JSON, same bytes)."""
+    from bpe.analysis.markdown import table
+
+    rows = summarize(results)
+    fits = fit_growth(rows)
+    goals = check_goals(rows, fits)
+    projections = project(fits)
+    settings, m = results["settings"], results["machine"]
+    novelty = settings["novelty"]
+    lines = [
+        "# Scale: ours (heap) vs Hugging Face tokenizers",
+        "",
+        f"Generated by `{results['command']}` (from `{REPORT_NAME}/results.json`; "
+        f"`python scripts/bench_scale.py --report-only` remakes this page); do not edit by hand.",
+        "",
+        f"Machine: {m['cpu_model']}, {m['cpus']} CPUs ({m['cpus_usable']} usable), "
+        f"{m['ram_gb']} GB RAM; {m['platform']}, Python {m['python']}, tokenizers "
+        f"{m['tokenizers']}, code at git `{m['git']}`; load average at start "
+        f"{', '.join(str(x) for x in m['load_average_at_start'])}.",
+        "",
+        f"Corpora: `scripts/make_scale_corpus.py --source {settings['source']} --novelty "
+        f"{novelty} --seed {settings['seed']}` (shuffled real documents, {_share(results)} of "
+        "the words replaced by Heaps'-law new words). Ours: `train_bpe_detailed`, trainer heap, "
+        "every CPU, no pretoken cache. HF: BpeTrainer, `ByteLevel(add_prefix_space=False)`, "
+        "the same special token and vocab size (both count the special token, 256 bytes and "
+        f"the merges: {_merges_note(rows)}). Each run in a fresh process, ours and HF "
+        f"alternating, medians of {settings['repeats']}; memory is the peak RSS of the process "
+        "tree (the run and its workers), sampled every "
+        f"{settings['sample_interval_s'] * 1000:.0f} ms.",
+        "",
+        "## Time and memory",
+        "",
+    ]
+    table_rows = [
+        [
+            f"{novelty} {_binary(r['size'])}",
+            _millions(r["unique_pretokens"], ".2f"),
+            _vocab(r["vocab"]),
+            _f(r["ours_seconds"], ".1f"),
+            _f(r["hf_seconds"], ".1f"),
+            _f(r["time_ratio"], ".2f"),
+            _f(r["ours_peak_tree_mb"], ".0f"),
+            _f(r["hf_peak_tree_mb"], ".0f"),
+            _f(r["memory_ratio"], ".2f"),
+        ]
+        for r in rows
+    ]
+    headers = ["corpus", "unique pretokens", "vocab", "ours s", "HF s", "ours/HF time",
+               "ours MB", "HF MB", "ours/HF memory"]  # fmt: skip
+    lines += [table(table_rows, headers, colalign=["left"] + ["right"] * 8), ""]
+    lines += [
+        "Our stage split (medians; pre-tokenization on "
+        f"{_workers(results)} worker(s)) and the run's own peak RSS (the larger of the process's "
+        "VmHWM and its workers' `ru_maxrss`; the table above sums the tree), and CPU time "
+        "(user + system, workers and threads included: less sensitive than wall time to a "
+        "busy machine):",
+        "",
+    ]
+    split_rows = [
+        [
+            _binary(r["size"]),
+            _vocab(r["vocab"]),
+            _f(r["ours_pretokenize_s"], ".1f"),
+            _f(r["ours_merge_s"], ".1f"),
+            _f(
+                r["ours_merge_s"] and r["ours_seconds"] and r["ours_merge_s"] / r["ours_seconds"],
+                ".2f",
+            ),
+            _f(r["ours_ru_maxrss_mb"], ".0f"),
+            _f(r["hf_ru_maxrss_mb"], ".0f"),
+            _f(r["ours_cpu_s"], ".1f"),
+            _f(r["hf_cpu_s"], ".1f"),
+        ]
+        for r in rows
+    ]
+    headers = ["size", "vocab", "pretokenize s", "merge s", "merge share", "ours own peak MB",
+               "HF own peak MB", "ours CPU s", "HF CPU s"]  # fmt: skip
+    lines += [table(split_rows, headers, colalign=["left"] + ["right"] * 8), ""]
+    lines += ["## Growth exponents", ""]
+    lines += [
+        "Least-squares slopes of log(quantity) against log(corpus bytes) and log(unique "
+        f"pretokens) over the {len(settings['sizes'])} sizes measured "
+        f"({', '.join(map(_binary, settings['sizes']))}; 1.0 = linear)"
+        + (
+            ". With fewer than 3 sizes a slope is a line through two points: indicative only."
+            if len(settings["sizes"]) < 3
+            else "."
+        ),
+        "",
+    ]
+    fit_rows = [
+        [
+            f["quantity"],
+            _vocab(f["vocab"]),
+            _f(f["vs_bytes"] and f["vs_bytes"][0], ".2f"),
+            _f(f["vs_unique"] and f["vs_unique"][0], ".2f"),
+        ]
+        for f in fits
+    ]
+    headers = ["quantity", "vocab", "vs bytes", "vs unique pretokens"]
+    lines += [table(fit_rows, headers, colalign=["left"] + ["right"] * 3), ""]
+    lines += ["## Goals (issue 10, part 3)", ""]
+    goal_rows = [[g["goal"], g["status"], g["detail"] or "n/a"] for g in goals]
+    lines += [table(goal_rows, ["goal", "status", "measured (ours/HF, or exponent)"]), ""]
+    lines += ["## Projections to the full datasets on this machine", ""]
+    lines += [
+        "From the fits above (the same vocab size). By bytes: each quantity's fit against "
+        "bytes. By unique pretokens: against unique pretokens (only where the full corpus's "
+        "count is known: OpenWebText's 6.6 M); ours split = pre-tokenization by bytes + merge "
+        "stage by unique pretokens. TinyStories' vocabulary grows far slower than these "
+        "OWT-like corpora, so its projection is an upper bound. Fixed costs (starting the "
+        "interpreter and the workers) flatten the slopes at the small sizes, so projections "
+        "from fits without the 1 GiB point understate the full runs.",
+        "",
+    ]
+    proj_rows = [
+        [
+            p["run"],
+            f"{p['bytes'] / 1e9:.1f} GB",
+            _vocab(p["vocab"]),
+            _millions(p["unique_pretokens"], ".1f"),
+            _f(p["ours_seconds_by_bytes"], ",.0f"),
+            _f(p["hf_seconds_by_bytes"], ",.0f"),
+            _f(p["ours_seconds_by_unique"], ",.0f"),
+            _f(p["hf_seconds_by_unique"], ",.0f"),
+            _f(p["ours_split_s"], ",.0f"),
+            _f(p["ours_peak_tree_mb_by_bytes"], ",.0f"),
+            _f(p["hf_peak_tree_mb_by_bytes"], ",.0f"),
+            _f(p["ours_peak_tree_mb_by_unique"], ",.0f"),
+            _f(p["hf_peak_tree_mb_by_unique"], ",.0f"),
+        ]
+        for p in projections
+    ]
+    headers = ["run", "bytes", "vocab", "unique", "ours s (bytes)", "HF s (bytes)",
+               "ours s (unique)", "HF s (unique)", "ours s (split)", "ours MB (bytes)",
+               "HF MB (bytes)", "ours MB (unique)", "HF MB (unique)"]  # fmt: skip
+    lines += [table(proj_rows, headers, colalign=["left"] + ["right"] * 12), ""]
+    if figures:
+        lines += ["## Figures", ""]
+        lines += [
+            f"![{Path(f).stem.replace('_', ' ')}]({REPORT_NAME}/{Path(f).name})" for f in figures
+        ]
+        lines += [""]
+    lines += ["## Corpora", ""]
+    corpus_rows = [
+        [
+            _binary(c["size"]),
+            f"{c['bytes']:,}",
+            f"{c['documents']:,}",
+            _f(c.get("predicted_unique"), ",.0f"),
+            _f(c.get("mb_per_s"), ".1f"),
+            _f(c.get("mb_per_cpu_s"), ".1f"),
+        ]
+        for c in results["corpora"]
+    ]
+    headers = ["size", "bytes", "documents", "predicted unique", "generator MB/s (wall)",
+               "MB per CPU s"]  # fmt: skip
+    lines += [table(corpus_rows, headers, colalign=["left"] + ["right"] * 5), ""]
+    return "\n".join(lines)
+
+
+def _share(results: dict) -> str:
+    shares = {c["novelty"]["share"] for c in results["corpora"] if "novelty" in c}
+    return ", ".join(f"{s:.0%}" for s in sorted(shares)) or "n/a"
+
+
+def _workers(results: dict) -> str:
+    workers = sorted({r["num_workers"] for r in results["runs"] if r.get("num_workers")})
+    return ", ".join(str(w) for w in workers) or "n/a"
+
+
+def _merges_note(rows: list[dict]) -> str:
+    differ = [
+        f"{r['size']} @ {r['vocab']}"
+        for r in rows
+        if r["ours_merges"] and r["hf_merges"] and r["ours_merges"] != r["hf_merges"]
+    ]
+    if differ:
+        return "merge counts differ at " + ", ".join(differ)
+    return "equal merge counts in every run"
+
+
+def write_figures(results: dict, out_dir: Path) -> list[str]:
+    """Time and memory against bytes, log-log, ours vs HF per vocab; returns the file names."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = summarize(results)
+    names = []
+    for column, label, name in (
+        ("seconds", "wall time (s)", "time_vs_bytes.png"),
+        ("peak_tree_mb", "peak process-tree RSS (MB)", "memory_vs_bytes.png"),
+    ):
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for vocab in sorted({r["vocab"] for r in rows}):
+            mine = [r for r in rows if r["vocab"] == vocab]
+            for impl, style in (("ours", "o-"), ("hf", "s--")):
+                pts = [(r["bytes"], r[f"{impl}_{column}"]) for r in mine if r[f"{impl}_{column}"]]
+                if pts:
+                    ax.plot(
+                        *zip(*pts), style, label=f"{'ours' if impl == 'ours' else 'HF'} {vocab:,}"
+                    )
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("corpus bytes")
+        ax.set_ylabel(label)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        with atomic_open(out_dir / name) as f:
+            fig.savefig(f, format="png", dpi=100, metadata={"Software": None})
+        plt.close(fig)
+        names.append(name)
+    return names
+
+
+def write_report(results: dict, out_dir: Path) -> Path:
+    """reports/scale.md and reports/scale/*.png from the results."""
+    figures = write_figures(results, out_dir / REPORT_NAME)
+    path = out_dir / f"{REPORT_NAME}.md"
+    atomic_write_text(path, render_markdown(results, figures=figures))
+    return path
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", nargs="+", help=f"corpus sizes (default {DEFAULT_SIZES})")
+    parser.add_argument("--vocabs", nargs="+", type=int, help=f"default {DEFAULT_VOCABS}")
+    parser.add_argument("--repeats", type=int, default=None, help="runs of each (default 3)")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: a plumbing check")
+    parser.add_argument("--only", choices=IMPLS, help="run only ours or only HF")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--source", choices=sorted(corpus.SOURCES), default="owt")
+    parser.add_argument("--novelty", choices=corpus.NOVELTY, default="owt")
+    parser.add_argument("--corpus-dir", type=Path, default=ROOT / "data" / "scale")
+    parser.add_argument("--out-dir", type=Path, default=ROOT / "reports")
+    parser.add_argument("--report-only", action="store_true", help="remake the report from JSON")
+    args = parser.parse_args(argv)
+    results_path = args.out_dir / REPORT_NAME / "results.json"
+    if not args.report_only:
+        command = "python scripts/bench_scale.py" + "".join(
+            f" {a}" for a in (sys.argv[1:] if argv is None else argv)
+        )
+        results = run_benchmark(
+            sizes=args.sizes or (QUICK_SIZES if args.quick else DEFAULT_SIZES),
+            vocabs=args.vocabs or (QUICK_VOCABS if args.quick else DEFAULT_VOCABS),
+            repeats=args.repeats or (1 if args.quick else 3),
+            impls=[args.only] if args.only else IMPLS,
+            corpus_dir=args.corpus_dir,
+            seed=args.seed,
+            source=args.source,
+            novelty=args.novelty,
+            command=command,
+        )
+        atomic_write_text(results_path, json.dumps(results, indent=2) + "\n")
+    if not results_path.is_file():
+        raise FileNotFoundError(f"{results_path} does not exist: run the benchmark first")
+    results = json.loads(results_path.read_text(encoding="utf-8"))
+    print(write_report(results, args.out_dir))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,150 @@
+"""scripts/make_scale_corpus.py and scripts/bench_scale.py: smoke tests, no timing asserted.
+
+The generator: same seed same bytes, another seed other bytes, the size it was asked for, a
+write that an interrupt leaves undone (no file, no temp file), and unique pretokens that follow
+the calibrated Heaps curve. The benchmark: a real `--quick` run in subprocesses writes its
+results and report, `--report-only` remakes the same report, and the report of a hand-written
+results file matches its golden file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bpe.pretokenize import pretokenize_file
+from tests.conftest import ROOT
+
+GOLDEN = ROOT / "tests" / "golden"
+UPDATE = bool(os.environ.get("UPDATE_GOLDEN"))
+SCRIPTS = ROOT / "scripts"
+
+
+def _load(name: str):
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # bench_scale imports its sibling by this name
+    spec.loader.exec_module(module)
+    return module
+
+
+corpus = _load("make_scale_corpus")
+bench = _load("bench_scale")
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path):
+    size = 200_000
+    a = corpus.make_corpus(tmp_path / "a.txt", size, seed=0)
+    corpus.make_corpus(tmp_path / "b.txt", size, seed=0)
+    corpus.make_corpus(tmp_path / "c.txt", size, seed=1)
+    assert _sha(tmp_path / "a.txt") == _sha(tmp_path / "b.txt")
+    assert _sha(tmp_path / "a.txt") != _sha(tmp_path / "c.txt")
+    # the size asked for, overshooting by at most the last document; nothing else left behind
+    longest = max(len(d.encode("utf-8")) for d in corpus.load_documents("owt"))
+    assert size <= a["bytes"] <= size + longest + len(corpus.EOT)
+    assert a["bytes"] == (tmp_path / "a.txt").stat().st_size
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "b.txt", "c.txt"]
+    text = (tmp_path / "a.txt").read_text(encoding="utf-8")
+    assert text.endswith(corpus.EOT) and text.count(corpus.EOT) == a["documents"]
+
+
+def test_interrupted_write_leaves_nothing(tmp_path):
+    """Written through a temp file renamed at the end: Ctrl-C mid-way leaves no file at all."""
+    out = tmp_path / "big.txt"
+    # as in a terminal, whatever started the tests: a background job of a non-interactive
+    # shell (and so its children) starts with SIGINT ignored
+    script = (
+        "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
+    )
+    args = [str(SCRIPTS / "make_scale_corpus.py"), "--size", "4G", "--out", str(out)]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    deadline = time.monotonic() + 60
+    while not list(tmp_path.glob(".big.txt.*.tmp")):
+        assert proc.poll() is None and time.monotonic() < deadline, "no temp file appeared"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=30)
+    assert proc.returncode != 0
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unique_pretokens_follow_the_heaps_curve(tmp_path):
+    novelty, sample_fit = corpus.calibrate("owt")
+    assert 0.6 < sample_fit.beta < 0.8  # the OWT sample's own growth (docstring: 0.69)
+    measured = {}
+    for size in (1 << 20, 3 << 20):
+        path = tmp_path / f"{size}.txt"
+        stats = corpus.make_corpus(path, size, seed=3)
+        unique = pretokenize_file(path, [corpus.EOT], num_workers=1).num_unique
+        assert unique == pytest.approx(novelty.predicted_unique(stats["bytes"]), rel=0.1)
+        measured[stats["bytes"]] = unique
+    (b1, u1), (b2, u2) = sorted(measured.items())
+    growth = math.log(u2 / u1) / math.log(b2 / b1)
+    expected = math.log(novelty.predicted_unique(b2) / novelty.predicted_unique(b1)) / math.log(
+        b2 / b1
+    )
+    assert growth == pytest.approx(expected, abs=0.1)
+
+
+def test_no_novelty_stops_at_the_sample_vocabulary(tmp_path):
+    path = tmp_path / "repeat.txt"
+    corpus.make_corpus(path, 3 << 20, novelty="none")
+    sample = pretokenize_file(corpus.SOURCES["owt"], [corpus.EOT], num_workers=1).num_unique
+    assert pretokenize_file(path, [corpus.EOT], num_workers=1).num_unique <= sample
+
+
+def test_quick_benchmark_writes_results_and_report(tmp_path):
+    out_dir, corpus_dir = tmp_path / "reports", tmp_path / "corpora"
+    command = [sys.executable, str(SCRIPTS / "bench_scale.py"), "--quick"]
+    command += ["--out-dir", str(out_dir), "--corpus-dir", str(corpus_dir)]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads((out_dir / "scale" / "results.json").read_text(encoding="utf-8"))
+    runs = results["runs"]
+    assert sorted((r["impl"], r["size"]) for r in runs) == [
+        ("hf", "1M"), ("hf", "256K"), ("ours", "1M"), ("ours", "256K"),
+    ]  # fmt: skip
+    for run in runs:
+        assert run["merges"] == 300 - 257  # both count the special token and the 256 bytes
+        assert run["peak_tree_mb"] > 0 and run["ru_maxrss_mb"] > 0 and run["seconds"] > 0
+        assert run["cpu_s"] > 0
+    ours = [r for r in runs if r["impl"] == "ours"]
+    assert all(r["unique_pretokens"] > 0 and r["merge_s"] >= 0 for r in ours)
+    report = out_dir / "scale.md"
+    text = report.read_text(encoding="utf-8")
+    assert "| owt 256 KiB |" in text and "## Goals" in text
+    assert (out_dir / "scale" / "time_vs_bytes.png").stat().st_size > 0
+    assert (out_dir / "scale" / "memory_vs_bytes.png").stat().st_size > 0
+    # the corpora are reused, and the report is remade from the JSON alone, byte for byte
+    assert sorted(p.suffix for p in corpus_dir.iterdir()) == [".json", ".json", ".txt", ".txt"]
+    again = subprocess.run([*command, "--report-only"], capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert report.read_text(encoding="utf-8") == text
+
+
+def test_report_golden():
+    results = json.loads((ROOT / "tests" / "fixtures" / "scale" / "results.json").read_text())
+    text = bench.render_markdown(results, figures=["time_vs_bytes.png", "memory_vs_bytes.png"])
+    path = GOLDEN / "scale.md"
+    if UPDATE:
+        path.write_text(text, "utf-8")
+    assert text == path.read_text("utf-8"), "scale.md differs from its golden file"
