@@ -16,8 +16,11 @@ number of merges for both; each run records its merge count and the report check
 
 Every run is a fresh subprocess (`scripts/bench_scale_worker.py`, which imports only what its
 trainer needs); ours and HF alternate (which goes first flips each time);
-`--repeats` runs of each and the report shows medians. Memory is the process tree's peak RSS
-(the sum over the child and all its descendants, sampled every 25 ms), the child's own peak
+`--repeats` runs of each and the report shows medians. Memory is the process tree's peak
+proportional set size (PSS, summed over the child and all its descendants, sampled every
+25 ms): a page shared by n processes counts 1/n in each, so the libraries forked workers share
+with their parent count once, as they occupy memory once (summed RSS, also recorded, counts
+them once per process), the child's own peak
 (VmHWM, and its workers' `ru_maxrss`) and its CPU time (workers and threads included: on a
 busy machine wall time also measures the neighbours, CPU time much less).
 Raw results go to `reports/scale/results.json`; `reports/scale.md` and its figures are made
@@ -86,7 +89,7 @@ MERGE_EXPONENT = 1.0
 
 
 def measure(impl: str, path: Path, vocab_size: int) -> dict:
-    """Run one training in a fresh interpreter; sample its process tree's RSS meanwhile."""
+    """Run one training in a fresh interpreter; sample its process tree's PSS meanwhile."""
     import psutil
 
     spec = json.dumps({"impl": impl, "path": str(path), "vocab_size": vocab_size})
@@ -97,20 +100,23 @@ def measure(impl: str, path: Path, vocab_size: int) -> dict:
         stderr=subprocess.PIPE,
         text=True,
     )
-    peak = 0
+    peak = peak_rss = 0
     proc = psutil.Process(child.pid)
     while child.poll() is None:
-        total = 0
+        total = total_rss = 0
         try:
             members = [proc, *proc.children(recursive=True)]
         except psutil.NoSuchProcess:
             members = []
         for member in members:
             try:
-                total += member.memory_info().rss
-            except psutil.NoSuchProcess:
-                pass  # ended between listing and reading: its memory is gone too
+                info = member.memory_full_info()
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue  # ended between listing and reading: its memory is gone too
+            total += info.pss
+            total_rss += info.rss
         peak = max(peak, total)
+        peak_rss = max(peak_rss, total_rss)
         time.sleep(SAMPLE_INTERVAL)
     out, err = child.communicate()
     if child.returncode != 0:
@@ -118,6 +124,7 @@ def measure(impl: str, path: Path, vocab_size: int) -> dict:
     result = json.loads(out.strip().splitlines()[-1])
     result["process_seconds"] = time.perf_counter() - start
     result["peak_tree_mb"] = peak / 2**20
+    result["peak_tree_rss_mb"] = peak_rss / 2**20
     return result
 
 
@@ -246,7 +253,15 @@ def _median(values: list) -> float | None:
 
 
 #: the per-run numbers the summary takes medians of
-KEYS = ("seconds", "cpu_s", "peak_tree_mb", "ru_maxrss_mb", "pretokenize_s", "merge_s")
+KEYS = (
+    "seconds",
+    "cpu_s",
+    "peak_tree_mb",
+    "peak_tree_rss_mb",
+    "ru_maxrss_mb",
+    "pretokenize_s",
+    "merge_s",
+)
 
 
 def summarize(results: dict) -> list[dict]:
@@ -460,8 +475,9 @@ def render_markdown(results: dict, *, figures: Sequence[str] = ()) -> str:
         "every CPU, no pretoken cache. HF: BpeTrainer, `ByteLevel(add_prefix_space=False)`, "
         "the same special token and vocab size (both count the special token, 256 bytes and "
         f"the merges: {_merges_note(rows)}). Each run in a fresh process, ours and HF "
-        f"alternating, medians of {settings['repeats']}; memory is the peak RSS of the process "
-        "tree (the run and its workers), sampled every "
+        f"alternating, medians of {settings['repeats']}; memory is the peak proportional set "
+        "size (PSS) of the process tree (the run and its workers; a page shared by n processes "
+        "counts 1/n in each, so shared libraries count once), sampled every "
         f"{settings['sample_interval_s'] * 1000:.0f} ms.",
         "",
         "## Time and memory",
@@ -627,7 +643,7 @@ def write_figures(results: dict, out_dir: Path) -> list[str]:
     names = []
     for column, label, name in (
         ("seconds", "wall time (s)", "time_vs_bytes.png"),
-        ("peak_tree_mb", "peak process-tree RSS (MB)", "memory_vs_bytes.png"),
+        ("peak_tree_mb", "peak process-tree PSS (MB)", "memory_vs_bytes.png"),
     ):
         fig, ax = plt.subplots(figsize=(6, 4))
         for vocab in sorted({r["vocab"] for r in rows}):
