@@ -647,8 +647,12 @@ def map_chunks(
     plan: WorkerPlan,
     *,
     ordered: bool,
-) -> Iterator[R]:
+    with_chunks: bool = False,
+) -> Iterator[R] | Iterator[tuple[Chunk, R]]:
     """Yield `fn(context, chunk)` for every chunk, in chunk order if `ordered`, else as they come.
+
+    With `with_chunks`, yield `(chunk, result)` pairs instead: results that arrive out of
+    order still say which chunk (and so how many bytes) they stand for.
 
     With one worker everything runs here, in order. Otherwise `plan.workers` processes each hold
     one chunk at a time; `fn` must be a module-level function and `context` picklable (with
@@ -664,21 +668,28 @@ def map_chunks(
     >>> chunks = [Chunk(0, 0, 5), Chunk(1, 5, 7)]
     >>> list(map_chunks(size, 2, chunks, WorkerPlan(1, "in-process"), ordered=True))
     [10, 4]
+    >>> [(c.index, r) for c, r in map_chunks(size, 1, chunks, WorkerPlan(1, "in-process"),
+    ...                                      ordered=False, with_chunks=True)]
+    [(0, 5), (1, 2)]
     """
     if plan.workers <= 1 or len(chunks) <= 1:
         for chunk in chunks:
-            yield fn(context, chunk)
+            result = fn(context, chunk)
+            yield (chunk, result) if with_chunks else result
         return
     pool = _Workers(fn, context, min(plan.workers, len(chunks)), plan.start_method)
     graceful = False
+    by_index = {chunk.index: chunk for chunk in chunks}
     try:
-        yield from _dispatch(pool, chunks, ordered=ordered)
+        for index, result in _dispatch(pool, chunks, ordered=ordered):
+            yield (by_index[index], result) if with_chunks else result
         graceful = True
     finally:
         pool.stop(graceful=graceful)
 
 
 def _dispatch(pool: _Workers, chunks: Sequence[Chunk], *, ordered: bool) -> Iterator:
+    """Yield (chunk index, result) as `map_chunks` orders them."""
     todo = list(chunks)
     todo.reverse()  # pop() from the end hands chunks out in file order
     waiting: dict[int, Any] = {}  # ordered mode: results that arrived early
@@ -698,7 +709,7 @@ def _dispatch(pool: _Workers, chunks: Sequence[Chunk], *, ordered: bool) -> Iter
     by_sentinel = {proc.sentinel: i for i, proc in enumerate(pool.procs)}
     while todo or busy or waiting:
         if ordered and next_index in waiting:
-            yield waiting.pop(next_index)
+            yield next_index, waiting.pop(next_index)
             next_index += 1
             for i, held in enumerate(pool.holding):
                 if held is None and pool.ready[i]:
@@ -728,5 +739,5 @@ def _dispatch(pool: _Workers, chunks: Sequence[Chunk], *, ordered: bool) -> Iter
             if ordered:
                 waiting[index] = value
             else:
-                yield value
+                yield index, value
             hand_out(i)

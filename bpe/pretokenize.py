@@ -50,6 +50,7 @@ from bpe.chunks import (
 )
 from bpe.dask_backend import TreeCount, check_backend, dask_cluster
 from bpe.patterns import CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN, PATTERNS
+from bpe.progress import LOG_INTERVAL_S, Progress
 
 # Re-exported: callers name the patterns through this module too.
 __all__ = [
@@ -408,6 +409,8 @@ def pretokenize_file(
     pattern: str = GPT2_PATTERN,
     backend: str = "processes",
     scheduler: str | None = None,
+    label: str = "pre-tokenization",
+    log_interval: float = LOG_INTERVAL_S,
 ) -> PretokenCounts:
     """Count the pretokens of a file, in `num_workers` processes over safely cut chunks.
 
@@ -423,7 +426,7 @@ def pretokenize_file(
             capped at the usable CPUs and the number of chunks.
         max_chunk_bytes: upper bound on a chunk's size (guide, not exact: cuts move forward).
         min_parallel_bytes: files smaller than this are counted in-process.
-        progress: show a tqdm bar over chunks.
+        progress: show a tqdm bar in bytes (MB, MB/s, ETA), advanced as chunks finish.
         pattern: the split pattern (a regex; `resolve_pattern` turns a name into one). Chunks
             are cut only where `bpe.chunks` proved the cut safe for this pattern.
         backend: "processes" (worker processes here) or "dask": chunks are counted as tasks
@@ -432,6 +435,8 @@ def pretokenize_file(
             used (whoever asks for Dask gets Dask).
         scheduler: dask only: a scheduler address (`tcp://host:8786`) whose workers all see
             `path`; None starts a LocalCluster for this call.
+        label: how the progress lines name this stage (training says "stage 1 (...)").
+        log_interval: seconds between INFO progress lines (`bpe.progress.Progress`).
 
     Raises:
         FileNotFoundError / ValueError: missing, empty or non-UTF-8 file; bad special tokens;
@@ -467,11 +472,23 @@ def pretokenize_file(
     bmp_pretoken_regex(pattern)  # compile once here, so forked workers inherit it
     compiled_pattern(pattern)
     total: Counter[bytes] = Counter()
-    results = map_chunks(_count_chunk, (str(p), specials, pattern), chunks, workers, ordered=False)
-    with closing(results):
+    results = map_chunks(
+        _count_chunk, (str(p), specials, pattern), chunks, workers, ordered=False, with_chunks=True
+    )
+    meter = Progress(
+        label, total=size, unit="B", logger=logger, bar=label if progress else None,
+        interval=log_interval,
+    )  # fmt: skip
+    with closing(results), closing(meter):
+        # subtle: workers forked from this process must not see another thread (see
+        # `bpe.chunks.start_method_for`); they are all running by the first result, so with
+        # fork the meter's thread starts then (its first `update`), and at once otherwise.
+        if workers.start_method != "fork":
+            meter.start()
         # Counter addition is commutative: arrival order cannot change the counts.
-        for counts in _progress(results, len(chunks), progress, "pretokenize"):
+        for chunk, counts in results:
             total.update(counts)
+            meter.update(chunk.size)
     return PretokenCounts(total, size, len(chunks), workers.workers, workers.start_method)
 
 

@@ -24,9 +24,11 @@ then exits 1, while in a sweep (-m) the job is marked failed and the sweep goes 
 from __future__ import annotations
 
 import difflib
+import importlib.util
 import itertools
 import logging
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -46,7 +48,7 @@ from bpe.analysis.run_report import write_run_report
 from bpe.datasets import input_name
 from bpe.experiment.metrics import RESERVE_BYTES
 from bpe.experiment.rundir import preflight
-from bpe.experiment.runner import run_experiment
+from bpe.experiment.runner import SWEEP_JOBS_ENV, run_experiment
 
 logger = logging.getLogger("bpe.train")
 
@@ -140,6 +142,8 @@ def check_command_line(argv: list[str]) -> int:
                     raise ConfigError(f"{where}: {err}") from None
                 key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
                 targets.add(Path(str(OmegaConf.select(cfg, key))).parent)
+            if multirun:  # one launcher runs every job (a single run uses none)
+                _check_launcher(cfg)
             # only once every job is known to be valid: this may create experiments_dir
             for parent in sorted(targets):
                 _check_writable(parent)
@@ -207,13 +211,30 @@ def _explain(err: BaseException) -> str:
         start = next(i for i, ln in enumerate(lines) if ln.startswith("Available options in"))
         options = list(itertools.takewhile(lambda ln: ln.startswith("\t"), lines[start + 1 :]))
         options = [o.strip() for o in options]
-        return f"no option {what!r}; choose {group}= one of {', '.join(options)}"
+        extra = ""
+        if group == "hydra/launcher" and "submitit" in what and not _has_submitit():
+            extra = ' (submitit launchers need the extra: pip install -e ".[slurm]")'
+        return f"no option {what!r}; choose {group}= one of {', '.join(options)}{extra}"
     if full_key:
         meaning = {k: (t, m) for k, t, m in schema.describe_keys()}.get(full_key)
         hint = f"; {full_key} is {meaning[0]}: {meaning[1]}" if meaning else ""
         override = message.removeprefix("Error merging override ").strip()
         return f"{override}: {_first_line(cause).rstrip('.')}{hint}"
     return _first_line(err).rstrip(".") + "; see bpe-train --help"
+
+
+def _has_submitit() -> bool:
+    return importlib.util.find_spec("hydra_plugins.hydra_submitit_launcher") is not None
+
+
+def _check_launcher(cfg: DictConfig) -> None:
+    """Raise ConfigError when the launcher cannot work here (SLURM's without SLURM)."""
+    target = str(OmegaConf.select(cfg, "hydra.launcher._target_") or "")
+    if target.endswith("SlurmLauncher") and shutil.which("srun") is None:
+        raise ConfigError(
+            "hydra/launcher submits to SLURM, but 'srun' is not on PATH here: run the sweep "
+            "on a SLURM login node, or try it on this machine with hydra/launcher=submitit_local"
+        )
 
 
 def _unknown_key(key: str) -> str:
@@ -259,12 +280,15 @@ def main() -> None:
         os.environ["HYDRA_FULL_ERROR"] = "1"
     if all(not a.startswith("-") or a in _MULTIRUN_FLAGS for a in argv):
         try:
-            check_command_line(argv)
+            jobs = check_command_line(argv)
         except ConfigError as err:
             if _debug():
                 raise
             sys.stderr.write(f"bpe-train: error: {err}\n")
             sys.exit(2)
+        if any(a in _MULTIRUN_FLAGS for a in argv):
+            # jobs a launcher starts all at once (submitit_local) share the CPUs by this count
+            os.environ[SWEEP_JOBS_ENV] = str(jobs)
     try:
         # before Hydra writes into the run directory: a reused or full one stays untouched
         preflight(argv, min_free_bytes=RESERVE_BYTES)

@@ -29,6 +29,7 @@ from bpe.pretokenize import (
     resolve_pattern,
     validate_special_tokens,
 )
+from bpe.progress import LOG_INTERVAL_S
 from bpe.trainers import check_trainer, stage_label, train
 from bpe.trainers.common import check_vocab_size
 
@@ -114,6 +115,7 @@ def train_bpe_detailed(
     cache_dir: str | os.PathLike | None = None,
     backend: str = "processes",
     scheduler: str | None = None,
+    log_interval: float = LOG_INTERVAL_S,
 ) -> TrainResult:
     """Train a byte-level BPE tokenizer on a text file and report how it went.
 
@@ -123,7 +125,7 @@ def train_bpe_detailed(
         special_tokens: strings kept whole and never merged (e.g. ["<|endoftext|>"]).
         trainer: "naive", "indexed" or "heap" (identical output, different speed).
         num_workers: pre-tokenization processes; None uses every available CPU.
-        progress: show progress bars (pre-tokenization chunks and merges).
+        progress: show progress bars (pre-tokenization in MB with MB/s, merges with merges/s).
         pattern: the split pattern: "gpt2" (default, None), "cl100k", "o200k" or a regex.
         init_from: continue from this tokenizer (a run directory or GPT-2 style
             vocab.json/merges.txt directory, or a loaded `bpe.init_from.Parent`): its merges
@@ -135,6 +137,8 @@ def train_bpe_detailed(
             a dask.distributed cluster; identical merges; needs the `dask` extra).
         scheduler: dask only: a scheduler address such as "tcp://host:8786" (the input path
             must be visible to every worker); None starts a LocalCluster of `num_workers`.
+        log_interval: seconds between INFO progress lines in every stage (MB done, MB/s and
+            ETA; merges done, merges/s and ETA; a heartbeat where a stage has no ticks).
 
     Raises:
         FileNotFoundError: input_path does not exist.
@@ -164,6 +168,8 @@ def train_bpe_detailed(
             pattern=regex_pattern,
             backend=backend,
             scheduler=scheduler,
+            label=stage_label(*STAGE_TIMINGS["pretokenize"]),
+            log_interval=log_interval,
         )
 
     cache, input_sha256 = CacheInfo(), None
@@ -189,8 +195,9 @@ def train_bpe_detailed(
     t0 = time.perf_counter()
     # the counts are handed over, not kept: the trainer frees them once it has built its words
     output = train(
-        trainer, counted.take_counts(), vocab_size, specials, progress=progress, parent=parent
-    )
+        trainer, counted.take_counts(), vocab_size, specials, progress=progress, parent=parent,
+        log_interval=log_interval,
+    )  # fmt: skip
     timings["merge"] = time.perf_counter() - t0
     logger.info(
         "%s with %s: %d merges in %.3f s",

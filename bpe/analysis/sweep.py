@@ -156,7 +156,7 @@ def speed_sentences(runs: pd.DataFrame) -> list[str]:
 
 
 def launcher_note(frame: pd.DataFrame) -> tuple[bool, str]:
-    """Whether the jobs' timings overlapped, and the sentence SWEEP.md says about it.
+    """Whether jobs' timings are not like for like (overlapped, or separate machines), and why.
 
     >>> launcher_note(pd.DataFrame({"metrics.run.launcher.name": ["basic", "basic"],
     ...                             "metrics.run.launcher.parallel_jobs": [1, 1]}))[1]
@@ -172,26 +172,46 @@ def launcher_note(frame: pd.DataFrame) -> tuple[bool, str]:
     name = str(first["metrics.run.launcher.name"])
     parallel = frame.get("metrics.run.launcher.parallel_jobs", pd.Series(dtype=float)).dropna()
     at_once = int(parallel.max()) if not parallel.empty else None
+    up_to = f"up to {at_once}" if at_once is not None else "an unknown number of"
+    if name == "submitit_slurm":
+        cpus = first.get("metrics.run.launcher.cpus_per_task")
+        cpus = f"{int(cpus)} CPU(s) each" if pd.notna(cpus) else "the cluster's default CPUs"
+        return True, (
+            "> ⚠ **Timings are comparable only within a job.** Launcher submitit_slurm: each "
+            f"job ran as its own SLURM job ({cpus}, {up_to} at once), and jobs may run on "
+            "different machines (other CPUs, other load), so the times and speedups between "
+            "jobs below (marked ⚠) are not like for like; the stage split inside one job is. "
+            "To compare trainers' timings, run them in one job, one after another (without "
+            "`hydra/launcher=...` on one node)."
+        )
     if at_once == 1:
         how = " (n_jobs=1)" if name == "joblib" else ""
         return (
             False,
             f"*Timings are comparable: launcher {name}{how} ran the jobs one after another.*",
         )
-    shared = (
-        "jobs ran on cluster nodes, at the same time and maybe on different machines"
-        if name == "submitit_slurm"
-        else "jobs shared the CPUs"
+    workers = first.get("metrics.run.launcher.workers_per_job")
+    workers = (
+        f"{int(workers)} pre-tokenization worker(s) per job"
+        if pd.notna(workers)
+        else "pre-tokenization on every usable CPU of each job"
     )
+    start = first.get("metrics.counts.start_method", "n/a")
+    if name == "submitit_local":
+        return True, (
+            "> ⚠ **Timings are not comparable.** Launcher submitit_local: the jobs ran as "
+            f"separate local processes, possibly at the same time ({up_to} at once, {workers}, "
+            f"{start}), so they shared this machine's CPUs "
+            "and the times and speedups below (marked ⚠) are not like for like. To compare "
+            "timings, rerun without `hydra/launcher=...` (one job after another)."
+        )
     n_jobs = first.get("metrics.run.launcher.n_jobs")
     n_jobs = n_jobs if pd.notna(n_jobs) else "n/a"
     return True, (
-        f"> ⚠ **Timings are not comparable.** Launcher {name}: n_jobs={n_jobs}, up to "
-        f"{at_once if at_once is not None else 'an unknown number of'} jobs at once, "
-        f"{first.get('metrics.run.launcher.workers_per_job')} pre-tokenization worker(s) per "
-        f"job ({first.get('metrics.counts.start_method', 'n/a')}), so {shared} and the times "
-        "and speedups below (marked ⚠) are not like for like. To compare timings, "
-        "rerun without `hydra/launcher=...` (one job after another) or with "
+        f"> ⚠ **Timings are not comparable.** Launcher {name}: n_jobs={n_jobs}, {up_to} "
+        f"jobs at once, {workers} ({start}), so jobs shared "
+        "the CPUs and the times and speedups below (marked ⚠) are not like for like. To "
+        "compare timings, rerun without `hydra/launcher=...` (one job after another) or with "
         "`hydra.launcher.n_jobs=1`."
     )
 
@@ -271,6 +291,8 @@ def render_sweep(sweep_dir: Path, frame: pd.DataFrame, runs: pd.DataFrame, fig_l
     """SWEEP.md text for the jobs in runs (tidy) / frame (raw)."""
     overlapped, launcher_line = launcher_note(frame)
     warn = " ⚠" if overlapped else ""
+    launched = frame.get("metrics.run.launcher.name", pd.Series(dtype=object)).dropna()
+    why = "separate SLURM jobs" if (launched == "submitit_slurm").any() else "overlapped jobs"
     lines: list[str] = []
     add = lines.append
     status_counts = runs["status"].value_counts().to_dict()
@@ -318,7 +340,6 @@ def render_sweep(sweep_dir: Path, frame: pd.DataFrame, runs: pd.DataFrame, fig_l
     if backends is not None:
         add(backends)
         add("")
-    launched = frame.get("metrics.run.launcher.name", pd.Series(dtype=object)).dropna()
     if runs["job_num"].notna().sum() > 1 and not (launched != "basic").any():
         add(
             "*With Hydra's basic launcher the jobs run one after another in one process, so a "
@@ -352,7 +373,7 @@ def render_sweep(sweep_dir: Path, frame: pd.DataFrame, runs: pd.DataFrame, fig_l
         verdict = "identical merges" if same else "**DIFFERENT merges**"
         add(f"- {dataset} @ {vocab}: {', '.join(trainers)} produced {verdict}.")
     for sentence in speed_sentences(runs):
-        add(f"- {'⚠ (overlapped jobs) ' if overlapped else ''}{sentence}")
+        add(f"- {f'⚠ ({why}) ' if overlapped else ''}{sentence}")
     done = complete(runs)
     if not done.empty and done["peak_mb"].notna().any():
         top = done.loc[done["peak_mb"].idxmax()]
@@ -370,7 +391,7 @@ def render_sweep(sweep_dir: Path, frame: pd.DataFrame, runs: pd.DataFrame, fig_l
         add("")
         for title, path in fig_list:
             if overlapped and path in ("figures/time_vs_vocab.png", "figures/speedup.png"):
-                title += " (⚠ overlapped jobs: timings not comparable)"
+                title += f" (⚠ {why}: timings not comparable)"
             add(f"![{title}]({path})")
             add("")
     return "\n".join(lines).rstrip() + "\n"

@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import closing
 from typing import Protocol
 
+from bpe.progress import LOG_INTERVAL_S, Progress
 from bpe.trainers import heap, indexed, naive
 from bpe.trainers.common import MergeState, TrainerOutput, finish, prepare
 from bpe.trainers.parent import prepare_from_parent
@@ -98,6 +100,7 @@ def train(
     *,
     progress: bool = False,
     parent: Parent | None = None,
+    log_interval: float = LOG_INTERVAL_S,
 ) -> TrainerOutput:
     """Run stages 2 and 3 with the trainer `name`: learn merges from counted pretokens.
 
@@ -106,10 +109,12 @@ def train(
         pretoken_counts: how often each pretoken (bytes) occurs (stage 1's result).
         vocab_size: total vocab size: special tokens + 256 bytes + merges.
         special_tokens: strings that get the first ids and are never merged.
-        progress: show a progress bar over the merges.
+        progress: show a progress bar over the merges (with merges/s).
         parent: an existing tokenizer to continue from (its `vocab`, `merges` and
             `special_tokens`): its merges are replayed on the words first and kept, with their
             ids, at the start of the output (`bpe.trainers.parent`).
+        log_interval: seconds between INFO progress lines: a heartbeat while stage 2 counts
+            pairs, then merges done, merges/s and ETA (`bpe.progress.Progress`).
 
     Returns:
         `vocab` (special tokens, then the 256 bytes, then one token per merge), `merges` in
@@ -124,27 +129,20 @@ def train(
     ([(b'o', b'w'), (b'l', b'ow')], [7, 7])
     """
     merge_loop = TRAINERS[check_trainer(name)]
-    if parent is None:
-        state = prepare(pretoken_counts, vocab_size, special_tokens)
-    else:
-        state = prepare_from_parent(
-            pretoken_counts,
-            vocab_size,
-            special_tokens,
-            parent_vocab=parent.vocab,
-            parent_merges=parent.merges,
-            parent_special_tokens=parent.special_tokens,
-        )
-    # The words hold everything the loop needs: drop this reference so a caller that handed
-    # the counts over (`PretokenCounts.take_counts`) gets their memory back for stages 2-3.
-    del pretoken_counts
-    if progress:
-        from tqdm.auto import tqdm  # imported only for a bar: tqdm.auto takes ~60 ms to import
-
-        with tqdm(total=state.num_merges, desc=f"stages 2-3 ({name})", unit="merge") as bar:
-            merge_loop(state, bar.update)
-    else:
-        merge_loop(state, _no_tick)
+    meter = Progress(
+        stage_label(3), total=0, unit="merge", logger=logger, waiting=stage_label(2),
+        bar=f"stages 2-3 ({name})" if progress else None, interval=log_interval,
+    )  # fmt: skip
+    with closing(meter):
+        # no workers fork in stages 2-3, so the heartbeat runs from the start: building words
+        # and the pair index can take many seconds at scale without a single tick
+        meter.start()
+        state = _prepare(pretoken_counts, vocab_size, special_tokens, parent)
+        # The words hold everything the loop needs: drop this reference so a caller that
+        # handed the counts over (`PretokenCounts.take_counts`) gets their memory back.
+        del pretoken_counts
+        meter.set_total(state.num_merges)
+        merge_loop(state, meter.update)
     if len(state.merged) - state.replayed < state.num_merges:
         logger.info(
             "%s: stopped after %d of %d merges: no pair is left to merge (the corpus is too "
@@ -156,5 +154,19 @@ def train(
     return finish(state)
 
 
-def _no_tick() -> None:
-    """The `tick` of a run without a progress bar."""
+def _prepare(
+    pretoken_counts: Mapping[bytes, int],
+    vocab_size: int,
+    special_tokens: Sequence[str],
+    parent: Parent | None,
+) -> MergeState:
+    if parent is None:
+        return prepare(pretoken_counts, vocab_size, special_tokens)
+    return prepare_from_parent(
+        pretoken_counts,
+        vocab_size,
+        special_tokens,
+        parent_vocab=parent.vocab,
+        parent_merges=parent.merges,
+        parent_special_tokens=parent.special_tokens,
+    )
