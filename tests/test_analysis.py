@@ -123,6 +123,21 @@ def test_sweep_report_warns_when_joblib_jobs_overlapped(experiments):
     assert "basic launcher the jobs run one after another in one process" not in text
 
 
+def test_sweep_report_says_slurm_timings_are_comparable_only_within_a_job(experiments):
+    sweep = next((experiments / "sweeps").iterdir())
+    overrides = ["hydra/launcher=slurm", "hydra.launcher.partition=cpu"]
+    launcher = {"name": "submitit_slurm", "n_jobs": None, "workers_per_job": 8,
+                "parallel_jobs": 1, "cpus_per_task": 8, "overrides": overrides}  # fmt: skip
+    _set_launcher(sweep, launcher)
+    text = write_sweep_report(sweep).read_text("utf-8")
+    # even one job at a time: the jobs may still land on different machines
+    assert "> ⚠ **Timings are comparable only within a job.** Launcher submitit_slurm" in text
+    assert "(8 CPU(s) each, up to 1 at once)" in text and "different machines" in text
+    assert "| merge s ⚠ " in text
+    assert "- ⚠ (separate SLURM jobs) tinystories_sample @ 300: **heap** merges fastest" in text
+    assert "\nbpe-train -m hydra/launcher=slurm hydra.launcher.partition=cpu progress=False" in text
+
+
 def test_sweep_report_says_sequential_timings_are_comparable(experiments):
     sweep = next((experiments / "sweeps").iterdir())
     _set_launcher(sweep, {"name": "basic", "n_jobs": None, "workers_per_job": 1,

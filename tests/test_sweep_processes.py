@@ -23,18 +23,18 @@ from tests.conftest import DATA, ROOT
 
 QUICK = [
     "progress=false", "analysis.max_docs=5", "analysis.throughput_seconds=0.02",
-    "analysis.gpt2_baseline=false", "hydra/launcher=joblib",
+    "analysis.gpt2_baseline=false",
 ]  # fmt: skip
 
 
 class Sweep:
     """A `bpe-train -m` process and every descendant it was seen to have."""
 
-    def __init__(self, tmp_path: Path, *overrides: str) -> None:
+    def __init__(self, tmp_path: Path, *overrides: str, launcher: str = "joblib") -> None:
         self.tmp_path = tmp_path
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "bpe.train", "-m", f"experiments_dir={tmp_path}",
-             *QUICK, *overrides],
+             *QUICK, f"hydra/launcher={launcher}", *overrides],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             start_new_session=True,  # its own process group, as a shell gives a command
         )  # fmt: skip
