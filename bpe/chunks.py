@@ -648,11 +648,15 @@ def map_chunks(
     *,
     ordered: bool,
     with_chunks: bool = False,
+    on_start: Callable[[], object] | None = None,
 ) -> Iterator[R] | Iterator[tuple[Chunk, R]]:
     """Yield `fn(context, chunk)` for every chunk, in chunk order if `ordered`, else as they come.
 
     With `with_chunks`, yield `(chunk, result)` pairs instead: results that arrive out of
-    order still say which chunk (and so how many bytes) they stand for.
+    order still say which chunk (and so how many bytes) they stand for. `on_start()` is called
+    once every worker process has started (before the first chunk when in-process): the
+    moment from which this process may start a thread (a progress clock) without a worker
+    being forked from a process with threads (see `start_method_for`).
 
     With one worker everything runs here, in order. Otherwise `plan.workers` processes each hold
     one chunk at a time; `fn` must be a module-level function and `context` picklable (with
@@ -673,6 +677,8 @@ def map_chunks(
     [(0, 5), (1, 2)]
     """
     if plan.workers <= 1 or len(chunks) <= 1:
+        if on_start is not None:
+            on_start()
         for chunk in chunks:
             result = fn(context, chunk)
             yield (chunk, result) if with_chunks else result
@@ -681,6 +687,8 @@ def map_chunks(
     graceful = False
     by_index = {chunk.index: chunk for chunk in chunks}
     try:
+        if on_start is not None:
+            on_start()
         for index, result in _dispatch(pool, chunks, ordered=ordered):
             yield (by_index[index], result) if with_chunks else result
         graceful = True

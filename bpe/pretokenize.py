@@ -472,19 +472,17 @@ def pretokenize_file(
     bmp_pretoken_regex(pattern)  # compile once here, so forked workers inherit it
     compiled_pattern(pattern)
     total: Counter[bytes] = Counter()
-    results = map_chunks(
-        _count_chunk, (str(p), specials, pattern), chunks, workers, ordered=False, with_chunks=True
-    )
     meter = Progress(
         label, total=size, unit="B", logger=logger, bar=label if progress else None,
         interval=log_interval,
     )  # fmt: skip
+    # subtle: the meter's thread (and bar) start only once the workers run (`on_start`): a
+    # worker forked while another thread runs could inherit a lock held by it
+    results = map_chunks(
+        _count_chunk, (str(p), specials, pattern), chunks, workers, ordered=False,
+        with_chunks=True, on_start=meter.start,
+    )  # fmt: skip
     with closing(results), closing(meter):
-        # subtle: workers forked from this process must not see another thread (see
-        # `bpe.chunks.start_method_for`); they are all running by the first result, so with
-        # fork the meter's thread starts then (its first `update`), and at once otherwise.
-        if workers.start_method != "fork":
-            meter.start()
         # Counter addition is commutative: arrival order cannot change the counts.
         for chunk, counts in results:
             total.update(counts)

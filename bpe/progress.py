@@ -19,7 +19,8 @@ thread outlives its stage.
 
 What it does not do: decide when a thread may start. A thread alive while a process forks can
 leave a lock held in the child, so a stage that forks workers starts its `Progress` once they
-run (`bpe.pretokenize` does; `update` starts it otherwise).
+run (`bpe.pretokenize` through `bpe.chunks.map_chunks(on_start=...)`; a first `update` starts
+it too).
 """
 
 from __future__ import annotations
@@ -44,9 +45,13 @@ Unit = Literal["B", "merge"]
 def format_duration(seconds: float) -> str:
     """A short human duration for ETAs and heartbeats.
 
-    >>> format_duration(24.4), format_duration(250), format_duration(3 * 3600)
-    ('24 s', '4.2 min', '3.0 h')
+    >>> format_duration(0.34), format_duration(24.4), format_duration(250)
+    ('0.3 s', '24 s', '4.2 min')
+    >>> format_duration(3 * 3600)
+    '3.0 h'
     """
+    if seconds < 10:
+        return f"{seconds:.1f} s"
     if seconds < 120:
         return f"{seconds:.0f} s"
     if seconds < 2 * 3600:
