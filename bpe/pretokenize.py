@@ -476,8 +476,12 @@ def pretokenize_file(
         label, total=size, unit="B", logger=logger, bar=label if progress else None,
         interval=log_interval,
     )  # fmt: skip
-    # subtle: the meter's thread (and bar) start only once the workers run (`on_start`): a
-    # worker forked while another thread runs could inherit a lock held by it
+    # subtle: a worker forked from this process while another thread runs could inherit a
+    # lock that thread holds, so with fork the meter's thread (and bar) start once the workers
+    # run (`on_start`, a few ms later). Forkserver and spawn workers start from a fresh
+    # interpreter: the clock runs at once, as starting them can take seconds on a busy machine.
+    if workers.start_method != "fork":
+        meter.start()
     results = map_chunks(
         _count_chunk, (str(p), specials, pattern), chunks, workers, ordered=False,
         with_chunks=True, on_start=meter.start,

@@ -69,7 +69,8 @@ class Progress:
 
     Args:
         label: how the stage is named in its lines, e.g. "stage 1 (count pretokens)".
-        total: the work to do, in `unit`s (bytes of a file, merges to make).
+        total: the work to do, in `unit`s (bytes of a file, merges to make); None until
+            `set_total` says (the bar appears then).
         unit: "B" (shown in MB, MB/s) or "merge".
         logger: where the lines go (the stage's own module logger).
         waiting: the phase before the first `update`, when it has its own name (stage 2
@@ -80,10 +81,10 @@ class Progress:
 
     >>> p = Progress("merging", total=10, unit="merge", logger=logging.getLogger("x"))
     >>> p.line(now=p.t0 + 2.0)
-    'merging: still running, 2 s'
+    'merging: still running, 2.0 s'
     >>> p.update(4)
     >>> p.line(now=p.t_first + 2.0)
-    'merging: merges 4/10, 2 merges/s, ETA 3 s'
+    'merging: merges 4/10, 2 merges/s, ETA 3.0 s'
     >>> p.close()
     """
 
@@ -91,7 +92,7 @@ class Progress:
         self,
         label: str,
         *,
-        total: int,
+        total: int | None,
         unit: Unit,
         logger: logging.Logger,
         waiting: str | None = None,
@@ -117,15 +118,19 @@ class Progress:
         """Start the bar and the logging thread (once; a later call does nothing)."""
         if self._thread is not None:
             return self
-        if self._bar_desc is not None:
-            from tqdm.auto import tqdm  # imported only for a bar: tqdm.auto takes ~60 ms
-
-            kwargs = {"unit_scale": True} if self.unit == "B" else {}
-            self._bar = tqdm(total=self.total, desc=self._bar_desc, unit=self.unit, **kwargs)
-            self._bar.update(self.done)
+        self._open_bar()
         self._thread = threading.Thread(target=self._run, name=THREAD_NAME, daemon=True)
         self._thread.start()
         return self
+
+    def _open_bar(self) -> None:
+        if self._bar_desc is None or self._bar is not None or self.total is None:
+            return
+        from tqdm.auto import tqdm  # imported only for a bar: tqdm.auto takes ~60 ms
+
+        kwargs = {"unit_scale": True} if self.unit == "B" else {}
+        self._bar = tqdm(total=self.total, desc=self._bar_desc, unit=self.unit, **kwargs)
+        self._bar.update(self.done)
 
     def update(self, n: int = 1) -> None:
         """Count `n` more units done (starts the bar and the thread on the first call)."""
@@ -140,9 +145,8 @@ class Progress:
     def set_total(self, total: int) -> None:
         """The work to do, once it is known (the merges, after the words are built)."""
         self.total = total
-        if self._bar is not None:
-            self._bar.total = total
-            self._bar.refresh()
+        if self._thread is not None:  # started: the bar can show now
+            self._open_bar()
 
     def close(self) -> None:
         """Stop and join the thread, close the bar. Safe to call twice."""
@@ -178,12 +182,13 @@ class Progress:
             return f"{self.waiting or self.label}: still running, {format_duration(now - self.t0)}"
         since = t_first if self.waiting else self.t0
         rate = done / max(now - since, 1e-9)
-        left = max(self.total - done, 0)
+        total = self.total or 0
+        left = max(total - done, 0)
         eta = format_duration(left / rate) if rate > 0 else "unknown"
         if self.unit == "B":
-            share = 100 * done / self.total if self.total else 100.0
+            share = 100 * done / total if total else 100.0
             return (
-                f"{self.label}: {_mb(done)} MB of {_mb(self.total)} MB ({share:.0f}%), "
+                f"{self.label}: {_mb(done)} MB of {_mb(total)} MB ({share:.0f}%), "
                 f"{rate / 1e6:.1f} MB/s, ETA {eta}"
             )
-        return f"{self.label}: merges {done}/{self.total}, {rate:.0f} merges/s, ETA {eta}"
+        return f"{self.label}: merges {done}/{total}, {rate:.0f} merges/s, ETA {eta}"

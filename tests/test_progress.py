@@ -35,16 +35,16 @@ def test_a_stage_without_ticks_still_logs_a_heartbeat_every_interval(caplog):
             "stage 3 (select and merge)", total=100, unit="merge", logger=logger,
             waiting="stage 2 (count pairs)", interval=INTERVAL,
         ) as meter:  # fmt: skip
-            time.sleep(6 * INTERVAL)  # stage 2: no tick at all
+            time.sleep(10 * INTERVAL)  # stage 2: no tick at all
             for _ in range(40):
                 meter.update()
-                time.sleep(INTERVAL / 10)
+                time.sleep(INTERVAL / 5)
     lines = [r.getMessage() for r in caplog.records]
     beats = [m for m in lines if m.startswith("stage 2 (count pairs): still running, ")]
     merges = [m for m in lines if m.startswith("stage 3 (select and merge): merges ")]
     assert len(beats) >= 3 and len(merges) >= 1, lines
-    assert re.fullmatch(r"stage 3 \(select and merge\): merges \d+/100, \d+ merges/s, ETA [\d.]+ s",
-                        merges[0]), merges  # fmt: skip
+    line = r"stage 3 \(select and merge\): merges \d+/100, \d+ merges/s, ETA [\d.]+ (s|min)"
+    assert re.fullmatch(line, merges[0]), merges
     assert not _progress_threads()
 
 
@@ -75,7 +75,7 @@ def test_a_real_run_logs_every_stage_at_the_interval_and_leaves_no_thread(caplog
     assert stage1 and stage3, [r.getMessage() for r in caplog.records]
     mb = re.compile(
         r"stage 1 \(count pretokens\): (\d+(\.\d)? MB of 5\.0 MB \(\d+%\), \d+\.\d MB/s, "
-        r"ETA [\d.]+ s|still running, [\d.]+ s)"
+        r"ETA [\d.]+ (s|min)|still running, [\d.]+ s)"
     )
     assert all(mb.fullmatch(m) for m in stage1), stage1
     assert all(re.search(r"merges \d+/2743, \d+ merges/s, ETA", m) for m in stage3), stage3

@@ -130,7 +130,7 @@ def train(
     """
     merge_loop = TRAINERS[check_trainer(name)]
     meter = Progress(
-        stage_label(3), total=0, unit="merge", logger=logger, waiting=stage_label(2),
+        stage_label(3), total=None, unit="merge", logger=logger, waiting=stage_label(2),
         bar=f"stages 2-3 ({name})" if progress else None, interval=log_interval,
     )  # fmt: skip
     with closing(meter):
