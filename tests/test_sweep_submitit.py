@@ -9,7 +9,10 @@ refuses it before creating anything.
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
+from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
@@ -18,8 +21,9 @@ from hydra.core.global_hydra import GlobalHydra
 from bpe._io import CONF_DIR
 from bpe.chunks import default_num_workers, fair_share
 from bpe.experiment.runner import launcher_info
+from bpe.liveness import observed_status
 from bpe.train import ConfigError, check_command_line
-from tests.conftest import FIXTURES
+from tests.conftest import DATA, FIXTURES
 from tests.test_sweep_processes import Sweep
 
 pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
@@ -111,3 +115,37 @@ def test_a_slurm_sweep_without_slurm_stops_before_creating_anything(tmp_path):
         check_command_line(argv)
     assert not (tmp_path / "exp").exists()
     assert check_command_line(argv[1:]) == 1  # a single run uses no launcher
+
+
+@pytest.fixture(scope="module")
+def corpus_20mb(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("big") / "corpus20.txt"
+    path.write_bytes((DATA / "owt_sample.txt").read_bytes() * 8)
+    return path
+
+
+def _running_job(sweep: Sweep) -> dict | None:
+    for job in sweep.jobs() if sweep.tmp_path.joinpath("sweeps").is_dir() else []:
+        if job.get("status") == "running" and job.get("timings") is None:
+            return job
+    return None
+
+
+@pytest.mark.slow
+def test_a_killed_submitit_job_ends_the_sweep_with_an_error_and_leaves_nothing(
+    tmp_path, corpus_20mb
+):
+    """What SLURM does to a job past its time or memory: SIGKILL, no chance to record it."""
+    sweep = Sweep(
+        tmp_path, "trainer=indexed,heap", "vocab_size=300", f"dataset.path={corpus_20mb}",
+        launcher="submitit_local",
+    )  # fmt: skip
+    assert sweep.wait(timeout=120, until=lambda s: _running_job(s) is not None) is None
+    victim = _running_job(sweep)
+    os.kill(victim["process"]["pid"], signal.SIGKILL)
+    out = sweep.wait(timeout=120)  # the sweep ends: no hang on the lost job
+    assert sweep.proc.returncode != 0
+    assert "UncompletedJobError" in out and ".submitit" in out  # names the job's log
+    sweep.assert_nothing_left()
+    killed = next(j for j in sweep.jobs() if j["run"]["dir"] == victim["run"]["dir"])
+    assert observed_status(killed) == "crashed"
