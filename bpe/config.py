@@ -151,7 +151,7 @@ class TrainConfig:
     )
     seed: int = _key("recorded in metrics.json only: nothing in a run is random")
     experiments_dir: str = _key("where run directories go (relative to the cwd)")
-    progress: bool = _key("tqdm bars over chunks and merges")
+    progress: bool = _key("tqdm bars: pre-tokenization in MB (MB/s, ETA), merges (merges/s)")
     cache: bool = _key("reuse pretoken counts of the same bytes/pattern/specials (false: count)")
     cache_dir: str = _key("caches (pretoken counts in its pretokens/); delete it to clear")
     analysis: AnalysisConfig = field(default_factory=AnalysisConfig)

@@ -10,7 +10,8 @@ reports) and named the same way in docstrings, comments and log lines everywhere
 A trainer is one function, `merge_loop(state, tick)` (typed by `MergeLoop`): stages 2 and 3
 over a `MergeState`, calling `tick()` once per merge. `train` does everything around it
 (prepare -> loop -> finish): validate the arguments, turn pretoken counts into words, show the
-progress bar, log an early stop, return a `TrainerOutput`. All trainers return identical
+progress bar and log progress lines (`bpe.progress`), log an early stop, return a
+`TrainerOutput`. All trainers return identical
 results (tested): they differ only in how they find the next pair.
 
     naive    full recount per merge (the readable reference)
