@@ -173,6 +173,8 @@ HELP_EXAMPLES = """\
   bpe-train experiment=owt_32k profiler=scalene
   bpe-train debug=fast                          seconds-long smoke run (tests use it)
   bpe-train -m trainer=naive,indexed,heap vocab_size=500,1000    a sweep
+  bpe-train -m hydra/launcher=slurm hydra.launcher.partition=cpu vocab_size=10000,32000
+                                                one SLURM job per run (extra: .[slurm])
   bpe-train --cfg job vocab_size=500            print the composed config, run nothing"""
 
 
