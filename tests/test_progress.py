@@ -79,13 +79,14 @@ def test_a_real_run_logs_every_stage_at_the_interval_and_leaves_no_thread(caplog
     )
     assert all(mb.fullmatch(m) for m in stage1), stage1
     assert all(re.search(r"merges \d+/2743, \d+ merges/s, ETA", m) for m in stage3), stage3
-    # the cadence: from the first line to the last, never a gap of many intervals, the switch
-    # from stage 1 to stage 2 included (with fork, stage 1's clock starts at its first chunk)
+    # the cadence: about one line per interval (the median gap; a loaded machine can delay a
+    # wake-up), and no long silence from the first line to the last, stage switch included
     times = [r.created for r in records]
-    gaps = [b - a for a, b in zip(times, times[1:])]
-    assert max(gaps) < 10 * INTERVAL, gaps
+    gaps = sorted(b - a for a, b in zip(times, times[1:]))
+    assert 0.5 * INTERVAL <= gaps[len(gaps) // 2] <= 3 * INTERVAL, gaps
+    assert gaps[-1] < 3.0, gaps
     total = sum(result.timings.values())
-    assert len(records) >= 0.3 * total / INTERVAL, (len(records), total)
+    assert len(records) >= 0.2 * total / INTERVAL, (len(records), total)
 
 
 def test_bars_show_megabytes_per_second_and_merges_per_second(capsys, corpus):
