@@ -32,7 +32,7 @@ import logging
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from functools import cache
@@ -450,9 +450,14 @@ def pretokenize_file(
     p = check_input_file(path)
     size = p.stat().st_size
     if backend == "dask":
-        return _pretokenize_on_dask(
-            p, specials, size, num_workers, max_chunk_bytes, progress, pattern, scheduler
-        )
+        meter = Progress(
+            label, total=size, unit="B", logger=logger, bar=label if progress else None,
+            interval=log_interval,
+        )  # fmt: skip
+        with closing(meter):
+            return _pretokenize_on_dask(
+                p, specials, size, num_workers, max_chunk_bytes, meter, pattern, scheduler
+            )
     chunks, workers = plan(
         p,
         specials,
@@ -500,11 +505,15 @@ def _pretokenize_on_dask(
     size: int,
     num_workers: int | None,
     max_chunk_bytes: int,
-    progress: bool,
+    meter: Progress,
     pattern: str,
     scheduler: str | None,
 ) -> PretokenCounts:
-    """`pretokenize_file` on a Dask cluster: chunks planned here, counted and added up there."""
+    """`pretokenize_file` on a Dask cluster: chunks planned here, counted and added up there.
+
+    The meter (bar and INFO lines, in bytes) starts once the cluster is up: starting one can
+    take seconds, which are not counting speed.
+    """
     with dask_cluster(scheduler, num_workers=num_workers) as cluster:
         chunks = plan_chunks(
             p,
@@ -522,9 +531,10 @@ def _pretokenize_on_dask(
         # file system may be linked under another name on this machine than on the nodes.
         shared = os.path.abspath(p)
         tree = TreeCount(cluster.client, _count_chunk, (shared, specials, pattern), chunks)
+        meter.start()
         try:
-            for _chunk in _progress(tree, len(chunks), progress, "pretokenize"):
-                pass
+            for chunk in tree:
+                meter.update(chunk.size)
         except FileNotFoundError as err:  # the file is here, so it is missing on a worker
             raise FileNotFoundError(
                 f"a Dask worker cannot open {shared!r} ({err}); the input file must be "
@@ -534,11 +544,3 @@ def _pretokenize_on_dask(
         return PretokenCounts(
             tree.total, size, len(chunks), cluster.workers, "dask", "dask", cluster.label
         )
-
-
-def _progress(it: Iterable, total: int, enabled: bool, desc: str) -> Iterable:
-    if not enabled:
-        return it
-    from tqdm.auto import tqdm
-
-    return tqdm(it, total=total, desc=desc, unit="chunk")

@@ -194,3 +194,16 @@ def test_bpe_train_with_the_dask_backend_defaults(tmp_path):
     assert "][distributed.nanny][INFO]" not in log and "][distributed.worker][INFO]" not in log
     analysis = (metrics_path.parent / "ANALYSIS.md").read_text("utf-8")
     assert "dask backend" in analysis
+
+
+def test_dask_progress_is_logged_in_bytes(scheduler, caplog):
+    caplog.set_level("INFO", logger="bpe.pretokenize")
+    pretokenize_file(
+        SAMPLE, [EOT], backend="dask", scheduler=scheduler, max_chunk_bytes=SMALL_CHUNKS,
+        log_interval=0.01, label="stage 1 (count pretokens)",
+    )  # fmt: skip
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("stage 1")]
+    size_mb = f"of {SAMPLE.stat().st_size / 1e6:.1f} MB"
+    # heartbeats until the first chunk completes, then bytes counted as chunks complete
+    counted = [line for line in lines if size_mb in line]
+    assert counted and all("MB/s" in line for line in counted), lines
