@@ -76,10 +76,14 @@ def iter_documents(path: str, *, block_chars: int = 1 << 20) -> Iterator[str]:
         yield rest
 
 
-def run_hf(path: str, vocab_size: int) -> dict:
+def hf_gpt2_trainer(vocab_size: int):
+    """HF's tokenizer and BpeTrainer set up as GPT-2's: byte-level, its 256-symbol alphabet.
+
+    The one HF setup both benchmarks use (`bench_train.py` imports it): `vocab_size` counts the
+    special token and the 256 symbols, as ours does, so the same number means the same merges.
+    """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-    start = time.perf_counter()
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
@@ -89,6 +93,12 @@ def run_hf(path: str, vocab_size: int) -> dict:
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
+    return tok, trainer
+
+
+def run_hf(path: str, vocab_size: int) -> dict:
+    start = time.perf_counter()
+    tok, trainer = hf_gpt2_trainer(vocab_size)
     tok.train_from_iterator(iter_documents(path), trainer=trainer)
     seconds = time.perf_counter() - start
     merges = len(json.loads(tok.to_str())["model"]["merges"])

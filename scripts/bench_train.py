@@ -50,20 +50,12 @@ def run_ours(path: str, vocab_size: int, trainer: str) -> dict:
 
 
 def run_hf(path: str, vocab_size: int) -> dict:
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from bench_scale_worker import hf_gpt2_trainer
 
     start = time.perf_counter()
     text = Path(path).read_text(encoding="utf-8")
     docs = [d for d in text.split(EOT) if d]
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=[EOT],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
+    tok, trainer = hf_gpt2_trainer(vocab_size)
     tok.train_from_iterator(docs, trainer=trainer)
     wall = time.perf_counter() - start
     return {"wall": wall, "peak_mb": _peak_rss_mb(), "merges": tok.get_vocab_size() - 257}

@@ -90,7 +90,8 @@ class PairIndex:
         pattern = chr(left) + chr(right)
         merged = chr(new_id)
 
-        # Increments below are inlined (no call per update, see Performance above); decrements
+        # Increments below are inlined (no call per update, see Performance above: so the left
+        # and the right side of an occurrence repeat the same count and index updates); decrements
         # go through `drop`, whose zero check keeps the no-zero-entries invariant. Inlining
         # `drop` too was no clear win (from 8% slower to 5% faster over two rounds of runs).
         def drop(pair: Pair, n: int) -> None:
