@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -28,3 +29,12 @@ def console_env() -> dict[str, str]:
 def trainer_name(request) -> str:
     """Each trainer name in turn."""
     return request.param
+
+
+def sigint_as_in_a_terminal() -> None:
+    """A `preexec_fn`: SIGINT back to its default, as a terminal's foreground command has it.
+
+    A shell starts a background job with SIGINT ignored, children inherit that, and Python then
+    never raises KeyboardInterrupt: Ctrl-C tests started from such a job would see nothing.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -38,7 +38,7 @@ from bpe.pretokenize import (
     find_pretokens,
     pretokenize_file,
 )
-from tests.conftest import DATA, EOT, ROOT
+from tests.conftest import DATA, EOT, ROOT, sigint_as_in_a_terminal
 
 # ---------------------------------------------------------------------------------------------
 # Safe cuts
@@ -309,7 +309,7 @@ def test_ctrl_c_during_the_pool_stops_everything_without_deadlock(big_corpus):
     proc = subprocess.Popen(
         [sys.executable, "-c", _PRETOKENIZE, str(big_corpus)],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True,
+        start_new_session=True, preexec_fn=sigint_as_in_a_terminal,
     )  # fmt: skip
     try:
         _wait_for_workers(proc, 2)

@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 from bpe.chunks import default_num_workers, fair_share
-from tests.conftest import DATA, ROOT
+from tests.conftest import DATA, ROOT, sigint_as_in_a_terminal
 
 QUICK = [
     "progress=false", "analysis.max_docs=5", "analysis.throughput_seconds=0.02",
@@ -37,6 +37,7 @@ class Sweep:
              *QUICK, f"hydra/launcher={launcher}", *overrides],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             start_new_session=True,  # its own process group, as a shell gives a command
+            preexec_fn=sigint_as_in_a_terminal,
         )  # fmt: skip
         self.seen: dict[int, psutil.Process] = {}
 
