@@ -449,11 +449,13 @@ def pretokenize_file(
     check_backend(backend, scheduler)
     p = check_input_file(path)
     size = p.stat().st_size
+    # one meter (bar and INFO lines, in bytes) for either backend; each starts it when its
+    # workers can run
+    meter = Progress(
+        label, total=size, unit="B", logger=logger, bar=label if progress else None,
+        interval=log_interval,
+    )  # fmt: skip
     if backend == "dask":
-        meter = Progress(
-            label, total=size, unit="B", logger=logger, bar=label if progress else None,
-            interval=log_interval,
-        )  # fmt: skip
         with closing(meter):
             return _pretokenize_on_dask(
                 p, specials, size, num_workers, max_chunk_bytes, meter, pattern, scheduler
@@ -477,10 +479,6 @@ def pretokenize_file(
     bmp_pretoken_regex(pattern)  # compile once here, so forked workers inherit it
     compiled_pattern(pattern)
     total: Counter[bytes] = Counter()
-    meter = Progress(
-        label, total=size, unit="B", logger=logger, bar=label if progress else None,
-        interval=log_interval,
-    )  # fmt: skip
     # subtle: a worker forked from this process while another thread runs could inherit a
     # lock that thread holds, so with fork the meter's thread (and bar) start once the workers
     # run (`on_start`, a few ms later). Forkserver and spawn workers start from a fresh
