@@ -16,18 +16,22 @@ Ids are checked against tiktoken's (the exit status is 1 if they differ).
 
 A second table times whole-file encoding with `bpe-encode`'s two backends
 (`encode_file_to_npy(backend="python")`: processes; `backend="tiktoken"`: the tiktoken export on
-threads, after its first-chunk check) with every usable CPU, next to tiktoken's own GPT-2
-`Encoding` on the same chunks and threads (`encode_ordinary_batch`, specials cut out first), in
-the same run. The tokenizer is GPT-2's (data/gpt2) unless `--tokenizer RUN_DIR` names a run; the
-input is the OWT sample repeated `--copies` times (a temp file, removed at the end), so later
-copies hit the python backend's pretoken cache as a long corpus mostly would. Wall time includes
-reading and writing the `.npy` and its sidecar, and for the tiktoken backend building the
-Encoding and its check of the first 1 MB chunk against the python encoder (about 0.4 s).
+threads, after its first-chunk check), next to tiktoken's own GPT-2 `Encoding` on the same
+chunks and as many threads (`encode_ordinary_batch`, specials cut out first), in the same run.
+The chunks and the worker count are the ones `encode_file_to_npy` itself plans
+(`bpe.chunks.plan`: chunks of about 1 MiB, every usable CPU, capped at the number of chunks, and
+in-process below 256 KiB), so the three rows share them. The tokenizer is GPT-2's (data/gpt2)
+unless `--tokenizer RUN_DIR` names a run; the input is the OWT sample repeated `--copies` times
+(a temp file, removed at the end), so later copies hit the python backend's pretoken cache as a
+long corpus mostly would. Wall time includes reading and writing the `.npy` and its sidecar, and
+for the tiktoken backend building the Encoding and its check of the first 1 MB chunk against the
+python encoder (about 0.4 s).
 
 It asserts nothing about speed: it prints Markdown tables to paste into a note. Usage:
 
     python scripts/bench_encode.py               # TinyStories and OWT samples, 5 repeats
     python scripts/bench_encode.py --repeats 9 --copies 8 --tokenizer experiments/<run_dir>
+    python scripts/bench_encode.py --quick       # 1 repeat, 1 copy, each sample's first ~300 KB
 """
 
 from __future__ import annotations
@@ -49,6 +53,20 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 ROOT = Path(__file__).resolve().parent.parent
 EOT = "<|endoftext|>"
 SAMPLES = {"TinyStories": "tinystories_sample.txt", "OWT": "owt_sample.txt"}
+# --quick: each sample's head, cut after a document; above chunks.DEFAULT_MIN_PARALLEL_BYTES
+# (256 KiB), so the backends table still starts its worker processes and threads.
+QUICK_BYTES = 300_000
+
+
+def sample_text(filename: str, limit: int | None = None) -> str:
+    """A bundled sample's text; with `limit`, only its documents that end within `limit` bytes."""
+    data = (ROOT / "data" / filename).read_bytes()
+    if limit is not None and len(data) > limit:
+        end = data.rfind(EOT.encode("utf-8"), 0, limit - len(EOT) + 1)
+        if end < 0:
+            raise ValueError(f"{filename!r} has no document end in its first {limit} bytes")
+        data = data[: end + len(EOT)]
+    return data.decode("utf-8")
 
 
 def _hf_tokenizer():
@@ -60,7 +78,7 @@ def _hf_tokenizer():
     return tok
 
 
-def bench(repeats: int) -> list[dict]:
+def bench(repeats: int, limit: int | None = None) -> list[dict]:
     from bpe import Tokenizer
     from bpe.measures import GPT2_DIR, pile_projection, tiktoken_gpt2_encoding
 
@@ -74,7 +92,7 @@ def bench(repeats: int) -> list[dict]:
     hf = _hf_tokenizer()
     rows = []
     for name, filename in SAMPLES.items():
-        text = (ROOT / "data" / filename).read_text(encoding="utf-8")
+        text = sample_text(filename, limit)
         num_bytes = len(text.encode("utf-8"))
 
         docs = text.split(EOT)
@@ -118,13 +136,15 @@ def bench(repeats: int) -> list[dict]:
     return rows
 
 
-def bench_backends(tokenizer_dir: Path | None, copies: int, repeats: int) -> list[dict]:
-    """MB/s of bpe-encode's backends and of tiktoken's GPT-2 on the same file, all CPUs."""
+def bench_backends(
+    tokenizer_dir: Path | None, copies: int, repeats: int, limit: int | None = None
+) -> list[dict]:
+    """MB/s of bpe-encode's backends and of tiktoken's GPT-2 on the same file, chunks, workers."""
     from bpe import Tokenizer
-    from bpe.encode_dataset import encode_file_to_npy
+    from bpe.chunks import plan, read_chunk_text
+    from bpe.encode_dataset import DEFAULT_CHUNK_BYTES, encode_file_to_npy
     from bpe.exports import encode_with_tiktoken
     from bpe.measures import GPT2_DIR, tiktoken_gpt2_encoding
-    from bpe.pretokenize import find_chunk_boundaries, read_chunk_text, resolve_num_workers
 
     tok = (
         Tokenizer.from_pretrained(tokenizer_dir)
@@ -133,16 +153,23 @@ def bench_backends(tokenizer_dir: Path | None, copies: int, repeats: int) -> lis
     )
     gpt2 = Tokenizer.from_files(GPT2_DIR / "vocab.json", GPT2_DIR / "merges.txt", [EOT])
     enc = tiktoken_gpt2_encoding()
-    workers = resolve_num_workers(None)
     dtype = "uint16" if tok.max_token_id < 2**16 else "uint32"
-    text = (ROOT / "data" / SAMPLES["OWT"]).read_bytes()
+    text = sample_text(SAMPLES["OWT"], limit).encode("utf-8")
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "corpus.txt"
         src.write_bytes(text * copies)
         size = src.stat().st_size
         best = {"python": float("inf"), "tiktoken": float("inf"), "tiktoken GPT-2": float("inf")}
         used = {}
-        bounds = find_chunk_boundaries(src, max(workers, -(-size // (1 << 20))), [EOT])
+        # the chunks and workers encode_file_to_npy plans for this file (same call, same values)
+        chunks, worker_plan = plan(
+            src,
+            list(tok.special_tokens),
+            num_workers=None,
+            max_chunk_bytes=DEFAULT_CHUNK_BYTES,
+            pattern=tok.pattern,
+        )
+        workers = worker_plan.workers
         for _ in range(repeats):
             for backend in ("python", "tiktoken"):
                 tok.clear_cache()  # python workers fork with this cache: start each run cold
@@ -151,6 +178,7 @@ def bench_backends(tokenizer_dir: Path | None, copies: int, repeats: int) -> lis
                 )
                 best[backend] = min(best[backend], out["seconds"])
                 used[backend] = out["backend"]
+                assert out["num_chunks"] == len(chunks) and out["num_workers"] == workers
             # tiktoken's GPT-2 on the same chunks and threads (reading included, no .npy).
             t0 = time.perf_counter()
             with ThreadPoolExecutor(workers) as pool:
@@ -158,8 +186,8 @@ def bench_backends(tokenizer_dir: Path | None, copies: int, repeats: int) -> lis
                     map(
                         len,
                         pool.map(
-                            lambda ab: encode_with_tiktoken(enc, gpt2, read_chunk_text(src, *ab)),
-                            zip(bounds[:-1], bounds[1:]),
+                            lambda c: encode_with_tiktoken(enc, gpt2, read_chunk_text(src, *c)),
+                            [(c.start, c.end) for c in chunks],
                         ),
                     )
                 )
@@ -180,8 +208,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=5, help="timed runs per measurement")
     parser.add_argument("--copies", type=int, default=4, help="OWT sample copies to encode")
     parser.add_argument("--tokenizer", type=Path, default=None, help="run dir (default GPT-2)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"a plumbing check: 1 repeat, 1 copy, each sample's first ~{QUICK_BYTES:,} bytes",
+    )
     args = parser.parse_args(argv)
-    rows = bench(max(1, args.repeats))
+    limit = QUICK_BYTES if args.quick else None
+    if args.quick:
+        args.repeats, args.copies = 1, 1
+    rows = bench(max(1, args.repeats), limit)
     mb = 1e6
     print()
     columns = [
@@ -205,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['sample']}: tokenizing The Pile (825 GB) at our warm single-thread rate takes "
             f"{r['pile_days_warm']:.1f} days"
         )
-    backends = bench_backends(args.tokenizer, max(1, args.copies), max(1, args.repeats))
+    backends = bench_backends(args.tokenizer, max(1, args.copies), max(1, args.repeats), limit)
     print()
     print(f"Whole-file encoding ({backends[0]['mb']:.1f} MB, {backends[0]['workers']} workers):")
     print()
