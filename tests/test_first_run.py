@@ -1,0 +1,53 @@
+"""The README's first command: `bpe-train` with no arguments is a complete run.
+
+The default config (dataset, vocab size, workers: nothing overridden but where runs go) must
+reach its vocab size on the bundled data; a corpus too small for the vocab still stops early
+and says so.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+import bpe.config  # noqa: F401  (importing it registers the schema the config composes with)
+from bpe import train_bpe
+from bpe._io import CONF_DIR
+from tests.conftest import DATA, EOT, console_env
+
+EARLY_STOP = "no pair is left to merge"
+
+
+@pytest.mark.slow
+def test_bpe_train_with_no_arguments_reaches_the_configured_vocab(tmp_path):
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config")
+    vocab_size = int(cfg.vocab_size)
+    proc = subprocess.run(
+        ["bpe-train", f"experiments_dir={tmp_path / 'experiments'}"],
+        cwd=tmp_path, env=console_env(), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert EARLY_STOP not in proc.stderr
+    runs = [p.parent for p in (tmp_path / "experiments").glob("*/metrics.json")]
+    (run,) = [r for r in runs if not r.is_symlink()]  # `latest` links to it
+    metrics_path = run / "metrics.json"
+    assert run.name.endswith(f"_{cfg.dataset.name}_{cfg.trainer.name}_v{vocab_size}")
+    metrics = json.loads(metrics_path.read_text("utf-8"))
+    assert metrics["status"] == "complete" and metrics["stopped_early"] is False
+    num_specials = len(cfg.dataset.special_tokens)
+    assert metrics["counts"]["vocab"] == vocab_size
+    assert metrics["counts"]["merges"] == vocab_size - num_specials - 256
+    assert len(json.loads((run / "vocab.json").read_text("utf-8"))) == vocab_size
+
+
+def test_the_v2_stories_alone_stop_early_and_say_so(caplog):
+    """Why the default dataset trains on more than data/tinystories_sample.txt (1.3 MB)."""
+    with caplog.at_level(logging.INFO, logger="bpe"):
+        vocab, merges = train_bpe(DATA / "tinystories_sample.txt", 10_000, [EOT], num_workers=1)
+    assert len(merges) == 7568 and len(vocab) == 1 + 256 + 7568
+    assert any(EARLY_STOP in r.getMessage() for r in caplog.records)
