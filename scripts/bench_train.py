@@ -7,11 +7,17 @@ like with like on the same machine at the same moment:
     TinyStories sample @ 10,000  and  OWT sample @ 32,000:  heap, indexed, HF BpeTrainer
     small sizes (TinyStories @ 1,000, OWT @ 600):           naive vs heap
 
+The TinyStories sample is the `tinystories_sample` dataset's training file
+(data/tinystories_train_sample.txt, 3.1 MB), the one `bpe-train` trains by default: it reaches
+vocab 10,000, which the 1.3 MB V2-only data/tinystories_sample.txt does not (7,568 merges).
+
 HF's trainer sees the same documents (split on <|endoftext|>, which it keeps as a special
-token) with GPT-2's byte-level pre-tokenizer. Usage:
+token) with GPT-2's byte-level pre-tokenizer. The exit status is 1 if any trainer's merges differ
+from the heap trainer's. Usage:
 
     python scripts/bench_train.py            # everything (indexed @ 32K takes a few minutes)
     python scripts/bench_train.py --quick    # skip indexed on OWT 32K and naive
+    python scripts/bench_train.py --smoke    # seconds: ~300 KB of each sample, vocab 500
 """
 
 from __future__ import annotations
@@ -21,11 +27,14 @@ import json
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 EOT = "<|endoftext|>"
+# --smoke: each sample's documents within its first SMOKE_BYTES, trained to SMOKE_VOCAB
+SMOKE_BYTES, SMOKE_VOCAB = 300_000, 500
 
 
 def _peak_rss_mb() -> float:
@@ -70,31 +79,63 @@ def measure(kind: str, path: str, vocab_size: int) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def main() -> None:
+def head_of(src: Path, limit: int, dest: Path) -> str:
+    """Write the documents of `src` that end within its first `limit` bytes to `dest`."""
+    data = src.read_bytes()
+    end = data.rfind(EOT.encode("utf-8"), 0, limit - len(EOT) + 1)
+    if end < 0:
+        raise ValueError(f"{str(src)!r} has no document end in its first {limit} bytes")
+    dest.write_bytes(data[: end + len(EOT)])
+    return str(dest)
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--quick", action="store_true", help="skip the slow indexed/naive runs")
-    args = parser.parse_args()
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help=f"a plumbing check: every trainer and HF on ~{SMOKE_BYTES:,} bytes, vocab "
+        f"{SMOKE_VOCAB}",
+    )
+    args = parser.parse_args(argv)
     if args.worker:
         spec = json.loads(args.worker)
         if spec["kind"] == "hf":
             print(json.dumps(run_hf(spec["path"], spec["vocab_size"])))
         else:
             print(json.dumps(run_ours(spec["path"], spec["vocab_size"], spec["kind"])))
-        return
+        return 0
 
-    ts = str(ROOT / "data" / "tinystories_sample.txt")
+    ts = str(ROOT / "data" / "tinystories_train_sample.txt")
     owt = str(ROOT / "data" / "owt_sample.txt")
-    plan = [
-        ("TinyStories", ts, 10_000, ["heap", "indexed", "hf"]),
-        ("OWT", owt, 32_000, ["heap", "hf"] + ([] if args.quick else ["indexed"])),
-    ]
-    if not args.quick:
-        plan += [
-            ("TinyStories", ts, 1_000, ["heap", "naive"]),
-            ("OWT", owt, 600, ["heap", "naive"]),
-        ]
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.smoke:
+            ts, owt = (head_of(Path(p), SMOKE_BYTES, Path(tmp) / Path(p).name) for p in (ts, owt))
+            plan = [
+                ("TinyStories", ts, SMOKE_VOCAB, ["heap", "indexed", "naive", "hf"]),
+                ("OWT", owt, SMOKE_VOCAB, ["heap", "hf"]),
+            ]
+        else:
+            plan = [
+                ("TinyStories", ts, 10_000, ["heap", "indexed", "hf"]),
+                ("OWT", owt, 32_000, ["heap", "hf"] + ([] if args.quick else ["indexed"])),
+            ]
+        if not (args.quick or args.smoke):
+            plan += [
+                ("TinyStories", ts, 1_000, ["heap", "naive"]),
+                ("OWT", owt, 600, ["heap", "naive"]),
+            ]
+        return 0 if report(plan) else 1
 
+
+def report(plan: list[tuple[str, str, int, list[str]]]) -> bool:
+    """Measure every (sample, vocab, kind) of the plan, print the table and the ratios.
+
+    Returns:
+        whether every trainer of every row made the heap trainer's merges.
+    """
     rows = []
     for name, path, vocab, kinds in plan:
         results = {kind: measure(kind, path, vocab) for kind in kinds}
@@ -119,7 +160,8 @@ def main() -> None:
         if "indexed" in kinds and vocab == 32_000:
             idx = next(r for r in rows if r[0] == name and r[1] == vocab and r[2] == "indexed")
             print(f"{name} @ {vocab}: indexed / heap = {idx[8]} (target >= 20)")
+    return all(r[6] != "NO" for r in rows)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

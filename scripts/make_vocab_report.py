@@ -6,6 +6,10 @@ that already holds them), then writes reports/vocabularies.md and its figure wit
 `bpe.analysis.vocabularies` (the same writer `bpe-report --all` uses over your own runs).
 
     python scripts/make_vocab_report.py [--experiments-dir DIR] [--out reports]
+    python scripts/make_vocab_report.py --quick --out /tmp/vocab   # vocab 500, debug=fast runs
+
+`--quick` is a plumbing check, not the report: the same runs and writer at vocab 500 with the
+`debug=fast` settings (one worker, a short evaluation), written wherever `--out` says.
 """
 
 from __future__ import annotations
@@ -22,13 +26,19 @@ from bpe.analysis.vocabularies import PREFERRED_VOCAB, pick_runs, write_vocabula
 
 ROOT = Path(__file__).resolve().parent.parent
 DATASETS = ("tinystories_sample", "owt_sample")
+QUICK_VOCAB = 500
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--experiments-dir", type=Path, default=None)
     parser.add_argument("--out", type=Path, default=ROOT / "reports")
-    args = parser.parse_args()
+    parser.add_argument(
+        "--quick", action="store_true", help=f"vocab {QUICK_VOCAB} with debug=fast: a smoke run"
+    )
+    args = parser.parse_args(argv)
+    vocab_size = QUICK_VOCAB if args.quick else PREFERRED_VOCAB
+    extra = ["debug=fast"] if args.quick else []
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     root = args.experiments_dir or Path(tempfile.mkdtemp(prefix="vocab_report_")) / "experiments"
     root.mkdir(parents=True, exist_ok=True)
@@ -36,12 +46,12 @@ def main() -> None:
     if any(root.rglob("metrics.json")):
         _, runs = load_tidy(root, hint="")
         done = complete(runs)
-        have = set(done.loc[done["vocab_size"] == PREFERRED_VOCAB, "dataset"])
+        have = set(done.loc[done["vocab_size"] == vocab_size, "dataset"])
     for dataset in DATASETS:
         if dataset in have:
             continue
-        cmd = [sys.executable, "-m", "bpe.train", f"dataset={dataset}",
-               f"vocab_size={PREFERRED_VOCAB}", f"experiments_dir={root}",
+        cmd = [sys.executable, "-m", "bpe.train", f"dataset={dataset}", *extra,
+               f"vocab_size={vocab_size}", f"experiments_dir={root}",
                "progress=false"]  # fmt: skip
         subprocess.run(cmd, cwd=ROOT, check=True)
     _, runs = load_tidy(root, hint="training failed")
