@@ -85,7 +85,7 @@ def test_a_bad_value_in_a_sweep_fails_it_before_any_job_runs(tmp_path, values, m
 
 
 def test_joblib_launcher_runs_jobs_in_parallel_processes(tmp_path):
-    # The default num_workers and the bundled 1.3 MB sample: big enough for worker processes.
+    # The default num_workers and the bundled 3 MB sample: big enough for worker processes.
     defaults = ["debug=fast", "num_workers=null"]
     proc, sweep = _sweep(
         tmp_path, "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "trainer=indexed,heap",

@@ -89,7 +89,7 @@ def _running(p: psutil.Process) -> bool:
 
 
 def test_joblib_sweep_with_defaults_finishes_shares_the_cpus_and_leaves_nothing(tmp_path):
-    """The README's command (issue: it hung forever) on the bundled 1.3 MB sample."""
+    """The README's command (issue: it hung forever) on the bundled 3 MB sample."""
     sweep = Sweep(tmp_path, "trainer=indexed,heap", "vocab_size=600")
     out = sweep.wait(timeout=300)
     assert sweep.proc.returncode == 0, out
