@@ -44,6 +44,12 @@ THREAD_NAME = "bpe-progress"
 
 Unit = Literal["B", "merge"]
 
+#: Merges made before stage 3's line gives an ETA. One merge says nothing about the rest: the
+#: first merges touch the most occurrences, and one of them can take minutes (a pretoken of
+#: millions of bytes) while later ones take microseconds, so an ETA from it once read "19 h"
+#: for a run that then took seconds.
+MIN_MERGES_FOR_ETA = 10
+
 
 def format_duration(seconds: float) -> str:
     """A short human duration for ETAs and heartbeats.
@@ -82,12 +88,15 @@ class Progress:
         bar: also draw a tqdm bar (`tqdm.auto`) with this description.
         interval: seconds between log lines.
 
-    >>> p = Progress("merging", total=10, unit="merge", logger=logging.getLogger("x"))
+    >>> p = Progress("merging", total=20, unit="merge", logger=logging.getLogger("x"))
     >>> p.line(now=p.t0 + 2.0)
     'merging: still running, 2.0 s'
-    >>> p.update(4)
+    >>> p.update(4)  # too few merges to tell how long the rest takes
     >>> p.line(now=p.t_first + 2.0)
-    'merging: merges 4/10, 2 merges/s, ETA 3.0 s'
+    'merging: merges 4/20, 2 merges/s, ETA after 10 merges'
+    >>> p.update(6)
+    >>> p.line(now=p.t_first + 5.0)
+    'merging: merges 10/20, 2 merges/s, ETA 5.0 s'
     >>> p.close()
     """
 
@@ -197,4 +206,12 @@ class Progress:
                 f"{self.label}: {_mb(done)} MB of {_mb(total)} MB ({share:.0f}%), "
                 f"{rate / 1e6:.1f} MB/s, ETA {eta}"
             )
-        return f"{self.label}: merges {done}/{total}, {rate:.0f} merges/s, ETA {eta}"
+        if done < MIN_MERGES_FOR_ETA:
+            return (
+                f"{self.label}: merges {done}/{total}, {rate:.{rate < 1 and 2 or 0}f} merges/s, "
+                f"ETA after {MIN_MERGES_FOR_ETA} merges"
+            )
+        return (
+            f"{self.label}: merges {done}/{total}, {rate:.{rate < 1 and 2 or 0}f} merges/s, "
+            f"ETA {eta}"
+        )

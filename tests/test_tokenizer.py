@@ -14,6 +14,8 @@ from bpe.gpt2_format import save_tokenizer_files
 from bpe.measures import gpt2_tokenizer, load_documents, tiktoken_gpt2_encoding
 from bpe.pretokenize import GPT2_REGEX, bmp_pretoken_regex
 from bpe.tokenizer import _merge_bytes, _merge_long
+from bpe.trainers import train
+from tests.complexity import assert_linear
 from tests.conftest import DATA, EOT, FIXTURES
 
 GPT2_VOCAB, GPT2_MERGES = DATA / "gpt2" / "vocab.json", DATA / "gpt2" / "merges.txt"
@@ -450,3 +452,39 @@ def test_from_pretrained_reads_specials_from_tokenizer_json(tmp_path):
     assert given_specials.special_tokens == {EOT: 1}
     with pytest.raises(FileNotFoundError, match="pass a run directory"):
         Tokenizer.from_pretrained(tmp_path / "missing")
+
+
+# -- complexity: one long pretoken --------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def repetitive() -> Tokenizer:
+    """A tokenizer trained on runs of `a` and `ab`: many merges apply to such pretokens."""
+    counts = {b"a" * 4096: 1, b"ab" * 2048: 1}
+    out = train("heap", counts, 300, [EOT])
+    return Tokenizer(out.vocab, out.merges, [EOT])
+
+
+@pytest.mark.parametrize(
+    "unit", ["a", "ab", "aab"], ids=["one letter", "two letters", "three-periodic"]
+)
+@pytest.mark.parametrize("which", ["gpt2", "repetitive"])
+def test_encode_of_a_long_pretoken_costs_linear_time(gpt2, repetitive, which, unit):
+    tok = {"gpt2": gpt2, "repetitive": repetitive}[which]
+
+    def work(size: int) -> None:
+        tok.clear_cache()  # cold: every call runs BPE on the pretoken
+        tok.encode(unit * (size // len(unit)))
+
+    assert_linear(work, 20_000, what=f"{which}.encode of {unit!r} x n")
+
+
+def test_streaming_a_long_pretoken_costs_linear_time(repetitive):
+    """encode_iterable carries a pretoken with no safe cut over: it must not rescan it per line."""
+
+    def work(size: int) -> None:
+        repetitive.clear_cache()
+        lines = ["ab" * 50] * (size // 100)  # one pretoken across every item
+        assert sum(1 for _ in repetitive.encode_iterable(lines, block_chars=1000)) > 0
+
+    assert_linear(work, 20_000, what="encode_iterable of one pretoken in 100-char items")

@@ -21,6 +21,7 @@ from bpe.trainers.common import (
     prepare,
     word_ids,
 )
+from tests.complexity import assert_linear
 from tests.conftest import DATA, EOT
 
 SENNRICH = {b"low": 5, b"lower": 2, b"widest": 3, b"newest": 6}
@@ -193,3 +194,29 @@ def test_the_tick_runs_once_per_merge(trainer_name):
     state = prepare(SENNRICH, 256 + 1 + 12, [EOT])
     TRAINERS[trainer_name](state, lambda: ticks.append(1))
     assert len(ticks) == len(state.merged) == 12
+
+
+# -- complexity: one long pretoken --------------------------------------------------------------
+#: One pretoken of one letter (runs of a letter, padding) and of two alternating letters
+#: (base64 without breaks, DNA, minified code): each merge of such a word touches a pair at
+#: thousands of positions of the same word.
+LONG_PRETOKENS = {"one letter": "a", "two letters": "ab"}
+
+
+@pytest.mark.parametrize("unit", list(LONG_PRETOKENS.values()), ids=list(LONG_PRETOKENS))
+def test_a_long_pretoken_costs_linear_time(trainer_name, unit):
+    def work(size: int) -> None:
+        train(trainer_name, {(unit * (size // len(unit))).encode(): 1}, 300, [EOT])
+
+    assert_linear(work, 40_000, what=f"{trainer_name} on one pretoken of {unit!r} x n")
+
+
+def test_trainers_agree_on_long_repetitive_words():
+    """Pairs at many positions of several words, overlapping runs included."""
+    counts = {
+        b"a" * 1001: 3, b"ab" * 500: 2, b"aab" * 333: 1, b"ba" * 7: 5, b"abba" * 250: 2,
+        b"b" * 64: 1,
+    }  # fmt: skip
+    outs = [train(name, counts, 400, [EOT]) for name in TRAINERS]
+    assert all(o.merges == outs[0].merges for o in outs)
+    assert all(o.merge_counts == outs[0].merge_counts for o in outs)
