@@ -6,22 +6,18 @@ fails in milliseconds, not after pre-tokenization), runs stage 1, count pretoken
 (`bpe.trainers.train`; the stages are numbered in `bpe.trainers.STAGES`), and returns the vocab
 and merges, or a `TrainResult` with stage timings and counts for the experiment harness.
 
-What it does not do: write files (see `bpe.gpt2_format`) or format reports.
+What it does not do: write files (see `bpe.tokenizer.gpt2_format`) or format reports.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from bpe.dask_backend import check_backend
-from bpe.init_from import Parent, check_parent, load_parent
-from bpe.patterns import GPT2_PATTERN
-from bpe.pretoken_cache import CacheInfo, pretokenize_cached
+from bpe.formats.init_from import Parent, check_parent, load_parent
 from bpe.pretokenize import (
     check_input_file,
     pattern_name,
@@ -29,9 +25,13 @@ from bpe.pretokenize import (
     resolve_pattern,
     validate_special_tokens,
 )
-from bpe.progress import LOG_INTERVAL_S
+from bpe.pretokenize.cache import CacheInfo, pretokenize_cached
+from bpe.pretokenize.dask_backend import check_backend
+from bpe.pretokenize.patterns import GPT2_PATTERN
+from bpe.tokenizer.gpt2_format import merges_sha256
 from bpe.trainers import check_trainer, stage_label, train
 from bpe.trainers.common import check_vocab_size
+from bpe.util.progress import LOG_INTERVAL_S
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ class TrainResult:
     num_chunks: int
     num_workers: int
     start_method: str = "in-process"
-    #: the pre-tokenization backend, "processes" or "dask" (`bpe.dask_backend.BACKENDS`)
+    #: the pre-tokenization backend, "processes" or "dask" (`bpe.pretokenize.dask_backend.BACKENDS`)
     backend: str = "processes"
     #: dask only: the scheduler address, or "LocalCluster(n)" for the embedded cluster
     scheduler: str | None = None
@@ -73,7 +73,7 @@ class TrainResult:
     pattern: str = GPT2_PATTERN
     #: the tokenizer this run continued from: path, merges sha256, vocab size, merges
     init_from: dict | None = None
-    #: what the pretoken cache did (`bpe.pretoken_cache.CacheInfo.as_dict`): status "hit",
+    #: what the pretoken cache did (`bpe.pretokenize.cache.CacheInfo.as_dict`): status "hit",
     #: "miss", "rebuilt" or "off", key, path, hash/load/save seconds, file size. On a hit,
     #: `timings["pretokenize"]` is hashing plus loading, not a pre-tokenization speed.
     pretoken_cache: dict = field(default_factory=lambda: CacheInfo().as_dict())
@@ -88,18 +88,6 @@ class TrainResult:
     @property
     def merges_sha256(self) -> str:
         return merges_sha256(self.merges)
-
-
-def merges_sha256(merges: Sequence[tuple[bytes, bytes]]) -> str:
-    """A fingerprint of the merge list (order matters): equal hashes mean identical merges.
-
-    >>> merges_sha256([(b"a", b"b")])[:12]
-    '16275ef0f5d0'
-    """
-    h = hashlib.sha256()
-    for a, b in merges:
-        h.update(len(a).to_bytes(4, "big") + a + len(b).to_bytes(4, "big") + b)
-    return h.hexdigest()
 
 
 def train_bpe_detailed(
@@ -128,9 +116,9 @@ def train_bpe_detailed(
         progress: show progress bars (pre-tokenization in MB with MB/s, merges with merges/s).
         pattern: the split pattern: "gpt2" (default, None), "cl100k", "o200k" or a regex.
         init_from: continue from this tokenizer (a run directory or GPT-2 style
-            vocab.json/merges.txt directory, or a loaded `bpe.init_from.Parent`): its merges
+            vocab.json/merges.txt directory, or a loaded `bpe.formats.init_from.Parent`): its merges
             are applied first and its ids kept, then merging goes on to `vocab_size`.
-        cache_dir: keep pretoken counts here (`bpe.pretoken_cache`): the first call on a
+        cache_dir: keep pretoken counts here (`bpe.pretokenize.cache`): the first call on a
             corpus counts and saves them, later calls with the same bytes, pattern and
             specials load them. None (the default) caches nothing and writes no file.
         backend: pre-tokenization on "processes" (this machine, default) or "dask" (tasks on

@@ -27,10 +27,10 @@ from pathlib import Path
 
 from IPython.display import display
 
-from bpe._io import PROJECT_ROOT
 from bpe.analysis import figures, load_runs
 from bpe.analysis.loader import complete, tidy
 from bpe.analysis.sweep import merge_agreement
+from bpe.util.io import PROJECT_ROOT
 
 EXPERIMENTS = Path(os.environ.get("BPE_EXPERIMENTS", PROJECT_ROOT / "experiments"))
 runs = tidy(load_runs(EXPERIMENTS))

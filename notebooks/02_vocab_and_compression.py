@@ -23,10 +23,10 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import display
 
-from bpe._io import DATA_DIR, PROJECT_ROOT
 from bpe.analysis import figures, load_runs, pairwise_overlap
 from bpe.analysis.loader import complete, tidy
-from bpe.show import show
+from bpe.cli.show import show
+from bpe.util.io import DATA_DIR, PROJECT_ROOT
 
 EXPERIMENTS = Path(os.environ.get("BPE_EXPERIMENTS", PROJECT_ROOT / "experiments"))
 frame = load_runs(EXPERIMENTS)
@@ -79,7 +79,7 @@ for dataset, group in done.groupby("dataset"):
 # %% [markdown]
 # ## One sentence under each tokenizer
 #
-# The largest complete run per dataset and GPT-2 (`bpe.show`; `bpe-show RUN_DIR "text"` does
+# The largest complete run per dataset and GPT-2 (`bpe.cli.show`; `bpe-show RUN_DIR "text"` does
 # the same in a terminal). Hover a token to see its id.
 
 # %%

@@ -23,9 +23,9 @@ from pathlib import Path
 import pandas as pd
 from IPython.display import display
 
-from bpe._io import PROJECT_ROOT
 from bpe.analysis import figures, load_runs
 from bpe.analysis.loader import shown_stages, tidy
+from bpe.util.io import PROJECT_ROOT
 
 EXPERIMENTS = Path(os.environ.get("BPE_EXPERIMENTS", PROJECT_ROOT / "experiments"))
 frame = load_runs(EXPERIMENTS)

@@ -19,7 +19,8 @@ A second table times whole-file encoding with `bpe-encode`'s two backends
 threads, after its first-chunk check), next to tiktoken's own GPT-2 `Encoding` on the same
 chunks and as many threads (`encode_ordinary_batch`, specials cut out first), in the same run.
 The chunks and the worker count are the ones `encode_file_to_npy` itself plans
-(`bpe.chunks.plan`: chunks of about 1 MiB, every usable CPU, capped at the number of chunks, and
+(`bpe.pretokenize.chunks.plan`: chunks of about 1 MiB, every usable CPU, capped at the number of
+chunks, and
 in-process below 256 KiB), so the three rows share them. The tokenizer is GPT-2's (data/gpt2)
 unless `--tokenizer RUN_DIR` names a run; the input is the OWT sample repeated `--copies` times
 (a temp file, removed at the end), so later copies hit the python backend's pretoken cache as a
@@ -141,10 +142,10 @@ def bench_backends(
 ) -> list[dict]:
     """MB/s of bpe-encode's backends and of tiktoken's GPT-2 on the same file, chunks, workers."""
     from bpe import Tokenizer
-    from bpe.chunks import plan, read_chunk_text
-    from bpe.encode_dataset import DEFAULT_CHUNK_BYTES, encode_file_to_npy
-    from bpe.exports import encode_with_tiktoken
+    from bpe.encode.npy import DEFAULT_CHUNK_BYTES, encode_file_to_npy
+    from bpe.formats.exports import encode_with_tiktoken
     from bpe.measures import GPT2_DIR, tiktoken_gpt2_encoding
+    from bpe.pretokenize.chunks import plan, read_chunk_text
 
     tok = (
         Tokenizer.from_pretrained(tokenizer_dir)

@@ -52,7 +52,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bpe._io import atomic_open, atomic_write_text
+from bpe.util.io import atomic_open, atomic_write_text
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import make_scale_corpus as corpus  # noqa: E402  (a sibling script, not a package)

@@ -36,7 +36,7 @@ COMMON = [
 
 def bpe_train(dest: Path, *args: str, multirun: bool = False, check: bool = True) -> None:
     flags = ["-m"] if multirun else []
-    cmd = [sys.executable, "-m", "bpe.train", *flags, f"experiments_dir={dest}", *COMMON, *args]
+    cmd = [sys.executable, "-m", "bpe.cli.train", *flags, f"experiments_dir={dest}", *COMMON, *args]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     if check and proc.returncode != 0:
         raise SystemExit(proc.stderr)

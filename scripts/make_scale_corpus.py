@@ -71,9 +71,9 @@ from pathlib import Path
 import numpy as np
 import regex
 
-from bpe._io import DATA_DIR, atomic_open
-from bpe.patterns import GPT2_PATTERN
 from bpe.pretokenize import EOT
+from bpe.pretokenize.patterns import GPT2_PATTERN
+from bpe.util.io import DATA_DIR, atomic_open
 
 #: The bundled samples a corpus can be built from.
 SOURCES = {"owt": DATA_DIR / "owt_sample.txt", "tinystories": DATA_DIR / "tinystories_sample.txt"}

@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> None:
     for dataset in DATASETS:
         if dataset in have:
             continue
-        cmd = [sys.executable, "-m", "bpe.train", f"dataset={dataset}", *extra,
+        cmd = [sys.executable, "-m", "bpe.cli.train", f"dataset={dataset}", *extra,
                f"vocab_size={vocab_size}", f"experiments_dir={root}",
                "progress=false"]  # fmt: skip
         subprocess.run(cmd, cwd=ROOT, check=True)

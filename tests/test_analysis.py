@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 
 from bpe.analysis import load_runs
-from bpe.analysis.cli import main as report_main
 from bpe.analysis.loader import tidy
 from bpe.analysis.reports import write_all_reports
 from bpe.analysis.sweep import write_sweep_report
+from bpe.cli.report import main as report_main
 from tests.conftest import FIXTURES, ROOT
 
 EXPERIMENTS = FIXTURES / "experiments"

@@ -20,7 +20,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bpe.chunks import (
+from bpe.pretokenize import (
+    GPT2_PATTERN,
+    GPT2_REGEX,
+    count_pretokens,
+    find_pretokens,
+    pretokenize_file,
+)
+from bpe.pretokenize.chunks import (
     Chunk,
     ChunkWorkerError,
     WorkerPlan,
@@ -30,13 +37,6 @@ from bpe.chunks import (
     plan,
     plan_chunks,
     safe_cuts,
-)
-from bpe.pretokenize import (
-    GPT2_PATTERN,
-    GPT2_REGEX,
-    count_pretokens,
-    find_pretokens,
-    pretokenize_file,
 )
 from tests.conftest import DATA, EOT, ROOT, sigint_as_in_a_terminal
 
@@ -55,7 +55,8 @@ _PIECES = list("aZé'sdmtlvre09٣²½.,!?-+/=「」。、") + [
 @settings(max_examples=500, deadline=None)
 @given(st.lists(st.sampled_from(_PIECES), max_size=40).map("".join))
 def test_every_safe_cut_leaves_the_pretokens_unchanged(text):
-    """The proof in bpe.chunks (`_CUT`) checked: cutting at any safe cut changes no pretoken."""
+    """The proof in bpe.pretokenize.chunks (`_CUT`) checked: cutting at any safe cut changes no
+    pretoken."""
     whole = GPT2_REGEX.findall(text)
     for k in safe_cuts(text):
         assert 0 < k < len(text)
@@ -106,7 +107,7 @@ def test_text_without_ascii_punctuation_is_still_cut(tmp_path, text):
 
 def test_a_chunk_without_any_safe_cut_is_a_warning(tmp_path, caplog):
     path = _write(tmp_path / "a.txt", b"a" * 50_000)
-    with caplog.at_level(logging.WARNING, logger="bpe.chunks"):
+    with caplog.at_level(logging.WARNING, logger="bpe.pretokenize.chunks"):
         chunks = plan_chunks(path, max_chunk_bytes=1000, window_bytes=1000)
     assert len(chunks) == 1
     assert "no safe cut" in caplog.text and "chunk 0 (bytes 0-50000)" in caplog.text
@@ -119,7 +120,7 @@ def test_a_chunk_without_any_safe_cut_is_a_warning(tmp_path, caplog):
 
 def test_num_workers_is_capped_at_the_usable_cpus_and_the_chunks(tmp_path, caplog):
     path = DATA / "owt_sample.txt"
-    with caplog.at_level(logging.INFO, logger="bpe.chunks"):
+    with caplog.at_level(logging.INFO, logger="bpe.pretokenize.chunks"):
         chunks, workers = plan(path, [EOT], num_workers=1000, max_chunk_bytes=4 << 20)
     assert workers.workers <= min(default_num_workers(), len(chunks))
     assert f"num_workers=1000 capped at {default_num_workers()}: the usable CPUs" in caplog.text
@@ -234,7 +235,8 @@ def _workers_of(main: psutil.Process) -> list[psutil.Process]:
 
 
 def _holds_a_chunk(worker: psutil.Process) -> bool:
-    """A worker names itself `bpe-chunk-<index>` once it holds a chunk (see bpe.chunks)."""
+    """A worker names itself `bpe-chunk-<index>` once it holds a chunk (see
+    bpe.pretokenize.chunks)."""
     try:
         return worker.name().startswith("bpe-chunk-")
     except psutil.NoSuchProcess:
@@ -327,7 +329,7 @@ def test_kill_9_of_a_training_worker_marks_the_run_failed(big_corpus, tmp_path):
     import json
 
     code, out, elapsed = _kill_9_one_worker(
-        [sys.executable, "-m", "bpe.train", f"experiments_dir={tmp_path}", "progress=false",
+        [sys.executable, "-m", "bpe.cli.train", f"experiments_dir={tmp_path}", "progress=false",
          f"dataset.path={big_corpus}", "num_workers=2", "vocab_size=300"]
     )  # fmt: skip
     assert code != 0 and elapsed < 30, out
@@ -340,14 +342,14 @@ def test_kill_9_of_a_training_worker_marks_the_run_failed(big_corpus, tmp_path):
 @needs_two_cpus
 def test_kill_9_of_an_encode_worker_exits_non_zero_without_output(big_corpus, tmp_path):
     from bpe import train_bpe
-    from bpe.gpt2_format import save_tokenizer_files
+    from bpe.tokenizer.gpt2_format import save_tokenizer_files
     from tests.conftest import FIXTURES
 
     vocab, merges = train_bpe(FIXTURES / "corpus.en", 400, [EOT], num_workers=1)
     save_tokenizer_files(vocab, merges, tmp_path)
     out = tmp_path / "ids.npy"
     code, log, elapsed = _kill_9_one_worker(
-        [sys.executable, "-m", "bpe.encode_dataset", "--tokenizer", str(tmp_path),
+        [sys.executable, "-m", "bpe.encode.npy", "--tokenizer", str(tmp_path),
          "--input", str(big_corpus), "--out", str(out), "--num-workers", "2", "--no-progress"]
     )  # fmt: skip
     assert code == 1 and elapsed < 30, log

@@ -18,7 +18,7 @@ from bpe.analysis.compare import (
     topk_overlap,
     write_compare,
 )
-from bpe.gpt2_format import load_vocab
+from bpe.tokenizer.gpt2_format import load_vocab
 from tests.conftest import DATA, FIXTURES, ROOT
 
 EXP = FIXTURES / "experiments"

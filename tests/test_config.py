@@ -13,11 +13,11 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 
-from bpe import config as schema
-from bpe._io import CONF_DIR
+from bpe.experiment import config as schema
 from bpe.pretokenize import validate_special_tokens
 from bpe.tokenizer import Tokenizer
 from bpe.training import train_bpe
+from bpe.util.io import CONF_DIR
 from tests.conftest import FIXTURES, ROOT, console_env
 
 FAST = ["debug=fast", f"dataset.path={FIXTURES / 'corpus.en'}"]

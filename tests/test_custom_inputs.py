@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from bpe import datasets
-from bpe._io import sha256_file
 from bpe.analysis.loader import input_key, load_runs, tidy
 from bpe.analysis.run_report import write_run_report
 from bpe.analysis.sweep import merge_agreement
 from bpe.experiment.evaluate import TAIL_FRACTION, TAIL_MAX_BYTES
 from bpe.measures import tail_documents
+from bpe.pretokenize import datasets
+from bpe.util.io import sha256_file
 from tests.conftest import FIXTURES, ROOT
 
 FAST = ["progress=false", "num_workers=1", "analysis.max_docs=5",
@@ -40,7 +40,7 @@ def _two_files(tmp_path: Path) -> tuple[Path, Path]:
 def test_sweep_over_two_files_compares_trainers_per_input(tmp_path):
     a, b = _two_files(tmp_path)
     proc = subprocess.run(
-        [sys.executable, "-m", "bpe.train", "-m", f"experiments_dir={tmp_path / 'exp'}", *FAST,
+        [sys.executable, "-m", "bpe.cli.train", "-m", f"experiments_dir={tmp_path / 'exp'}", *FAST,
          f"dataset.path={a},{b}", "trainer=indexed,heap", "vocab_size=300"],
         capture_output=True, text=True, cwd=ROOT, timeout=600,
     )  # fmt: skip

@@ -20,11 +20,17 @@ from pathlib import Path
 import psutil
 import pytest
 
-from bpe._io import DATA_DIR
-from bpe.chunks import Chunk, plan_chunks
-from bpe.dask_backend import SPLIT_EVERY, TreeCount, check_backend, dask_cluster, merge_counts
 from bpe.pretokenize import EOT, GPT2_PATTERN, _count_chunk, pretokenize_file
+from bpe.pretokenize.chunks import Chunk, plan_chunks
+from bpe.pretokenize.dask_backend import (
+    SPLIT_EVERY,
+    TreeCount,
+    check_backend,
+    dask_cluster,
+    merge_counts,
+)
 from bpe.training import train_bpe_detailed
+from bpe.util.io import DATA_DIR
 from tests.conftest import console_env
 
 distributed = pytest.importorskip("distributed")
@@ -163,7 +169,7 @@ def test_backend_checks_name_the_value_and_the_fix():
 def test_the_default_backend_never_imports_dask(tmp_path):
     code = (
         "import sys, bpe\n"
-        "from bpe._io import DATA_DIR\n"
+        "from bpe.util.io import DATA_DIR\n"
         "bpe.train_bpe(DATA_DIR / 'tinystories_sample.txt', 260, num_workers=1)\n"
         "assert not {'dask', 'distributed'} & set(sys.modules), 'dask was imported'\n"
     )

@@ -10,14 +10,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bpe import Tokenizer, train_bpe
-from bpe.encode_dataset import (
+from bpe.encode.npy import (
     encode_file_to_npy,
     main,
     resolve_tokenizer_files,
     write_npy_atomically,
 )
-from bpe.gpt2_format import save_tokenizer_files
 from bpe.measures import gpt2_tokenizer
+from bpe.tokenizer.gpt2_format import save_tokenizer_files
 from tests.conftest import DATA, EOT, FIXTURES
 
 

@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from bpe._io import CONF_DIR
 from bpe.analysis import load_runs
-from bpe.analysis.cli import main as report_main
 from bpe.analysis.run_report import write_run_report
+from bpe.cli.report import main as report_main
 from bpe.experiment import rundir, runner
 from bpe.measures import RETIRED_STAGES, RUN_STAGES, TIMED_STAGES
 from bpe.pretokenize import CL100K_PATTERN
 from bpe.tokenizer import Tokenizer
+from bpe.util.io import CONF_DIR
 from tests.conftest import FIXTURES, ROOT
 
 # the debug preset (bpe/conf/debug/fast.yaml) on the CS336 fixture corpus
@@ -218,7 +218,7 @@ def test_bpe_report_on_a_non_run_dir_fails_clearly(tmp_path, caplog):
 
 def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "bpe.train", f"experiments_dir={tmp_path}", *FAST, *args],
+        [sys.executable, "-m", "bpe.cli.train", f"experiments_dir={tmp_path}", *FAST, *args],
         capture_output=True, text=True, cwd=ROOT, timeout=300,
     )  # fmt: skip
 

@@ -13,8 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bpe import Tokenizer, train_bpe
-from bpe.encode_dataset import encode_file_to_npy
-from bpe.exports import (
+from bpe.encode.lineage import read_sidecar
+from bpe.encode.npy import encode_file_to_npy
+from bpe.formats.exports import (
     TIKTOKEN_FILE,
     TiktokenMismatch,
     encode_with_tiktoken,
@@ -22,7 +23,6 @@ from bpe.exports import (
     tiktoken_ranks,
     to_hf_tokenizer,
 )
-from bpe.lineage import read_sidecar
 from bpe.pretokenize import PATTERNS
 from tests.conftest import DATA, EOT
 
@@ -253,7 +253,7 @@ def test_tiktoken_backend_falls_back_with_a_warning(tmp_path, caplog):
     tok = counterexample()
     src = tmp_path / "abc.txt"
     src.write_text("abc ab bc\n" * 100, encoding="utf-8")
-    with caplog.at_level(logging.WARNING, logger="bpe.exports"):
+    with caplog.at_level(logging.WARNING, logger="bpe.formats.exports"):
         res = encode_file_to_npy(src, tok, tmp_path / "abc.npy", num_workers=1, backend="tiktoken")
     assert res["backend"] == "python"
     assert "python backend" in caplog.text

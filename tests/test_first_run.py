@@ -14,9 +14,9 @@ import subprocess
 import pytest
 from hydra import compose, initialize_config_dir
 
-import bpe.config  # noqa: F401  (importing it registers the schema the config composes with)
+import bpe.experiment.config  # noqa: F401  (importing it registers the schema the config composes with)
 from bpe import train_bpe
-from bpe._io import CONF_DIR
+from bpe.util.io import CONF_DIR
 from tests.conftest import DATA, EOT, console_env
 
 EARLY_STOP = "no pair is left to merge"

@@ -3,7 +3,7 @@
 `'a' * N` learns tokens of up to N bytes. Before the fix the token-length histogram asked for
 one bar per possible length and metrics.json held every long token twice in full (100 KB of
 `a`: 106 s and 1.5 GB; 10 MB: hours, a 172 MB metrics.json). These tests run the real pipeline
-(`python -m bpe.train`) and regenerate a report from an old-style run that kept whole tokens.
+(`python -m bpe.cli.train`) and regenerate a report from an old-style run that kept whole tokens.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import pytest
 from bpe.analysis import figures
 from bpe.analysis.run_report import write_run_report
 from bpe.experiment.evaluate import PREVIEW_BYTES
-from bpe.gpt2_format import load_vocab
+from bpe.tokenizer.gpt2_format import load_vocab
 from tests.conftest import FIXTURES, ROOT
 
 
@@ -45,7 +45,7 @@ def test_one_repeated_character_trains_and_reports_in_bounded_time_and_size(tmp_
     corpus.write_text("a" * SIZE, encoding="utf-8")
     start = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-m", "bpe.train", f"dataset.path={corpus}", "vocab_size=500",
+        [sys.executable, "-m", "bpe.cli.train", f"dataset.path={corpus}", "vocab_size=500",
          f"experiments_dir={tmp_path / 'exp'}", *FAST],
         capture_output=True, text=True, cwd=ROOT, timeout=3 * BOUND_SECONDS,
     )  # fmt: skip
@@ -80,7 +80,7 @@ def test_base64_line_reports_in_bounded_time(tmp_path):
     corpus = tmp_path / "b64.txt"
     corpus.write_bytes(base64.b64encode(random.Random(0).randbytes(150_000)))
     proc = subprocess.run(
-        [sys.executable, "-m", "bpe.train", f"dataset.path={corpus}", "vocab_size=1000",
+        [sys.executable, "-m", "bpe.cli.train", f"dataset.path={corpus}", "vocab_size=1000",
          f"experiments_dir={tmp_path / 'exp'}", *FAST],
         capture_output=True, text=True, cwd=ROOT, timeout=3 * BOUND_SECONDS,
     )  # fmt: skip

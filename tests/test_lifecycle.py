@@ -17,17 +17,17 @@ from pathlib import Path
 
 import pytest
 
-from bpe.analysis.cli import main as report_main
 from bpe.analysis.loader import load_runs
 from bpe.analysis.run_report import write_run_report
 from bpe.analysis.sweep import write_sweep_report
+from bpe.cli.report import main as report_main
 from bpe.experiment import runner
 from bpe.experiment.metrics import MetricsFile
-from bpe.liveness import observed_status, this_process
+from bpe.runs.liveness import observed_status, this_process
 from tests.conftest import ROOT
 from tests.test_experiment import FAST, make_cfg
 
-TRAIN = [sys.executable, "-m", "bpe.train"]
+TRAIN = [sys.executable, "-m", "bpe.cli.train"]
 
 
 def _train(*args: str, cwd: Path = ROOT, **kwargs) -> subprocess.Popen:

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 from bpe import Tokenizer, train_bpe
-from bpe._io import sha256_file
 from bpe.analysis.loader import load_runs, tidy
-from bpe.datasets import load_named
-from bpe.encode_dataset import encode_file_to_npy, load, main
-from bpe.lineage import dataset_lineage, read_sidecar, sidecar_path
+from bpe.encode.lineage import dataset_lineage, read_sidecar, sidecar_path
+from bpe.encode.npy import encode_file_to_npy, load, main
+from bpe.pretokenize.datasets import load_named
 from bpe.training import merges_sha256
+from bpe.util.io import sha256_file
 from tests.conftest import DATA, EOT, FIXTURES
 from tests.test_experiment import make_cfg, run_dirs, run_with_report
 

@@ -14,7 +14,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bpe import Tokenizer
-from bpe.chunks import cut_regex, plan_chunks, safe_cuts
 from bpe.pretokenize import (
     CL100K_PATTERN,
     GPT2_PATTERN,
@@ -28,6 +27,7 @@ from bpe.pretokenize import (
     pretokenize_file,
     resolve_pattern,
 )
+from bpe.pretokenize.chunks import cut_regex, plan_chunks, safe_cuts
 from bpe.trainers import train
 from tests.conftest import DATA, EOT
 
@@ -126,7 +126,8 @@ def test_tricky_text_splits_equal_tiktokens(text, name):
     name=st.sampled_from(list(PATTERNS)),
 )
 def test_every_safe_cut_of_every_pattern_leaves_the_pretokens_unchanged(text, name):
-    """The per-pattern proofs in bpe.chunks checked: a cut at any safe cut changes no pretoken."""
+    """The per-pattern proofs in bpe.pretokenize.chunks checked: a cut at any safe cut changes no
+    pretoken."""
     pattern = PATTERNS[name]
     whole = compiled_pattern(pattern).findall(text)
     for k in safe_cuts(text, pattern=pattern):

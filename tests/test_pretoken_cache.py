@@ -16,11 +16,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bpe import pretoken_cache
-from bpe._io import sha256_file
-from bpe.pretoken_cache import CorruptCacheFile, cache_key, cache_path, load, save
 from bpe.pretokenize import EOT, GPT2_PATTERN, count_pretokens, pretokenize_file
+from bpe.pretokenize import cache as pretoken_cache
+from bpe.pretokenize.cache import CorruptCacheFile, cache_key, cache_path, load, save
 from bpe.training import train_bpe, train_bpe_detailed
+from bpe.util.io import sha256_file
 from tests.conftest import DATA, FIXTURES, ROOT, console_env
 
 CORPUS = FIXTURES / "corpus.en"
@@ -153,7 +153,7 @@ def test_a_damaged_cache_file_is_detected_warned_and_rebuilt(tmp_path, caplog, d
     damage(path)
     with pytest.raises(CorruptCacheFile):
         load(path)
-    with caplog.at_level(logging.WARNING, logger="bpe.pretoken_cache"):
+    with caplog.at_level(logging.WARNING, logger="bpe.pretokenize.cache"):
         again = train_bpe_detailed(CORPUS, 400, [EOT], num_workers=1, cache_dir=cache)
     assert again.pretoken_cache["status"] == "rebuilt"
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
@@ -175,7 +175,7 @@ def test_no_cache_dir_writes_nothing(tmp_path, monkeypatch):
 def test_an_unwritable_cache_is_logged_and_the_run_goes_on(tmp_path, caplog):
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    with caplog.at_level(logging.WARNING, logger="bpe.pretoken_cache"):
+    with caplog.at_level(logging.WARNING, logger="bpe.pretokenize.cache"):
         result = train_bpe_detailed(CORPUS, 300, [EOT], num_workers=1, cache_dir=blocker / "c")
     assert result.pretoken_cache["status"] == "miss" and result.pretoken_cache["path"] is None
     assert "could not write the pretoken cache file" in caplog.text
@@ -192,7 +192,7 @@ def test_an_input_that_changes_while_counting_is_not_cached(tmp_path, caplog):
             f.write(b" more text")
         return counted
 
-    with caplog.at_level(logging.WARNING, logger="bpe.pretoken_cache"):
+    with caplog.at_level(logging.WARNING, logger="bpe.pretokenize.cache"):
         _, info, _ = pretoken_cache.pretokenize_cached(
             corpus, [EOT], pattern=GPT2_PATTERN, cache_dir=tmp_path / "cache",
             count=count_while_appending,
@@ -209,7 +209,7 @@ def test_a_half_written_temp_file_is_never_read(tmp_path):
     save(target, Counter({b"x": 1}), {"key": key})
     half = target.read_bytes()[:-40]
     target.unlink()
-    # what a writer killed mid-write leaves: its temp file beside the target (bpe._io naming)
+    # what a writer killed mid-write leaves: its temp file beside the target (bpe.util.io naming)
     (cache / f".{target.name}.abc123.tmp").write_bytes(half)
     result = train_bpe_detailed(CORPUS, 300, [EOT], num_workers=1, cache_dir=cache)
     assert result.pretoken_cache["status"] == "miss"
@@ -249,7 +249,7 @@ def test_concurrent_writers_never_expose_a_partial_file(tmp_path):
 
 def _sweep(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "bpe.train", "-m", f"experiments_dir={tmp_path}",
+        [sys.executable, "-m", "bpe.cli.train", "-m", f"experiments_dir={tmp_path}",
          f"dataset.path={DATA / 'tinystories_sample.txt'}", "progress=false",
          "analysis.max_docs=5", "analysis.throughput_seconds=0.02",
          "analysis.gpt2_baseline=false", *overrides],
@@ -297,7 +297,7 @@ def test_cache_false_counts_every_time_and_writes_no_cache(tmp_path):
 
 def test_help_lists_the_cache_keys():
     proc = subprocess.run(
-        [sys.executable, "-m", "bpe.train", "--help"], capture_output=True, text=True, cwd=ROOT
+        [sys.executable, "-m", "bpe.cli.train", "--help"], capture_output=True, text=True, cwd=ROOT
     )
     assert proc.returncode == 0
     lines = {line.split()[0]: line for line in proc.stdout.splitlines() if line.startswith("  ")}

@@ -9,7 +9,6 @@ import regex
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bpe.chunks import find_chunk_boundaries
 from bpe.pretokenize import (
     GPT2_PATTERN,
     count_pretokens,
@@ -18,6 +17,7 @@ from bpe.pretokenize import (
     split_on_special_tokens,
     validate_special_tokens,
 )
+from bpe.pretokenize.chunks import find_chunk_boundaries
 from tests.conftest import DATA, EOT, FIXTURES
 
 
@@ -194,7 +194,7 @@ def test_fixture_corpus_counts_are_plausible():
 
 
 def test_a_cut_never_splits_a_special_token_that_contains_another():
-    from bpe.chunks import _safe_cut
+    from bpe.pretokenize.chunks import _safe_cut
 
     specials = [s.encode() for s in ["<|x|>", "y<|x|>"]]
     # "y<|x|>" starts one byte before the search region; "<|x|>" inside it must not be a cut.
@@ -223,7 +223,7 @@ def test_memory_does_not_grow_with_file_size(tmp_path):
 def test_workers_are_not_forked_from_a_threaded_process():
     import threading
 
-    from bpe.chunks import start_method_for
+    from bpe.pretokenize.chunks import start_method_for
 
     assert start_method_for(2) in {"fork", "forkserver", "spawn"}
     stop = threading.Event()

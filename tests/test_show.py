@@ -10,7 +10,7 @@ import sys
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bpe.show import TokenView, load_tokenizer, show
+from bpe.cli.show import TokenView, load_tokenizer, show
 from tests.conftest import DATA, FIXTURES, ROOT
 
 RUN = FIXTURES / "runs" / "2026-01-01_00-00-00_000000_tinystories_sample_heap_v300"
@@ -40,7 +40,7 @@ def test_split_characters_are_escaped_and_html_is_escaped():
 
 
 def _run(*args: str, tty: bool) -> str:
-    cmd = [sys.executable, "-m", "bpe.show", *args]
+    cmd = [sys.executable, "-m", "bpe.cli.show", *args]
     if not tty:
         return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=True).stdout
     leader, follower = pty.openpty()
@@ -72,7 +72,7 @@ def test_terminal_gets_colours_and_a_pipe_gets_brackets():
 
 def test_missing_directory_is_an_error(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "bpe.show", str(tmp_path), "x"],
+        [sys.executable, "-m", "bpe.cli.show", str(tmp_path), "x"],
         capture_output=True, text=True, cwd=ROOT,
     )  # fmt: skip
     assert proc.returncode == 2 and "neither a run directory" in proc.stderr

@@ -19,7 +19,8 @@ def _sweep(
     tmp_path: Path, *overrides: str, fast: list[str] = FAST
 ) -> tuple[subprocess.CompletedProcess, Path]:
     proc = subprocess.run(
-        [sys.executable, "-m", "bpe.train", "-m", f"experiments_dir={tmp_path}", *fast, *overrides],
+        [sys.executable, "-m", "bpe.cli.train", "-m", f"experiments_dir={tmp_path}", *fast,
+        *overrides],
         capture_output=True, text=True, cwd=ROOT, timeout=600,
     )  # fmt: skip
     sweeps = list((tmp_path / "sweeps").iterdir()) if (tmp_path / "sweeps").is_dir() else []

@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from bpe.chunks import default_num_workers, fair_share
+from bpe.pretokenize.chunks import default_num_workers, fair_share
 from tests.conftest import DATA, ROOT, sigint_as_in_a_terminal
 
 QUICK = [
@@ -33,7 +33,7 @@ class Sweep:
     def __init__(self, tmp_path: Path, *overrides: str, launcher: str = "joblib") -> None:
         self.tmp_path = tmp_path
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bpe.train", "-m", f"experiments_dir={tmp_path}",
+            [sys.executable, "-m", "bpe.cli.train", "-m", f"experiments_dir={tmp_path}",
              *QUICK, f"hydra/launcher={launcher}", *overrides],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             start_new_session=True,  # its own process group, as a shell gives a command

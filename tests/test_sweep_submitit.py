@@ -18,11 +18,11 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
-from bpe._io import CONF_DIR
-from bpe.chunks import default_num_workers, fair_share
+from bpe.cli.train import ConfigError, check_command_line
 from bpe.experiment.runner import launcher_info
-from bpe.liveness import observed_status
-from bpe.train import ConfigError, check_command_line
+from bpe.pretokenize.chunks import default_num_workers, fair_share
+from bpe.runs.liveness import observed_status
+from bpe.util.io import CONF_DIR
 from tests.conftest import DATA, FIXTURES
 from tests.test_sweep_processes import Sweep
 

@@ -51,7 +51,7 @@ def sweep(tmp_path_factory) -> Path:
     """A 2-job sweep logged to MLflow by the callback; returns the experiments directory."""
     experiments = tmp_path_factory.mktemp("experiments")
     proc = subprocess.run(
-        [sys.executable, "-m", "bpe.train", "-m", "hydra/callbacks=mlflow",
+        [sys.executable, "-m", "bpe.cli.train", "-m", "hydra/callbacks=mlflow",
          "trainer=indexed,heap", "vocab_size=300", f"experiments_dir={experiments}", *QUICK],
         cwd=ROOT, capture_output=True, text=True, timeout=600, env=_env(),
     )  # fmt: skip
@@ -107,7 +107,7 @@ def test_failed_single_run_is_logged_failed(tmp_path, monkeypatch):
     bad = tmp_path / "bad.txt"  # config-valid, so the run starts, then fails in training
     bad.write_bytes(b"hello \xff\xfe world<|endoftext|>\n")
     proc = subprocess.run(
-        [sys.executable, "-m", "bpe.train", "hydra/callbacks=mlflow", "vocab_size=300",
+        [sys.executable, "-m", "bpe.cli.train", "hydra/callbacks=mlflow", "vocab_size=300",
          f"experiments_dir={tmp_path}", *QUICK, f"dataset.path={bad}"],
         cwd=ROOT, capture_output=True, text=True, timeout=600, env=_env(),
     )  # fmt: skip

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from bpe import train_bpe, train_bpe_detailed
-from bpe.gpt2_format import load_merges, unrender
+from bpe.tokenizer.gpt2_format import load_merges, unrender
 from bpe.training import STAGE_TIMINGS
 from tests.conftest import DATA, EOT, FIXTURES
 

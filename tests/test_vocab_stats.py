@@ -15,13 +15,13 @@ from bpe.measures import (
     shannon_efficiency,
     vocab_used_share,
 )
-from bpe.tokenizer import Tokenizer
-from bpe.vocab_stats import (
+from bpe.measures.vocab_stats import (
     distribution_metrics,
     read_training_sample,
     token_counts,
     undertrained_tokens,
 )
+from bpe.tokenizer import Tokenizer
 
 BYTES = {i: bytes([i]) for i in range(256)}
 

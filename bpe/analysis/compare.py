@@ -34,16 +34,16 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from bpe._io import atomic_write_text
 from bpe.analysis import figures
 from bpe.analysis.markdown import clip, fmt, table
-from bpe.datasets import from_config, load_named
-from bpe.gpt2_format import load_merges, load_vocab, render
+from bpe.formats.tokenizer_json import pattern_of_dir
 from bpe.measures import RENYI_ALPHA, load_documents, renyi_efficiency
+from bpe.measures.vocab_stats import ordinary_vocab_size, token_counts
 from bpe.pretokenize import EOT, GPT2_PATTERN
+from bpe.pretokenize.datasets import from_config, load_named
 from bpe.tokenizer import Tokenizer
-from bpe.tokenizer_json import pattern_of_dir
-from bpe.vocab_stats import ordinary_vocab_size, token_counts
+from bpe.tokenizer.gpt2_format import load_merges, load_vocab, render
+from bpe.util.io import atomic_write_text
 
 logger = logging.getLogger(__name__)
 

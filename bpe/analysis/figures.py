@@ -21,9 +21,9 @@ import matplotlib.figure
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-from bpe._io import atomic_write_bytes
 from bpe.analysis.loader import trainer_order
 from bpe.trainers import TRAINERS
+from bpe.util.io import atomic_write_bytes
 
 logger = logging.getLogger(__name__)
 

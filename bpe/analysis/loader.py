@@ -6,7 +6,7 @@ directory itself, or a glob; reads each run's resolved config (`.hydra/config.ya
 columns prefixed `config.`, `metrics.` and `env.`. Failed and still-running runs are rows too,
 with their `status`; a run recorded as `running` whose process is gone reads `crashed` (`stale`
 when it ran on another host, which cannot be checked), with `status_reason` saying why
-(`bpe.liveness`). A run whose files are corrupt (bad JSON or YAML) is skipped with a
+(`bpe.runs.liveness`). A run whose files are corrupt (bad JSON or YAML) is skipped with a
 warning naming it; the skipped directories and reasons are kept in `frame.attrs["skipped"]`
 so reports can say what they left out. `tidy` gives the short-named view every report uses, and
 the rules the reports share live here once: `complete` (which runs count), `input_key` (which
@@ -30,8 +30,8 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from bpe.liveness import explain, observed_status
 from bpe.measures import RETIRED_STAGES, TRAIN_STAGES
+from bpe.runs.liveness import explain, observed_status
 from bpe.trainers import TRAINERS
 
 logger = logging.getLogger(__name__)

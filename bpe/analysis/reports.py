@@ -29,7 +29,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from bpe._io import atomic_open, atomic_write_text
 from bpe.analysis import figures
 from bpe.analysis.loader import complete, load_tidy, trainer_order
 from bpe.analysis.markdown import clip, fmt, table
@@ -37,6 +36,7 @@ from bpe.analysis.run_report import write_run_report
 from bpe.analysis.sweep import merge_agreement
 from bpe.analysis.vocabularies import pick_runs, write_vocabularies
 from bpe.trainers import TRAINERS
+from bpe.util.io import atomic_open, atomic_write_text
 
 logger = logging.getLogger(__name__)
 

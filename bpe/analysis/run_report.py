@@ -25,7 +25,6 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bpe._io import atomic_write_text
 from bpe.analysis import figures
 from bpe.analysis.loader import (
     complete,
@@ -47,6 +46,7 @@ from bpe.measures import (
     pile_projection,
     token_kind,
 )
+from bpe.util.io import atomic_write_text
 
 logger = logging.getLogger(__name__)
 

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from bpe._io import atomic_write_text
 from bpe.analysis import figures
 from bpe.analysis.loader import complete, load_tidy, merges_agree, shown_stages
 from bpe.analysis.markdown import fmt, table
 from bpe.analysis.vocab_report import section_sweep_usage
+from bpe.util.io import atomic_write_text
 
 logger = logging.getLogger(__name__)
 

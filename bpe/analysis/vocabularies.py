@@ -21,7 +21,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from bpe._io import atomic_write_text
 from bpe.analysis.compare import (
     Side,
     compare,
@@ -34,6 +33,7 @@ from bpe.analysis.compare import (
 from bpe.analysis.loader import complete, read_run
 from bpe.analysis.markdown import fmt, table
 from bpe.measures import GPT2_DIR
+from bpe.util.io import atomic_write_text
 
 logger = logging.getLogger(__name__)
 

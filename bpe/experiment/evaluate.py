@@ -11,8 +11,8 @@ What it does:
       (a custom `dataset.path`) is measured on the tail of the input itself, which training
       saw; `compression.own.source` says which;
     * `evaluate`: both, for a `TrainResult` and the run's `analysis` config, plus the sha256 of
-      the corpus and held-out files (`bpe.lineage`), how many held-out pretokens the
-      tiktoken export encodes differently (`bpe.exports.tiktoken_mismatches`), and how the
+      the corpus and held-out files (`bpe.encode.lineage`), how many held-out pretokens the
+      tiktoken export encodes differently (`bpe.formats.exports.tiktoken_mismatches`), and how the
       vocab is used (`bpe.experiment.usage`: efficiency and under-trained tokens).
 
 Cost: hostile corpora (`'a' * 10_000_000`) learn tokens of megabytes, so nothing here is
@@ -31,11 +31,9 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from bpe.datasets import Dataset, measured_sides
+from bpe.encode.lineage import dataset_lineage
 from bpe.experiment.usage import usage_metrics
-from bpe.exports import tiktoken_mismatches
-from bpe.gpt2_format import render
-from bpe.lineage import dataset_lineage
+from bpe.formats.exports import tiktoken_mismatches
 from bpe.measures import (
     TOKEN_KINDS,
     compression_ratio,
@@ -46,7 +44,9 @@ from bpe.measures import (
     tail_documents,
     token_kind,
 )
+from bpe.pretokenize.datasets import Dataset, measured_sides
 from bpe.tokenizer import Tokenizer
+from bpe.tokenizer.gpt2_format import render
 from bpe.training import TrainResult
 
 logger = logging.getLogger(__name__)

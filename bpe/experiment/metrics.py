@@ -4,7 +4,7 @@ What it does: holds the metrics dict, writes it with status `running` when the r
 `failed` (with the error and the stage it happened in) when anything goes wrong, and
 `complete` last, after every other artifact is on disk. Each write replaces the file
 atomically, so a reader never sees half a file. The `running` record names the process
-(host, pid, start time: `bpe.liveness`), so a reader can tell a live run from one killed
+(host, pid, start time: `bpe.runs.liveness`), so a reader can tell a live run from one killed
 without a word (SIGKILL, OOM killer, power cut).
 
 A full disk must not keep the failure from being recorded: `reserve()` sets aside
@@ -26,8 +26,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from bpe._io import atomic_write_text
-from bpe.liveness import this_process
+from bpe.runs.liveness import this_process
+from bpe.util.io import atomic_write_text
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ SCHEMA_VERSION = 1
 #: Space set aside for the failure record. A whole run's metrics.json measures about 5-15 KB
 #: (tinystories_sample, vocab 400-2000) and the fallback record without the bulky lists a few
 #: KB plus at most 4 KB of traceback; small, because it also raises the least free space a run
-#: needs to start (`bpe.train`).
+#: needs to start (`bpe.cli.train`).
 RESERVE_BYTES = 64 * 1024
 
 #: Keys left out of the fallback failure record when the full one does not fit on the disk.

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from bpe._io import PROJECT_ROOT, atomic_write_text
+from bpe.util.io import PROJECT_ROOT, atomic_write_text
 
 logger = logging.getLogger(__name__)
 

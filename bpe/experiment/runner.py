@@ -21,7 +21,7 @@ write error names its file. A failure inside the training call is recorded as st
 (pretokenize and merge are one call). A run killed without a chance to record it (SIGKILL, a
 power cut) keeps `running`, with the process named, and readers show it as crashed.
 
-What it does not do: parse the command line (see `bpe.train`), or know how reports are written
+What it does not do: parse the command line (see `bpe.cli.train`), or know how reports are written
 (the caller hands in the writer, so this layer never imports `bpe.analysis`).
 """
 
@@ -41,23 +41,22 @@ from typing import Protocol
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from bpe import datasets
-from bpe._io import atomic_write_text
-from bpe.chunks import default_num_workers, fair_share
-from bpe.config import check_config
 from bpe.experiment import environment
+from bpe.experiment.config import check_config
 from bpe.experiment.evaluate import evaluate
 from bpe.experiment.memory import MemorySampler
 from bpe.experiment.metrics import MetricsFile
 from bpe.experiment.profilers import check_profiler, run_cprofile, run_scalene
 from bpe.experiment.rundir import check_fresh, check_writable, create_run_dir, update_latest
-from bpe.exports import save_exports
-from bpe.gpt2_format import save_tokenizer_files
-from bpe.init_from import check_parent, load_parent
-from bpe.pretokenize import pattern_name, resolve_pattern
+from bpe.formats.exports import save_exports
+from bpe.formats.init_from import check_parent, load_parent
+from bpe.pretokenize import datasets, pattern_name, resolve_pattern
+from bpe.pretokenize.chunks import default_num_workers, fair_share
 from bpe.tokenizer import Tokenizer
+from bpe.tokenizer.gpt2_format import save_tokenizer_files
 from bpe.trainers import check_trainer
 from bpe.training import TrainResult, train_bpe_detailed
+from bpe.util.io import atomic_write_text
 
 logger = logging.getLogger(__name__)
 
@@ -247,7 +246,7 @@ def validate(cfg: DictConfig) -> datasets.Dataset:
     """Check everything that can be checked before any work; returns the dataset.
 
     `bpe-train` has already composed cfg against the typed schema and checked its ranges
-    before any directory existed (`bpe.train.check_command_line`); this repeats the range
+    before any directory existed (`bpe.cli.train.check_command_line`); this repeats the range
     checks for callers that build cfg themselves, then checks what only the run can: the
     trainer and profiler exist, the training file is there.
     """

@@ -6,7 +6,7 @@ measured documents of its own and cross-domain datasets (read once by
 none), and returns the metrics.json entries
 `efficiency` (per held-out side: fertility, Shannon and Rényi efficiency, vocab share used) and
 `undertrained` (intermediate-only, never-produced and self-unreachable learned tokens, with
-clipped examples). The formulas live in `bpe.measures`, the counting in `bpe.vocab_stats`.
+clipped examples). The formulas live in `bpe.measures`, the counting in `bpe.measures.vocab_stats`.
 
 What it does not do: format anything; a missing file gives null entries and a logged reason.
 """
@@ -18,15 +18,15 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Protocol
 
-from bpe.datasets import Dataset
-from bpe.tokenizer import Tokenizer
-from bpe.vocab_stats import (
+from bpe.measures.vocab_stats import (
     DEFAULT_SAMPLE_BYTES,
     distribution_metrics,
     read_training_sample,
     token_counts,
     undertrained_tokens,
 )
+from bpe.pretokenize.datasets import Dataset
+from bpe.tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ reports) and named the same way in docstrings, comments and log lines everywhere
 A trainer is one function, `merge_loop(state, tick)` (typed by `MergeLoop`): stages 2 and 3
 over a `MergeState`, calling `tick()` once per merge. `train` does everything around it
 (prepare -> loop -> finish): validate the arguments, turn pretoken counts into words, show the
-progress bar and log progress lines (`bpe.progress`), log an early stop, return a
+progress bar and log progress lines (`bpe.util.progress`), log an early stop, return a
 `TrainerOutput`. All trainers return identical
 results (tested): they differ only in how they find the next pair.
 
@@ -31,10 +31,10 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import closing
 from typing import Protocol
 
-from bpe.progress import LOG_INTERVAL_S, Progress
 from bpe.trainers import heap, indexed, naive
 from bpe.trainers.common import MergeState, TrainerOutput, finish, prepare
 from bpe.trainers.parent import prepare_from_parent
+from bpe.util.progress import LOG_INTERVAL_S, Progress
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ def stage_label(*numbers: int) -> str:
 
 
 class Parent(Protocol):
-    """An existing tokenizer to continue training from (`bpe.init_from.Parent` is one)."""
+    """An existing tokenizer to continue training from (`bpe.formats.init_from.Parent` is one)."""
 
     vocab: Mapping[int, bytes]
     merges: Sequence[tuple[bytes, bytes]]
@@ -115,7 +115,7 @@ def train(
             `special_tokens`): its merges are replayed on the words first and kept, with their
             ids, at the start of the output (`bpe.trainers.parent`).
         log_interval: seconds between INFO progress lines: a heartbeat while stage 2 counts
-            pairs, then merges done, merges/s and ETA (`bpe.progress.Progress`).
+            pairs, then merges done, merges/s and ETA (`bpe.util.progress.Progress`).
 
     Returns:
         `vocab` (special tokens, then the 256 bytes, then one token per merge), `merges` in

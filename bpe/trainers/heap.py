@@ -14,7 +14,7 @@ At scale (a 256 MB corpus with 0.45 M unique pretokens, vocab 32,000; alternatin
 stages 2-3 on the same counts, CPU seconds on a busy 2-core machine): 12.5-14.0 s and 266 MB
 of peak memory above the counts, against 17.1-19.5 s and 617 MB before words became str from
 the start, stage 2 moved to numpy and per-pair word sets became arrays
-(`bpe.trainers.indexed.PairIndex` says which change saved what). The merges are identical.
+(`bpe.trainers.pair_index.PairIndex` says which change saved what). The merges are identical.
 Heap entries share their token keys (`candidate_key`), and stale entries stay few (453 K
 entries for 424 K live pairs at the end of that run), so the heap is never compacted.
 """
@@ -25,7 +25,7 @@ import heapq
 from collections.abc import Callable
 
 from bpe.trainers.common import MergeState, candidate_key
-from bpe.trainers.indexed import PairIndex
+from bpe.trainers.pair_index import PairIndex
 
 
 def merge_loop(state: MergeState, tick: Callable[[], object]) -> None:

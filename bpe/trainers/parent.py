@@ -13,7 +13,8 @@ Ids of a GPT-2 parent: GPT-2's files put the 256 bytes at ids 0..255 in its own 
 merges at 256..50255 and `<|endoftext|>` at 50256 (not first, as bpe-lab's trainers place
 special tokens); all of them are kept, and the first new merge gets id 50257.
 
-What it does not do: read files (`bpe.init_from` loads a run directory or GPT-2 files) or pick
+What it does not do: read files (`bpe.formats.init_from` loads a run directory or GPT-2 files) or
+pick
 pairs (each trainer's `merge_loop` does, on the state returned here).
 """
 
@@ -23,7 +24,7 @@ from collections.abc import Mapping, Sequence
 
 from bpe.pretokenize import validate_special_tokens
 from bpe.trainers.common import MergeState, as_word, descending_bytes_key
-from bpe.trainers.indexed import PairIndex
+from bpe.trainers.pair_index import PairIndex
 
 
 def parent_special_tokens(

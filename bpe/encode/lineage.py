@@ -10,7 +10,7 @@ What it does:
     * `load(path)`: the `.npy` as a read-only memmap, after checking it against its sidecar and
       the tokenizer's merges (a clear error when they no longer match).
 
-What it does not do: encode (see `bpe.encode_dataset`), or decide what a run records besides
+What it does not do: encode (see `bpe.encode.npy`), or decide what a run records besides
 these identities (see `bpe.experiment`).
 """
 
@@ -26,10 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-from bpe._io import IN_CHECKOUT, PROJECT_ROOT, atomic_write_text, sha256_file
-from bpe.datasets import Dataset, measured_sides
-from bpe.gpt2_format import load_merges
-from bpe.training import merges_sha256
+from bpe.pretokenize.datasets import Dataset, measured_sides
+from bpe.tokenizer.gpt2_format import load_merges, merges_sha256
+from bpe.util.io import IN_CHECKOUT, PROJECT_ROOT, atomic_write_text, sha256_file
 
 logger = logging.getLogger(__name__)
 

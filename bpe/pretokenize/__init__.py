@@ -6,11 +6,12 @@ What it does:
       contains a special token. The pattern is GPT-2's by default (the CS336 contract); GPT-4's
       `cl100k` and GPT-4o's `o200k` patterns, or any custom regex, are chosen by name or given
       whole (`PATTERNS`, `resolve_pattern`);
-    * counts a file chunk by chunk through the chunk pipeline (`bpe.chunks`: cuts at special
+    * counts a file chunk by chunk through the chunk pipeline (`bpe.pretokenize.chunks`: cuts at
+      special
       tokens or where no pretoken can span, worker count and start method chosen there), so
       counting each chunk separately gives exactly the counts of the whole file; with
       `backend="dask"` the same chunks are counted as tasks on a Dask cluster
-      (`bpe.dask_backend`), with identical counts.
+      (`bpe.pretokenize.dask_backend`), with identical counts.
 
 Pretokens are found with `find_pretokens`: an exact translation of the pattern for the standard
 `re` engine (about twice as fast as `regex`) whenever the text has no character above U+FFFF,
@@ -21,7 +22,8 @@ A custom pattern that uses anything `re` lacks (e.g. `\\X`, `\\p{Script=..}` ins
 with other syntax the translation does not know) falls back to `regex` alone.
 
 What it does not do: merging (see `bpe.trainers`), cutting files or running processes (see
-`bpe.chunks`), or any newline / BOM normalisation. Bytes are sacred: the file is read in binary
+`bpe.pretokenize.chunks`), or any newline / BOM normalisation. Bytes are sacred: the file is read
+in binary
 and decoded as strict UTF-8, so `\\r\\n` and a leading BOM reach the trainer unchanged, and invalid
 UTF-8 is an error that names its byte offset.
 """
@@ -40,7 +42,7 @@ from pathlib import Path
 
 import regex
 
-from bpe.chunks import (
+from bpe.pretokenize.chunks import (
     DEFAULT_MIN_PARALLEL_BYTES,
     Chunk,
     map_chunks,
@@ -48,9 +50,9 @@ from bpe.chunks import (
     plan_chunks,
     read_chunk_text,
 )
-from bpe.dask_backend import TreeCount, check_backend, dask_cluster
-from bpe.patterns import CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN, PATTERNS
-from bpe.progress import LOG_INTERVAL_S, Progress
+from bpe.pretokenize.dask_backend import TreeCount, check_backend, dask_cluster
+from bpe.pretokenize.patterns import CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN, PATTERNS
+from bpe.util.progress import LOG_INTERVAL_S, Progress
 
 # Re-exported: callers name the patterns through this module too.
 __all__ = [
@@ -366,7 +368,7 @@ class PretokenCounts:
     num_workers: int
     #: how worker processes were started ("in-process" when num_workers == 1; "dask")
     start_method: str = "in-process"
-    #: "processes" (this machine) or "dask" (`bpe.dask_backend.BACKENDS`)
+    #: "processes" (this machine) or "dask" (`bpe.pretokenize.dask_backend.BACKENDS`)
     backend: str = "processes"
     #: dask only: the scheduler address, or "LocalCluster(n)" for the embedded cluster
     scheduler: str | None = None
@@ -417,7 +419,7 @@ def pretokenize_file(
     Memory stays bounded by the chunk size (`max_chunk_bytes` per worker) plus the counts, as
     long as the text has safe cuts (a WARNING names a chunk that stays larger). Parallel and
     serial counting give identical counts (tested). Workers and their start method follow the
-    one policy of `bpe.chunks.plan`.
+    one policy of `bpe.pretokenize.chunks.plan`.
 
     Args:
         path: UTF-8 text file.
@@ -428,20 +430,22 @@ def pretokenize_file(
         min_parallel_bytes: files smaller than this are counted in-process.
         progress: show a tqdm bar in bytes (MB, MB/s, ETA), advanced as chunks finish.
         pattern: the split pattern (a regex; `resolve_pattern` turns a name into one). Chunks
-            are cut only where `bpe.chunks` proved the cut safe for this pattern.
+            are cut only where `bpe.pretokenize.chunks` proved the cut safe for this pattern.
         backend: "processes" (worker processes here) or "dask": chunks are counted as tasks
-            on a dask.distributed cluster and reduced there (`bpe.dask_backend`); identical
+            on a dask.distributed cluster and reduced there (`bpe.pretokenize.dask_backend`);
+            identical
             counts. num_workers then sizes the LocalCluster, and `min_parallel_bytes` is not
             used (whoever asks for Dask gets Dask).
         scheduler: dask only: a scheduler address (`tcp://host:8786`) whose workers all see
             `path`; None starts a LocalCluster for this call.
         label: how the progress lines name this stage (training says "stage 1 (...)").
-        log_interval: seconds between INFO progress lines (`bpe.progress.Progress`).
+        log_interval: seconds between INFO progress lines (`bpe.util.progress.Progress`).
 
     Raises:
         FileNotFoundError / ValueError: missing, empty or non-UTF-8 file; bad special tokens;
             unknown backend, or a scheduler without the dask backend.
-        bpe.chunks.ChunkWorkerError: a worker process died (names the chunk and the signal);
+        bpe.pretokenize.chunks.ChunkWorkerError: a worker process died (names the chunk and the
+            signal);
             with Dask, only after its task was lost `allowed-failures` times.
         ConnectionError: the Dask scheduler could not be reached (names the address).
     """

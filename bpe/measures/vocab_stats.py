@@ -24,7 +24,6 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from bpe.gpt2_format import render
 from bpe.measures import (
     RENYI_ALPHA,
     fertility,
@@ -34,6 +33,7 @@ from bpe.measures import (
 )
 from bpe.pretokenize import EOT
 from bpe.tokenizer import Tokenizer
+from bpe.tokenizer.gpt2_format import render
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ What it does:
       is retried, nothing waits forever, and no worker outlives the map (also on Ctrl-C).
 
 What it does not do: know what a chunk means. Pre-tokenization (`bpe.pretokenize`) and dataset
-encoding (`bpe.encode_dataset`) pass their own function and context.
+encoding (`bpe.encode.npy`) pass their own function and context.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 
 import regex
 
-from bpe.patterns import CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN
+from bpe.pretokenize.patterns import CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN
 
 logger = logging.getLogger(__name__)
 

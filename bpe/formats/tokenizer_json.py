@@ -5,8 +5,8 @@ What it does: `special_tokens_of_dir` (the added tokens marked special, by id) a
 `hf_pattern`, the spelling of a split pattern that the `tokenizers` library's regex engine
 (Oniguruma) reads with our meaning.
 
-What it does not do: write tokenizer.json (`bpe.exports` builds it with the `tokenizers`
-library) or load vocabularies (`bpe.gpt2_format`). It imports nothing from bpe-lab, so any
+What it does not do: write tokenizer.json (`bpe.formats.exports` builds it with the `tokenizers`
+library) or load vocabularies (`bpe.tokenizer.gpt2_format`). It imports nothing from bpe-lab, so any
 layer may use it.
 """
 
@@ -16,7 +16,7 @@ import json
 import os
 from pathlib import Path
 
-from bpe.patterns import PATTERNS
+from bpe.pretokenize.patterns import PATTERNS
 
 
 def hf_pattern(pattern: str) -> str:

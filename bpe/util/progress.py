@@ -19,7 +19,8 @@ thread outlives its stage.
 
 What it does not do: decide when a thread may start. A thread alive while a process forks can
 leave a lock held in the child, so a stage that forks workers starts its `Progress` once they
-run (`bpe.pretokenize` through `bpe.chunks.map_chunks(on_start=...)`; a first `update` starts
+run (`bpe.pretokenize` through `bpe.pretokenize.chunks.map_chunks(on_start=...)`; a first `update`
+starts
 it too).
 """
 

@@ -1,4 +1,4 @@
-"""`bpe-train`: the Hydra command line for training runs (also `python -m bpe.train`).
+"""`bpe-train`: the Hydra command line for training runs (also `python -m bpe.cli.train`).
 
     bpe-train                                        defaults: bpe/conf/config.yaml
     bpe-train dataset=owt_sample vocab_size=32000 trainer=indexed profiler=cprofile
@@ -11,7 +11,8 @@ the work and returns the metrics (tests call it without the command line), and t
 it the report writer of `bpe.analysis.run_report`, so neither layer imports the other.
 
 Before Hydra starts (and so before it makes any directory), `main` composes the config of every
-job the command line asks for against the typed schema of `bpe.config` and checks its ranges
+job the command line asks for against the typed schema of `bpe.experiment.config` and checks its
+ranges
 and the place run directories would go. A mistake there (a typo'd key, `vocab_size=abc`, a bad
 value anywhere in a sweep, a read-only experiments_dir) prints one line on stderr and exits 2:
 nothing is created, and a sweep with one bad value runs none of its jobs. `--debug` (or
@@ -42,15 +43,15 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from bpe import config as schema
-from bpe._io import CONF_DIR
 from bpe.analysis.run_report import write_run_report
-from bpe.datasets import input_name
+from bpe.experiment import config as schema
 from bpe.experiment.metrics import RESERVE_BYTES
 from bpe.experiment.rundir import preflight
 from bpe.experiment.runner import SWEEP_JOBS_ENV, run_experiment
+from bpe.pretokenize.datasets import input_name
+from bpe.util.io import CONF_DIR
 
-logger = logging.getLogger("bpe.train")
+logger = logging.getLogger("bpe.cli.train")
 
 __all__ = ["ConfigError", "check_command_line", "main"]
 

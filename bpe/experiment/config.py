@@ -14,16 +14,16 @@ What it does:
 
 Values live in `bpe/conf/` (config.yaml and the group files); this module says what they may
 be. Adding a key or a group means adding a field here (struct mode rejects anything else).
-Importing this module registers the schema, so compose configs after `import bpe.config`
-(`bpe.train` and `bpe.experiment.runner` import it), e.g.::
+Importing this module registers the schema, so compose configs after `import bpe.experiment.config`
+(`bpe.cli.train` and `bpe.experiment.runner` import it), e.g.::
 
-    import bpe.config
+    import bpe.experiment.config
     from hydra import compose, initialize_config_dir
-    from bpe._io import CONF_DIR
+    from bpe.util.io import CONF_DIR
     with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=["debug=fast"])
 
-What it does not do: compose configs or create run directories (see `bpe.train` and
+What it does not do: compose configs or create run directories (see `bpe.cli.train` and
 `bpe.experiment.runner`).
 """
 
@@ -39,8 +39,8 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 
-from bpe.dask_backend import check_backend
 from bpe.pretokenize import EOT, PATTERNS, resolve_pattern, validate_special_tokens
+from bpe.pretokenize.dask_backend import check_backend
 from bpe.trainers.common import check_vocab_size
 
 __all__ = [

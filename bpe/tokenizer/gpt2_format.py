@@ -14,13 +14,14 @@ The files are the ones Hugging Face `tokenizers` (`models.BPE.from_file`) and GP
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
 
-from bpe._io import atomic_write_text
+from bpe.util.io import atomic_write_text
 
 MERGES_HEADER = "#version: 0.2"
 
@@ -226,3 +227,15 @@ def load_tokenizer_files(
     merges = load_merges(merges_path)
     check_consistent(vocab, merges, source=f"merges file {str(merges_path)!r}")
     return vocab, merges
+
+
+def merges_sha256(merges: Sequence[tuple[bytes, bytes]]) -> str:
+    """A fingerprint of the merge list (order matters): equal hashes mean identical merges.
+
+    >>> merges_sha256([(b"a", b"b")])[:12]
+    '16275ef0f5d0'
+    """
+    h = hashlib.sha256()
+    for a, b in merges:
+        h.update(len(a).to_bytes(4, "big") + a + len(b).to_bytes(4, "big") + b)
+    return h.hexdigest()

@@ -4,7 +4,8 @@ The regex strings are facts copied from their published definitions (GPT-2's enc
 `cl100k_base` and `o200k_base`); `tests/test_patterns.py` checks them against the installed
 `tiktoken` and checks our splits against tiktoken's own engine.
 
-What it does not do: split text (`bpe.pretokenize`) or cut files (`bpe.chunks`, whose safe-cut
+What it does not do: split text (`bpe.pretokenize`) or cut files (`bpe.pretokenize.chunks`, whose
+safe-cut
 rules are proved per pattern); both import the strings from here, so each is written once.
 """
 

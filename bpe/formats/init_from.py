@@ -17,10 +17,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from bpe.gpt2_format import load_tokenizer_files
-from bpe.patterns import GPT2_PATTERN
+from bpe.formats.tokenizer_json import pattern_of_dir, special_tokens_of_dir
 from bpe.pretokenize import pattern_name
-from bpe.tokenizer_json import pattern_of_dir, special_tokens_of_dir
+from bpe.pretokenize.patterns import GPT2_PATTERN
+from bpe.tokenizer.gpt2_format import load_tokenizer_files
 from bpe.trainers.parent import parent_special_tokens
 
 

@@ -33,10 +33,10 @@ from typing import NamedTuple
 
 import regex
 
-from bpe._io import DATA_DIR
 from bpe.pretokenize import EOT, GPT2_PATTERN
 from bpe.tokenizer import Tokenizer
 from bpe.training import STAGE_TIMINGS
+from bpe.util.io import DATA_DIR
 
 logger = logging.getLogger(__name__)
 

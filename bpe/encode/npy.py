@@ -3,7 +3,8 @@
 What it does:
     * cuts the file into chunks that start at a special token (or, where a corpus has none
       nearby, where no GPT-2 pretoken can span the cut) and encodes them in worker processes,
-      through the chunk pipeline (`bpe.chunks`: one worker and start-method policy), so encoding
+      through the chunk pipeline (`bpe.pretokenize.chunks`: one worker and start-method policy), so
+      encoding
       the chunks separately and concatenating gives exactly `Tokenizer.encode` of the whole
       file (tested);
     * writes the ids in file order, block by block, to a temporary `.npy` next to the target
@@ -17,9 +18,9 @@ What it does not do: shuffle, split into train/validation, or add tokens between
 (the `<|endoftext|>` already in the text is encoded like any other special token).
 
 Every `.npy` gets a sidecar `<out>.npy.json` (corpus sha256, tokenizer merges sha256, command,
-...; see `bpe.lineage`). Read the result with `bpe.encode_dataset.load(path)`, which checks the
+...; see `bpe.encode.lineage`). Read the result with `bpe.encode.npy.load(path)`, which checks the
 sidecar, or `np.load(path, mmap_mode="r")`. `--backend tiktoken` encodes with the tiktoken export
-on threads (see `bpe.exports.tiktoken_chunk_arrays`).
+on threads (see `bpe.formats.exports.tiktoken_chunk_arrays`).
 """
 
 from __future__ import annotations
@@ -38,8 +39,9 @@ from pathlib import Path
 import numpy as np
 
 from bpe import exports, lineage
-from bpe._io import atomic_open
-from bpe.chunks import (
+from bpe.encode.lineage import load  # noqa: F401  (re-exported: bpe.encode.npy.load)
+from bpe.pretokenize import EOT, check_input_file
+from bpe.pretokenize.chunks import (
     DEFAULT_MIN_PARALLEL_BYTES,
     Chunk,
     ChunkWorkerError,
@@ -47,9 +49,8 @@ from bpe.chunks import (
     plan,
     read_chunk_text,
 )
-from bpe.lineage import load  # noqa: F401  (re-exported: bpe.encode_dataset.load)
-from bpe.pretokenize import EOT, check_input_file
 from bpe.tokenizer import Tokenizer
+from bpe.util.io import atomic_open
 
 logger = logging.getLogger(__name__)
 
@@ -212,14 +213,15 @@ def encode_file_to_npy(
         tokenizer: the tokenizer; its special tokens also choose where chunks may be cut.
         out_path: target `.npy`; replaced only when encoding succeeded.
         num_workers: processes; None means every usable CPU; 1 encodes in-process; capped at
-            the usable CPUs and the number of chunks (policy: `bpe.chunks.plan`).
+            the usable CPUs and the number of chunks (policy: `bpe.pretokenize.chunks.plan`).
         dtype: "uint16" (ids < 65,536) or "uint32".
         chunk_bytes: about how many bytes of text each job encodes.
         min_parallel_bytes: files smaller than this are encoded in-process.
         progress: show a tqdm bar over the input bytes.
         backend: "python" (bpe.Tokenizer in processes) or "tiktoken" (the tiktoken export on
             threads; falls back to python with a warning if the first chunk differs).
-        tokenizer_dir, command: recorded in the sidecar `<out_path>.json` (see `bpe.lineage`).
+        tokenizer_dir, command: recorded in the sidecar `<out_path>.json` (see
+        `bpe.encode.lineage`).
 
     Returns:
         dict with `num_tokens`, `num_bytes`, `num_chunks`, `num_workers`, `start_method`,
@@ -228,7 +230,8 @@ def encode_file_to_npy(
     Raises:
         FileNotFoundError: the input is missing.
         ValueError: ids too large for dtype, invalid UTF-8 (names the byte offset), bad options.
-        bpe.chunks.ChunkWorkerError: a worker process died (names the chunk and the signal).
+        bpe.pretokenize.chunks.ChunkWorkerError: a worker process died (names the chunk and the
+        signal).
 
     >>> import tempfile
     >>> from pathlib import Path

@@ -3,7 +3,7 @@
 What it does:
     * `to_hf_tokenizer` builds a `tokenizers.Tokenizer` with the library's own API: a byte-level
       BPE model holding our vocab and merges in rank order, the tokenizer's split pattern
-      (spelled for its regex engine, `bpe.tokenizer_json.hf_pattern`), the
+      (spelled for its regex engine, `bpe.formats.tokenizer_json.hf_pattern`), the
       byte-level decoder, and our special tokens as added tokens (`special=True`) at their own
       ids; `save_hf_files` writes its `tokenizer.json` plus the `tokenizer_config.json` and
       `special_tokens_map.json` that `transformers.AutoTokenizer` reads;
@@ -17,7 +17,7 @@ What it does:
     * `save_pretrained`: a whole Hugging Face style directory (vocab.json, merges.txt,
       tokenizer.json and its configs, tokenizer.tiktoken); `Tokenizer.from_pretrained` reads
       it back (its special tokens and split pattern from tokenizer.json: `special_tokens_of_dir`
-      and `pattern_of_dir` in `bpe.tokenizer_json`).
+      and `pattern_of_dir` in `bpe.formats.tokenizer_json`).
 
 tiktoken vs merge-list BPE: tiktoken merges the adjacent pair whose *concatenated bytes* have the
 lowest rank, and returns a pretoken that is itself a token as one id. Merge-list BPE only applies
@@ -47,11 +47,10 @@ import tiktoken
 from tokenizers import AddedToken, Regex, decoders, models, pre_tokenizers
 from tokenizers import Tokenizer as HFTokenizer
 
-from bpe._io import atomic_write_text
-from bpe.gpt2_format import render, save_tokenizer_files
+from bpe.formats.tokenizer_json import hf_pattern
 from bpe.pretokenize import EOT, split_on_special_tokens
-from bpe.tokenizer_json import hf_pattern
-from bpe.training import merges_sha256
+from bpe.tokenizer.gpt2_format import merges_sha256, render, save_tokenizer_files
+from bpe.util.io import atomic_write_text
 
 if TYPE_CHECKING:  # bpe.tokenizer imports this module for Tokenizer.save_pretrained & co.
     from bpe.tokenizer import Tokenizer

@@ -23,10 +23,10 @@ How it is fast (the hot path does no per-character Python work):
 Files: `from_files` / `from_pretrained` read GPT-2 `vocab.json` + `merges.txt` (a directory's
 special tokens and split pattern come from its `tokenizer.json`); `save_pretrained` writes a
 Hugging Face style directory and `to_tiktoken` builds a `tiktoken.Encoding`, both through
-`bpe.exports`.
+`bpe.formats.exports`.
 
 What it does not do: train (see `bpe.training`), parse or write any file format itself (see
-`bpe.gpt2_format` and `bpe.exports`), or add BOS/EOS tokens.
+`bpe.tokenizer.gpt2_format` and `bpe.formats.exports`), or add BOS/EOS tokens.
 """
 
 from __future__ import annotations
@@ -39,8 +39,6 @@ from heapq import heapify, heappop, heappush
 from itertools import chain, repeat
 from pathlib import Path
 
-from bpe import exports
-from bpe.gpt2_format import check_consistent, load_tokenizer_files
 from bpe.pretokenize import (
     GPT2_PATTERN,
     find_pretokens,
@@ -50,7 +48,7 @@ from bpe.pretokenize import (
     split_on_special_tokens,
     validate_special_tokens,
 )
-from bpe.tokenizer_json import pattern_of_dir, special_tokens_of_dir
+from bpe.tokenizer.gpt2_format import check_consistent, load_tokenizer_files
 
 logger = logging.getLogger(__name__)
 
@@ -307,6 +305,10 @@ class Tokenizer:
         The split pattern is the one recorded in tokenizer.json (GPT-2's without one), unless
         `pattern=` is passed.
         """
+        # subtle: the one import of a format module here, inside the method, so that importing
+        # the tokenizer (an encode worker does) loads no format writer; formats import us.
+        from bpe.formats.tokenizer_json import pattern_of_dir, special_tokens_of_dir
+
         d = Path(run_dir)
         if not d.is_dir():
             raise FileNotFoundError(
@@ -325,15 +327,20 @@ class Tokenizer:
         `transformers.AutoTokenizer.from_pretrained(out_dir)` and `Tokenizer.from_pretrained`
         load the result with the same ids. Returns the paths written.
         """
+        from bpe.formats import exports  # formats import the tokenizer: see from_pretrained
+
         return exports.save_pretrained(self, out_dir)
 
     def to_tiktoken(self, *, check_on: Iterable[str] | None = None, name: str | None = None):
         """A `tiktoken.Encoding` with the same ids (needs the `tiktoken` package).
 
-        tiktoken's algorithm can differ from merge-list BPE on rare vocabs (see `bpe.exports`);
+        tiktoken's algorithm can differ from merge-list BPE on rare vocabs (see
+        `bpe.formats.exports`);
         pass `check_on=texts` to verify, which raises a ValueError naming the first pretoken
         that differs.
         """
+        from bpe.formats import exports  # formats import the tokenizer: see from_pretrained
+
         return exports.to_tiktoken(self, check_on=check_on, name=name)
 
     def __reduce__(self):

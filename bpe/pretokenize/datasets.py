@@ -26,8 +26,8 @@ from pathlib import Path
 
 import yaml
 
-from bpe._io import CONF_DIR, IN_CHECKOUT, PACKAGE_DIR, PROJECT_ROOT
 from bpe.pretokenize import EOT
+from bpe.util.io import CONF_DIR, IN_CHECKOUT, PACKAGE_DIR, PROJECT_ROOT
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ What it does:
       naming the key fields, then a uint64 counts array, a uint64 offsets array and one blob of
       the pretokens' bytes, and a trailing sha256 of everything before it. `load` checks the
       magic, the header and the checksum before trusting a byte; a file that fails is
-      `CorruptCacheFile`. Writes are atomic (`bpe._io.atomic_open`), so a reader sees a whole
+      `CorruptCacheFile`. Writes are atomic (`bpe.util.io.atomic_open`), so a reader sees a whole
       file or none: two sweep jobs that miss at once both write, and the last rename wins (both
       hold the same counts);
     * `pretokenize_cached`: what training calls: hash the input, load on a hit, else count
@@ -17,7 +17,7 @@ What it does:
       disk), or an input that changed while it was counted, is logged and the run goes on
       uncached. `CacheInfo` records what happened.
 
-The input is hashed in its own streamed pass (`bpe._io.sha256_file`, 1 MiB blocks) before the
+The input is hashed in its own streamed pass (`bpe.util.io.sha256_file`, 1 MiB blocks) before the
 lookup: a hit is declared only for a file whose bytes hash to the key, never for one that merely
 has the same path, size or mtime. On a miss the workers then read the file again, mostly from
 the page cache; the hash costs about 1% of pre-tokenization (see the notes below), too little
@@ -58,8 +58,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bpe._io import atomic_open, sha256_file
 from bpe.pretokenize import PretokenCounts
+from bpe.util.io import atomic_open, sha256_file
 
 __all__ = [
     "CODE_VERSION",
@@ -77,7 +77,7 @@ logger = logging.getLogger(__name__)
 
 #: The version of pre-tokenization the cached counts come from. Bump it whenever counting can
 #: give different counts for the same bytes, pattern and specials (`bpe.pretokenize`'s
-#: splitting or decoding, `bpe.chunks`' cuts): every older cache file then misses.
+#: splitting or decoding, `bpe.pretokenize.chunks`' cuts): every older cache file then misses.
 CODE_VERSION = 1
 
 #: What a run's pre-tokenization was: counted and saved ("miss"), loaded ("hit"), counted

@@ -10,7 +10,7 @@ What it does:
       never half of one; an error (a full disk included) names the file it could not write;
     * `sha256_file`: a file's sha256 in one streamed pass (the identity of a corpus).
 
-What it does not do: know any file format (see `bpe.gpt2_format`, `bpe.encode_dataset`).
+What it does not do: know any file format (see `bpe.tokenizer.gpt2_format`, `bpe.encode.npy`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 #: The `bpe` package directory; configs and bundled data ship inside it as package data.
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parent.parent  # bpe/, two levels above this file
 #: Hydra's config directory (config.yaml + groups), found relative to the package.
 CONF_DIR = PACKAGE_DIR / "conf"
 #: Bundled samples and GPT-2 files (`data/` in a checkout links here).
