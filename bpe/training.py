@@ -28,16 +28,13 @@ from bpe.pretokenize import (
 from bpe.pretokenize.cache import CacheInfo, pretokenize_cached
 from bpe.pretokenize.dask_backend import check_backend
 from bpe.pretokenize.patterns import GPT2_PATTERN
+from bpe.runs.stages import STAGE_TIMINGS, stage_label
 from bpe.tokenizer.gpt2_format import merges_sha256
-from bpe.trainers import check_trainer, stage_label, train
+from bpe.trainers import check_trainer, train
 from bpe.trainers.common import check_vocab_size
 from bpe.util.progress import LOG_INTERVAL_S
 
 logger = logging.getLogger(__name__)
-
-#: The keys of `TrainResult.timings`, in the order they run, and the stages each one times
-#: (numbered in `bpe.trainers.STAGES`).
-STAGE_TIMINGS: dict[str, tuple[int, ...]] = {"pretokenize": (1,), "merge": (2, 3)}
 
 
 @dataclass

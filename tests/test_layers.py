@@ -1,19 +1,54 @@
-"""The layers import one way: neither `bpe.experiment` nor `bpe.analysis` imports the other.
+"""The layers import one way: every module is checked against one direction table.
 
-Every module of both packages is parsed with `ast` and every import statement is checked, at
-any nesting level (module top, functions, try blocks), so a lazy import cannot hide a cycle.
+`LAYERS` is the architecture in one table: each folder of `bpe/` (and `training`, the one
+top-level module with code) may import only the layers listed for it, plus `util`, which every
+layer may use. Every module is parsed with `ast` and every import statement is checked, at
+any nesting level (module top, functions, try blocks, `if TYPE_CHECKING:`), so a lazy import
+cannot hide a cycle. A second check imports modules in a fresh interpreter and looks at what
+got loaded: what `import bpe.tokenizer` and `import bpe.analysis.*` must not pull in.
 """
 
 from __future__ import annotations
 
 import ast
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import ROOT
 
-PACKAGES = {"bpe.experiment": "bpe.analysis", "bpe.analysis": "bpe.experiment"}
+#: layer -> the layers it may import (besides itself and `util`). Read top to bottom: nothing
+#: imports a layer listed below it except through this table, and `cli` sits on everything.
+LAYERS: dict[str, set[str]] = {
+    "util": set(),
+    "runs": set(),
+    "pretokenize": set(),
+    "trainers": {"pretokenize", "runs"},
+    "tokenizer": {"pretokenize"},
+    "formats": {"tokenizer", "pretokenize", "trainers"},
+    "training": {"pretokenize", "trainers", "tokenizer", "formats", "runs"},
+    "measures": {"tokenizer", "pretokenize"},
+    "encode": {"tokenizer", "formats", "pretokenize"},
+    "experiment": {
+        "pretokenize", "trainers", "tokenizer", "formats", "training", "measures", "encode",
+        "runs",
+    },
+    "analysis": {"runs", "measures", "tokenizer", "formats", "pretokenize"},
+    "cli": {
+        "pretokenize", "trainers", "tokenizer", "formats", "training", "measures", "encode",
+        "runs", "experiment", "analysis",
+    },
+}  # fmt: skip
+#: The only imports against the table, each inside a function body only (never at module
+#: level, so importing the module does not load the target): `Tokenizer.from_pretrained`,
+#: `save_pretrained` and `to_tiktoken` keep Hugging Face's method names as thin wrappers over
+#: `bpe.formats`, which imports the tokenizer.
+LAZY_EXCEPTIONS = {("bpe.tokenizer", "formats")}
+#: What may sit at the top of `bpe/` besides the layer folders (the issue: about six at most).
+TOP_LEVEL = {"__init__.py", "training.py"}
 
 
 def _module_name(path: Path) -> str:
@@ -21,11 +56,24 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imported_modules(path: Path, module: str) -> set[str]:
+def _function_level(tree: ast.AST) -> set[int]:
+    """ids of the import nodes that sit inside a function body."""
+    inner: set[int] = set()
+    for fn in ast.walk(tree):
+        if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            inner.update(id(n) for n in ast.walk(fn) if isinstance(n, ast.Import | ast.ImportFrom))
+    return inner
+
+
+def imported_modules(path: Path, module: str, *, module_level_only: bool = False) -> set[str]:
     """Every module an import statement anywhere in the file names (relative ones resolved)."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text("utf-8"), filename=str(path))):
+    tree = ast.parse(path.read_text("utf-8"), filename=str(path))
+    skip = _function_level(tree) if module_level_only else set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -39,30 +87,94 @@ def imported_modules(path: Path, module: str) -> set[str]:
     return found
 
 
-def _modules(package: str) -> list[Path]:
-    return sorted((ROOT / package.replace(".", "/")).rglob("*.py"))
+def layer_of(module: str) -> str | None:
+    """The layer a `bpe` module belongs to (None for the package root `bpe` itself).
+
+    >>> layer_of("bpe.trainers.heap"), layer_of("bpe.training"), layer_of("bpe")
+    ('trainers', 'training', None)
+    """
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == "bpe" else None
 
 
-def _imports_package(names: set[str], package: str) -> list[str]:
-    return sorted(n for n in names if n == package or n.startswith(package + "."))
+def _package_modules() -> list[Path]:
+    return sorted(p for p in (ROOT / "bpe").rglob("*.py") if "conf" not in p.parts)
 
 
-@pytest.mark.parametrize("package", sorted(PACKAGES))
-def test_experiment_and_analysis_do_not_import_each_other(package):
-    forbidden = PACKAGES[package]
-    modules = _modules(package)
-    assert modules, f"no modules found under {package}"
-    offenders = {
-        _module_name(path): hits
-        for path in modules
-        if (hits := _imports_package(imported_modules(path, _module_name(path)), forbidden))
+def _allowed(layer: str, target: str) -> bool:
+    return target in (layer, "util") or target in LAYERS[layer]
+
+
+def test_every_module_belongs_to_a_layer_of_the_table():
+    top = {p.name for p in (ROOT / "bpe").iterdir() if p.suffix == ".py"}
+    assert top <= TOP_LEVEL, f"modules at the top of bpe/ outside the table: {top - TOP_LEVEL}"
+    folders = {
+        p.name for p in (ROOT / "bpe").iterdir() if p.is_dir() and (p / "__init__.py").exists()
     }
-    assert not offenders, f"{package} imports {forbidden}: {offenders}"
+    assert folders == set(LAYERS) - {p.removesuffix(".py") for p in TOP_LEVEL}, folders
+
+
+@pytest.mark.parametrize("layer", sorted(LAYERS))
+def test_each_layer_imports_only_what_the_table_allows(layer):
+    offenders: dict[str, list[str]] = {}
+    for path in _package_modules():
+        module = _module_name(path)
+        if layer_of(module) != layer:
+            continue
+        top = imported_modules(path, module, module_level_only=True)
+        for name in imported_modules(path, module):
+            target = layer_of(name)
+            if (module, target) in LAZY_EXCEPTIONS and name not in top:
+                continue
+            if name.startswith("bpe.") and target in LAYERS and not _allowed(layer, target):
+                offenders.setdefault(module, []).append(name)
+            if name == "bpe" or (name.startswith("bpe.") and target not in LAYERS):
+                # the package root: only its version (its public names load trainers lazily)
+                if name not in ("bpe", "bpe.__version__"):
+                    offenders.setdefault(module, []).append(name)
+    assert not offenders, f"{layer} may import only {sorted(LAYERS[layer])}: {offenders}"
+
+
+def _loaded_after(statement: str) -> set[str]:
+    """The modules a fresh interpreter holds after running `statement`."""
+    code = f"{statement}\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))"
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    return set(json.loads(proc.stdout.splitlines()[-1]))
+
+
+#: What encode workers must not load (they rebuild a `Tokenizer` from its parts).
+HEAVY_FOR_THE_TOKENIZER = ("numpy", "tiktoken", "tokenizers", "bpe.trainers", "bpe.training")
+
+
+def test_the_tokenizer_loads_no_trainer_numpy_or_exporter():
+    loaded = _loaded_after("import bpe.tokenizer")
+    heavy = sorted(
+        m for m in loaded if any(m == h or m.startswith(h + ".") for h in HEAVY_FOR_THE_TOKENIZER)
+    )
+    assert not heavy, f"import bpe.tokenizer loaded {heavy}"
+    assert not [m for m in loaded if m.startswith("bpe.formats")]
+
+
+@pytest.mark.parametrize(
+    "module",
+    sorted(_module_name(p) for p in (ROOT / "bpe" / "analysis").glob("*.py")),
+)
+def test_reading_runs_loads_no_trainer(module):
+    loaded = _loaded_after(f"import {module}")
+    trainers = sorted(m for m in loaded if m in ("bpe.trainers", "bpe.training")
+                      or m.startswith("bpe.trainers."))  # fmt: skip
+    assert not trainers, f"import {module} loaded {trainers}"
+    assert not [m for m in loaded if m.startswith("bpe.experiment")], module
 
 
 def test_the_checker_sees_nested_and_relative_imports(tmp_path):
     module = tmp_path / "sneaky.py"
     module.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    from bpe.training import TrainResult\n"
         "def f():\n"
         "    try:\n"
         "        from bpe.analysis.run_report import write_run_report\n"
@@ -73,4 +185,20 @@ def test_the_checker_sees_nested_and_relative_imports(tmp_path):
     )
     names = imported_modules(module, "bpe.experiment.sneaky")
     assert "bpe.analysis.run_report" in names and "bpe.analysis" in names
-    assert "bpe.analysis.loader" in names
+    assert "bpe.analysis.loader" in names and "bpe.training" in names
+    assert not _allowed("tokenizer", layer_of("bpe.training"))
+    assert imported_modules(module, "bpe.experiment.sneaky", module_level_only=True) == {
+        "typing", "typing.TYPE_CHECKING", "bpe.training", "bpe.training.TrainResult"
+    }  # fmt: skip
+
+
+def test_the_table_has_no_cycle():
+    """A layer never reaches itself through the table: the allowed imports form a DAG."""
+    order: list[str] = []
+    remaining = {layer: set(deps) - {layer} for layer, deps in LAYERS.items()}
+    while remaining:
+        ready = sorted(layer for layer, deps in remaining.items() if deps <= set(order))
+        assert ready, f"cycle among {sorted(remaining)}"
+        order += ready
+        for layer in ready:
+            del remaining[layer]

@@ -11,7 +11,8 @@ import pytest
 
 from bpe.analysis.run_report import RunFacts, render_analysis, reproduce_command, write_run_report
 from bpe.experiment.evaluate import vocab_metrics
-from bpe.measures import TIMED_STAGES, token_kind
+from bpe.measures import token_kind
+from bpe.runs.stages import TIMED_STAGES
 from tests.conftest import FIXTURES, ROOT
 
 RUN = FIXTURES / "runs" / "2026-01-01_00-00-00_000000_tinystories_sample_heap_v300"

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bpe.pretokenize import count_pretokens, pretokenize_file
+from bpe.runs.stages import TRAINER_ORDER
 from bpe.trainers import STAGES, TRAINERS, MergeLoop, check_trainer, train
 from bpe.trainers.common import (
     MergeState,
@@ -82,6 +83,7 @@ def test_unknown_trainer_lists_the_choices():
 
 def test_registry_order_and_stage_names():
     assert list(TRAINERS) == ["naive", "indexed", "heap"]  # the canonical order others read
+    assert tuple(TRAINERS) == TRAINER_ORDER  # readers of runs take the order from there
     assert STAGES == {1: "count pretokens", 2: "count pairs", 3: "select and merge"}
 
 

@@ -22,7 +22,7 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from bpe.analysis.loader import trainer_order
-from bpe.trainers import TRAINERS
+from bpe.runs.stages import TRAINER_ORDER
 from bpe.util.io import atomic_write_bytes
 
 logger = logging.getLogger(__name__)
@@ -66,7 +66,7 @@ def _done(fig: Figure, path: str | os.PathLike | None) -> Figure:
 
 def _style(trainer: str) -> str:
     """A marker by the trainer's place in the registry, so it looks the same in every figure."""
-    registered = list(TRAINERS)
+    registered = list(TRAINER_ORDER)
     if trainer not in registered:
         return "x-"
     return _MARKERS[registered.index(trainer) % len(_MARKERS)]

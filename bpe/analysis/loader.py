@@ -30,9 +30,8 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from bpe.measures import RETIRED_STAGES, TRAIN_STAGES
 from bpe.runs.liveness import explain, observed_status
-from bpe.trainers import TRAINERS
+from bpe.runs.stages import RETIRED_STAGES, TRAIN_STAGES, TRAINER_ORDER
 
 logger = logging.getLogger(__name__)
 
@@ -300,13 +299,15 @@ def merges_agree(*merges_sha256: object) -> bool:
 
 
 def trainer_order(names: Iterable[object]) -> list[str]:
-    """The distinct trainer names given, in registry order (`bpe.trainers.TRAINERS`), others after.
+    """The distinct trainer names given, in the canonical order, others after.
+
+    The order is `bpe.runs.stages.TRAINER_ORDER`, the registry's.
 
     >>> trainer_order(["heap", "naive", "heap", float("nan")])
     ['naive', 'heap']
     """
     present = {n for n in names if isinstance(n, str)}
-    return [t for t in TRAINERS if t in present] + sorted(present - set(TRAINERS))
+    return [t for t in TRAINER_ORDER if t in present] + sorted(present - set(TRAINER_ORDER))
 
 
 def shown_stages(recorded: Iterable[str]) -> list[str]:

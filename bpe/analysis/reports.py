@@ -35,7 +35,7 @@ from bpe.analysis.markdown import clip, fmt, table
 from bpe.analysis.run_report import write_run_report
 from bpe.analysis.sweep import merge_agreement
 from bpe.analysis.vocabularies import pick_runs, write_vocabularies
-from bpe.trainers import TRAINERS
+from bpe.runs.stages import TRAINER_ORDER
 from bpe.util.io import atomic_open, atomic_write_text
 
 logger = logging.getLogger(__name__)
@@ -75,7 +75,7 @@ def _provenance(runs: pd.DataFrame, root: Path, what: str) -> list[str]:
 
 
 def render_trainers(runs: pd.DataFrame, root: Path, out_dir: Path) -> str:
-    lines = [f"# Trainers: {' vs '.join(TRAINERS)}", ""]
+    lines = [f"# Trainers: {' vs '.join(TRAINER_ORDER)}", ""]
     clean = complete(runs, unprofiled=True)
     lines += _provenance(clean, root, "complete, unprofiled")
     if clean.empty:
@@ -185,7 +185,7 @@ def render_datasets(runs: pd.DataFrame, frame: pd.DataFrame, root: Path, out_dir
     done = complete(runs)
     # one representative run per (dataset, vocab): the REFERENCE trainer (registered last), then
     # the others from last registered to first, then the newest
-    preference = {t: k for k, t in enumerate(reversed(TRAINERS))}
+    preference = {t: k for k, t in enumerate(reversed(TRAINER_ORDER))}
     reps = (
         done.assign(_pref=done["trainer"].map(preference).fillna(len(preference)))
         .sort_values(

@@ -37,15 +37,8 @@ from bpe.analysis.loader import (
 )
 from bpe.analysis.markdown import clip, fmt, table
 from bpe.analysis.vocab_report import section_efficiency, section_glossary, section_undertrained
-from bpe.measures import (
-    RETIRED_STAGES,
-    RUN_STAGES,
-    TIMED_STAGES,
-    TOKEN_KINDS,
-    TRAIN_STAGES,
-    pile_projection,
-    token_kind,
-)
+from bpe.measures import TOKEN_KINDS, pile_projection, token_kind
+from bpe.runs.stages import RETIRED_STAGES, RUN_STAGES, TIMED_STAGES, TRAIN_STAGES
 from bpe.util.io import atomic_write_text
 
 logger = logging.getLogger(__name__)

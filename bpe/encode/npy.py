@@ -38,8 +38,9 @@ from pathlib import Path
 
 import numpy as np
 
-from bpe import exports, lineage
+from bpe.encode import lineage
 from bpe.encode.lineage import load  # noqa: F401  (re-exported: bpe.encode.npy.load)
+from bpe.formats import exports
 from bpe.pretokenize import EOT, check_input_file
 from bpe.pretokenize.chunks import (
     DEFAULT_MIN_PARALLEL_BYTES,

@@ -1,6 +1,6 @@
 """`run_experiment(cfg, report=...)`: one training run from a Hydra config to a complete run dir.
 
-Stages (`bpe.measures.RUN_STAGES`; all but setup and report timed in metrics.json, memory
+Stages (`bpe.runs.stages.RUN_STAGES`; all but setup and report timed in metrics.json, memory
 sampled from training through the report, status kept honest):
 
     setup       refuse a run dir that already holds a run, create it, write config, status=running

@@ -1,9 +1,8 @@
-"""Measures of a tokenizer for the experiment reports, and the names they are filed under.
+"""Measures of a tokenizer for the experiment reports, and the token kinds they are filed under.
 
 What it does:
     * `TOKEN_KINDS` and `token_kind`: what a learned token is made of (whole word, number, ...),
       with the label reports use for each kind;
-    * `TRAIN_STAGES` / `RUN_STAGES`: the stages a run's times and memory are recorded under;
     * `load_documents` reads a corpus file into documents split on `<|endoftext|>`, and
       `tail_documents` the documents of a bounded slice at a file's end (an input without a
       held-out file is measured on it);
@@ -35,7 +34,6 @@ import regex
 
 from bpe.pretokenize import EOT, GPT2_PATTERN
 from bpe.tokenizer import Tokenizer
-from bpe.training import STAGE_TIMINGS
 from bpe.util.io import DATA_DIR
 
 logger = logging.getLogger(__name__)
@@ -44,17 +42,6 @@ logger = logging.getLogger(__name__)
 PILE_BYTES = 825e9
 #: data/gpt2 inside the repository that holds this package.
 GPT2_DIR = DATA_DIR / "gpt2"
-
-#: The stages of one training call (`bpe.training`), in the order they run.
-TRAIN_STAGES = tuple(STAGE_TIMINGS)
-#: The stages metrics.json records a time for, in the order they run.
-TIMED_STAGES = (*TRAIN_STAGES, "save", "analysis")
-#: The stages of a run, in order (memory samples are tagged with them; the sampler calls the
-#: setup stage "start").
-RUN_STAGES = ("setup", *TIMED_STAGES, "report")
-#: Stages older runs recorded that reports leave out: `read` only checked that the input file
-#: exists (always about 0.000 s).
-RETIRED_STAGES = ("read",)
 
 
 class TokenKind(NamedTuple):

@@ -18,7 +18,8 @@ results (tested): they differ only in how they find the next pair.
     indexed  incremental pair counts + pair -> words index, scan for the best pair
     heap     the same index + a lazily invalidated priority queue
 
-Adding a trainer is one module with a `merge_loop` and one line in `TRAINERS`.
+Adding a trainer is one module with a `merge_loop`, one line in `TRAINERS` and its name in
+`bpe.runs.stages.TRAINER_ORDER` (where readers of runs take the order from).
 
 What it does not do: pre-tokenize (stage 1, `bpe.pretokenize`) or time the stages
 (`bpe.training`).
@@ -31,29 +32,13 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import closing
 from typing import Protocol
 
+from bpe.runs.stages import STAGES, stage_label  # noqa: F401  (re-exported: bpe.trainers.STAGES)
 from bpe.trainers import heap, indexed, naive
 from bpe.trainers.common import MergeState, TrainerOutput, finish, prepare
 from bpe.trainers.parent import prepare_from_parent
 from bpe.util.progress import LOG_INTERVAL_S, Progress
 
 logger = logging.getLogger(__name__)
-
-#: The stages of training, by number (see the module docstring for where each one runs).
-STAGES: dict[int, str] = {1: "count pretokens", 2: "count pairs", 3: "select and merge"}
-
-
-def stage_label(*numbers: int) -> str:
-    """How logs and reports name one stage or a run of consecutive stages.
-
-    >>> stage_label(1)
-    'stage 1 (count pretokens)'
-    >>> stage_label(2, 3)
-    'stages 2-3 (count pairs, select and merge)'
-    """
-    names = ", ".join(STAGES[n] for n in numbers)
-    if len(numbers) == 1:
-        return f"stage {numbers[0]} ({names})"
-    return f"stages {numbers[0]}-{numbers[-1]} ({names})"
 
 
 class Parent(Protocol):
@@ -74,7 +59,7 @@ class MergeLoop(Protocol):
     def __call__(self, state: MergeState, tick: Callable[[], object]) -> None: ...
 
 
-#: THE registry, in the canonical trainer order (slowest and simplest first).
+#: THE registry, in the canonical trainer order (`bpe.runs.stages.TRAINER_ORDER`, tested).
 TRAINERS: dict[str, MergeLoop] = {
     "naive": naive.merge_loop,
     "indexed": indexed.merge_loop,

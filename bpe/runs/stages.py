@@ -1,0 +1,55 @@
+"""Stage names, once: the numbered algorithm stages and the stages of a run (and the trainers'
+order, which readers need without loading a trainer).
+
+Two vocabularies, each named here and nowhere else:
+
+    algorithm stages (numbered)   1 count pretokens, 2 count pairs, 3 select and merge
+    run stages (metrics.json)     setup, pretokenize, merge, save, analysis, report
+
+`STAGE_TIMINGS` ties them: the training call times `pretokenize` (stage 1) and `merge`
+(stages 2-3), the keys of metrics.json's `timings`. Logs and reports word a stage with
+`stage_label`.
+
+What it does not do: time or run anything. It imports nothing, so the trainers, the runner and
+every reader can share it without loading each other.
+"""
+
+from __future__ import annotations
+
+#: The stages of training, by number (where each runs: `bpe.trainers`' module docstring).
+STAGES: dict[int, str] = {1: "count pretokens", 2: "count pairs", 3: "select and merge"}
+
+#: The keys of `TrainResult.timings` (and metrics.json's `timings`), in the order they run,
+#: and the algorithm stages each one times.
+STAGE_TIMINGS: dict[str, tuple[int, ...]] = {"pretokenize": (1,), "merge": (2, 3)}
+
+#: The stages of one training call (`bpe.training`), in the order they run.
+TRAIN_STAGES = tuple(STAGE_TIMINGS)
+#: The stages metrics.json records a time for, in the order they run.
+TIMED_STAGES = (*TRAIN_STAGES, "save", "analysis")
+#: The stages of a run, in order (memory samples are tagged with them; the sampler calls the
+#: setup stage "start").
+RUN_STAGES = ("setup", *TIMED_STAGES, "report")
+#: Stages older runs recorded that reports leave out: `read` only checked that the input file
+#: exists (always about 0.000 s).
+RETIRED_STAGES = ("read",)
+
+
+#: The trainers in their canonical order (slowest and simplest first), as reports list them.
+#: `bpe.trainers.TRAINERS` registers exactly these, in this order (tested): readers take the
+#: order from here so that reading a run never loads a trainer.
+TRAINER_ORDER = ("naive", "indexed", "heap")
+
+
+def stage_label(*numbers: int) -> str:
+    """How logs and reports name one stage or a run of consecutive stages.
+
+    >>> stage_label(1)
+    'stage 1 (count pretokens)'
+    >>> stage_label(2, 3)
+    'stages 2-3 (count pairs, select and merge)'
+    """
+    names = ", ".join(STAGES[n] for n in numbers)
+    if len(numbers) == 1:
+        return f"stage {numbers[0]} ({names})"
+    return f"stages {numbers[0]}-{numbers[-1]} ({names})"
