@@ -1,10 +1,14 @@
-"""bpe-compare: golden COMPARE.md on fixture runs, the overlap measures, the sweep heat map."""
+"""bpe-compare: golden COMPARE.md on fixture runs, the overlap measures, the sweep heat map, and
+labels that tell real runs apart by what differs between them."""
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -14,12 +18,14 @@ from bpe.analysis import load_runs, pairwise_overlap
 from bpe.analysis.compare import (
     jaccard,
     load_side,
+    main,
     merge_divergence,
+    side_labels,
     topk_overlap,
     write_compare,
 )
 from bpe.tokenizer.gpt2_format import load_vocab
-from tests.conftest import DATA, FIXTURES, ROOT
+from tests.conftest import DATA, FIXTURES, ROOT, console_env
 
 EXP = FIXTURES / "experiments"
 SWEEP = next((EXP / "sweeps").iterdir())
@@ -106,3 +112,74 @@ def test_bpe_compare_command(tmp_path):
         capture_output=True, text=True, cwd=ROOT,
     )  # fmt: skip
     assert bad.returncode == 2 and "neither a run directory" in bad.stderr
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    """Real runs made as users make them: a sweep over two files and two split patterns, then
+    the first job's config once more on its own. Keys: `<input> <pattern>` (`... again`)."""
+    tmp = tmp_path_factory.mktemp("compare")
+    text = (FIXTURES / "corpus.en").read_text("utf-8")
+    a, b = tmp / "a.txt", tmp / "b.txt"
+    a.write_text(text[: len(text) // 2], "utf-8")
+    b.write_text(text[len(text) // 2 :], "utf-8")
+    exp = tmp / "experiments"
+    for args in (["-m", f"dataset.path={a},{b}", "pretokenizer=gpt2,cl100k"],
+                 [f"dataset.path={a}"]):  # fmt: skip
+        proc = subprocess.run(
+            ["bpe-train", *args, "debug=fast", f"experiments_dir={exp}"],
+            cwd=tmp, env=console_env(), capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-2000:]
+    found = {}
+    for path in exp.rglob("metrics.json"):
+        run = json.loads(path.read_text("utf-8"))["run"]
+        again = "" if run["sweep_dir"] else " again"
+        found[f"{run['input_name']} {run['pretokenizer']}{again}"] = path.parent
+    assert len(found) == 5, sorted(found)
+    return found
+
+
+def _title(*args: str | Path, out: Path) -> str:
+    """bpe-compare ARGS --out OUT, as a user runs it; the first line of its COMPARE.md."""
+    assert main([*map(str, args), "--out", str(out)]) == 0
+    return (out / "COMPARE.md").read_text("utf-8").splitlines()[0]
+
+
+@pytest.mark.parametrize(
+    ("left", "right", "labels"),
+    [
+        ("custom-a gpt2", "custom-b gpt2", "custom-a vs custom-b"),
+        ("custom-a gpt2", "custom-a cl100k", "gpt2 split vs cl100k split"),
+        ("custom-a gpt2", "custom-b cl100k", "custom-a gpt2 split vs custom-b cl100k split"),
+    ],
+)
+def test_labels_name_only_what_differs_between_runs(runs, tmp_path, left, right, labels):
+    # before, both sides were named after the config group's dataset: "tinystories_sample
+    # v400" twice, and bpe-compare refused to compare them
+    assert _title(runs[left], runs[right], out=tmp_path) == f"# Vocabulary comparison: {labels}"
+
+
+def test_the_same_config_twice_is_labelled_by_run_directory(runs, tmp_path):
+    first, second = runs["custom-a gpt2"], runs["custom-a gpt2 again"]
+    assert first.name != second.name
+    title = _title(first, second, out=tmp_path)
+    assert title == f"# Vocabulary comparison: {first.name} vs {second.name}"
+
+
+def test_labels_option_overrides_the_labels(runs, tmp_path):
+    title = _title(runs["custom-a gpt2"], runs["custom-b gpt2"], "--labels", "mine", "theirs",
+                   out=tmp_path)  # fmt: skip
+    assert title == "# Vocabulary comparison: mine vs theirs"
+
+
+def test_runs_with_the_same_directory_name_are_labelled_by_their_parent(runs, tmp_path):
+    # job 0 of two sweeps of one config: same facts, same directory name
+    job = runs["custom-a gpt2"]
+    copies = [tmp_path / sweep / job.name for sweep in ("sweep-1", "sweep-2")]
+    for copy in copies:
+        shutil.copytree(job, copy)
+    sides = [load_side(c, heldout=False) for c in copies]
+    assert side_labels(sides) == [f"sweep-1/{job.name}", f"sweep-2/{job.name}"]
+    one_run = [sides[0], load_side(DATA / "gpt2", heldout=False)]
+    assert side_labels(one_run) == ["custom-a v400", "gpt2"]

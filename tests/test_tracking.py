@@ -1,18 +1,24 @@
 """MLflow tracking: a real sweep logged through `hydra/callbacks=mlflow` into a real SQLite store,
-queried back with `mlflow.search_runs`; failed runs logged as FAILED; run directories untouched.
+queried back with `mlflow.search_runs`, with every param and tag README.md lists; failed runs
+logged as FAILED; run directories untouched; a corrupt or locked store is one warning, and the
+run completes.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import os
+import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from bpe.analysis.tracking import run_record
 from tests.conftest import FIXTURES, ROOT
@@ -156,3 +162,134 @@ def test_run_record_reads_a_run_directory_without_mlflow():
 def test_run_record_names_a_missing_directory(tmp_path):
     with pytest.raises(FileNotFoundError, match="does not exist"):
         run_record(tmp_path / "nope")
+
+
+def _readme_names(bullet: str) -> list[str]:
+    """The names README.md's MLflow section lists in one bullet (`* params: ...`)."""
+    section = (ROOT / "README.md").read_text("utf-8").split("\n## MLflow", 1)[1]
+    section = section.split("\n## ", 1)[0]
+    found = re.search(rf"^\* {bullet}:(.*?)(?=^\* |^$)", section, re.M | re.S)
+    assert found, f"README.md's MLflow section has no `* {bullet}:` list"
+    return re.findall(r"`([^`]+)`", found.group(1))
+
+
+def _as_param(value: object) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _expected(run_dir: Path) -> tuple[dict, dict]:
+    """The params and tags a run directory should have in MLflow, read from its own files (None:
+    the run has no such value, so MLflow must not show one)."""
+    metrics = json.loads((run_dir / "metrics.json").read_text("utf-8"))
+    config = yaml.safe_load((run_dir / ".hydra" / "config.yaml").read_text("utf-8"))
+    git = json.loads((run_dir / "environment.json").read_text("utf-8"))["git"]
+    run = metrics["run"]
+    params = {
+        key: _as_param(run[key])
+        for key in ("dataset", "input_name", "input_path", "pretokenizer", "trainer",
+                    "vocab_size", "init_from", "profiler", "num_workers", "seed",
+                    "special_tokens", "command")
+    }  # fmt: skip
+    params["workers"] = _as_param(metrics["counts"]["workers"])
+    params |= {f"analysis.{k}": _as_param(v) for k, v in config["analysis"].items()}
+    params |= {f"launcher.{k}": _as_param(v) for k, v in run["launcher"].items() if v is not None}
+    tags = {
+        "dataset": run["dataset"],
+        "trainer": run["trainer"],
+        "git_sha": git["sha"],
+        "git_dirty": str(git["dirty"]).lower(),
+        "run_dir": str(run_dir.resolve()),
+        "status": metrics["status"],
+        "error": (metrics["error"] or {}).get("message"),
+        "sweep_dir": run["sweep_dir"],
+        "job_num": str(run["job_num"]),
+        "pretoken_cache": metrics["pretoken_cache"]["status"],
+        "merges_sha256": metrics["merges_sha256"],
+        "profiled": str(metrics["profiled"]).lower(),
+        "stopped_early": str(metrics["stopped_early"]).lower(),
+    }
+    return params, tags
+
+
+def _check_listed(listed: list[str], expected: dict, logged: dict, *, what: str) -> None:
+    for name in listed:
+        if name.endswith(".*"):
+            keys = [k for k in expected if k.startswith(name[:-1])]
+            assert keys, f"README lists {what} {name!r}; the run has none"
+        else:
+            assert name in expected, f"README lists {what} {name!r}: give its value in _expected"
+            keys = [name]
+        for key in keys:
+            assert logged.get(key) == expected[key], (what, key)
+    for key in logged:  # and nothing is logged that README does not list
+        assert any(key == n or (n.endswith(".*") and key.startswith(n[:-1])) for n in listed), (
+            f"{what} {key!r} is logged but README's MLflow section does not list it"
+        )
+
+
+def test_every_param_and_tag_readme_lists_is_logged_with_its_value(sweep):
+    params, tags = _readme_names("params"), _readme_names("tags")
+    assert "launcher.*" in params and "analysis.*" in params and "sweep_dir" in tags
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{sweep / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("bpe-lab").experiment_id])
+    assert len(runs) == 2
+    for logged in runs:
+        (run_dir,) = (sweep / "sweeps").glob(f"*/{logged.info.run_name}")
+        want_params, want_tags = _expected(run_dir)
+        _check_listed(params, want_params, logged.data.params, what="param")
+        own_tags = {k: v for k, v in logged.data.tags.items() if not k.startswith("mlflow.")}
+        _check_listed(tags, want_tags, own_tags, what="tag")
+        # the launcher section the runner writes (under "run") reaches MLflow
+        assert logged.data.params["launcher.name"] == "basic"
+        assert logged.data.params["launcher.parallel_jobs"] == "1"
+
+
+def _train_with_a_bad_store(experiments: Path, *overrides: str) -> subprocess.CompletedProcess:
+    """A single smallest run (debug=fast) logged to experiments/mlflow.db."""
+    return subprocess.run(
+        [sys.executable, "-m", "bpe.cli.train", "debug=fast",
+         f"dataset.path={FIXTURES / 'corpus.en'}", "hydra/callbacks=mlflow", f"experiments_dir={experiments}", *overrides],
+        cwd=ROOT, capture_output=True, text=True, timeout=600, env=_env(),
+    )  # fmt: skip
+
+
+def _assert_run_complete_with_one_warning(proc, experiments: Path, *phrases: str) -> None:
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output
+    (metrics,) = (m for m in experiments.glob("*/metrics.json") if not m.parent.is_symlink())
+    assert json.loads(metrics.read_text("utf-8"))["status"] == "complete"
+    for noise in ("Traceback", "[SQL:", "sqlalche.me"):
+        assert noise not in output, output
+    (line,) = proc.stderr.strip().splitlines()  # problems go to stderr: this one only
+    assert "[bpe.analysis.tracking][WARNING]" in line, line
+    assert str(experiments / "mlflow.db") in line, line
+    assert metrics.parent.name in line and "the run itself is unaffected" in line, line
+    for phrase in phrases:
+        assert phrase in line, line
+
+
+def test_corrupt_store_is_one_warning_and_the_run_completes(tmp_path):
+    store = tmp_path / "mlflow.db"
+    garbage = bytes(range(256)) * 16
+    store.write_bytes(garbage)
+    proc = _train_with_a_bad_store(tmp_path)
+    _assert_run_complete_with_one_warning(
+        proc, tmp_path, "is not a usable SQLite database", "move or delete the file"
+    )
+    assert store.read_bytes() == garbage, "the store is the user's: named, never replaced"
+
+
+def test_locked_store_is_one_warning_and_the_run_completes(tmp_path):
+    store = tmp_path / "mlflow.db"
+    holder = sqlite3.connect(store, isolation_level=None)
+    try:
+        holder.execute("BEGIN EXCLUSIVE")  # another process writing, for the whole run
+        # the store's own file, with a short wait for the lock (SQLite's default is 5 s)
+        uri = f"sqlite:///{store}?timeout=0.2"
+        proc = _train_with_a_bad_store(tmp_path, f"hydra.callbacks.mlflow.tracking_uri='{uri}'")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    _assert_run_complete_with_one_warning(
+        proc, tmp_path, "is locked by another process", "python -m bpe.analysis.tracking"
+    )

@@ -5,6 +5,8 @@ What it does:
       rebuilt from merges.txt and the special tokens, which is how a trainer lays it out; its
       held-out documents from the run's dataset config) or from a directory holding a GPT-2
       style `vocab.json` + `merges.txt` (such as data/gpt2; it has no held-out documents);
+    * `side_labels`: names for the sides from what differs between the runs (input, split
+      pattern, trainer, vocab size, parent), their directory names when nothing does;
     * pure measures over sides: `jaccard`, `merge_divergence` (length of the longest common
       merge prefix, i.e. the index of the first merge that differs), `topk_overlap` (shared
       share of the first k learned tokens by merge rank, for every k);
@@ -39,8 +41,8 @@ from bpe.analysis.markdown import clip, fmt, table
 from bpe.formats.tokenizer_json import pattern_of_dir
 from bpe.measures import RENYI_ALPHA, load_documents, renyi_efficiency
 from bpe.measures.vocab_stats import ordinary_vocab_size, token_counts
-from bpe.pretokenize import EOT, GPT2_PATTERN
-from bpe.pretokenize.datasets import from_config, load_named
+from bpe.pretokenize import EOT, GPT2_PATTERN, pattern_name
+from bpe.pretokenize.datasets import from_config, input_name, load_named
 from bpe.tokenizer import Tokenizer
 from bpe.tokenizer.gpt2_format import load_merges, load_vocab, render
 from bpe.util.io import atomic_write_text
@@ -54,6 +56,8 @@ EXAMPLES = 8
 LONG = 16
 #: The k at which the top-k overlap table reads the curve (and the full learned vocab).
 TOPK_POINTS = (100, 1000, 5000, 10000)
+#: What tells runs apart, in the order a label lists them (see `side_labels`).
+LABEL_FACTS = ("input", "pattern", "trainer", "vocab", "init_from")
 
 
 @dataclass
@@ -71,6 +75,10 @@ class Side:
     heldout: list[str] | None = None
     #: the split pattern its tokenizer.json records (GPT-2's without one)
     pattern: str = GPT2_PATTERN
+    #: a run's `LABEL_FACTS`, each as a label shows it (empty for GPT-2 style files)
+    facts: dict[str, str] = field(default_factory=dict)
+    #: the name of the directory holding it (tells apart runs whose directory names repeat)
+    parent: str = ""
     tokenizer: Tokenizer = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -105,12 +113,47 @@ def _vocab_from_merges(merges: list[tuple[bytes, bytes]], specials: list[str]) -
     return vocab
 
 
+def _input_name(run: dict, config: dict) -> str | None:
+    """What the run trained on: `run.input_name`, else (older runs) the same rule on the config."""
+    if run.get("input_name"):
+        return str(run["input_name"])
+    ds = config.get("dataset") or {}
+    if ds.get("name") and ds.get("path"):
+        return input_name(str(ds["name"]), ds["path"])
+    return run.get("dataset")
+
+
+def _run_facts(
+    run: dict, metrics: dict, config: dict, *, vocab: dict[int, bytes], pattern: str
+) -> dict[str, str]:
+    """A run's `LABEL_FACTS` as labels show them, each read from what the run actually used.
+
+    The input is `input_name` (a custom `dataset.path` is `custom-<stem>`, not the config
+    group's dataset), the split pattern the one its tokenizer.json records, the vocab size the
+    vocab's own (a run that stopped early has fewer tokens than it asked for).
+    """
+    parent = (metrics.get("init_from") or {}).get("path") or run.get("init_from")
+    trainer = run.get("trainer") or (config.get("trainer") or {}).get("name")
+    return {
+        "input": _input_name(run, config) or "unknown input",
+        "pattern": f"{pattern_name(pattern)} split",
+        "trainer": str(trainer),
+        "vocab": f"v{len(vocab)}",
+        "init_from": f"from {Path(str(parent)).name}" if parent else "from scratch",
+    }
+
+
+def _lone_label(facts: dict[str, str]) -> str:
+    """A run's label when no other run is beside it: what it trained on, and its vocab size."""
+    return f"{facts['input']} {facts['vocab']}"
+
+
 def load_side(path: str | Path, *, label: str | None = None, heldout: bool = True) -> Side:
     """A run directory or a GPT-2 style vocab.json + merges.txt directory, as a `Side`.
 
     Args:
-        label: the name tables use (default: `<dataset> v<vocab_size>` for a run, else the
-            directory's name).
+        label: the name tables use (default: `<input> v<vocab size>` for a run, else the
+            directory's name; `side_labels` names several sides so that they differ).
         heldout: also read the run's held-out documents (its `analysis.max_docs` of them).
 
     Raises:
@@ -140,16 +183,20 @@ def load_side(path: str | Path, *, label: str | None = None, heldout: bool = Tru
             max_docs = int((config.get("analysis") or {}).get("max_docs", 200))
             if ds.heldout_path is not None and ds.heldout_path.is_file():
                 docs = load_documents(ds.heldout_path, ds.document_separator, max_docs=max_docs)
+        pattern = pattern_of_dir(d) or (metrics.get("pattern") or {}).get("regex") or GPT2_PATTERN
+        facts = _run_facts(run, metrics, config, vocab=vocab, pattern=pattern)
         return Side(
-            label=label or f"{run.get('dataset')} v{run.get('vocab_size')}",
+            label=label or _lone_label(facts),
             source=d.name,
             kind="run",
             vocab=vocab,
             merges=merges,
             special_tokens=specials,
-            dataset=run.get("dataset"),
+            dataset=_input_name(run, config),
             heldout=docs or None,
-            pattern=pattern_of_dir(d) or GPT2_PATTERN,
+            pattern=pattern,
+            facts=facts,
+            parent=d.resolve().parent.name,
         )
     if (d / "vocab.json").is_file() and merges_path.is_file():
         vocab = load_vocab(d / "vocab.json")
@@ -161,11 +208,49 @@ def load_side(path: str | Path, *, label: str | None = None, heldout: bool = Tru
             vocab=vocab,
             merges=load_merges(merges_path),
             special_tokens=specials,
+            parent=d.resolve().parent.name,
         )
     raise FileNotFoundError(
         f"{str(d)!r} is neither a run directory (metrics.json + merges.txt) nor a GPT-2 style "
         "directory (vocab.json + merges.txt); pass a complete run or e.g. data/gpt2"
     )
+
+
+def side_labels(sides: Sequence[Side], *, given: Sequence[str | None] | None = None) -> list[str]:
+    """Short labels that tell the sides apart: only the facts in which the runs differ.
+
+    A given label is kept. GPT-2 style files are named by their directory. A lone run is
+    `<input> v<vocab size>`; several runs show the `LABEL_FACTS` that differ between them (e.g.
+    `custom-a` vs `custom-b`, or `gpt2 split` vs `cl100k split`), and their directory names when
+    none does. Labels that still repeat become directory names, then `<parent>/<directory>`.
+
+    Raises:
+        ValueError: `given` does not have one entry per side.
+    """
+    given = list(given) if given is not None else [None] * len(sides)
+    if len(given) != len(sides):
+        raise ValueError(f"{len(given)} labels for {len(sides)} directories; pass one each")
+    facts = [s.facts for s in sides if s.facts]
+    differing = [k for k in LABEL_FACTS if len({f.get(k) for f in facts}) > 1]
+    labels = []
+    for side, label in zip(sides, given):
+        if label:
+            labels.append(label)
+        elif not side.facts:
+            labels.append(side.source)
+        elif len(facts) == 1:
+            labels.append(_lone_label(side.facts))
+        elif differing:
+            labels.append(" ".join(side.facts[k] for k in differing))
+        else:
+            labels.append(side.source)
+    for fallback in (lambda s: s.source, lambda s: f"{s.parent}/{s.source}"):
+        repeats = Counter(labels)
+        labels = [
+            fallback(s) if g is None and repeats[lab] > 1 else lab
+            for s, g, lab in zip(sides, given, labels)
+        ]
+    return labels
 
 
 def jaccard(a: set, b: set) -> float:
@@ -403,16 +488,25 @@ def _matrices(c: Comparison) -> list[str]:
     return [*lines, ""]
 
 
-def write_compare(paths: Sequence[str | Path], out_dir: str | Path = ".", *, labels=None) -> Path:
+def write_compare(
+    paths: Sequence[str | Path],
+    out_dir: str | Path = ".",
+    *,
+    labels: Sequence[str] | None = None,
+) -> Path:
     """Compare the directories, write COMPARE.md and its figure into out_dir; returns its path.
 
+    Args:
+        labels: one name per directory (default: `side_labels`, from what differs).
+
     Raises:
-        FileNotFoundError / ValueError: see `load_side` and `compare`.
+        FileNotFoundError / ValueError: see `load_side`, `side_labels` and `compare`.
     """
-    labels = list(labels or [None] * len(paths))
-    if len(labels) != len(paths):
+    if labels is not None and len(labels) != len(paths):
         raise ValueError(f"{len(labels)} labels for {len(paths)} directories; pass one each")
-    sides = [load_side(p, label=lab) for p, lab in zip(paths, labels)]
+    sides = [load_side(p) for p in paths]
+    for side, label in zip(sides, side_labels(sides, given=labels)):
+        side.label = label
     result = compare(sides)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

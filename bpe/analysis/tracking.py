@@ -6,7 +6,9 @@ shows; `log_run(run_dir, ...)` sends one record to MLflow (by default a local SQ
 `<experiments_dir>/mlflow.db` with artifacts under `<experiments_dir>/mlruns/`);
 `MlflowCallback` does it from Hydra when each job ends (`bpe-train hydra/callbacks=mlflow`),
 and `python -m bpe.analysis.tracking RUN_DIR...` for runs made without it. A run whose metrics
-say anything but `complete` is logged with MLflow status FAILED.
+say anything but `complete` is logged with MLflow status FAILED. A SQLite store that is locked,
+not a database or not writable raises `StoreUnavailable`, one sentence naming the file and the
+fix, which the callback logs as a warning (the run itself is already complete).
 
 What it does not do: change a run directory (it only reads), or make anything else depend on
 MLflow: run directories stay the source of truth, `bpe-report` never imports this module, and
@@ -20,11 +22,13 @@ import atexit
 import json
 import logging
 import os
+import sqlite3
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import yaml
@@ -40,7 +44,8 @@ METRIC_SECTIONS = ("timings", "memory", "counts", "compression", "throughput", "
                    "tiktoken", "leading_space_share", "learned_tokens")  # fmt: skip
 # Keys of metrics.json's "run" section logged as params (what a run was asked to do).
 RUN_PARAMS = ("dataset", "trainer", "vocab_size", "profiler", "num_workers", "seed",
-              "special_tokens", "input_path", "command")  # fmt: skip
+              "special_tokens", "input_path", "input_name", "pretokenizer", "init_from",
+              "command")  # fmt: skip
 # The tokenizer files of a run directory, logged under the artifact path "tokenizer/".
 TOKENIZER_FILES = ("vocab.json", "merges.txt", "tokenizer.json", "tokenizer_config.json",
                    "special_tokens_map.json", "tokenizer.tiktoken")  # fmt: skip
@@ -130,7 +135,7 @@ def run_record(run_dir: str | os.PathLike) -> RunRecord:
             params[key] = _param(config[key])
     for key, value in (config.get("analysis") or {}).items():
         params[f"analysis.{key}"] = _param(value)
-    for key, value in (metrics.get("launcher") or {}).items():
+    for key, value in (run.get("launcher") or {}).items():  # the runner files it under "run"
         if value is not None:
             params[f"launcher.{key}"] = _param(value)
 
@@ -195,6 +200,63 @@ def default_tracking_uri(experiments_dir: str | os.PathLike) -> str:
     return f"sqlite:///{Path(experiments_dir).resolve() / STORE_NAME}"
 
 
+class StoreUnavailable(RuntimeError):
+    """The SQLite store cannot be used (locked, not a database, not writable): names the file
+    and the fix."""
+
+
+def _sqlite_file(uri: str) -> Path | None:
+    """The file of a `sqlite:///` tracking URI, without its query (`?timeout=...`).
+
+    >>> _sqlite_file("sqlite:////tmp/exp/mlflow.db?timeout=1"), _sqlite_file("http://host:5000")
+    (PosixPath('/tmp/exp/mlflow.db'), None)
+    """
+    if not uri.startswith("sqlite:///"):
+        return None
+    return Path(uri.removeprefix("sqlite:///").split("?", 1)[0])
+
+
+def _sqlite_error(err: BaseException) -> sqlite3.Error | None:
+    """The sqlite3 error behind an MLflow or SQLAlchemy error (None when there is none)."""
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        if isinstance(current, sqlite3.Error):
+            return current
+        seen.add(id(current))
+        orig = getattr(current, "orig", None)  # SQLAlchemy keeps the driver's error there
+        if isinstance(orig, BaseException):
+            current = orig
+        else:
+            current = current.__cause__ or current.__context__
+    return None
+
+
+def _store_unavailable(store: Path, error: sqlite3.Error, record: RunRecord) -> StoreUnavailable:
+    """One sentence: which store, what is wrong with it, that the run is fine, and the fix."""
+    again = f"`python -m bpe.analysis.tracking {record.run_dir}`"
+    text = str(error)
+    if "locked" in text or "busy" in text:
+        fix = (
+            f"log it later with {again}, or, if no process is using the store, move the file "
+            f"aside (mv {store} {store}.bak)"
+        )
+        what = f"is locked by another process ({text})"
+    elif isinstance(error, sqlite3.OperationalError):  # cannot open, read-only, disk full...
+        fix = f"check that {store.parent} is writable and has room, then log it with {again}"
+        what = f"cannot be written ({text})"
+    else:  # file is not a database, database disk image is malformed
+        fix = (
+            f"move or delete the file (mv {store} {store}.bak; the next run creates a new "
+            f"store), then log it with {again}"
+        )
+        what = f"is not a usable SQLite database ({text})"
+    return StoreUnavailable(
+        f"MLflow store {str(store)!r} {what}: run {record.name} was not logged to MLflow (the "
+        f"run itself is unaffected); {fix}"
+    )
+
+
 def _import_mlflow():
     try:
         import mlflow  # the optional `mlflow` extra
@@ -237,18 +299,52 @@ def log_run(
         artifact_location: where a newly created experiment stores artifacts; None puts them
             in `mlruns/` beside the SQLite store (ignored for an existing experiment).
         artifacts: also upload ANALYSIS.md, metrics, logs, figures and tokenizer files.
+
+    Raises:
+        StoreUnavailable: a SQLite store is locked by another process, is not a database, or
+            cannot be written.
     """
     record = run_record(run_dir)
     mlflow = _import_mlflow()
-    from mlflow.entities import Metric, Param, RunTag
 
     home = _experiments_home(record.run_dir)
     uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri(home)
-    if artifact_location is None and uri.startswith("sqlite:///"):
-        store = Path(uri.removeprefix("sqlite:///"))
+    store = _sqlite_file(uri)
+    if artifact_location is None and store is not None:
         artifact_location = (store.parent / ARTIFACTS_NAME).resolve().as_uri()
     elif artifact_location is not None and "://" not in str(artifact_location):
         artifact_location = Path(artifact_location).resolve().as_uri()
+    try:
+        run_id = _send(
+            mlflow,
+            record,
+            uri=uri,
+            experiment_name=experiment_name,
+            artifact_location=artifact_location,
+            artifacts=artifacts,
+        )
+    except Exception as err:
+        cause = _sqlite_error(err)
+        if store is None or cause is None:
+            raise
+        # subtle: from None, so the SQL statement and its traceback stay out of the message
+        raise _store_unavailable(store, cause, record) from None
+    logger.info("logged %s to MLflow %s (run %s, %s)", record.name, uri, run_id, record.status)
+    return run_id
+
+
+def _send(
+    mlflow: ModuleType,
+    record: RunRecord,
+    *,
+    uri: str,
+    experiment_name: str,
+    artifact_location: str | None,
+    artifacts: bool,
+) -> str:
+    """Create the MLflow run of record and log everything into it; returns its id."""
+    from mlflow.entities import Metric, Param, RunTag
+
     client = mlflow.MlflowClient(tracking_uri=uri)
     experiment_id = _experiment_id(client, experiment_name, artifact_location)
     run = client.create_run(
@@ -266,7 +362,6 @@ def log_run(
         for path, folder in record.artifacts:
             client.log_artifact(run_id, str(path), folder)
     client.set_terminated(run_id, status=record.status, end_time=record.end_ms)
-    logger.info("logged %s to MLflow %s (run %s, %s)", record.name, uri, run_id, record.status)
     return run_id
 
 
@@ -334,6 +429,8 @@ class MlflowCallback(Callback):
             options["tracking_uri"] = default_tracking_uri(config.experiments_dir)
         try:
             log_run(run_dir, **options)
+        except StoreUnavailable as err:  # the run is complete: only its MLflow view is missing
+            logger.warning("%s", err)
         except Exception as err:  # noqa: BLE001 - tracking must never fail a run or a sweep
             logger.error("could not log %s to MLflow: %s", run_dir, err)
 
@@ -352,10 +449,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)  # fmt: skip
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     for run_dir in args.run_dirs:
-        log_run(
-            run_dir, tracking_uri=args.tracking_uri, experiment_name=args.experiment_name,
-            artifacts=args.artifacts,
-        )  # fmt: skip
+        try:
+            log_run(
+                run_dir, tracking_uri=args.tracking_uri, experiment_name=args.experiment_name,
+                artifacts=args.artifacts,
+            )  # fmt: skip
+        except StoreUnavailable as err:
+            logger.error("%s", err)
+            return 1
     return 0
 
 
