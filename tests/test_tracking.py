@@ -248,7 +248,8 @@ def _train_with_a_bad_store(experiments: Path, *overrides: str) -> subprocess.Co
     """A single smallest run (debug=fast) logged to experiments/mlflow.db."""
     return subprocess.run(
         [sys.executable, "-m", "bpe.cli.train", "debug=fast",
-         f"dataset.path={FIXTURES / 'corpus.en'}", "hydra/callbacks=mlflow", f"experiments_dir={experiments}", *overrides],
+         f"dataset.path={FIXTURES / 'corpus.en'}", "hydra/callbacks=mlflow",
+         f"experiments_dir={experiments}", *overrides],
         cwd=ROOT, capture_output=True, text=True, timeout=600, env=_env(),
     )  # fmt: skip
 
