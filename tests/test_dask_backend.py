@@ -20,6 +20,13 @@ from pathlib import Path
 import psutil
 import pytest
 
+<<<<<<< HEAD
+=======
+from bpe.util.io import DATA_DIR
+from bpe.pretokenize.chunks import Chunk, plan_chunks
+from bpe.pretokenize.dask_backend import SPLIT_EVERY, TreeCount, check_backend, dask_cluster, merge_counts
+from bpe.pretokenize.datasets import load_named
+>>>>>>> main
 from bpe.pretokenize import EOT, GPT2_PATTERN, _count_chunk, pretokenize_file
 from bpe.pretokenize.chunks import Chunk, plan_chunks
 from bpe.pretokenize.dask_backend import (
@@ -192,7 +199,9 @@ def test_bpe_train_with_the_dask_backend_defaults(tmp_path):
     assert metrics["status"] == "complete"
     assert metrics["backend"]["name"] == "dask"
     assert metrics["backend"]["scheduler"].startswith("LocalCluster(")
-    default = train_bpe_detailed(SAMPLE, 300, [EOT], num_workers=2)
+    # what bpe-train with no dataset override trains on: the default dataset's file
+    default_input = load_named("tinystories_sample").path
+    default = train_bpe_detailed(default_input, 300, [EOT], num_workers=2)
     assert metrics["merges_sha256"] == default.merges_sha256
     log = (metrics_path.parent / "train.log").read_text("utf-8")
     assert "dashboard http" in log and "worker(s)" in log
