@@ -20,13 +20,6 @@ from pathlib import Path
 import psutil
 import pytest
 
-<<<<<<< HEAD
-=======
-from bpe.util.io import DATA_DIR
-from bpe.pretokenize.chunks import Chunk, plan_chunks
-from bpe.pretokenize.dask_backend import SPLIT_EVERY, TreeCount, check_backend, dask_cluster, merge_counts
-from bpe.pretokenize.datasets import load_named
->>>>>>> main
 from bpe.pretokenize import EOT, GPT2_PATTERN, _count_chunk, pretokenize_file
 from bpe.pretokenize.chunks import Chunk, plan_chunks
 from bpe.pretokenize.dask_backend import (
@@ -36,6 +29,7 @@ from bpe.pretokenize.dask_backend import (
     dask_cluster,
     merge_counts,
 )
+from bpe.pretokenize.datasets import load_named
 from bpe.training import train_bpe_detailed
 from bpe.util.io import DATA_DIR
 from tests.conftest import console_env
