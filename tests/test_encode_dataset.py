@@ -130,7 +130,7 @@ def test_failed_encode_leaves_no_file_behind(gpt2, tmp_path):
     target = tmp_path / "out.npy"
     target.write_bytes(b"previous result")
     with pytest.raises(ValueError, match=r"not valid UTF-8.*byte offset 1000"):
-        encode_file_to_npy(src, gpt2, target, num_workers=1)
+        encode_file_to_npy(src, gpt2, target, num_workers=1, force=True)
     assert target.read_bytes() == b"previous result"  # untouched
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.txt", "out.npy"]  # no temp file
 

@@ -98,8 +98,9 @@ def test_load_refuses_an_untraceable_or_replaced_array(tok_dirs, tmp_path):
     with pytest.raises(FileNotFoundError, match="cannot be traced"):
         load(out)
     tok = Tokenizer.from_pretrained(tok_dirs["a"])
+    # an array without a sidecar is not ours: replacing it takes force
     encode_file_to_npy(DATA / "tinystories_heldout.txt", tok, out, num_workers=1,
-                       tokenizer_dir=tok_dirs["a"])  # fmt: skip
+                       tokenizer_dir=tok_dirs["a"], force=True)  # fmt: skip
     np.save(out, np.arange(5, dtype=np.uint16))
     with pytest.raises(ValueError, match="replaced after encoding"):
         load(out)

@@ -49,7 +49,7 @@ from bpe.experiment.metrics import RESERVE_BYTES
 from bpe.experiment.rundir import preflight
 from bpe.experiment.runner import SWEEP_JOBS_ENV, run_experiment
 from bpe.pretokenize.datasets import input_name
-from bpe.util.io import CONF_DIR
+from bpe.util.io import CONF_DIR, safe_name
 
 logger = logging.getLogger("bpe.cli.train")
 
@@ -62,6 +62,7 @@ _DEBUG_FLAG = "--debug"
 
 # Run directory names (conf/config.yaml) show a custom dataset.path as custom-<file stem>.
 OmegaConf.register_new_resolver("input_name", input_name, replace=True)
+OmegaConf.register_new_resolver("safe_name", safe_name, replace=True)
 
 
 class ConfigError(ValueError):

@@ -193,6 +193,58 @@ def _ticking(arrays: Iterable[np.ndarray], sizes: list[int], bar) -> Iterator[np
         yield ids
 
 
+NPY_MAGIC = b"\x93NUMPY"
+
+
+def check_output(
+    input_path: str | os.PathLike, out_path: str | os.PathLike, *, force: bool = False
+) -> None:
+    """Refuse an output path that would lose data, before anything is read or written.
+
+    Refused: the input itself (also through a symlink or a hard link: same device and inode),
+    always, even with `force`; an existing directory; an existing file that is not a previous
+    output of ours (a `.npy` file with its `.npy.json` sidecar) unless `force`.
+
+    Raises:
+        ValueError / IsADirectoryError / FileExistsError, naming the path and the fix.
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp()); (d / "c.txt").write_text("hi")
+    2
+    >>> check_output(d / "c.txt", d / "c.txt")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: --out ... is the input file ...; write the ids to another path, e.g. ...
+    """
+    out, src = Path(out_path), Path(input_path)
+    if out.exists() and src.exists() and os.path.samefile(out, src):
+        raise ValueError(
+            f"--out {str(out)!r} is the input file {str(src)!r} (the same file, maybe through "
+            f"a link); write the ids to another path, e.g. {str(src.with_suffix('.npy'))!r}"
+        )
+    if out.is_dir():
+        raise IsADirectoryError(
+            f"--out {str(out)!r} is a directory; pass a file path inside it, e.g. "
+            f"{str(out / (src.stem + '.npy'))!r}"
+        )
+    if out.exists() and not force and not _is_our_output(out):
+        raise FileExistsError(
+            f"--out {str(out)!r} exists and is not a token array written by bpe-encode (no "
+            f"{lineage.sidecar_path(out).name} beside it); pass another path, or --force to "
+            "replace it"
+        )
+
+
+def _is_our_output(path: Path) -> bool:
+    """A `.npy` file that starts like one and has its sidecar: safe to replace."""
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(len(NPY_MAGIC))
+    except OSError:
+        return False
+    return magic == NPY_MAGIC and lineage.sidecar_path(path).is_file()
+
+
 def encode_file_to_npy(
     input_path: str | os.PathLike,
     tokenizer: Tokenizer,
@@ -206,8 +258,12 @@ def encode_file_to_npy(
     backend: str = "python",
     tokenizer_dir: str | os.PathLike | None = None,
     command: str | None = None,
+    force: bool = False,
 ) -> dict:
     """Encode a UTF-8 text file into a 1-D `.npy` array of token ids, written atomically.
+
+    The output never replaces the input (`check_output`), and replaces an existing file only
+    when it is a previous output of ours (a `.npy` with its sidecar) or `force=True`.
 
     Args:
         input_path: UTF-8 text file (an empty file gives an empty array).
@@ -244,6 +300,7 @@ def encode_file_to_npy(
     ([256, 99, 256], 3)
     """
     dt = check_dtype(tokenizer, dtype)
+    check_output(input_path, out_path, force=force)
     if backend not in BACKENDS:
         raise ValueError(f"backend={backend!r} is not supported; use one of {BACKENDS}")
     src = Path(input_path)
@@ -345,7 +402,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="a run directory with vocab.json and merges.txt, or the two files",
     )
     parser.add_argument("--input", required=True, help="UTF-8 text file to encode")
-    parser.add_argument("--out", required=True, help="output .npy path")
+    parser.add_argument(
+        "--out",
+        required=True,
+        help="output .npy path (never the input; an existing file only if bpe-encode wrote it, "
+        "unless --force)",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing --out that bpe-encode did not write (never the input)",
+    )
     parser.add_argument(
         "--special-tokens",
         nargs="*",
@@ -390,8 +457,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             backend=args.backend,
             tokenizer_dir=args.tokenizer[0] if len(args.tokenizer) == 1 else vocab_path.parent,
             command=shlex.join(["bpe-encode", *(sys.argv[1:] if argv is None else argv)]),
+            force=args.force,
         )
-    except (FileNotFoundError, PermissionError, ValueError) as err:
+    except (
+        FileNotFoundError,
+        FileExistsError,
+        IsADirectoryError,
+        PermissionError,
+        ValueError,
+    ) as err:
         logger.error("%s", err)
         return 2
     except ChunkWorkerError as err:

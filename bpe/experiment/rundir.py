@@ -20,6 +20,8 @@ import os
 import shutil
 from pathlib import Path
 
+from bpe.util.io import safe_name
+
 logger = logging.getLogger(__name__)
 
 TIMESTAMP_FORMAT = "%Y-%m-%d_%H-%M-%S_%f"
@@ -31,7 +33,9 @@ def run_name(when: dt.datetime, dataset: str, trainer: str, vocab_size: int) -> 
     >>> run_name(dt.datetime(2026, 1, 2, 3, 4, 5, 6), "owt_sample", "heap", 32000)
     '2026-01-02_03-04-05_000006_owt_sample_heap_v32000'
     """
-    return f"{when.strftime(TIMESTAMP_FORMAT)}_{dataset}_{trainer}_v{vocab_size}"
+    return (
+        f"{when.strftime(TIMESTAMP_FORMAT)}_{safe_name(dataset)}_{safe_name(trainer)}_v{vocab_size}"
+    )
 
 
 def create_run_dir(
@@ -189,8 +193,11 @@ LATEST = "latest"
 def update_latest(experiments_dir: str | os.PathLike, run_dir: str | os.PathLike) -> Path | None:
     """Point `<experiments_dir>/latest` at run_dir (a relative symlink, replaced atomically).
 
-    A failure (no symlink support, read-only directory) is logged and returns None: the link
-    is a convenience, never a reason to fail a run.
+    Only a run inside experiments_dir moves the link: a run placed elsewhere
+    (`hydra.run.dir=/tmp/x`) leaves it alone and returns None, so `latest` never points out of
+    its directory (nor at a temporary directory deleted later). A failure (no symlink support,
+    read-only directory) is logged and returns None: the link is a convenience, never a reason
+    to fail a run.
 
     >>> import tempfile
     >>> root = Path(tempfile.mkdtemp())
@@ -198,9 +205,14 @@ def update_latest(experiments_dir: str | os.PathLike, run_dir: str | os.PathLike
     >>> link = update_latest(root, root / "run_a")
     >>> os.readlink(link), link.resolve() == (root / "run_a").resolve()
     ('run_a', True)
+    >>> update_latest(root, tempfile.mkdtemp()) is None  # outside root: the link stays
+    True
     """
     root = Path(experiments_dir)
     link = root / LATEST
+    if not Path(run_dir).resolve().is_relative_to(root.resolve()):
+        logger.info("%s not moved: the run %s is outside %s", link, run_dir, root)
+        return None
     tmp = root / f".{LATEST}.{os.getpid()}.tmp"
     try:
         target = os.path.relpath(Path(run_dir).resolve(), root.resolve())

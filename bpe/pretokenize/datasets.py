@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,14 +26,13 @@ from pathlib import Path
 import yaml
 
 from bpe.pretokenize import EOT
-from bpe.util.io import CONF_DIR, IN_CHECKOUT, PACKAGE_DIR, PROJECT_ROOT
+from bpe.util.io import CONF_DIR, IN_CHECKOUT, PACKAGE_DIR, PROJECT_ROOT, safe_name
 
 logger = logging.getLogger(__name__)
 
 #: Prefix of `input_name` for a file that is not a named dataset's training file.
 CUSTOM_PREFIX = "custom-"
 # characters kept from a file stem in a run name (the rest become "-")
-_UNSAFE = re.compile(r"[^A-Za-z0-9.-]+")
 
 
 @dataclass(frozen=True)
@@ -130,12 +128,13 @@ def input_name(name: str, path: str | os.PathLike) -> str:
     """
     named = _named_config(name)
     if named is None or resolve(path) == resolve(named["path"]):
-        return name
-    stem = _UNSAFE.sub("-", Path(path).stem).strip("-")[:40] or "file"
-    return f"{CUSTOM_PREFIX}{stem}"
+        return safe_name(name)  # part of a path: a name like "../x" must not climb out
+    return f"{CUSTOM_PREFIX}{safe_name(Path(path).stem, max_chars=40)}"
 
 
 def _named_config(name: str) -> dict | None:
+    if safe_name(name) != name:
+        return None  # "../x" names no config: never read a file outside bpe/conf/dataset
     path = CONF_DIR / "dataset" / f"{name}.yaml"
     if not path.is_file():
         return None
@@ -146,7 +145,7 @@ def _named_config(name: str) -> dict | None:
 def load_named(name: str) -> Dataset:
     """The Dataset of `bpe/conf/dataset/<name>.yaml` (used for the cross-domain measurement)."""
     path = CONF_DIR / "dataset" / f"{name}.yaml"
-    if not path.is_file():
+    if safe_name(name) != name or not path.is_file():
         choices = sorted(p.stem for p in (CONF_DIR / "dataset").glob("*.yaml"))
         raise ValueError(f"unknown dataset {name!r}; choose one of {choices}")
     return from_config(yaml.safe_load(path.read_text("utf-8")))

@@ -18,13 +18,14 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
 #: The `bpe` package directory; configs and bundled data ship inside it as package data.
-PACKAGE_DIR = Path(__file__).resolve().parent.parent  # bpe/, two levels above this file
+PACKAGE_DIR = Path(__file__).resolve().parent.parent  # bpe/ (this file is bpe/util/io.py)
 #: Hydra's config directory (config.yaml + groups), found relative to the package.
 CONF_DIR = PACKAGE_DIR / "conf"
 #: Bundled samples and GPT-2 files (`data/` in a checkout links here).
@@ -34,6 +35,27 @@ DATA_DIR = PACKAGE_DIR / "data"
 PROJECT_ROOT = PACKAGE_DIR.parent
 #: True in a source checkout, False in an installed wheel (no repository around the package).
 IN_CHECKOUT = (PROJECT_ROOT / "pyproject.toml").is_file()
+
+
+_UNSAFE_IN_NAMES = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def safe_name(text: object, *, max_chars: int = 60) -> str:
+    """`text` reduced to a name that is safe as one path component.
+
+    Runs of anything but letters, digits, `_`, `.` and `-` become one `-`; leading and trailing
+    `-` and `.` go (so no `..`, no hidden file, no separator survives), and the result is
+    clipped to `max_chars`. Every name from a config that becomes part of a path (dataset,
+    trainer, pattern, file stems) goes through it, so a run directory stays inside its
+    experiments directory whatever the config says.
+
+    >>> safe_name("/../../../x"), safe_name("My notes v2"), safe_name("tinystories_sample")
+    ('x', 'My-notes-v2', 'tinystories_sample')
+    >>> safe_name(".."), safe_name("")
+    ('unnamed', 'unnamed')
+    """
+    name = _UNSAFE_IN_NAMES.sub("-", str(text)).strip("-.")[:max_chars].strip("-.")
+    return name or "unnamed"
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
