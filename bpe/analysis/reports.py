@@ -82,7 +82,8 @@ def render_trainers(runs: pd.DataFrame, root: Path, out_dir: Path) -> str:
         return "\n".join(lines + ["No complete unprofiled runs yet: run `bpe-train -m "
                                   "experiment=compare_trainers` first.", ""])  # fmt: skip
     lines += [
-        "All three trainers implement one contract and must produce identical merges; they "
+        f"The {len(TRAINER_ORDER)} trainers implement one contract and must produce identical "
+        "merges; they "
         "differ in how they find the next pair. Times are the merge stage (pre-tokenization is "
         "shared), the median over runs of the same configuration.",
         "",

@@ -2,11 +2,10 @@
 
 What it does:
     * cuts the file into chunks that start at a special token (or, where a corpus has none
-      nearby, where no GPT-2 pretoken can span the cut) and encodes them in worker processes,
-      through the chunk pipeline (`bpe.pretokenize.chunks`: one worker and start-method policy), so
-      encoding
-      the chunks separately and concatenating gives exactly `Tokenizer.encode` of the whole
-      file (tested);
+      nearby, where no pretoken of the tokenizer's own split pattern can span the cut) and
+      encodes them in worker processes, through the chunk pipeline (`bpe.pretokenize.chunks`:
+      one worker and start-method policy), so encoding the chunks separately and concatenating
+      gives exactly `Tokenizer.encode` of the whole file (tested);
     * writes the ids in file order, block by block, to a temporary `.npy` next to the target
       (header reserved up front, filled in at the end), then renames it into place. Memory is a
       few chunks, whatever the file size; a failed run (a lost worker included: it fails at

@@ -253,7 +253,8 @@ def corpus_metrics(
 ) -> dict:
     """Compression on own and cross-domain held-out documents, throughput, Pile projection.
 
-    The cross-domain side is stored under `compression.other` (the key runs have always used).
+    The cross-domain side is stored under `compression.other`: existing run directories and
+    `bpe.analysis.loader.TIDY_COLUMNS` read that key.
     Each side records its `source`: `heldout` (the dataset's held-out file) or `input_tail`
     (no held-out file: the end of the training input, from byte `offset`, seen in training).
     """

@@ -395,6 +395,7 @@ def save_pretrained(tok: Tokenizer, out_dir: str | os.PathLike) -> list[Path]:
 
     Returns the paths written.
     """
-    # vocab.json keeps GPT-2's format (specials under their rendered text), as runs always had.
+    # vocab.json keeps GPT-2's format (specials under their rendered text): GPT-2's own files
+    # and every loader of them (ours, HF's) expect exactly that.
     paths = list(save_tokenizer_files(tok.vocab, tok.merges, out_dir))
     return paths + save_exports(tok, out_dir)

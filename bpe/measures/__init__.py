@@ -300,9 +300,9 @@ def tiktoken_gpt2_encoding():
     """tiktoken's GPT-2 `Encoding` built offline from data/gpt2 (tiktoken cannot download here).
 
     The mergeable ranks are the vocab's byte strings ranked by id, the pattern is GPT-2's, and
-    `<|endoftext|>` is the special token 50256. Needs the optional `tiktoken` package.
+    `<|endoftext|>` is the special token 50256.
     """
-    import tiktoken
+    import tiktoken  # here, not at the top: most users of this module never build it
 
     tok = gpt2_tokenizer()
     eot_id = tok.special_tokens[EOT]

@@ -366,7 +366,8 @@ class PretokenCounts:
     num_bytes: int
     num_chunks: int
     num_workers: int
-    #: how worker processes were started ("in-process" when num_workers == 1; "dask")
+    #: how the chunks were counted: "in-process" (one worker), a multiprocessing start method
+    #: ("fork", "forkserver", "spawn"), "dask", or "cache" (loaded, nothing counted)
     start_method: str = "in-process"
     #: "processes" (this machine) or "dask" (`bpe.pretokenize.dask_backend.BACKENDS`)
     backend: str = "processes"

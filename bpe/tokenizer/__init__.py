@@ -332,7 +332,7 @@ class Tokenizer:
         return exports.save_pretrained(self, out_dir)
 
     def to_tiktoken(self, *, check_on: Iterable[str] | None = None, name: str | None = None):
-        """A `tiktoken.Encoding` with the same ids (needs the `tiktoken` package).
+        """A `tiktoken.Encoding` with the same ids (tiktoken is imported only when called).
 
         tiktoken's algorithm can differ from merge-list BPE on rare vocabs (see
         `bpe.formats.exports`);

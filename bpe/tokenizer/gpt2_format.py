@@ -195,14 +195,8 @@ def check_consistent(
     merges: list[tuple[bytes, bytes]],
     *,
     source: str = "merges",
-    allow_missing_parts: bool = False,
 ) -> None:
-    """Check that each merge's parts and result are vocab entries; name the first bad merge.
-
-    Args:
-        allow_missing_parts: accept merges whose result is missing (some published files
-            truncate the vocab); parts must still exist.
-    """
+    """Check that each merge's parts and result are vocab entries; name the first bad merge."""
     known = set(vocab.values())
     for rank, (a, b) in enumerate(merges):
         for part in (a, b):
@@ -211,7 +205,7 @@ def check_consistent(
                     f"{source} merge #{rank + 1} ({render(a)} {render(b)}): part {render(part)!r} "
                     "is not in the vocab; the vocab and merges files do not belong together"
                 )
-        if not allow_missing_parts and a + b not in known:
+        if a + b not in known:
             raise ValueError(
                 f"{source} merge #{rank + 1} ({render(a)} {render(b)}): result "
                 f"{render(a + b)!r} is not in the vocab; the vocab and merges files do not "

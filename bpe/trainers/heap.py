@@ -12,9 +12,9 @@ here against 1.76 s for `indexed`, whose per-merge scan over every pair count is
 
 At scale (a 256 MB corpus with 0.45 M unique pretokens, vocab 32,000; alternating runs of
 stages 2-3 on the same counts, CPU seconds on a busy 2-core machine): 12.5-14.0 s and 266 MB
-of peak memory above the counts, against 17.1-19.5 s and 617 MB before words became str from
-the start, stage 2 moved to numpy and per-pair word sets became arrays
-(`bpe.trainers.pair_index.PairIndex` says which change saved what). The merges are identical.
+of peak memory above the counts, against 17.1-19.5 s and 617 MB with words as lists of ints,
+stage 2 counted in Python and a set of words per pair (`bpe.trainers.pair_index.PairIndex`
+says what each of the three choices saved). The merges are identical.
 Heap entries share their token keys (`candidate_key`), and stale entries stay few (453 K
 entries for 424 K live pairs at the end of that run), so the heap is never compacted.
 """

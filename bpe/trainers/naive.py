@@ -2,7 +2,8 @@
 
 The readable twin of `indexed` and `heap`: no incremental state survives a merge, so it is easy
 to check line by line and serves as the reference the fast trainers must match merge for merge.
-It is O(merges x corpus) and only practical at small vocab sizes (a few thousand at most).
+Each merge scans every unique word once, so it costs O(merges x total length of the unique
+words) and is only practical at small vocab sizes (a few thousand at most).
 """
 
 from __future__ import annotations

@@ -170,7 +170,8 @@ class InitialPairs:
     position but a word's last starts a pair, coded as one int64. One stable sort by code
     groups each pair's occurrences with their words in ascending order: counts are sums over
     the groups (`np.add.reduceat`), and the words of a pair are one slice of a flat int32
-    array, found by binary search (`words_with`). Nothing per pair but the count dict.
+    array, found by binary search (`words_with`). Per pair there is one dict entry (its count),
+    one int64 code and one int bound (`codes`, `_bounds`): no Python object per occurrence.
 
     >>> ip = InitialPairs(["abab", "ba"], [2, 5])
     >>> sorted(ip.pair_counts.items())
