@@ -82,7 +82,7 @@ class PairIndex:
 
         Only the pairs around each occurrence change, so only those are touched: for an
         occurrence ... p [a b] q ..., (p, a) becomes (p, new) and (b, q) becomes (new, q).
-        subtle: two adjacent occurrences [a b][a b] share the middle pair (b, a), which becomes
+        subtle: two adjacent occurrences `[a b][a b]` share the middle pair (b, a), which becomes
         (new, new); the right side of the first skips it and the left side of the second
         handles it, so it is counted once. Worked example, merging (a, a) in "a a a a":
         (a, a) -3, (new, new) +1, matching the old pairs [aa, aa, aa] and the new [NN].
