@@ -1,5 +1,5 @@
 """MLflow tracking: a real sweep logged through `hydra/callbacks=mlflow` into a real SQLite store,
-queried back with `mlflow.search_runs`, with every param and tag README.md lists; failed runs
+queried back with `mlflow.search_runs`, with every param and tag docs/tracking.md lists; failed runs
 logged as FAILED; run directories untouched; a corrupt or locked store is one warning, and the
 run completes.
 """
@@ -164,12 +164,13 @@ def test_run_record_names_a_missing_directory(tmp_path):
         run_record(tmp_path / "nope")
 
 
-def _readme_names(bullet: str) -> list[str]:
-    """The names README.md's MLflow section lists in one bullet (`* params: ...`)."""
-    section = (ROOT / "README.md").read_text("utf-8").split("\n## MLflow", 1)[1]
+def _listed_names(bullet: str) -> list[str]:
+    """The names docs/tracking.md lists in one bullet (`* params: ...`) of what a run logs."""
+    page = (ROOT / "docs" / "tracking.md").read_text("utf-8")
+    section = page.split("\n## What each run logs", 1)[1]
     section = section.split("\n## ", 1)[0]
     found = re.search(rf"^\* {bullet}:(.*?)(?=^\* |^$)", section, re.M | re.S)
-    assert found, f"README.md's MLflow section has no `* {bullet}:` list"
+    assert found, f"docs/tracking.md has no `* {bullet}:` list"
     return re.findall(r"`([^`]+)`", found.group(1))
 
 
@@ -215,20 +216,22 @@ def _check_listed(listed: list[str], expected: dict, logged: dict, *, what: str)
     for name in listed:
         if name.endswith(".*"):
             keys = [k for k in expected if k.startswith(name[:-1])]
-            assert keys, f"README lists {what} {name!r}; the run has none"
+            assert keys, f"docs/tracking.md lists {what} {name!r}; the run has none"
         else:
-            assert name in expected, f"README lists {what} {name!r}: give its value in _expected"
+            assert name in expected, (
+                f"docs/tracking.md lists {what} {name!r}: give its value in _expected"
+            )
             keys = [name]
         for key in keys:
             assert logged.get(key) == expected[key], (what, key)
-    for key in logged:  # and nothing is logged that README does not list
+    for key in logged:  # and nothing is logged that the page does not list
         assert any(key == n or (n.endswith(".*") and key.startswith(n[:-1])) for n in listed), (
-            f"{what} {key!r} is logged but README's MLflow section does not list it"
+            f"{what} {key!r} is logged but docs/tracking.md does not list it"
         )
 
 
-def test_every_param_and_tag_readme_lists_is_logged_with_its_value(sweep):
-    params, tags = _readme_names("params"), _readme_names("tags")
+def test_every_param_and_tag_the_docs_list_is_logged_with_its_value(sweep):
+    params, tags = _listed_names("params"), _listed_names("tags")
     assert "launcher.*" in params and "analysis.*" in params and "sweep_dir" in tags
     client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{sweep / 'mlflow.db'}")
     runs = client.search_runs([client.get_experiment_by_name("bpe-lab").experiment_id])
