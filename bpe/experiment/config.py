@@ -222,7 +222,7 @@ def help_template() -> str:
         + "\n\nExamples:\n"
         + HELP_EXAMPLES
         + "\n\nConfigs live in the package's conf/ directory (bpe/conf in the repository);"
-        " see the README.\n"
+        " see the README and docs/experiments.md.\n"
     )
 
 

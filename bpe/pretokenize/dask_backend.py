@@ -24,8 +24,8 @@ What it does not do: plan chunks (`bpe.pretokenize.chunks.plan_chunks`, in the c
 only a
 window around each cut), know what a chunk means (the caller passes its function, e.g.
 `bpe.pretokenize`'s chunk counter), or start a cluster on a batch system (dask-jobqueue does;
-see the README). `dask` is imported only when a cluster is opened, so `import bpe` never needs
-it; the `dask` extra installs it.
+see docs/scaling.md). `dask` is imported only when a cluster is opened, so `import bpe` never
+needs it; the `dask` extra installs it.
 """
 
 from __future__ import annotations
