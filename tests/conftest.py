@@ -38,3 +38,54 @@ def sigint_as_in_a_terminal() -> None:
     never raises KeyboardInterrupt: Ctrl-C tests started from such a job would see nothing.
     """
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+# -- the suite leaves the checkout as it found it -------------------------------------------------
+#: What Python and the test tools themselves leave behind (never the project's own output).
+_TOOL_LITTER = (".pytest_cache", "__pycache__", ".hypothesis", ".ruff_cache", ".egg-info", ".venv")
+
+
+def checkout_state(root: Path = ROOT) -> dict[str, str]:
+    """What the suite must not change: untracked and ignored files (experiments/ included),
+    the changes to tracked files, and where `experiments/latest` points."""
+    import hashlib
+    import subprocess
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=root, capture_output=True, text=True, check=False
+        ).stdout
+
+    listing = git("status", "--porcelain", "--ignored", "--untracked-files=all")
+    state = {
+        line[3:]: line[:2]
+        for line in listing.splitlines()
+        if not any(part in line for part in _TOOL_LITTER)
+    }
+    state["<diff of tracked files>"] = hashlib.sha256(git("diff").encode()).hexdigest()
+    latest = root / "experiments" / "latest"
+    state["<experiments/latest>"] = os.readlink(latest) if latest.is_symlink() else "absent"
+    return state
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if not hasattr(session.config, "workerinput") and (ROOT / ".git").exists():
+        session.config.stash[_BEFORE] = checkout_state()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    before = session.config.stash.get(_BEFORE, None)
+    if before is None:  # an xdist worker, or not a git checkout (an installed copy)
+        return
+    after = checkout_state()
+    changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    if changed:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        lines = [f"  {k}: {before.get(k, '(none)')} -> {after.get(k, '(none)')}" for k in changed]
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        message = "the test suite changed the checkout (tests must write to tmp_path):\n"
+        if reporter is not None:
+            reporter.write_line(message + "\n".join(lines), red=True)
+
+
+_BEFORE = pytest.StashKey[dict]()

@@ -54,7 +54,8 @@ def test_a_sigkilled_run_reads_crashed_in_load_runs_bpe_report_and_sweep_md(tmp_
     run = sweep / "0_owt_sample_heap_v3000"
     proc = _train(
         "progress=false", "num_workers=1", "dataset=owt_sample", "vocab_size=3000",
-        f"hydra.run.dir={run}", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        f"hydra.run.dir={run}", f"experiments_dir={tmp_path / 'exp'}",
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
         # mid-training: pre-tokenization of the 2.5 MB sample has begun
@@ -131,14 +132,16 @@ def _snapshot(run: Path) -> dict[str, bytes]:
 def test_a_reused_run_dir_is_refused_before_it_is_touched(tmp_path):
     run = tmp_path / "X"
     first = subprocess.run(
-        [*TRAIN, *FAST, f"hydra.run.dir={run}"], cwd=ROOT, capture_output=True, text=True,
+        [*TRAIN, *FAST, f"hydra.run.dir={run}", f"experiments_dir={tmp_path / 'exp'}"],
+        cwd=ROOT, capture_output=True, text=True,
         timeout=300,
     )  # fmt: skip
     assert first.returncode == 0, first.stderr
     before = _snapshot(run)
     # a second run there (one that would fail, as in the report) must not mix with the first
     second = subprocess.run(
-        [*TRAIN, *FAST, "dataset.path=no-such-file.txt", f"hydra.run.dir={run}"], cwd=ROOT,
+        [*TRAIN, *FAST, "dataset.path=no-such-file.txt", f"hydra.run.dir={run}",
+         f"experiments_dir={tmp_path / 'exp'}"], cwd=ROOT,
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert second.returncode == 1
@@ -196,7 +199,8 @@ def test_a_full_disk_names_the_path_and_never_leaves_a_live_or_complete_looking_
     with _small_disk(tmp_path / "disk", free_kb=free_kb) as disk:
         run = disk / "run"
         proc = subprocess.run(
-            [*TRAIN, *FAST, "analysis.max_docs=50", f"hydra.run.dir={run}"], cwd=ROOT,
+            [*TRAIN, *FAST, "analysis.max_docs=50", f"hydra.run.dir={run}",
+             f"experiments_dir={tmp_path / 'exp'}"], cwd=ROOT,
             capture_output=True, text=True, timeout=300,
         )  # fmt: skip
         output = proc.stdout + proc.stderr
