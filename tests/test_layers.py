@@ -28,7 +28,7 @@ LAYERS: dict[str, set[str]] = {
     "pretokenize": set(),
     "trainers": {"pretokenize", "runs"},
     "tokenizer": {"pretokenize"},
-    "formats": {"tokenizer", "pretokenize", "trainers"},
+    "formats": {"tokenizer", "pretokenize", "trainers", "runs"},
     "training": {"pretokenize", "trainers", "tokenizer", "formats", "runs"},
     "measures": {"tokenizer", "pretokenize"},
     "encode": {"tokenizer", "formats", "pretokenize"},

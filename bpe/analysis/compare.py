@@ -43,6 +43,7 @@ from bpe.measures import RENYI_ALPHA, load_documents, renyi_efficiency
 from bpe.measures.vocab_stats import ordinary_vocab_size, token_counts
 from bpe.pretokenize import EOT, GPT2_PATTERN, pattern_name
 from bpe.pretokenize.datasets import from_config, input_name, load_named
+from bpe.runs.layout import MERGES_FILE, METRICS_FILE
 from bpe.tokenizer import Tokenizer
 from bpe.tokenizer.gpt2_format import load_merges, load_vocab, render
 from bpe.util.io import atomic_write_text
@@ -161,8 +162,8 @@ def load_side(path: str | Path, *, label: str | None = None, heldout: bool = Tru
             vocab.json + merges.txt.
     """
     d = Path(path)
-    merges_path = d / "merges.txt"
-    metrics_path = d / "metrics.json"
+    merges_path = d / MERGES_FILE
+    metrics_path = d / METRICS_FILE
     if metrics_path.is_file() and merges_path.is_file():
         metrics = json.loads(metrics_path.read_text("utf-8"))
         run = metrics.get("run") or {}

@@ -30,12 +30,13 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from bpe.runs import schema
+from bpe.runs.layout import METRICS_FILE
 from bpe.runs.liveness import explain, observed_status
 from bpe.runs.stages import RETIRED_STAGES, TRAIN_STAGES, TRAINER_ORDER
 
 logger = logging.getLogger(__name__)
 
-METRICS_FILE = "metrics.json"
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
@@ -162,6 +163,7 @@ def _flatten(records: Iterable[dict]) -> pd.DataFrame:
 
 
 #: Short names for the columns reports use, and where they come from in load_runs' frame.
+#: (metrics.json fields through `bpe.runs.schema`: a renamed field fails tests/test_runs.py)
 TIDY_COLUMNS = {
     "run_dir": "run_dir",
     "run_name": "run_name",
@@ -169,37 +171,38 @@ TIDY_COLUMNS = {
     # the input's name: the dataset's, or custom-<stem> for a dataset.path (`run.input_name`;
     # older runs: the dataset name)
     "dataset": None,
-    "input_path": "metrics.run.input_path",
+    "input_path": schema.INPUT_PATH.column,
     "input_key": None,  # `input_key` of input_sha256 and input_path: runs compare within one
-    "trainer": "metrics.run.trainer",
-    "vocab_size": "metrics.run.vocab_size",
-    "profiler": "metrics.run.profiler",
-    "profiled": "metrics.profiled",
-    "job_num": "metrics.run.job_num",
+    "trainer": schema.TRAINER.column,
+    "vocab_size": schema.VOCAB_SIZE.column,
+    "profiler": schema.PROFILER.column,
+    "profiled": schema.PROFILED.column,
+    "job_num": schema.JOB_NUM.column,
     # seconds spent counting pretokens: None for a pretoken cache hit (loading is not
     # pre-tokenization, so it is never compared as one)
-    "pretokenize_seconds": "metrics.timings.pretokenize",
-    "pretoken_cache": "metrics.pretoken_cache.status",  # hit | miss | rebuilt | off | None (older)
-    "merge_seconds": "metrics.timings.merge",
+    "pretokenize_seconds": schema.PRETOKENIZE_SECONDS.column,
+    # hit | miss | rebuilt | off | None (older runs)
+    "pretoken_cache": schema.PRETOKEN_CACHE_STATUS.column,
+    "merge_seconds": schema.MERGE_SECONDS.column,
     "train_seconds": None,  # the TRAIN_STAGES (and `read` in older runs)
-    "total_seconds": "metrics.timings.total",
-    "peak_mb": "metrics.memory.peak_mb",
-    "merges": "metrics.counts.merges",
-    "vocab": "metrics.counts.vocab",
-    "merges_sha256": "metrics.merges_sha256",
-    "pattern": "metrics.pattern.name",  # runs before split patterns existed used GPT-2's
-    "init_from": "metrics.init_from.path",
-    "pretokens": "metrics.counts.pretokens",
-    "unique_pretokens": "metrics.counts.unique_pretokens",
-    "input_sha256": "metrics.lineage.input.sha256",
-    "tiktoken_mismatches": "metrics.tiktoken.mismatches",
-    "compression": "metrics.compression.own.ratio",
-    "gpt2_compression": "metrics.compression.own.gpt2_ratio",
-    "other_dataset": "metrics.compression.other.dataset",
-    "other_compression": "metrics.compression.other.ratio",
-    "other_gpt2_compression": "metrics.compression.other.gpt2_ratio",
+    "total_seconds": schema.TOTAL_SECONDS.column,
+    "peak_mb": schema.PEAK_MB.column,
+    "merges": schema.MERGES.column,
+    "vocab": schema.VOCAB.column,
+    "merges_sha256": schema.MERGES_SHA256.column,
+    "pattern": schema.PATTERN_NAME.column,  # runs before split patterns existed used GPT-2's
+    "init_from": schema.INIT_FROM_PATH.column,
+    "pretokens": schema.PRETOKENS.column,
+    "unique_pretokens": schema.UNIQUE_PRETOKENS.column,
+    "input_sha256": schema.INPUT_SHA256.column,
+    "tiktoken_mismatches": schema.TIKTOKEN_MISMATCHES.column,
+    "compression": schema.COMPRESSION_RATIO.column,
+    "gpt2_compression": schema.GPT2_COMPRESSION_RATIO.column,
+    "other_dataset": schema.OTHER_DATASET.column,
+    "other_compression": schema.OTHER_COMPRESSION_RATIO.column,
+    "other_gpt2_compression": schema.OTHER_GPT2_COMPRESSION_RATIO.column,
     "throughput_mb_s": None,  # bytes_per_second / 1e6
-    "error": "metrics.error.message",
+    "error": schema.ERROR_MESSAGE.column,
 }
 
 
@@ -213,15 +216,15 @@ def tidy(frame: pd.DataFrame) -> pd.DataFrame:
     for name, source in TIDY_COLUMNS.items():
         if source is not None:
             out[name] = frame[source] if source in frame else None
-    stages = [f"metrics.timings.{s}" for s in TRAIN_STAGES]
+    stages = [f"{schema.TIMINGS.column}.{s}" for s in TRAIN_STAGES]
     if all(s in frame for s in stages):
         out["train_seconds"] = frame[stages].sum(axis=1, min_count=len(stages))
-        for retired in (f"metrics.timings.{s}" for s in RETIRED_STAGES):
+        for retired in (f"{schema.TIMINGS.column}.{s}" for s in RETIRED_STAGES):
             if retired in frame:  # part of the training call in older runs
                 out["train_seconds"] += frame[retired].fillna(0.0)
     else:
         out["train_seconds"] = None
-    out["dataset"] = _first_of(frame, "metrics.run.input_name", "metrics.run.dataset")
+    out["dataset"] = _first_of(frame, schema.INPUT_NAME.column, schema.DATASET.column)
     out["input_key"] = [
         input_key(sha, path)
         for sha, path in zip(out["input_sha256"], out["input_path"], strict=True)
@@ -229,7 +232,7 @@ def tidy(frame: pd.DataFrame) -> pd.DataFrame:
     hit = out["pretoken_cache"] == "hit"
     if hit.any():
         out["pretokenize_seconds"] = out["pretokenize_seconds"].astype(float).mask(hit)
-    bps = "metrics.throughput.bytes_per_second"
+    bps = schema.BYTES_PER_SECOND.column
     out["throughput_mb_s"] = frame[bps] / 1e6 if bps in frame else None
     out["profiled"] = out["profiled"].fillna(False).astype(bool)
     if "status_reason" in frame:  # a crashed or stale run recorded no error: say why it shows so

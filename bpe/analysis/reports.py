@@ -35,6 +35,7 @@ from bpe.analysis.markdown import clip, fmt, table
 from bpe.analysis.run_report import write_run_report
 from bpe.analysis.sweep import merge_agreement
 from bpe.analysis.vocabularies import pick_runs, write_vocabularies
+from bpe.runs import schema
 from bpe.runs.stages import TRAINER_ORDER
 from bpe.util.io import atomic_open, atomic_write_text
 
@@ -82,8 +83,7 @@ def render_trainers(runs: pd.DataFrame, root: Path, out_dir: Path) -> str:
         return "\n".join(lines + ["No complete unprofiled runs yet: run `bpe-train -m "
                                   "experiment=compare_trainers` first.", ""])  # fmt: skip
     lines += [
-        f"The {len(TRAINER_ORDER)} trainers implement one contract and must produce identical "
-        "merges; they "
+        "All trainers implement one contract and must produce identical merges; they "
         "differ in how they find the next pair. Times are the merge stage (pre-tokenization is "
         "shared), the median over runs of the same configuration.",
         "",
@@ -167,7 +167,7 @@ def render_trainers(runs: pd.DataFrame, root: Path, out_dir: Path) -> str:
 
 
 def _longest(frame: pd.DataFrame, run_dir: str, k: int) -> list[dict]:
-    col = "metrics.longest_tokens"
+    col = schema.LONGEST_TOKENS.column
     if col not in frame:
         return []
     value = frame.loc[frame["run_dir"] == run_dir, col].iloc[0]
@@ -176,7 +176,7 @@ def _longest(frame: pd.DataFrame, run_dir: str, k: int) -> list[dict]:
 
 def _kinds(frame: pd.DataFrame, run_dir: str) -> dict[str, float]:
     row = frame.loc[frame["run_dir"] == run_dir].iloc[0]
-    prefix = "metrics.token_kinds."
+    prefix = f"{schema.TOKEN_KINDS.column}."
     return {c[len(prefix):]: float(row[c]) for c in frame.columns
             if c.startswith(prefix) and pd.notna(row[c])}  # fmt: skip
 

@@ -38,6 +38,7 @@ from bpe.analysis.loader import (
 from bpe.analysis.markdown import clip, fmt, table
 from bpe.analysis.vocab_report import section_efficiency, section_glossary, section_undertrained
 from bpe.measures import TOKEN_KINDS, pile_projection, token_kind
+from bpe.runs.layout import FIGURES, MERGES_FILE, METRICS_FILE, experiments_root
 from bpe.runs.stages import RETIRED_STAGES, RUN_STAGES, TIMED_STAGES, TRAIN_STAGES
 from bpe.util.io import atomic_write_text
 
@@ -45,13 +46,6 @@ logger = logging.getLogger(__name__)
 
 #: Characters of a token shown in a table cell (longer ones are clipped, see `shown`).
 CELL_WIDTH = 40
-
-#: The figures a run report can show: key -> path inside the run directory.
-FIGURES = {
-    "memory": "figures/memory_timeline.png",
-    "lengths": "figures/token_lengths.png",
-    "merge_counts": "figures/merge_counts.png",
-}
 
 
 def _load_json(path: Path):
@@ -86,17 +80,9 @@ def reproduce_command(run: dict, config: dict | None = None) -> str:
     return "bpe-train " + " ".join(parts)
 
 
-def experiments_root(run_dir: Path) -> Path:
-    """The experiments dir holding run_dir (a sweep job lives two levels deeper)."""
-    parent = run_dir.parent
-    if parent.parent.name == "sweeps":
-        return parent.parent.parent
-    return parent
-
-
 def _merges_lines(run_dir: Path) -> list[str] | None:
     try:
-        lines = (run_dir / "merges.txt").read_text("utf-8").splitlines()
+        lines = (run_dir / MERGES_FILE).read_text("utf-8").splitlines()
     except OSError:
         return None
     return [ln for ln in lines if ln and not ln.startswith("#version")]
@@ -792,7 +778,7 @@ def write_run_report(run_dir: str | Path, *, metrics: dict | None = None) -> Pat
         ValueError: metrics.json is not valid JSON.
     """
     run_dir = Path(run_dir)
-    metrics_path = run_dir / "metrics.json"
+    metrics_path = run_dir / METRICS_FILE
     if not metrics_path.is_file():
         raise FileNotFoundError(
             f"{str(run_dir)!r} is not a run directory (no metrics.json); pass a directory "

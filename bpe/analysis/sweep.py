@@ -22,6 +22,7 @@ from bpe.analysis import figures
 from bpe.analysis.loader import complete, load_tidy, merges_agree, shown_stages
 from bpe.analysis.markdown import fmt, table
 from bpe.analysis.vocab_report import section_sweep_usage
+from bpe.runs import schema
 from bpe.util.io import atomic_write_text
 
 logger = logging.getLogger(__name__)
@@ -41,7 +42,7 @@ def sweep_command(runs: pd.DataFrame, frame: pd.DataFrame) -> str:
     'bpe-train -m hydra/launcher=joblib trainer=naive,heap vocab_size=300'
     """
     values: dict[str, list[str]] = {}
-    columns = [c for c in ("metrics.run.launcher.overrides", "metrics.run.overrides") if c in frame]
+    columns = [c for c in (schema.LAUNCHER_OVERRIDES.column, schema.OVERRIDES.column) if c in frame]
     for overrides in (item for column in columns for item in frame[column]):
         for item in overrides if isinstance(overrides, list) else []:
             key, _, value = item.partition("=")
@@ -162,19 +163,19 @@ def launcher_note(frame: pd.DataFrame) -> tuple[bool, str]:
     ...                             "metrics.run.launcher.parallel_jobs": [1, 1]}))[1]
     '*Timings are comparable: launcher basic ran the jobs one after another.*'
     """
-    names = frame.get("metrics.run.launcher.name", pd.Series(dtype=object)).dropna()
+    names = frame.get(schema.LAUNCHER_NAME.column, pd.Series(dtype=object)).dropna()
     if names.empty:
         return False, (
             "*Launcher not recorded (jobs from an older bpe-lab): timings are comparable only "
             "if the jobs ran one after another, as Hydra's basic launcher runs them.*"
         )
     first = frame.loc[names.index[0]]
-    name = str(first["metrics.run.launcher.name"])
-    parallel = frame.get("metrics.run.launcher.parallel_jobs", pd.Series(dtype=float)).dropna()
+    name = str(first[schema.LAUNCHER_NAME.column])
+    parallel = frame.get(schema.LAUNCHER_PARALLEL_JOBS.column, pd.Series(dtype=float)).dropna()
     at_once = int(parallel.max()) if not parallel.empty else None
     up_to = f"up to {at_once}" if at_once is not None else "an unknown number of"
     if name == "submitit_slurm":
-        cpus = first.get("metrics.run.launcher.cpus_per_task")
+        cpus = first.get(schema.LAUNCHER_CPUS_PER_TASK.column)
         cpus = f"{int(cpus)} CPU(s) each" if pd.notna(cpus) else "the cluster's default CPUs"
         return True, (
             "> ⚠ **Timings are comparable only within a job.** Launcher submitit_slurm: each "
@@ -190,13 +191,13 @@ def launcher_note(frame: pd.DataFrame) -> tuple[bool, str]:
             False,
             f"*Timings are comparable: launcher {name}{how} ran the jobs one after another.*",
         )
-    workers = first.get("metrics.run.launcher.workers_per_job")
+    workers = first.get(schema.LAUNCHER_WORKERS_PER_JOB.column)
     workers = (
         f"{int(workers)} pre-tokenization worker(s) per job"
         if pd.notna(workers)
         else "pre-tokenization on every usable CPU of each job"
     )
-    start = first.get("metrics.counts.start_method", "n/a")
+    start = first.get(schema.START_METHOD.column, "n/a")
     if name == "submitit_local":
         return True, (
             "> ⚠ **Timings are not comparable.** Launcher submitit_local: the jobs ran as "
@@ -205,7 +206,7 @@ def launcher_note(frame: pd.DataFrame) -> tuple[bool, str]:
             "and the times and speedups below (marked ⚠) are not like for like. To compare "
             "timings, rerun without `hydra/launcher=...` (one job after another)."
         )
-    n_jobs = first.get("metrics.run.launcher.n_jobs")
+    n_jobs = first.get(schema.LAUNCHER_N_JOBS.column)
     n_jobs = n_jobs if pd.notna(n_jobs) else "n/a"
     return True, (
         f"> ⚠ **Timings are not comparable.** Launcher {name}: n_jobs={n_jobs}, {up_to} "
@@ -226,10 +227,12 @@ def backend_note(frame: pd.DataFrame) -> str | None:
     ...                            "metrics.backend.scheduler": ["LocalCluster(2)"] * 2}))
     '*Pre-tokenization backend: dask on LocalCluster(2) in every job (total times include starting the cluster).*'
     """  # noqa: E501
-    names = frame.get("metrics.backend.name", pd.Series(dtype=object)).dropna()
+    names = frame.get(schema.BACKEND_NAME.column, pd.Series(dtype=object)).dropna()
     if names.empty:
         return None
-    schedulers = frame.get("metrics.backend.scheduler", pd.Series(index=frame.index, dtype=object))
+    schedulers = frame.get(
+        schema.BACKEND_SCHEDULER.column, pd.Series(index=frame.index, dtype=object)
+    )
     labels = sorted(
         {
             f"{n} on {schedulers[i]}" if n == "dask" and pd.notna(schedulers[i]) else str(n)
@@ -268,7 +271,7 @@ def _figures(runs: pd.DataFrame, frame: pd.DataFrame, out_dir: Path) -> list[tup
             gpt2 = done.groupby("dataset")["gpt2_compression"].median().dropna().to_dict()
             figures.compression_vs_vocab(done, out_dir / "compression.png", gpt2=gpt2)
             made.append(("Compression vs vocab size", "figures/compression.png"))
-    prefix = "metrics.memory.per_stage_peak_mb."
+    prefix = f"{schema.PEAK_MB_PER_STAGE.column}."
     stages = shown_stages(c[len(prefix) :] for c in frame.columns if c.startswith(prefix))
     stage_cols = [prefix + s for s in stages]
     if stage_cols:
@@ -291,7 +294,7 @@ def render_sweep(sweep_dir: Path, frame: pd.DataFrame, runs: pd.DataFrame, fig_l
     """SWEEP.md text for the jobs in runs (tidy) / frame (raw)."""
     overlapped, launcher_line = launcher_note(frame)
     warn = " ⚠" if overlapped else ""
-    launched = frame.get("metrics.run.launcher.name", pd.Series(dtype=object)).dropna()
+    launched = frame.get(schema.LAUNCHER_NAME.column, pd.Series(dtype=object)).dropna()
     why = "separate SLURM jobs" if (launched == "submitit_slurm").any() else "overlapped jobs"
     lines: list[str] = []
     add = lines.append

@@ -33,6 +33,16 @@ from typing import Any
 
 import yaml
 
+from bpe.runs import schema
+from bpe.runs.layout import (
+    ENVIRONMENT_FILE,
+    HYDRA_DIR,
+    METRICS_FILE,
+    RECORD_FILES,
+    TOKENIZER_FILES,
+    experiments_root,
+)
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_EXPERIMENT = "bpe-lab"
@@ -46,10 +56,6 @@ METRIC_SECTIONS = ("timings", "memory", "counts", "compression", "throughput", "
 RUN_PARAMS = ("dataset", "trainer", "vocab_size", "profiler", "num_workers", "seed",
               "special_tokens", "input_path", "input_name", "pretokenizer", "init_from",
               "command")  # fmt: skip
-# The tokenizer files of a run directory, logged under the artifact path "tokenizer/".
-TOKENIZER_FILES = ("vocab.json", "merges.txt", "tokenizer.json", "tokenizer_config.json",
-                   "special_tokens_map.json", "tokenizer.tiktoken")  # fmt: skip
-RECORD_FILES = ("ANALYSIS.md", "metrics.json", "environment.json", "train.log")
 PARAM_LIMIT = 6000  # MLflow rejects longer param values
 
 
@@ -113,11 +119,11 @@ def run_record(run_dir: str | os.PathLike) -> RunRecord:
     run_dir = Path(run_dir).resolve()
     if not run_dir.is_dir():
         raise FileNotFoundError(f"run directory {str(run_dir)!r} does not exist")
-    has_metrics = (run_dir / "metrics.json").is_file()
-    metrics = _read_json(run_dir / "metrics.json") if has_metrics else {}
-    env_path = run_dir / "environment.json"
+    has_metrics = (run_dir / METRICS_FILE).is_file()
+    metrics = _read_json(run_dir / METRICS_FILE) if has_metrics else {}
+    env_path = run_dir / ENVIRONMENT_FILE
     env = _read_json(env_path) if env_path.is_file() else {}
-    config_path = run_dir / ".hydra" / "config.yaml"
+    config_path = run_dir / HYDRA_DIR / "config.yaml"
     config = yaml.safe_load(config_path.read_text("utf-8")) if config_path.is_file() else {}
     config = config if isinstance(config, dict) else {}
     run = metrics.get("run") or {}
@@ -125,8 +131,8 @@ def run_record(run_dir: str | os.PathLike) -> RunRecord:
 
     # None is logged as "null": num_workers=null (every CPU) is a choice worth seeing
     params = {k: _param(run[k]) for k in RUN_PARAMS if k in run}
-    if (metrics.get("counts") or {}).get("workers") is not None:
-        params["workers"] = _param(metrics["counts"]["workers"])  # what num_workers became
+    if schema.get(metrics, schema.WORKERS) is not None:
+        params["workers"] = _param(schema.get(metrics, schema.WORKERS))  # what num_workers became
     for key in ("dataset", "trainer", "profiler"):  # a run that failed early: the config knows
         if key not in params and isinstance(config.get(key), Mapping) and config[key].get("name"):
             params[key] = _param(config[key]["name"])
@@ -135,7 +141,7 @@ def run_record(run_dir: str | os.PathLike) -> RunRecord:
             params[key] = _param(config[key])
     for key, value in (config.get("analysis") or {}).items():
         params[f"analysis.{key}"] = _param(value)
-    for key, value in (run.get("launcher") or {}).items():  # the runner files it under "run"
+    for key, value in schema.get(metrics, schema.LAUNCHER, {}).items():
         if value is not None:
             params[f"launcher.{key}"] = _param(value)
 
@@ -307,7 +313,7 @@ def log_run(
     record = run_record(run_dir)
     mlflow = _import_mlflow()
 
-    home = _experiments_home(record.run_dir)
+    home = experiments_root(record.run_dir)
     uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri(home)
     store = _sqlite_file(uri)
     if artifact_location is None and store is not None:
@@ -363,14 +369,6 @@ def _send(
             client.log_artifact(run_id, str(path), folder)
     client.set_terminated(run_id, status=record.status, end_time=record.end_ms)
     return run_id
-
-
-def _experiments_home(run_dir: Path) -> Path:
-    """The experiments directory a run directory belongs to (sweep jobs sit two levels lower)."""
-    parent = run_dir.parent
-    if parent.parent.name == "sweeps":
-        return parent.parent.parent
-    return parent
 
 
 try:

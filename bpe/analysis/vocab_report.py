@@ -14,6 +14,7 @@ import pandas as pd
 
 from bpe.analysis.loader import complete
 from bpe.analysis.markdown import clip, fmt, table
+from bpe.runs import schema
 
 #: The measures ANALYSIS.md uses beyond time and memory, and how each is computed.
 GLOSSARY = (
@@ -143,8 +144,8 @@ def section_sweep_usage(runs: pd.DataFrame, frame: pd.DataFrame) -> list[str]:
     identical numbers, so each (dataset, vocab size, merges) is one row. No lines when no job
     recorded these measures (runs made before them).
     """
-    eff = "metrics.efficiency.own."
-    und = "metrics.undertrained."
+    eff = f"{schema.EFFICIENCY.column}."
+    und = f"{schema.UNDERTRAINED.column}."
     if f"{eff}renyi_efficiency" not in frame and f"{und}intermediate_only" not in frame:
         return []
     raw = frame.set_index("run_dir")

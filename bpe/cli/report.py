@@ -19,6 +19,7 @@ from pathlib import Path
 from bpe.analysis.reports import write_all_reports
 from bpe.analysis.run_report import write_run_report
 from bpe.analysis.sweep import write_sweep_report
+from bpe.runs.layout import METRICS_FILE
 
 logger = logging.getLogger("bpe.report")
 
@@ -51,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
             raise FileNotFoundError(
                 f"{str(args.path)!r} is not a directory; pass a run or sweep dir"
             )
-        if (args.path / "metrics.json").is_file():
+        if (args.path / METRICS_FILE).is_file():
             logger.info("wrote %s", write_run_report(args.path))
             return 0
         logger.info("wrote %s", write_sweep_report(args.path))

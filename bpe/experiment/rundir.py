@@ -20,6 +20,7 @@ import os
 import shutil
 from pathlib import Path
 
+from bpe.runs.layout import LATEST
 from bpe.util.io import safe_name
 
 logger = logging.getLogger(__name__)
@@ -185,9 +186,6 @@ def preflight(overrides: list[str], *, min_free_bytes: int) -> None:
             f"at least {min_free_bytes // 1024} KB to start; free some space or pass another "
             "experiments_dir",
         )
-
-
-LATEST = "latest"
 
 
 def update_latest(experiments_dir: str | os.PathLike, run_dir: str | os.PathLike) -> Path | None:

@@ -49,6 +49,7 @@ from tokenizers import Tokenizer as HFTokenizer
 
 from bpe.formats.tokenizer_json import hf_pattern
 from bpe.pretokenize import EOT, split_on_special_tokens
+from bpe.runs.layout import HF_FILES, TIKTOKEN_FILE
 from bpe.tokenizer.gpt2_format import merges_sha256, render, save_tokenizer_files
 from bpe.util.io import atomic_write_text
 
@@ -58,8 +59,6 @@ if TYPE_CHECKING:  # bpe.tokenizer imports this module for Tokenizer.save_pretra
 logger = logging.getLogger(__name__)
 
 #: The files `save_pretrained` writes into a directory.
-HF_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
-TIKTOKEN_FILE = "tokenizer.tiktoken"
 
 
 class TiktokenMismatch(ValueError):

@@ -1,0 +1,71 @@
+"""The names inside a run directory and around it, once: what a run writes, where readers look.
+
+    <experiments_dir>/
+      latest -> <run>                  the newest complete run inside this directory
+      .cache/                          rebuildable caches (pretoken counts)
+      <run>/                           one run (`bpe.experiment.rundir.run_name`)
+      sweeps/<timestamp>/SWEEP.md      a sweep, its jobs one level below
+        <job>/                         a run, as above
+
+What it does not do: create, write or read anything (the writer is `bpe.experiment`, the
+readers `bpe.analysis` and `bpe.cli`). It imports nothing, so every layer may name a file
+through it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+#: GPT-2 format files: the tokenizer itself (`bpe.tokenizer.gpt2_format`).
+VOCAB_FILE = "vocab.json"
+MERGES_FILE = "merges.txt"
+#: Hugging Face's files, loadable by `transformers.AutoTokenizer` (`bpe.formats.exports`).
+HF_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+TOKENIZER_JSON = HF_FILES[0]
+#: tiktoken's ranks file.
+TIKTOKEN_FILE = "tokenizer.tiktoken"
+#: Every file a tokenizer directory (a run, or `save_pretrained`'s output) holds.
+TOKENIZER_FILES = (VOCAB_FILE, MERGES_FILE, *HF_FILES, TIKTOKEN_FILE)
+
+#: What the run recorded about itself (`bpe.runs.schema` for the keys of metrics.json).
+METRICS_FILE = "metrics.json"
+ENVIRONMENT_FILE = "environment.json"
+LOG_FILE = "train.log"
+MERGE_COUNTS_FILE = "merge_counts.json"
+DIFF_FILE = "diff.patch"  # only when the code had uncommitted changes
+HYDRA_DIR = ".hydra"  # config.yaml, overrides.yaml (and hydra.yaml under Hydra)
+PROFILE_DIR = "profile"  # only for a profiled run
+#: The report generated from the files above (`bpe.analysis.run_report`).
+ANALYSIS_FILE = "ANALYSIS.md"
+#: The figures a run report can show: key -> path inside the run directory.
+FIGURES = {
+    "memory": "figures/memory_timeline.png",
+    "lengths": "figures/token_lengths.png",
+    "merge_counts": "figures/merge_counts.png",
+}
+#: The records of a run (besides its tokenizer files), as trackers log them.
+RECORD_FILES = (ANALYSIS_FILE, METRICS_FILE, ENVIRONMENT_FILE, LOG_FILE)
+#: Files every complete run holds (tested against a real run).
+COMPLETE_RUN_FILES = (
+    *TOKENIZER_FILES, METRICS_FILE, ENVIRONMENT_FILE, LOG_FILE, MERGE_COUNTS_FILE,
+    ANALYSIS_FILE, f"{HYDRA_DIR}/config.yaml", f"{HYDRA_DIR}/overrides.yaml", *FIGURES.values(),
+)  # fmt: skip
+
+#: Around the runs, inside an experiments directory.
+LATEST = "latest"
+CACHE_DIR = ".cache"
+SWEEPS_DIR = "sweeps"
+SWEEP_FILE = "SWEEP.md"
+COMPARE_FILE = "COMPARE.md"
+
+
+def experiments_root(run_dir: Path) -> Path:
+    """The experiments directory a run directory belongs to (a sweep job sits two levels lower).
+
+    >>> experiments_root(Path("exp/2026-01-01_run")), experiments_root(Path("exp/sweeps/s/0_job"))
+    (PosixPath('exp'), PosixPath('exp'))
+    """
+    parent = run_dir.parent
+    if parent.parent.name == SWEEPS_DIR:
+        return parent.parent.parent
+    return parent

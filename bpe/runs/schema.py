@@ -1,0 +1,131 @@
+"""The keys of metrics.json, once: where each fact a reader needs sits, and how to read it.
+
+The writer (`bpe.experiment.runner`, `bpe.experiment.evaluate`) builds metrics.json section by
+section; every reader names the fields it reads through a `Key` here, never a string typed by
+hand, so a renamed field breaks `tests/test_runs.py` (which checks every key against a real
+run) instead of a report, a tracker or a comparison in the field. Dotted column names of
+`bpe.analysis.loader.load_runs` are `"metrics." + key.dotted`.
+
+    >>> get({"run": {"launcher": {"name": "basic"}}}, LAUNCHER_NAME)
+    'basic'
+    >>> get({"run": {}}, LAUNCHER_NAME, default="n/a"), LAUNCHER_NAME.column
+    ('n/a', 'metrics.run.launcher.name')
+
+What it does not do: validate a whole metrics.json or write one; older runs lack some keys
+(`always=False`), and readers fall back as they document.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+
+class Key(NamedTuple):
+    """One field of metrics.json: its path, and whether every complete run has it."""
+
+    path: tuple[str, ...]
+    always: bool = True
+
+    @property
+    def dotted(self) -> str:
+        return ".".join(self.path)
+
+    @property
+    def column(self) -> str:
+        """The column `bpe.analysis.loader.load_runs` gives this key."""
+        return f"metrics.{self.dotted}"
+
+
+def key(dotted: str, *, always: bool = True) -> Key:
+    return Key(tuple(dotted.split(".")), always)
+
+
+def has(metrics: Mapping[str, Any] | None, k: Key) -> bool:
+    """Whether the path of `k` exists in a metrics.json mapping (its value may be null)."""
+    node: Any = metrics
+    for part in k.path:
+        if not isinstance(node, Mapping) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def get(metrics: Mapping[str, Any] | None, k: Key, default: Any = None) -> Any:
+    """The value at `k` in a metrics.json mapping, or `default` where any level is missing."""
+    node: Any = metrics
+    for part in k.path:
+        if not isinstance(node, Mapping) or part not in node:
+            return default
+        node = node[part]
+    return default if node is None else node
+
+
+# -- status and identity ------------------------------------------------------------------------
+STATUS = key("status")
+ERROR_MESSAGE = key("error.message", always=False)  # failed runs only
+RUN_NAME = key("run.name")
+RUN_DIR = key("run.dir")
+DATASET = key("run.dataset")
+INPUT_NAME = key("run.input_name")
+INPUT_PATH = key("run.input_path")
+TRAINER = key("run.trainer")
+VOCAB_SIZE = key("run.vocab_size")
+PROFILER = key("run.profiler")
+NUM_WORKERS = key("run.num_workers")
+SEED = key("run.seed")
+SPECIAL_TOKENS = key("run.special_tokens")
+PRETOKENIZER = key("run.pretokenizer")
+INIT_FROM_ARG = key("run.init_from")
+COMMAND = key("run.command")
+OVERRIDES = key("run.overrides")
+SWEEP_DIR = key("run.sweep_dir")
+JOB_NUM = key("run.job_num")
+# -- how it ran ----------------------------------------------------------------------------------
+LAUNCHER = key("run.launcher")
+LAUNCHER_NAME = key("run.launcher.name")
+LAUNCHER_OVERRIDES = key("run.launcher.overrides")
+LAUNCHER_PARALLEL_JOBS = key("run.launcher.parallel_jobs")
+LAUNCHER_WORKERS_PER_JOB = key("run.launcher.workers_per_job")
+LAUNCHER_CPUS_PER_TASK = key("run.launcher.cpus_per_task", always=False)  # SLURM only
+LAUNCHER_N_JOBS = key("run.launcher.n_jobs")
+PROFILED = key("profiled")
+STARTED_AT = key("started_at")
+FINISHED_AT = key("finished_at")
+BACKEND_NAME = key("backend.name")
+BACKEND_SCHEDULER = key("backend.scheduler")
+PRETOKEN_CACHE_STATUS = key("pretoken_cache.status")
+PRETOKEN_CACHE_LOAD_SECONDS = key("pretoken_cache.load_seconds")
+# -- what it measured ----------------------------------------------------------------------------
+TIMINGS = key("timings")
+PRETOKENIZE_SECONDS = key("timings.pretokenize")
+MERGE_SECONDS = key("timings.merge")
+TOTAL_SECONDS = key("timings.total")
+PEAK_MB = key("memory.peak_mb")
+PEAK_MB_PER_STAGE = key("memory.per_stage_peak_mb")
+COUNTS = key("counts")
+MERGES = key("counts.merges")
+VOCAB = key("counts.vocab")
+PRETOKENS = key("counts.pretokens")
+UNIQUE_PRETOKENS = key("counts.unique_pretokens")
+WORKERS = key("counts.workers")
+START_METHOD = key("counts.start_method")
+MERGES_SHA256 = key("merges_sha256")
+STOPPED_EARLY = key("stopped_early")
+PATTERN_NAME = key("pattern.name")
+INIT_FROM_PATH = key("init_from.path", always=False)  # continued runs only
+INPUT_SHA256 = key("lineage.input.sha256")
+TIKTOKEN_MISMATCHES = key("tiktoken.mismatches")
+LONGEST_TOKENS = key("longest_tokens")
+TOKEN_KINDS = key("token_kinds")
+COMPRESSION_RATIO = key("compression.own.ratio")
+GPT2_COMPRESSION_RATIO = key("compression.own.gpt2_ratio")
+OTHER_DATASET = key("compression.other.dataset")
+OTHER_COMPRESSION_RATIO = key("compression.other.ratio")
+OTHER_GPT2_COMPRESSION_RATIO = key("compression.other.gpt2_ratio")
+BYTES_PER_SECOND = key("throughput.bytes_per_second")
+EFFICIENCY = key("efficiency.own")
+UNDERTRAINED = key("undertrained")
+
+#: Every key above, for the contract test.
+KEYS: dict[str, Key] = {n: v for n, v in globals().items() if isinstance(v, Key)}

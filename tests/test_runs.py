@@ -1,0 +1,101 @@
+"""The run-directory contract (`bpe.runs`): a real run holds every key and file readers use.
+
+Readers name metrics.json fields through `bpe.runs.schema` keys and files through
+`bpe.runs.layout`; this writes a real run with the real configs and checks each of them
+against it, so a field the writer renames fails here first, not in a report, a tracker or a
+comparison. A scan of the readers' source keeps them from typing a metrics path by hand.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bpe.analysis.loader import TIDY_COLUMNS
+from bpe.runs import layout, schema
+from tests.conftest import ROOT
+
+#: Where metrics.json is read: these packages name no metrics path but through `schema`.
+READERS = ["bpe/analysis", "bpe/cli"]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> Path:
+    exp = tmp_path_factory.mktemp("contract")
+    proc = subprocess.run(
+        [sys.executable, "-m", "bpe.cli.train", "debug=fast", "progress=false",
+         f"experiments_dir={exp}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return (exp / layout.LATEST).resolve()
+
+
+def test_every_key_a_reader_uses_is_in_a_real_run(run):
+    metrics = json.loads((run / layout.METRICS_FILE).read_text("utf-8"))
+    missing = [name for name, k in schema.KEYS.items() if k.always and not schema.has(metrics, k)]
+    assert not missing, f"metrics.json of a complete run lacks {missing}"
+    assert schema.get(metrics, schema.STATUS) == "complete"
+    assert schema.get(metrics, schema.LAUNCHER_NAME) == "basic"  # the key MLflow once lost
+
+
+def test_every_file_of_a_complete_run_is_there(run):
+    missing = [name for name in layout.COMPLETE_RUN_FILES if not (run / name).is_file()]
+    assert not missing, f"a complete run lacks {missing}"
+    assert layout.experiments_root(run) == run.parent
+
+
+def test_the_tidy_columns_come_from_the_schema():
+    columns = {k.column for k in schema.KEYS.values()}
+    hand_typed = {
+        name: source for name, source in TIDY_COLUMNS.items()
+        if source is not None and source.startswith("metrics.") and source not in columns
+    }  # fmt: skip
+    assert not hand_typed, f"name these through bpe.runs.schema: {hand_typed}"
+
+
+_METRICS_PATH = re.compile(r"metrics(\.[a-z_0-9]+)+\.?")
+
+
+def _string_constants(path: Path) -> list[tuple[int, str]]:
+    """String constants of a module, docstrings left out (their examples are not reads)."""
+    tree = ast.parse(path.read_text("utf-8"))
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }  # fmt: skip
+    return [
+        (node.lineno, node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+        and id(node) not in docstrings
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("package", READERS)
+def test_readers_type_no_metrics_path_by_hand(package):
+    allowed = {k.column for k in schema.KEYS.values()}
+    found = [
+        f"{path.relative_to(ROOT)}:{line}: {value!r}"
+        for path in sorted((ROOT / package).rglob("*.py"))
+        for line, value in _string_constants(path)
+        if _METRICS_PATH.fullmatch(value) and value.rstrip(".") not in allowed
+    ]
+    assert not found, f"add these to bpe.runs.schema and read them through it: {found}"
+
+
+def test_the_scan_sees_a_hand_typed_path(tmp_path):
+    module = tmp_path / "reader.py"
+    module.write_text('"""Doc: metrics.run.x"""\ncol = "metrics.run.launcher.nmae"\n', "utf-8")
+    values = [v for _, v in _string_constants(module)]
+    assert values == ["metrics.run.launcher.nmae"]
+    assert "metrics.run.launcher.nmae" not in {k.column for k in schema.KEYS.values()}
