@@ -1,35 +1,68 @@
 """bpe-lab: byte-level BPE training (GPT-2 style) with comparable trainers.
 
-The tree is the pipeline: one folder per layer, imports pointing down the table in
-`tests/test_layers.py` (`LAYERS`). Where each stage lives (stages numbered in
-`bpe.trainers.STAGES`):
+The tree is the pipeline: one folder per layer, imports pointing one way (the table `LAYERS` in
+`tests/test_layers.py`). Every module, once (`tests/test_layers.py` checks this map against the
+tree); stages are numbered in `bpe.runs.stages.STAGES`:
 
-    stage 1  count pretokens    bpe.pretokenize   split pattern, special tokens, counting
-                                  .patterns       the named split patterns (gpt2, cl100k, o200k)
-                                  .chunks         plan chunks at safe cuts, map over them
-                                  .cache          counts saved by input sha256 + settings
-                                  .dask_backend   the same chunks as tasks on a Dask cluster
-                                  .datasets       named datasets (bpe/conf/dataset) and files
-    stage 2  count pairs        bpe.trainers      registry (TRAINERS) and train(): prepare ->
-    stage 3  select and merge                     merge_loop -> finish
-                                  .naive / .indexed / .heap   one merge_loop each
-                                  .pair_index     pair counts + pair -> words (indexed, heap)
-                                  .common         merge state, THE candidate order
-                                  .parent         continue from a parent: its merges replayed
-    all three, timed            bpe.training      train_bpe, train_bpe_detailed, TrainResult
-    using the result            bpe.tokenizer     Tokenizer: encode, decode
-                                  .gpt2_format    vocab.json and merges.txt (GPT-2 format)
-                                bpe.formats       tokenizer.json, tiktoken, tokenizer dirs,
-                                                  the parent of a continued run (init_from)
-                                bpe.encode        corpus -> .npy of ids, with lineage sidecars
-    measuring                   bpe.measures      compression, throughput, efficiency, token
-                                                  kinds; .vocab_stats: under-trained tokens
-    running                     bpe.experiment    run directories, config schema, metrics,
-                                                  memory, profilers
-                                bpe.runs          the run directory's contract (liveness)
-    reading runs                bpe.analysis      ANALYSIS.md, SWEEP.md, COMPARE.md, reports
-    commands                    bpe.cli           bpe-train, bpe-report, bpe-show
-    shared                      bpe.util          atomic writes, project paths, progress
+    bpe.pretokenize             stage 1, count pretokens: special tokens, splitting, counting
+      .patterns                 the named split patterns (gpt2, cl100k, o200k)
+      .chunks                   plan chunks at safe cuts; the process pool that maps over them
+      .cache                    counts saved by input sha256 + settings, loaded by later runs
+      .dask_backend             the same chunks as tasks on a Dask cluster
+      .datasets                 named datasets (bpe/conf/dataset) and input files
+    bpe.trainers                stages 2-3: the registry TRAINERS and train() (prepare, loop)
+      .naive                    full recount per merge: the readable reference
+      .indexed                  incremental pair counts, a scan for the best pair
+      .heap                     the same counts, a lazily invalidated priority queue
+      .pair_index               pair counts + pair -> words, shared by indexed and heap
+      .common                   the merge state and THE candidate order
+      .parent                   continued training: a parent's merges replayed first
+    bpe.training                train_bpe, train_bpe_detailed, TrainResult: stages 1-3, timed
+    bpe.tokenizer               Tokenizer: encode, decode, streaming
+      .gpt2_format              vocab.json and merges.txt (GPT-2 format), merges_sha256
+    bpe.formats                 what a tokenizer is saved as, beside GPT-2's files
+      .exports                  tokenizer.json + HF configs, tiktoken, save_pretrained
+      .tokenizer_json           the special tokens and pattern a tokenizer.json records
+      .init_from                the tokenizer a run continues from (init_from=)
+    bpe.encode                  corpus -> .npy of ids (bpe-encode's library)
+      .npy                      parallel, atomic encoding of a file into a .npy
+      .lineage                  the .npy.json sidecar: tokenizer, input, code version
+    bpe.measures                compression, throughput, efficiency, token kinds
+      .vocab_stats              token counts on text, under-trained tokens
+    bpe.runs                    the run directory's contract, read by writer and readers
+      .layout                   every file name in and around a run directory
+      .schema                   the metrics.json keys readers use, and how to read them
+      .stages                   stage names and the trainers' order
+      .liveness                 who writes a run and whether it still lives (crashed)
+    bpe.experiment              writes run directories (bpe-train's work)
+      .runner                   run_experiment: setup, train, save, analysis, report
+      .config                   the typed schema of bpe-train's config
+      .rundir                   run directory names, exclusive creation, the latest link
+      .metrics                  metrics.json, written atomically, status last
+      .evaluate                 measures a trained tokenizer for metrics.json
+      .usage                    token usage and under-trained tokens of a run
+      .memory                   process-tree memory sampled per stage
+      .environment              git, packages, host: environment.json
+      .profilers                scalene and cProfile around training
+      .scalene_target           what a profiled child process runs
+    bpe.analysis                reads run directories only
+      .loader                   load_runs: every run as one pandas row
+      .run_report               ANALYSIS.md of one run
+      .sweep                    SWEEP.md of a sweep
+      .compare                  COMPARE.md: two or more tokenizers side by side
+      .reports                  reports/: trainers, datasets, vocabularies
+      .vocab_report             efficiency and under-trained sections shared by reports
+      .vocabularies             vocabulary overlap across runs
+      .figures                  matplotlib figures
+      .markdown                 Markdown tables and number formatting
+      .tracking                 MLflow: a run or a sweep logged to a tracking store
+    bpe.cli                     the console scripts
+      .train                    bpe-train (a Hydra app)
+      .report                   bpe-report
+      .show                     bpe-show
+    bpe.util                    shared plumbing, no BPE
+      .io                       atomic writes, project paths, safe path names
+      .progress                 progress lines and bars
 
 Public API (see README.md):
 

@@ -202,3 +202,34 @@ def test_the_table_has_no_cycle():
         order += ready
         for layer in ready:
             del remaining[layer]
+
+
+def map_entries(doc: str) -> list[str]:
+    """The modules the map in a docstring names: `bpe.x` lines, and `.y` lines below them.
+
+    >>> map_entries("    bpe.a   the a layer\\n      .b    its b\\n    bpe.c  c\\n")
+    ['bpe.a', 'bpe.a.b', 'bpe.c']
+    """
+    names: list[str] = []
+    package = ""
+    for line in doc.splitlines():
+        first = line.split(maxsplit=1)[0] if line.strip() else ""
+        if first.startswith("bpe.") and line.startswith("    bpe."):
+            package = first
+            names.append(first)
+        elif first.startswith(".") and first[1:2].isalpha() and package:
+            names.append(package + first)
+    return names
+
+
+def test_the_module_map_names_every_module_once():
+    import bpe
+
+    named = map_entries(bpe.__doc__ or "")
+    on_disk = {_module_name(p) for p in _package_modules()} - {"bpe"}
+    twice = sorted({n for n in named if named.count(n) > 1})
+    assert not twice, f"named more than once in bpe/__init__.py's map: {twice}"
+    assert set(named) == on_disk, (
+        f"missing from the map: {sorted(on_disk - set(named))}; "
+        f"named but not on disk: {sorted(set(named) - on_disk)}"
+    )
