@@ -16,9 +16,11 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from bpe.formats.init_from import Parent, check_parent, load_parent
 from bpe.pretokenize import (
+    PretokenCounts,
     check_input_file,
     pattern_name,
     pretokenize_file,
@@ -52,16 +54,9 @@ class TrainResult:
     trainer: str
     vocab_size: int
     special_tokens: list[str]
-    num_bytes: int
-    num_pretokens: int
-    num_unique_pretokens: int
-    num_chunks: int
-    num_workers: int
-    start_method: str = "in-process"
-    #: the pre-tokenization backend, "processes" or "dask" (`bpe.pretokenize.dask_backend.BACKENDS`)
-    backend: str = "processes"
-    #: dask only: the scheduler address, or "LocalCluster(n)" for the embedded cluster
-    scheduler: str | None = None
+    #: stage 1's facts (bytes, pretokens, unique pretokens, chunks, workers, start method,
+    #: backend, scheduler), its counts already handed to the trainer
+    pretokenized: PretokenCounts
     timings: dict[str, float] = field(default_factory=dict)
     #: how often each merged pair occurred when it was merged (non-increasing in practice;
     #: a continued run's replayed parent merges count their pairs on this corpus)
@@ -197,14 +192,7 @@ def train_bpe_detailed(
         trainer=trainer,
         vocab_size=vocab_size,
         special_tokens=specials,
-        num_bytes=counted.num_bytes,
-        num_pretokens=counted.num_pretokens,
-        num_unique_pretokens=counted.num_unique,
-        num_chunks=counted.num_chunks,
-        num_workers=counted.num_workers,
-        start_method=counted.start_method,
-        backend=counted.backend,
-        scheduler=counted.scheduler,
+        pretokenized=counted,
         timings=timings,
         merge_counts=output.merge_counts,
         pattern=regex_pattern,
@@ -225,19 +213,13 @@ def train_bpe(
     input_path: str | os.PathLike,
     vocab_size: int,
     special_tokens: Sequence[str] | None = None,
-    *,
-    trainer: str = "heap",
-    num_workers: int | None = None,
-    progress: bool = False,
-    pattern: str | None = None,
-    init_from: str | os.PathLike | None = None,
-    cache_dir: str | os.PathLike | None = None,
-    backend: str = "processes",
-    scheduler: str | None = None,
+    **options: Any,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """Train byte-level BPE on a file; returns `(vocab, merges)`.
 
-    See `train_bpe_detailed` for the arguments; this is its `(vocab, merges)` view.
+    The `(vocab, merges)` view of `train_bpe_detailed`, which takes the same arguments: the
+    keyword options (trainer, num_workers, progress, pattern, init_from, cache_dir, backend,
+    scheduler, log_interval) are forwarded as given, so the two cannot drift apart.
 
     >>> import tempfile
     >>> from pathlib import Path
@@ -250,17 +232,5 @@ def train_bpe(
     >>> vocab[0], vocab[257], len(vocab)
     (b'<|endoftext|>', b'ow', 260)
     """
-    result = train_bpe_detailed(
-        input_path,
-        vocab_size,
-        special_tokens,
-        trainer=trainer,
-        num_workers=num_workers,
-        progress=progress,
-        pattern=pattern,
-        init_from=init_from,
-        cache_dir=cache_dir,
-        backend=backend,
-        scheduler=scheduler,
-    )
+    result = train_bpe_detailed(input_path, vocab_size, special_tokens, **options)
     return result.vocab, result.merges

@@ -59,8 +59,8 @@ def run_ours(path: str, vocab_size: int) -> dict:
         "merges": result.num_merges,
         "pretokenize_s": result.timings["pretokenize"],
         "merge_s": result.timings["merge"],
-        "unique_pretokens": result.num_unique_pretokens,
-        "num_workers": result.num_workers,
+        "unique_pretokens": result.pretokenized.num_unique,
+        "num_workers": result.pretokenized.num_workers,
     }
 
 

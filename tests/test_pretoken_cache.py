@@ -67,10 +67,13 @@ def test_second_training_is_a_hit_with_identical_merges(tmp_path):
     assert first.pretoken_cache["key"] == second.pretoken_cache["key"]
     assert first.merges == second.merges == uncached.merges
     assert first.vocab == second.vocab
-    assert (first.num_pretokens, first.num_unique_pretokens, first.num_bytes) == (
-        second.num_pretokens, second.num_unique_pretokens, second.num_bytes,
-    )  # fmt: skip
-    assert second.num_workers == 0 and second.start_method == "cache"
+    a, b = first.pretokenized, second.pretokenized
+    assert (a.num_pretokens, a.num_unique, a.num_bytes) == (
+        b.num_pretokens,
+        b.num_unique,
+        b.num_bytes,
+    )
+    assert b.num_workers == 0 and b.start_method == "cache"
     assert second.input_sha256 == first.input_sha256 == sha256_file(CORPUS)
     (only,) = cache_files(cache)
     assert str(only) == first.pretoken_cache["path"] == second.pretoken_cache["path"]

@@ -74,7 +74,9 @@ def test_a_real_run_logs_every_stage_at_the_interval_and_leaves_no_thread(caplog
             corpus, 3000, [EOT], trainer="heap", num_workers=2, log_interval=INTERVAL
         )
     assert not _progress_threads()
-    assert result.start_method == method  # the clock's thread started after the workers
+    assert (
+        result.pretokenized.start_method == method
+    )  # the clock's thread started after the workers
     records = [r for r in caplog.records if (r.module, r.funcName) == ("progress", "_run")]
     stage1 = [r.getMessage() for r in records if r.getMessage().startswith("stage 1 ")]
     stage3 = [r.getMessage() for r in records if r.getMessage().startswith("stage 3 ")]

@@ -40,8 +40,8 @@ def test_detailed_result_has_stage_timings_and_counts(caplog):
     assert "stages 2-3 (count pairs, select and merge) with heap: 143 merges" in caplog.text
     assert all(t >= 0 for t in result.timings.values())
     assert result.num_merges == 400 - 257 == len(result.merges)
-    assert result.num_unique_pretokens < result.num_pretokens
-    assert result.num_bytes == (FIXTURES / "corpus.en").stat().st_size
+    assert result.pretokenized.num_unique < result.pretokenized.num_pretokens
+    assert result.pretokenized.num_bytes == (FIXTURES / "corpus.en").stat().st_size
 
 
 def test_training_is_deterministic_across_worker_counts():
