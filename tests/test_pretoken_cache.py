@@ -18,7 +18,13 @@ from hypothesis import strategies as st
 
 from bpe.pretokenize import EOT, GPT2_PATTERN, count_pretokens, pretokenize_file
 from bpe.pretokenize import cache as pretoken_cache
-from bpe.pretokenize.cache import CorruptCacheFile, cache_key, cache_path, load, save
+from bpe.pretokenize.cache import (
+    CorruptCacheFile,
+    cache_key,
+    cache_path,
+    load_counts,
+    save_counts,
+)
 from bpe.training import train_bpe, train_bpe_detailed
 from bpe.util.io import sha256_file
 from tests.conftest import DATA, FIXTURES, ROOT, console_env
@@ -35,9 +41,9 @@ def cache_files(cache_dir: Path) -> list[Path]:
 def test_round_trip_gives_back_every_key_and_count(counts):
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "c.pretokens"
-        size = save(path, Counter(counts), {"key": "k"})
+        size = save_counts(path, Counter(counts), {"key": "k"})
         assert path.stat().st_size == size
-        loaded, header = load(path)
+        loaded, header = load_counts(path)
     assert loaded == Counter(counts) and isinstance(loaded, Counter)
     assert all(type(k) is bytes for k in loaded)
     assert header["num_unique"] == len(counts) and header["key"] == "k"
@@ -45,14 +51,14 @@ def test_round_trip_gives_back_every_key_and_count(counts):
 
 def test_round_trip_of_a_real_corpus(tmp_path):
     counts = count_pretokens(CORPUS.read_text("utf-8"), [EOT])
-    save(tmp_path / "x.pretokens", counts, {})
-    assert load(tmp_path / "x.pretokens")[0] == counts
+    save_counts(tmp_path / "x.pretokens", counts, {})
+    assert load_counts(tmp_path / "x.pretokens")[0] == counts
 
 
 @pytest.mark.parametrize("bad", [0, -1, 2**64])
 def test_counts_outside_uint64_are_refused(tmp_path, bad):
     with pytest.raises(ValueError, match="counts must be in"):
-        save(tmp_path / "x.pretokens", Counter({b"a": bad}), {})
+        save_counts(tmp_path / "x.pretokens", Counter({b"a": bad}), {})
     assert not list(tmp_path.iterdir())  # nothing half written
 
 
@@ -155,14 +161,14 @@ def test_a_damaged_cache_file_is_detected_warned_and_rebuilt(tmp_path, caplog, d
     (path,) = cache_files(cache)
     damage(path)
     with pytest.raises(CorruptCacheFile):
-        load(path)
+        load_counts(path)
     with caplog.at_level(logging.WARNING, logger="bpe.pretokenize.cache"):
         again = train_bpe_detailed(CORPUS, 400, [EOT], num_workers=1, cache_dir=cache)
     assert again.pretoken_cache["status"] == "rebuilt"
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and str(path) in warnings[0].getMessage()
     assert again.merges == first.merges
-    assert load(path)[0] == pretokenize_file(CORPUS, [EOT], num_workers=1).counts
+    assert load_counts(path)[0] == pretokenize_file(CORPUS, [EOT], num_workers=1).counts
     third = train_bpe_detailed(CORPUS, 400, [EOT], num_workers=1, cache_dir=cache)
     assert third.pretoken_cache["status"] == "hit" and third.merges == first.merges
 
@@ -209,20 +215,20 @@ def test_a_half_written_temp_file_is_never_read(tmp_path):
     cache = tmp_path / "cache"
     key = cache_key(sha256_file(CORPUS), GPT2_PATTERN, [EOT])
     target = cache_path(cache, key)
-    save(target, Counter({b"x": 1}), {"key": key})
+    save_counts(target, Counter({b"x": 1}), {"key": key})
     half = target.read_bytes()[:-40]
     target.unlink()
     # what a writer killed mid-write leaves: its temp file beside the target (bpe.util.io naming)
     (cache / f".{target.name}.abc123.tmp").write_bytes(half)
     result = train_bpe_detailed(CORPUS, 300, [EOT], num_workers=1, cache_dir=cache)
     assert result.pretoken_cache["status"] == "miss"
-    assert load(target)[0] == pretokenize_file(CORPUS, [EOT], num_workers=1).counts
+    assert load_counts(target)[0] == pretokenize_file(CORPUS, [EOT], num_workers=1).counts
 
 
 def _writer(path: str, seed: int, rounds: int) -> None:
     counts = Counter({f"w{i}".encode() * (1 + (i + seed) % 7): i + 1 for i in range(20000)})
     for _ in range(rounds):
-        save(path, counts, {"key": "same"})
+        save_counts(path, counts, {"key": "same"})
 
 
 def test_concurrent_writers_never_expose_a_partial_file(tmp_path):
@@ -236,7 +242,7 @@ def test_concurrent_writers_never_expose_a_partial_file(tmp_path):
     try:
         while any(w.is_alive() for w in writers):
             try:
-                counts, header = load(target)  # a CorruptCacheFile here fails the test
+                counts, header = load_counts(target)  # a CorruptCacheFile here fails the test
             except FileNotFoundError:
                 continue
             assert len(counts) == 20000 and header["key"] == "same"
@@ -245,7 +251,7 @@ def test_concurrent_writers_never_expose_a_partial_file(tmp_path):
         for w in writers:
             w.join(timeout=60)
     assert [w.exitcode for w in writers] == [0, 0]
-    assert load(target)[0][b"w0"] == 1
+    assert load_counts(target)[0][b"w0"] == 1
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
     assert loads > 0
 

@@ -55,7 +55,7 @@ from bpe.util.io import atomic_open
 logger = logging.getLogger(__name__)
 
 DTYPES = ("uint16", "uint32")
-BACKENDS = ("python", "tiktoken")
+ENCODE_BACKENDS = ("python", "tiktoken")
 #: Bytes of text per chunk. A chunk's ids are a Python list while it is encoded (~40 bytes per
 #: token), so chunks stay small; 1 MB keeps a worker near 50 MB.
 DEFAULT_CHUNK_BYTES = 1 << 20
@@ -300,8 +300,8 @@ def encode_file_to_npy(
     """
     dt = check_dtype(tokenizer, dtype)
     check_output(input_path, out_path, force=force)
-    if backend not in BACKENDS:
-        raise ValueError(f"backend={backend!r} is not supported; use one of {BACKENDS}")
+    if backend not in ENCODE_BACKENDS:
+        raise ValueError(f"backend={backend!r} is not supported; use one of {ENCODE_BACKENDS}")
     src = Path(input_path)
     size = src.stat().st_size if src.is_file() else None
     if size != 0:
@@ -428,7 +428,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--backend",
-        choices=BACKENDS,
+        choices=ENCODE_BACKENDS,
         default="python",
         help="python (readable, processes) or tiktoken (the exported Encoding on threads)",
     )

@@ -118,7 +118,9 @@ def evaluate(result: TrainResult, ds: Dataset, analysis: Mapping) -> dict:
     return out
 
 
-def parent_comparison(tokenizer: Tokenizer, result: TrainResult, measured: list[Side]) -> dict:
+def parent_comparison(
+    tokenizer: Tokenizer, result: TrainResult, measured: list[MeasuredSide]
+) -> dict:
     """The extended tokenizer next to the one it continued from, on the run's held-out text.
 
     Returns `heldout` (compression ratio, bytes per token, of the parent and of the extended
@@ -198,7 +200,7 @@ def preview(token: bytes, *, limit: int = PREVIEW_BYTES) -> dict:
 
 
 @dataclass(frozen=True)
-class Side:
+class MeasuredSide:
     """One measured side of a run: `own` or `other` (cross-domain), its documents and origin."""
 
     side: str
@@ -216,9 +218,12 @@ class Side:
         return f"{self.dataset.name} (input tail)" if tail else self.dataset.name
 
 
-def measured_docs(ds: Dataset, *, max_docs: int) -> list[Side]:
+def measured_docs(ds: Dataset, *, max_docs: int) -> list[MeasuredSide]:
     """The documents every measure of a run reads, read once: own side first, then `other`."""
-    return [Side(side, dataset, *_docs(dataset, max_docs)) for side, dataset in measured_sides(ds)]
+    return [
+        MeasuredSide(side, dataset, *_docs(dataset, max_docs))
+        for side, dataset in measured_sides(ds)
+    ]
 
 
 def _docs(ds: Dataset, max_docs: int) -> tuple[list[str] | None, dict]:
@@ -246,7 +251,7 @@ def _docs(ds: Dataset, max_docs: int) -> tuple[list[str] | None, dict]:
 
 def corpus_metrics(
     tokenizer: Tokenizer,
-    measured: list[Side],
+    measured: list[MeasuredSide],
     *,
     throughput_seconds: float,
     gpt2_baseline: bool,

@@ -32,7 +32,7 @@ logger = logging.getLogger(__name__)
 
 
 class MeasuredSide(Protocol):
-    """One measured side (`bpe.experiment.evaluate.Side` is one)."""
+    """One measured side (`bpe.experiment.evaluate.MeasuredSide` is one)."""
 
     side: str
     dataset: Dataset

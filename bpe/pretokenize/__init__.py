@@ -30,6 +30,7 @@ UTF-8 is an error that names its byte offset.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
@@ -37,7 +38,6 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 
 import regex
@@ -213,7 +213,7 @@ def check_pattern(pattern: str) -> None:
         )
 
 
-@cache
+@functools.cache
 def compiled_pattern(pattern: str) -> regex.Pattern:
     """`regex.compile(pattern)`, once per pattern and process."""
     return regex.compile(pattern)
@@ -271,12 +271,12 @@ def _bmp_class(prop: str) -> str:
 _UNTRANSLATED_ESCAPES = frozenset("PSXRNGKhHvVwWdDbBAZzQEL")
 
 
-@cache
+@functools.cache
 def _bmp_body(prop: str) -> str:
     return _bmp_class(prop)
 
 
-@cache
+@functools.cache
 def bmp_pretoken_regex(pattern: str = GPT2_PATTERN) -> re.Pattern | None:
     """`pattern` translated for `re`, equal to the `regex` one on text without astral characters.
 

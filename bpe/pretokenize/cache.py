@@ -4,13 +4,13 @@ What it does:
     * `cache_key`: the content address of one pre-tokenization: sha256 over the input's sha256,
       the split pattern, the special tokens and `CODE_VERSION`. Equal keys mean equal counts;
       one changed byte of input, another pattern or another set of specials is another key;
-    * `save` / `load`: the counts in one compact binary file (not a pickle): a small JSON header
-      naming the key fields, then a uint64 counts array, a uint64 offsets array and one blob of
-      the pretokens' bytes, and a trailing sha256 of everything before it. `load` checks the
-      magic, the header and the checksum before trusting a byte; a file that fails is
-      `CorruptCacheFile`. Writes are atomic (`bpe.util.io.atomic_open`), so a reader sees a whole
-      file or none: two sweep jobs that miss at once both write, and the last rename wins (both
-      hold the same counts);
+    * `save_counts` / `load_counts`: the counts in one compact binary file (not a pickle): a
+      small JSON header naming the key fields, then a uint64 counts array, a uint64 offsets
+      array and one blob of the pretokens' bytes, and a trailing sha256 of everything before
+      it. `load_counts` checks the magic, the header and the checksum before trusting a
+      byte; a file that fails is `CorruptCacheFile`. Writes are atomic
+      (`bpe.util.io.atomic_open`), so a reader sees a whole file or none: two sweep jobs that
+      miss at once both write, and the last rename wins (both hold the same counts);
     * `pretokenize_cached`: what training calls: hash the input, load on a hit, else count
       (the caller's function) and save. A corrupt file is logged as a WARNING naming it,
       deleted and rebuilt (status "rebuilt"); a cache that cannot be written (read-only or full
@@ -68,9 +68,9 @@ __all__ = [
     "CorruptCacheFile",
     "cache_key",
     "cache_path",
-    "load",
+    "load_counts",
     "pretokenize_cached",
-    "save",
+    "save_counts",
 ]
 
 logger = logging.getLogger(__name__)
@@ -162,7 +162,7 @@ class _HashingWriter:
         self.written += memoryview(data).nbytes
 
 
-def save(path: str | os.PathLike, counts: Counter[bytes], header: dict) -> int:
+def save_counts(path: str | os.PathLike, counts: Counter[bytes], header: dict) -> int:
     """Write counts to path atomically in the cache format; returns the file's size in bytes.
 
     Args:
@@ -195,7 +195,7 @@ def save(path: str | os.PathLike, counts: Counter[bytes], header: dict) -> int:
         "blob_bytes": int(offsets[-1]),
     }
     head = json.dumps(full_header, sort_keys=True, ensure_ascii=False).encode("utf-8")
-    # the arrays start 8-byte aligned, so `load` can view them without copying
+    # the arrays start 8-byte aligned, so `load_counts` can view them without copying
     pad = (-(len(MAGIC) + 4 + len(head))) % 8
     with atomic_open(path) as f:
         out = _HashingWriter(f)
@@ -210,7 +210,7 @@ def save(path: str | os.PathLike, counts: Counter[bytes], header: dict) -> int:
         return out.written + _CHECKSUM_BYTES
 
 
-def load(path: str | os.PathLike) -> tuple[Counter[bytes], dict]:
+def load_counts(path: str | os.PathLike) -> tuple[Counter[bytes], dict]:
     """Read a cache file; returns (counts, header) after checking every byte.
 
     Raises:
@@ -219,8 +219,8 @@ def load(path: str | os.PathLike) -> tuple[Counter[bytes], dict]:
 
     >>> import tempfile
     >>> p = Path(tempfile.mkdtemp()) / "x.pretokens"
-    >>> _ = save(p, Counter({b" the": 3, b"\\xff": 1}), {"key": "k"})
-    >>> counts, header = load(p)
+    >>> _ = save_counts(p, Counter({b" the": 3, b"\\xff": 1}), {"key": "k"})
+    >>> counts, header = load_counts(p)
     >>> counts == Counter({b" the": 3, b"\\xff": 1}), header["key"]
     (True, 'k')
     """
@@ -299,7 +299,7 @@ def pretokenize_cached(
     if target.is_file():
         t0 = time.perf_counter()
         try:
-            counts, header = load(target)
+            counts, header = load_counts(target)
             if header.get("key") != info.key:
                 raise CorruptCacheFile(f"{str(target)!r} holds key {header.get('key')!r}")
         except (CorruptCacheFile, OSError) as err:
@@ -335,7 +335,7 @@ def pretokenize_cached(
         "special_tokens": sorted(special_tokens),
     }
     try:
-        info.file_bytes = save(target, counted.counts, header)
+        info.file_bytes = save_counts(target, counted.counts, header)
     except OSError as err:
         logger.warning("could not write the pretoken cache file %s (%s); going on without it",
                        target, err)  # fmt: skip
