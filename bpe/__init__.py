@@ -21,6 +21,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
     bpe.tokenizer               Tokenizer: encode, decode, streaming
       .gpt2_format              vocab.json and merges.txt (GPT-2 format), merges_sha256
     bpe.formats                 what a tokenizer is saved as, beside GPT-2's files
+      .pretrained               opening a tokenizer directory: one rule for its specials
       .exports                  tokenizer.json + HF configs, tiktoken, save_pretrained
       .tokenizer_json           the special tokens and pattern a tokenizer.json records
       .init_from                the tokenizer a run continues from (init_from=)

@@ -445,9 +445,11 @@ def test_from_pretrained_reads_specials_from_tokenizer_json(tmp_path):
     again = Tokenizer.from_pretrained(tmp_path / "hf")
     assert again.special_tokens == tok.special_tokens == {"<|a|>": 0, EOT: 1}
     assert again.encode("hi<|a|>there" + EOT) == tok.encode("hi<|a|>there" + EOT)
-    # A plain GPT-2 pair of files has no tokenizer.json: no specials unless given.
+    # A plain GPT-2 pair of files has no tokenizer.json: its specials are the vocab entries no
+    # merge makes (as GPT-2's own <|endoftext|>), by the one rule of bpe.formats.pretrained.
     save_tokenizer_files(vocab, merges, tmp_path / "gpt2")
-    assert Tokenizer.from_pretrained(tmp_path / "gpt2").special_tokens == {}
+    assert Tokenizer.from_pretrained(tmp_path / "gpt2").special_tokens == {"<|a|>": 0, EOT: 1}
+    assert Tokenizer.from_pretrained(tmp_path / "gpt2", special_tokens=[]).special_tokens == {}
     given_specials = Tokenizer.from_pretrained(tmp_path / "gpt2", special_tokens=[EOT])
     assert given_specials.special_tokens == {EOT: 1}
     with pytest.raises(FileNotFoundError, match="pass a run directory"):

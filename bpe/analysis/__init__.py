@@ -6,7 +6,16 @@ run as its report writer. `pairwise_overlap` turns a `load_runs` frame into a sq
 vocabulary overlaps (a heat map across a sweep).
 """
 
-from bpe.analysis.compare import pairwise_overlap
-from bpe.analysis.loader import load_runs
+import importlib
 
 __all__ = ["load_runs", "pairwise_overlap"]
+
+# Loaded on first use (PEP 562): importing one module of this package (`markdown`, say) then
+# runs only that module, not `compare` and the tokenizer stack behind it.
+_PUBLIC = {"load_runs": "bpe.analysis.loader", "pairwise_overlap": "bpe.analysis.compare"}
+
+
+def __getattr__(name: str):
+    if name in _PUBLIC:
+        return getattr(importlib.import_module(_PUBLIC[name]), name)
+    raise AttributeError(f"module 'bpe.analysis' has no attribute {name!r}")

@@ -38,10 +38,11 @@ import yaml
 
 from bpe.analysis import figures
 from bpe.analysis.markdown import clip, fmt, table
+from bpe.formats.pretrained import special_tokens_of
 from bpe.formats.tokenizer_json import pattern_of_dir
 from bpe.measures import RENYI_ALPHA, load_documents, renyi_efficiency
 from bpe.measures.vocab_stats import ordinary_vocab_size, token_counts
-from bpe.pretokenize import EOT, GPT2_PATTERN, pattern_name
+from bpe.pretokenize import GPT2_PATTERN, pattern_name
 from bpe.pretokenize.datasets import from_config, input_name, load_named
 from bpe.runs.layout import MERGES_FILE, METRICS_FILE
 from bpe.tokenizer import Tokenizer
@@ -168,12 +169,14 @@ def load_side(path: str | Path, *, label: str | None = None, heldout: bool = Tru
         metrics = json.loads(metrics_path.read_text("utf-8"))
         run = metrics.get("run") or {}
         config = _yaml(d / ".hydra" / "config.yaml")
-        specials = list(run.get("special_tokens") or [])
         merges = load_merges(merges_path)
         vocab_path = d / "vocab.json"
-        vocab = (
-            load_vocab(vocab_path) if vocab_path.is_file() else _vocab_from_merges(merges, specials)
-        )
+        if vocab_path.is_file():
+            vocab = load_vocab(vocab_path)
+            specials = special_tokens_of(d, vocab, merges)
+        else:  # a run that kept only merges.txt: its recorded specials rebuild the vocab
+            specials = list(run.get("special_tokens") or [])
+            vocab = _vocab_from_merges(merges, specials)
         docs = None
         if heldout:
             ds = (
@@ -200,15 +203,14 @@ def load_side(path: str | Path, *, label: str | None = None, heldout: bool = Tru
             parent=d.resolve().parent.name,
         )
     if (d / "vocab.json").is_file() and merges_path.is_file():
-        vocab = load_vocab(d / "vocab.json")
-        specials = [EOT] if EOT.encode("utf-8") in vocab.values() else []
+        vocab, merges = load_vocab(d / "vocab.json"), load_merges(merges_path)
         return Side(
             label=label or d.name,
             source=d.name,
             kind="GPT-2 style files",
             vocab=vocab,
-            merges=load_merges(merges_path),
-            special_tokens=specials,
+            merges=merges,
+            special_tokens=special_tokens_of(d, vocab, merges),
             parent=d.resolve().parent.name,
         )
     raise FileNotFoundError(

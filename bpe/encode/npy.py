@@ -40,6 +40,7 @@ import numpy as np
 from bpe.encode import lineage
 from bpe.encode.lineage import load  # noqa: F401  (re-exported: bpe.encode.npy.load)
 from bpe.formats import exports
+from bpe.formats.pretrained import vocab_special_tokens
 from bpe.pretokenize import EOT, check_input_file
 from bpe.pretokenize.chunks import (
     DEFAULT_MIN_PARALLEL_BYTES,
@@ -50,6 +51,7 @@ from bpe.pretokenize.chunks import (
     read_chunk_text,
 )
 from bpe.tokenizer import Tokenizer
+from bpe.tokenizer.gpt2_format import load_tokenizer_files
 from bpe.util.io import atomic_open
 
 logger = logging.getLogger(__name__)
@@ -62,6 +64,25 @@ DEFAULT_CHUNK_BYTES = 1 << 20
 
 
 PathLike = str | os.PathLike
+
+
+def open_tokenizer(
+    spec: PathLike | Sequence[PathLike], *, special_tokens: Sequence[str] | None = None
+) -> Tokenizer:
+    """The tokenizer `--tokenizer` names: a directory, or a (vocab.json, merges.txt) pair.
+
+    A directory opens by the one rule of `bpe.formats.pretrained` (its special tokens and split
+    pattern); two files get the special tokens that rule finds in their vocab. `special_tokens`
+    overrides either.
+    """
+    items = [spec] if isinstance(spec, PathLike) else list(spec)
+    if len(items) == 1:
+        return Tokenizer.from_pretrained(items[0], special_tokens=special_tokens)
+    vocab_path, merges_path = resolve_tokenizer_files(items)
+    vocab, merges = load_tokenizer_files(vocab_path, merges_path)
+    if special_tokens is None:
+        special_tokens = vocab_special_tokens(vocab, merges)
+    return Tokenizer(vocab, merges, special_tokens)
 
 
 def resolve_tokenizer_files(spec: PathLike | Sequence[PathLike]) -> tuple[Path, Path]:
@@ -415,9 +436,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--special-tokens",
         nargs="*",
-        default=[EOT],
+        default=None,
         metavar="TOKEN",
-        help=f"special tokens (default: {EOT}; pass the flag alone for none)",
+        help="special tokens (default: the tokenizer's own, as bpe.formats.pretrained decides: "
+        f"tokenizer.json, a run's metrics.json, else vocab entries no merge makes, e.g. {EOT}; "
+        "pass the flag alone for none)",
     )
     parser.add_argument(
         "--num-workers", type=int, default=None, help="processes (default: all CPUs)"
@@ -443,8 +466,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
-        vocab_path, merges_path = resolve_tokenizer_files(args.tokenizer)
-        tokenizer = Tokenizer.from_files(vocab_path, merges_path, args.special_tokens)
+        tokenizer = open_tokenizer(args.tokenizer, special_tokens=args.special_tokens)
+        vocab_path, _ = resolve_tokenizer_files(args.tokenizer)
         result = encode_file_to_npy(
             args.input,
             tokenizer,

@@ -15,13 +15,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
-from bpe.formats.tokenizer_json import pattern_of_dir, special_tokens_of_dir
+from bpe.formats.pretrained import open_tokenizer_dir
 from bpe.pretokenize import pattern_name
-from bpe.pretokenize.patterns import GPT2_PATTERN
-from bpe.tokenizer.gpt2_format import load_tokenizer_files
-from bpe.trainers.parent import parent_special_tokens
 
 
 @dataclass(frozen=True)
@@ -43,17 +39,10 @@ def load_parent(path: str | os.PathLike) -> Parent:
         FileNotFoundError: the directory or one of its two files is missing.
         ValueError: malformed files, or files that do not belong together.
     """
-    d = Path(path)
-    if not d.is_dir():
-        raise FileNotFoundError(
-            f"init_from={str(d)!r} is not a directory; pass a run directory or a directory "
-            "holding GPT-2 style vocab.json and merges.txt (e.g. data/gpt2)"
-        )
-    vocab, merges = load_tokenizer_files(d / "vocab.json", d / "merges.txt")
-    specials = special_tokens_of_dir(d)
-    if specials is None:
-        specials = parent_special_tokens(vocab, merges)
-    return Parent(str(d), vocab, merges, specials, pattern_of_dir(d) or GPT2_PATTERN)
+    opened = open_tokenizer_dir(path, what="init_from=")
+    return Parent(
+        str(opened.path), opened.vocab, opened.merges, opened.special_tokens, opened.pattern
+    )
 
 
 def check_parent(parent: Parent, *, pattern: str, vocab_size: int) -> None:

@@ -295,8 +295,9 @@ class Tokenizer:
 
         Args:
             run_dir: directory holding vocab.json and merges.txt.
-            special_tokens: override; by default those listed in the directory's tokenizer.json,
-                or none when it has no tokenizer.json (a plain GPT-2 vocab.json/merges.txt).
+            special_tokens: override; by default the directory's own, by the one rule of
+                `bpe.formats.pretrained` (tokenizer.json, else a run's metrics.json, else the
+                vocab entries no merge makes, as GPT-2's `<|endoftext|>`).
 
         Raises:
             FileNotFoundError: the directory, vocab.json or merges.txt is missing.
@@ -306,20 +307,14 @@ class Tokenizer:
         `pattern=` is passed.
         """
         # subtle: the one import of a format module here, inside the method, so that importing
-        # the tokenizer (an encode worker does) loads no format writer; formats import us.
-        from bpe.formats.tokenizer_json import pattern_of_dir, special_tokens_of_dir
+        # the tokenizer (an encode worker does) loads no format module; formats import us.
+        from bpe.formats.pretrained import open_tokenizer_dir
 
-        d = Path(run_dir)
-        if not d.is_dir():
-            raise FileNotFoundError(
-                f"tokenizer directory {str(d)!r} does not exist; pass a run directory holding "
-                "vocab.json and merges.txt"
-            )
+        opened = open_tokenizer_dir(run_dir, what="tokenizer directory")
         if special_tokens is None:
-            special_tokens = special_tokens_of_dir(d)
-        if "pattern" not in kwargs:
-            kwargs["pattern"] = pattern_of_dir(d) or GPT2_PATTERN
-        return cls.from_files(d / "vocab.json", d / "merges.txt", special_tokens, **kwargs)
+            special_tokens = opened.special_tokens
+        kwargs.setdefault("pattern", opened.pattern)
+        return cls(opened.vocab, opened.merges, special_tokens, **kwargs)
 
     def save_pretrained(self, out_dir: str | os.PathLike) -> list[Path]:
         """Write vocab.json, merges.txt, tokenizer.json (+ its configs) and tokenizer.tiktoken.

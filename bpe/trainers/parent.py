@@ -27,22 +27,6 @@ from bpe.trainers.common import MergeState, as_word, descending_bytes_key
 from bpe.trainers.pair_index import PairIndex
 
 
-def parent_special_tokens(
-    vocab: Mapping[int, bytes], merges: Sequence[tuple[bytes, bytes]]
-) -> list[str]:
-    """Tokens of a vocab that are neither single bytes nor merge results, by id (its specials).
-
-    >>> parent_special_tokens({0: b"<s>", 1: b"a", 2: b"b", 3: b"ab"}, [(b"a", b"b")])
-    ['<s>']
-    """
-    made = {a + b for a, b in merges}
-    return [
-        t.decode("utf-8", errors="replace")
-        for _, t in sorted(vocab.items())
-        if len(t) > 1 and t not in made
-    ]
-
-
 def prepare_from_parent(
     pretoken_counts: Mapping[bytes, int],
     vocab_size: int,

@@ -1,0 +1,106 @@
+"""Opening a tokenizer directory, by one rule: what it holds and which tokens are special.
+
+A tokenizer directory is a run directory, the output of `Tokenizer.save_pretrained`, or a bare
+pair of GPT-2 files (vocab.json + merges.txt, like bpe/data/gpt2). Every reader opens it here:
+`Tokenizer.from_pretrained`, `init_from=` (`bpe.formats.init_from`), `bpe-compare` and
+`bpe-show` (`bpe.analysis.compare.load_side`) and `bpe-encode`.
+
+The special tokens, in this order of evidence:
+    1. tokenizer.json's special added tokens, by id (runs and `save_pretrained` write it);
+    2. else the `special_tokens` a run recorded in metrics.json;
+    3. else the vocab entries that are neither a single byte nor made by a merge, by id: the
+       tokens only a special can be (GPT-2's `<|endoftext|>`, id 50256).
+
+What it does not do: write anything (`bpe.formats.exports`), or build the `Tokenizer` (its
+callers do, with any override they were given).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from bpe.formats.tokenizer_json import pattern_of_dir, special_tokens_of_dir
+from bpe.pretokenize.patterns import GPT2_PATTERN
+from bpe.runs.layout import MERGES_FILE, METRICS_FILE, VOCAB_FILE
+from bpe.tokenizer.gpt2_format import load_tokenizer_files
+
+
+@dataclass(frozen=True)
+class TokenizerDir:
+    """What a tokenizer directory holds."""
+
+    path: Path
+    vocab: dict[int, bytes]
+    merges: list[tuple[bytes, bytes]]
+    special_tokens: list[str]
+    #: the split pattern its tokenizer.json records (GPT-2's without one)
+    pattern: str
+
+
+def vocab_special_tokens(vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]]) -> list[str]:
+    """Step 3 of the rule, for files without a directory's records: the vocab entries that are
+    neither a single byte nor made by a merge, by id.
+
+    >>> vocab_special_tokens({0: b"<s>", 1: b"a", 2: b"b", 3: b"ab"}, [(b"a", b"b")])
+    ['<s>']
+    """
+    made = {a + b for a, b in merges}
+    return [
+        t.decode("utf-8", errors="replace")
+        for _, t in sorted(vocab.items())
+        if len(t) > 1 and t not in made
+    ]
+
+
+def special_tokens_of(
+    directory: str | os.PathLike, vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]]
+) -> list[str]:
+    """The special tokens of a tokenizer directory, by the rule in the module docstring.
+
+    >>> import tempfile
+    >>> d = tempfile.mkdtemp()  # bare files: no tokenizer.json, no metrics.json
+    >>> special_tokens_of(d, {0: b"<s>", 1: b"a", 2: b"b", 3: b"ab"}, [(b"a", b"b")])
+    ['<s>']
+    """
+    d = Path(directory)
+    recorded = special_tokens_of_dir(d)
+    if recorded is not None:
+        return recorded
+    try:
+        run = json.loads((d / METRICS_FILE).read_text("utf-8")).get("run") or {}
+    except (OSError, ValueError, AttributeError):
+        run = {}
+    if isinstance(run.get("special_tokens"), list):
+        return [str(t) for t in run["special_tokens"]]
+    return vocab_special_tokens(vocab, merges)
+
+
+def open_tokenizer_dir(path: str | os.PathLike, *, what: str = "tokenizer") -> TokenizerDir:
+    """Read a tokenizer directory: its vocab, merges, special tokens and split pattern.
+
+    Args:
+        what: how errors name the argument ("init_from=" reads `init_from='x'`).
+
+    Raises:
+        FileNotFoundError: the directory, vocab.json or merges.txt is missing.
+        ValueError: malformed files, or files that do not belong together.
+    """
+    d = Path(path)
+    if not d.is_dir():
+        named = f"{what}{str(d)!r}" if what.endswith("=") else f"{what} {str(d)!r}"
+        raise FileNotFoundError(
+            f"{named} is not a directory; pass a run directory, a save_pretrained "
+            "output, or a directory holding GPT-2 style vocab.json and merges.txt (e.g. "
+            "data/gpt2)"
+        )
+    vocab, merges = load_tokenizer_files(d / VOCAB_FILE, d / MERGES_FILE)
+    return TokenizerDir(
+        path=d,
+        vocab=vocab,
+        merges=merges,
+        special_tokens=special_tokens_of(d, vocab, merges),
+        pattern=pattern_of_dir(d) or GPT2_PATTERN,
+    )
