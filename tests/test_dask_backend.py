@@ -92,8 +92,9 @@ def test_dask_merges_are_byte_identical(scheduler, default_runs, trainer):
         SAMPLE, VOCAB, [EOT], trainer=trainer, backend="dask", scheduler=scheduler
     )
     assert dask.merges == default.merges and dask.vocab == default.vocab
-    assert (dask.backend, dask.scheduler) == ("dask", scheduler)
-    assert (default.backend, default.scheduler) == ("processes", None)
+    d, p = dask.pretokenized, default.pretokenized
+    assert (d.backend, d.scheduler) == ("dask", scheduler)
+    assert (p.backend, p.scheduler) == ("processes", None)
 
 
 def _die_once(context: tuple[str, tuple], chunk: Chunk) -> Counter:
@@ -146,8 +147,9 @@ def test_the_embedded_cluster_gives_identical_merges_and_leaves_no_process(defau
     before = _children()
     dask = train_bpe_detailed(SAMPLE, VOCAB, [EOT], num_workers=2, backend="dask")
     assert dask.merges == default_runs("heap").merges
-    assert dask.scheduler == "LocalCluster(2)" and dask.num_workers == 2
-    assert dask.num_chunks >= 2  # one chunk per worker at least, even for a small file
+    stage1 = dask.pretokenized
+    assert stage1.scheduler == "LocalCluster(2)" and stage1.num_workers == 2
+    assert stage1.num_chunks >= 2  # one chunk per worker at least, even for a small file
     assert _children() <= before  # every worker and nanny of the LocalCluster is gone
 
 
