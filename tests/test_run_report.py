@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from bpe.analysis.run_report import RunFacts, render_analysis, reproduce_command, write_run_report
+from bpe.analysis.run_report import RunFacts, render_analysis, write_run_report
 from bpe.experiment.evaluate import vocab_metrics
 from bpe.measures import token_kind
+from bpe.runs.command import rerun_command
 from bpe.runs.stages import TIMED_STAGES
 from tests.conftest import FIXTURES, ROOT
 
@@ -47,7 +48,7 @@ def test_report_numbers_come_from_metrics(run_copy):
     assert f"{metrics['timings']['merge']:.3f}" in text
     assert f"**{metrics['memory']['peak_mb']:.1f} MB**" in text
     assert metrics["merges_sha256"] in text
-    assert reproduce_command(metrics["run"], None) in text
+    assert rerun_command(metrics["run"]) in text
     assert "Not profiled" not in text  # this fixture was profiled with cProfile
 
 

@@ -38,6 +38,7 @@ from bpe.analysis.loader import (
 from bpe.analysis.markdown import clip, fmt, table
 from bpe.analysis.vocab_report import section_efficiency, section_glossary, section_undertrained
 from bpe.measures import TOKEN_KINDS, pile_projection, token_kind
+from bpe.runs.command import rerun_command
 from bpe.runs.layout import FIGURES, MERGES_FILE, METRICS_FILE, experiments_root
 from bpe.runs.stages import RETIRED_STAGES, RUN_STAGES, TIMED_STAGES, TRAIN_STAGES
 from bpe.util.io import atomic_write_text
@@ -53,31 +54,6 @@ def _load_json(path: Path):
         return json.loads(path.read_text("utf-8"))
     except (OSError, json.JSONDecodeError):
         return None
-
-
-def reproduce_command(run: dict, config: dict | None = None) -> str:
-    """The command that reruns this run: every group choice and key that shapes the result.
-
-    >>> reproduce_command({"dataset": "owt_sample", "trainer": "heap", "profiler": "none",
-    ...                    "vocab_size": 500, "num_workers": None, "overrides": ["seed=3"]})
-    'bpe-train dataset=owt_sample trainer=heap profiler=none vocab_size=500 num_workers=null seed=3'
-    """
-    workers = run.get("num_workers")
-    parts = [
-        f"dataset={run.get('dataset')}",
-        f"trainer={run.get('trainer')}",
-        f"profiler={run.get('profiler')}",
-        f"vocab_size={run.get('vocab_size')}",
-        f"num_workers={'null' if workers is None else workers}",
-    ]
-    covered = {p.split("=", 1)[0] for p in parts} | {"experiments_dir", "progress"}
-    extra = list(run.get("overrides") or []) + list(run.get("extra_overrides") or [])
-    for item in extra:
-        key = item.split("=", 1)[0].lstrip("+~")
-        if key not in covered:
-            parts.append(item)
-            covered.add(key)
-    return "bpe-train " + " ".join(parts)
 
 
 def _merges_lines(run_dir: Path) -> list[str] | None:
@@ -267,7 +243,7 @@ def section_header(metrics: dict, env: dict) -> list[str]:
         "Reproduce:",
         "",
         "```bash",
-        reproduce_command(run),
+        rerun_command(run),
         "```",
         "",
     ]

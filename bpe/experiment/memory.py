@@ -19,6 +19,8 @@ import time
 
 import psutil
 
+from bpe.runs.stages import SETUP
+
 logger = logging.getLogger(__name__)
 
 MB = 1024 * 1024
@@ -48,14 +50,14 @@ def tree_mb(pid: int | None = None) -> float:
 class MemorySampler:
     """Background sampler: `with MemorySampler() as m: m.set_stage("merge"); ...`.
 
-    Samples are tagged "start" until the first `set_stage`. After exit, `summary()` gives the
+    Samples are tagged `SETUP` until the first `set_stage`. After exit, `summary()` gives the
     peak, per-stage peaks and the (downsampled) timeline.
     """
 
     def __init__(self, *, interval: float = 0.05, max_points: int = 2000) -> None:
         self.interval = interval
         self.max_points = max_points
-        self.stage = "start"
+        self.stage = SETUP
         self.samples: list[tuple[float, float, str]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="memory-sampler", daemon=True)

@@ -52,6 +52,9 @@ from bpe.formats.exports import save_exports
 from bpe.formats.init_from import check_parent, load_parent
 from bpe.pretokenize import datasets, pattern_name, resolve_pattern
 from bpe.pretokenize.chunks import default_num_workers, fair_share
+from bpe.runs.command import rerun_command
+from bpe.runs.layout import MERGE_COUNTS_FILE, METRICS_FILE
+from bpe.runs.stages import ANALYSIS, REPORT, SAVE, SETUP, TRAINING
 from bpe.tokenizer import Tokenizer
 from bpe.tokenizer.gpt2_format import save_tokenizer_files
 from bpe.trainers import check_trainer
@@ -231,10 +234,6 @@ def launcher_info(
     return info
 
 
-def _command(overrides: list[str]) -> str:
-    return " ".join(["bpe-train", *overrides])
-
-
 def split_pattern(cfg: DictConfig) -> str:
     """The run's split pattern (a regex) from the `pretokenizer` group (GPT-2's without one)."""
     pre = cfg.get("pretokenizer") or {}
@@ -266,29 +265,66 @@ def validate(cfg: DictConfig) -> datasets.Dataset:
 def run_experiment(cfg: DictConfig, *, report: ReportWriter | None) -> dict:
     """Run one training job described by cfg; returns the final metrics dict.
 
+    The steps, in order (the run stages of `bpe.runs.stages`, each one function below):
+
+        open         `open_run_dir`: Hydra's job directory, or a new one; a used one is refused
+        record       `run_record` into metrics.json (status=running), the environment, validate
+        train        `_train_stage` (under the profiler), its time split into its stages
+        save         `save_artifacts`: tokenizer files, exports, merge counts
+        analyse      `evaluate` on held-out text
+        facts        `run_facts` (timings, memory, counts, pattern, backend) into metrics.json
+        report       the caller's writer, then the whole run's memory, status=complete, `latest`
+
     Args:
         cfg: the composed config (bpe/conf/config.yaml and its groups).
         report: called as `report(run_dir, metrics=...)` once every artifact is on disk and
             before the status flips to complete; None writes no report.
 
-    Raises whatever stopped the run (after marking it failed in metrics.json).
+    Raises whatever stopped the run (after marking it failed in metrics.json, naming the
+    stage it failed in).
+    """
+    run_dir, overrides, sweep = open_run_dir(cfg)
+    metrics = MetricsFile(run_dir / METRICS_FILE, run_record(cfg, run_dir, overrides, sweep))
+    clock = _StageClock()
+    with _run_log(run_dir), _sigterm_raises():
+        try:
+            _begin(metrics, run_dir, overrides)
+            ds = validate(cfg)
+            with MemorySampler() as mem:
+                clock.sampler = mem
+                with clock.stage(TRAINING, timed=False):
+                    result = _train_stage(cfg, ds, run_dir)
+                clock.split_training(result.timings)
+                with clock.stage(SAVE):
+                    save_artifacts(result, run_dir)
+                with clock.stage(ANALYSIS):
+                    analysis = evaluate(result, ds, cfg.get("analysis") or {})
+                before_report = _before_report(mem.summary())
+                metrics.update(**run_facts(cfg, result, clock.timings, before_report), **analysis)
+                with clock.stage(REPORT, timed=False):
+                    metrics.write()  # every number on disk before the report reads it
+                    if report is not None:
+                        report(run_dir, metrics=metrics.as_complete())
+            _complete(metrics, mem.summary(), before_report, cfg.experiments_dir, run_dir)
+            return metrics.data
+        except BaseException as err:
+            logger.error("run failed in stage %s: %s: %s", clock.current, type(err).__name__, err)
+            metrics.fail(err, clock.current)
+            raise
+
+
+def open_run_dir(cfg: DictConfig) -> tuple[Path, list[str], dict]:
+    """The run's directory (created, checked empty and writable), its overrides, sweep info.
+
+    Under Hydra it is Hydra's job directory; a directory that already holds a run is refused
+    before anything of ours is written there. Called as a library, a new timestamped directory
+    under `experiments_dir`, with the config and overrides saved as Hydra would.
     """
     hydra_dir, overrides, sweep = _hydra_output_dir()
-    # what reports file the run under: the dataset's name, or custom-<stem> for dataset.path=
-    input_name = datasets.input_name(str(cfg.dataset.name), cfg.dataset.path)
-    if hydra_dir is not None:
-        run_dir = hydra_dir
-        try:
-            check_fresh(run_dir)  # before anything of ours is written there
-        except FileExistsError as err:
-            logger.error("%s", err)  # no metrics.json of ours to record it in: say it here
-            raise
-        run_dir.mkdir(parents=True, exist_ok=True)
-        check_writable(run_dir)
-    else:
+    if hydra_dir is None:
         run_dir = create_run_dir(
             cfg.experiments_dir,
-            dataset=input_name,
+            dataset=_input_name(cfg),
             trainer=str(cfg.trainer.name),
             vocab_size=int(cfg.vocab_size),
         )
@@ -297,8 +333,26 @@ def run_experiment(cfg: DictConfig, *, report: ReportWriter | None) -> dict:
         hydra_meta.mkdir(exist_ok=True)
         atomic_write_text(hydra_meta / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
         atomic_write_text(hydra_meta / "overrides.yaml", OmegaConf.to_yaml(overrides))
+        return run_dir, overrides, sweep
+    try:
+        check_fresh(hydra_dir)  # before anything of ours is written there
+    except FileExistsError as err:
+        logger.error("%s", err)  # no metrics.json of ours to record it in: say it here
+        raise
+    hydra_dir.mkdir(parents=True, exist_ok=True)
+    check_writable(hydra_dir)
+    return hydra_dir, overrides, sweep
 
-    run_info = {
+
+def _input_name(cfg: DictConfig) -> str:
+    """What reports file the run under: the dataset's name, or custom-<stem> for dataset.path=."""
+    return datasets.input_name(str(cfg.dataset.name), cfg.dataset.path)
+
+
+def run_record(cfg: DictConfig, run_dir: Path, overrides: list[str], sweep: dict) -> dict:
+    """metrics.json's `run` section: what was asked for, where, how it was launched, and the
+    command that reruns it (`bpe.runs.command.rerun_command`)."""
+    run = {
         "name": run_dir.name,
         "dir": str(run_dir),
         "dataset": str(cfg.dataset.name),
@@ -311,99 +365,108 @@ def run_experiment(cfg: DictConfig, *, report: ReportWriter | None) -> dict:
         "pretokenizer": str((cfg.get("pretokenizer") or {}).get("name", "gpt2")),
         "init_from": str(cfg.init_from) if cfg.get("init_from") else None,
         "special_tokens": list(cfg.dataset.special_tokens or []),
-        "input_name": input_name,
+        "input_name": _input_name(cfg),
         "input_path": str(cfg.dataset.path),
-        "command": _command(overrides),
         "overrides": overrides,
         "extra_overrides": _path_overrides(cfg),
         "sweep_dir": sweep.get("sweep_dir"),
         "job_num": sweep.get("job_num"),
     }
-    metrics = MetricsFile(run_dir / "metrics.json", run_info)
-    stage = "setup"
-    with _run_log(run_dir), _sigterm_raises():
-        try:
-            metrics.write()
-            metrics.reserve()
-            environment.write(run_dir, environment.capture(overrides=overrides))
-            logger.info("run %s: %s", run_dir.name, _command(overrides))
-            ds = validate(cfg)
-            with MemorySampler() as mem:
-                stage = "train"
-                mem.set_stage(stage)
-                train_start = mem.elapsed()
-                result = _train_stage(cfg, ds, run_dir)
-                timings = dict(result.timings)
-                _label_stages(mem, timings, start=train_start, label=stage)
+    return {**run, "command": rerun_command(run)}
 
-                stage = "save"
-                mem.set_stage(stage)
-                t0 = time.perf_counter()
-                save_tokenizer_files(result.vocab, result.merges, run_dir)
-                tokenizer = Tokenizer(
-                    result.vocab, result.merges, result.special_tokens, pattern=result.pattern
-                )
-                save_exports(tokenizer, run_dir)
-                atomic_write_text(run_dir / "merge_counts.json", json.dumps(result.merge_counts))
-                timings[stage] = time.perf_counter() - t0
-                logger.info("stage save: tokenizer files in %.3f s", timings[stage])
 
-                stage = "analysis"
-                mem.set_stage(stage)
-                t0 = time.perf_counter()
-                analysis = evaluate(result, ds, cfg.get("analysis") or {})
-                timings[stage] = time.perf_counter() - t0
-                logger.info("stage analysis: %.3f s", timings[stage])
-                timings["total"] = sum(timings.values())
-                before_report = _before_report(mem.summary())
-                metrics.update(
-                    profiled=cfg.profiler.name != "none",
-                    timings={k: round(v, 6) for k, v in timings.items()},
-                    memory=before_report,
-                    counts={
-                        "bytes": result.pretokenized.num_bytes,
-                        "pretokens": result.pretokenized.num_pretokens,
-                        "unique_pretokens": result.pretokenized.num_unique,
-                        "merges": result.num_merges,
-                        "vocab": len(result.vocab),
-                        "chunks": result.pretokenized.num_chunks,
-                        "workers": result.pretokenized.num_workers,
-                        "start_method": result.pretokenized.start_method,
-                    },
-                    merges_sha256=result.merges_sha256,
-                    pretoken_cache=result.pretoken_cache,
-                    pattern={"name": pattern_name(result.pattern), "regex": result.pattern},
-                    # where stage 1 ran: "LocalCluster(n)" or the address a dask run used
-                    backend={
-                        "name": result.pretokenized.backend,
-                        "scheduler": result.pretokenized.scheduler,
-                    },
-                    stopped_early=len(result.vocab) < int(cfg.vocab_size),
-                    **analysis,
-                )
-                stage = "report"
-                mem.set_stage(stage)
-                metrics.write()  # every number on disk before the report reads it
-                if report is not None:
-                    report(run_dir, metrics=metrics.as_complete())
-            # the whole run's memory, report included (the report itself could only show
-            # what came before it: `before_report`)
-            metrics.update(
-                memory={**mem.summary(), "before_report": before_report["before_report"]}
-            )
-            metrics.complete()
-            update_latest(cfg.experiments_dir, run_dir)
-            logger.info(
-                "run complete: %d merges, peak %.1f MB, %s",
-                result.num_merges,
-                metrics.data["memory"]["peak_mb"],
-                run_dir,
-            )
-            return metrics.data
-        except BaseException as err:
-            logger.error("run failed in stage %s: %s: %s", stage, type(err).__name__, err)
-            metrics.fail(err, stage)
-            raise
+def _begin(metrics: MetricsFile, run_dir: Path, overrides: list[str]) -> None:
+    """Status running on disk, room set aside for a failure record, the environment."""
+    metrics.write()
+    metrics.reserve()
+    environment.write(run_dir, environment.capture(overrides=overrides))
+    logger.info("run %s: %s", run_dir.name, metrics.data["run"]["command"])
+
+
+class _StageClock:
+    """Which run stage is running (a failure names it), its time, and the memory sampler's tag."""
+
+    def __init__(self) -> None:
+        self.current = SETUP
+        self.timings: dict[str, float] = {}
+        self.sampler: MemorySampler | None = None
+        self._training_start = 0.0
+
+    @contextlib.contextmanager
+    def stage(self, name: str, *, timed: bool = True) -> Iterator[None]:
+        self.current = name
+        if self.sampler is not None:
+            self.sampler.set_stage(name)
+            if name == TRAINING:
+                self._training_start = self.sampler.elapsed()
+        t0 = time.perf_counter()
+        yield
+        if timed:
+            self.timings[name] = time.perf_counter() - t0
+            logger.info("stage %s: %.3f s", name, self.timings[name])
+
+    def split_training(self, timings: Mapping[str, float]) -> None:
+        """Take the training call's own stage times, and relabel its memory samples by them."""
+        self.timings.update(timings)
+        if self.sampler is not None:
+            _label_stages(self.sampler, dict(timings), start=self._training_start, label=TRAINING)
+
+
+def save_artifacts(result: TrainResult, run_dir: Path) -> None:
+    """vocab.json and merges.txt, the exports (tokenizer.json, tiktoken), merge_counts.json."""
+    save_tokenizer_files(result.vocab, result.merges, run_dir)
+    tokenizer = Tokenizer(
+        result.vocab, result.merges, result.special_tokens, pattern=result.pattern
+    )
+    save_exports(tokenizer, run_dir)
+    atomic_write_text(run_dir / MERGE_COUNTS_FILE, json.dumps(result.merge_counts))
+
+
+def run_facts(
+    cfg: DictConfig, result: TrainResult, timings: Mapping[str, float], memory: dict
+) -> dict:
+    """What the run measured about itself, as metrics.json records it (besides `evaluate`'s)."""
+    stage1 = result.pretokenized
+    return {
+        "profiled": cfg.profiler.name != "none",
+        "timings": {
+            **{k: round(v, 6) for k, v in timings.items()},
+            "total": round(sum(timings.values()), 6),
+        },
+        "memory": memory,
+        "counts": {
+            "bytes": stage1.num_bytes,
+            "pretokens": stage1.num_pretokens,
+            "unique_pretokens": stage1.num_unique,
+            "merges": result.num_merges,
+            "vocab": len(result.vocab),
+            "chunks": stage1.num_chunks,
+            "workers": stage1.num_workers,
+            "start_method": stage1.start_method,
+        },
+        "merges_sha256": result.merges_sha256,
+        "pretoken_cache": result.pretoken_cache,
+        "pattern": {"name": pattern_name(result.pattern), "regex": result.pattern},
+        # where stage 1 ran: "LocalCluster(n)" or the address a dask run used
+        "backend": {"name": stage1.backend, "scheduler": stage1.scheduler},
+        "stopped_early": len(result.vocab) < int(cfg.vocab_size),
+    }
+
+
+def _complete(
+    metrics: MetricsFile, memory: dict, before_report: dict, experiments_dir: str, run_dir: Path
+) -> None:
+    """The whole run's memory (report included), status=complete in one write, `latest`."""
+    # the report itself could only show what came before it: `before_report`
+    metrics.update(memory={**memory, "before_report": before_report["before_report"]})
+    metrics.complete()
+    update_latest(experiments_dir, run_dir)
+    logger.info(
+        "run complete: %d merges, peak %.1f MB, %s",
+        metrics.data["counts"]["merges"],
+        metrics.data["memory"]["peak_mb"],
+        run_dir,
+    )
 
 
 def _before_report(summary: dict) -> dict:

@@ -25,11 +25,14 @@ STAGE_TIMINGS: dict[str, tuple[int, ...]] = {"pretokenize": (1,), "merge": (2, 3
 
 #: The stages of one training call (`bpe.training`), in the order they run.
 TRAIN_STAGES = tuple(STAGE_TIMINGS)
+#: The run stages by name (`bpe.experiment.runner` runs them in this order). `TRAINING` is
+#: the one training call: its memory samples and its time are split into `TRAIN_STAGES` once
+#: it returns, and a failure inside it is recorded as `TRAINING` (the call is one step).
+SETUP, TRAINING, SAVE, ANALYSIS, REPORT = "setup", "train", "save", "analysis", "report"
 #: The stages metrics.json records a time for, in the order they run.
-TIMED_STAGES = (*TRAIN_STAGES, "save", "analysis")
-#: The stages of a run, in order (memory samples are tagged with them; the sampler calls the
-#: setup stage "start").
-RUN_STAGES = ("setup", *TIMED_STAGES, "report")
+TIMED_STAGES = (*TRAIN_STAGES, SAVE, ANALYSIS)
+#: The stages of a run, in order (memory samples are tagged with them).
+RUN_STAGES = (SETUP, *TIMED_STAGES, REPORT)
 #: Stages older runs recorded that reports leave out: `read` only checked that the input file
 #: exists (always about 0.000 s).
 RETIRED_STAGES = ("read",)

@@ -18,7 +18,8 @@ How it is fast (the hot path does no per-character Python work):
       `map(cache.__getitem__, pretokens)` and `itertools.chain` entirely in C;
     * BPE on a cache miss works on ids with a precomputed pair -> rank table and a rank list
       that is updated only next to each merge; pretokens over 64 bytes (base64 blobs, long
-      runs) use a heap instead, so they cost O(n log n), not O(n^2).
+      runs) visit each rank once over a linked list instead (`_merge_long`), so their cost
+      grows linearly with their length, not as O(n^2).
 
 Files: `from_files` / `from_pretrained` read GPT-2 `vocab.json` + `merges.txt` (a directory's
 special tokens and split pattern come from its `tokenizer.json`); `save_pretrained` writes a
@@ -35,7 +36,7 @@ import logging
 import os
 import sys
 from collections.abc import Iterable, Iterator, Sequence
-from heapq import heapify, heappop, heappush
+from heapq import heappop, heappush
 from itertools import chain, repeat
 from pathlib import Path
 
@@ -130,11 +131,15 @@ def _merge_bytes(data: bytes, byte_id, rank_of, merged: list[int], no_merge=_NO_
 
 
 def _merge_long(ids: list[int], rank_of, merged: list[int]) -> tuple:
-    """`_merge_bytes` for long pretokens: a heap of candidate pairs over a linked list.
+    """`_merge_bytes` for long pretokens: buckets of positions by rank over a linked list.
 
-    Heap entries are (rank, position, left id, right id); positions never move, so the
-    smallest (rank, position) is the lowest rank, leftmost, as in the list scan. Entries made
-    stale by earlier merges are skipped when popped (their ids no longer match).
+    The ranks to apply come from a heap of distinct ranks; each rank's positions are applied
+    left to right, so the order is the lowest rank, leftmost, as in the list scan. A merge
+    only creates pairs that hold its new token, and a merge of a token always ranks after the
+    merge that made it, so new candidates go into later buckets: every rank is visited once
+    and the work is linear in the pretoken's length (plus sorting each bucket's positions,
+    which arrive as a few ascending runs). Positions made stale by earlier merges are skipped
+    (their ids no longer match the rank's pair).
 
     >>> _merge_long([97, 97, 97], {(97, 97): 0}.get, [256])
     (256, 97)
@@ -142,30 +147,43 @@ def _merge_long(ids: list[int], rank_of, merged: list[int]) -> tuple:
     n = len(ids)
     nxt = list(range(1, n + 1))  # n marks the end
     prv = list(range(-1, n - 1))
-    heap = [
-        (rank, i, a, b)
-        for i, (a, b) in enumerate(zip(ids, ids[1:]))
-        if (rank := rank_of((a, b))) is not None
-    ]
-    heapify(heap)
-    while heap:
-        rank, i, a, b = heappop(heap)
-        j = nxt[i]
-        if j >= n or ids[i] != a or ids[j] != b:
-            continue  # stale: one side was merged away or changed since this entry was pushed
-        new = ids[i] = merged[rank]
-        ids[j] = -1  # invariant: -1 marks a removed position, never a real id
-        k = nxt[i] = nxt[j]
-        if k < n:
-            prv[k] = i
-            r = rank_of((new, ids[k]))
-            if r is not None:
-                heappush(heap, (r, i, new, ids[k]))
-        h = prv[i]
-        if h >= 0:
-            r = rank_of((ids[h], new))
-            if r is not None:
-                heappush(heap, (r, h, ids[h], new))
+    buckets: dict[int, tuple[int, int, list[int]]] = {}  # rank -> (left, right, positions)
+
+    def add(rank: int, left: int, right: int, position: int) -> None:
+        bucket = buckets.get(rank)
+        if bucket is None:
+            buckets[rank] = (left, right, [position])
+            heappush(ranks, rank)
+        else:
+            bucket[2].append(position)
+
+    ranks: list[int] = []
+    for i, (a, b) in enumerate(zip(ids, ids[1:])):
+        rank = rank_of((a, b))
+        if rank is not None:
+            add(rank, a, b, i)
+    while ranks:
+        rank = heappop(ranks)
+        a, b, positions = buckets.pop(rank)
+        positions.sort()
+        new = merged[rank]
+        for i in positions:
+            j = nxt[i]
+            if j >= n or ids[i] != a or ids[j] != b:
+                continue  # stale: one side was merged away or changed since it was queued
+            ids[i] = new
+            ids[j] = -1  # invariant: -1 marks a removed position, never a real id
+            k = nxt[i] = nxt[j]
+            if k < n:
+                prv[k] = i
+                r = rank_of((new, ids[k]))
+                if r is not None:
+                    add(r, new, ids[k], i)
+            h = prv[i]
+            if h >= 0:
+                r = rank_of((ids[h], new))
+                if r is not None:
+                    add(r, ids[h], new, h)
     return tuple(x for x in ids if x != -1)
 
 
