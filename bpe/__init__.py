@@ -34,9 +34,10 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .layout                   every file name in and around a run directory
       .schema                   the metrics.json keys readers use, and how to read them
       .stages                   stage names and the trainers' order
+      .command                  the command that reruns a run
       .liveness                 who writes a run and whether it still lives (crashed)
     bpe.experiment              writes run directories (bpe-train's work)
-      .runner                   run_experiment: setup, train, save, analysis, report
+      .runner                   run_experiment: open, record, train, save, analyse, report
       .config                   the typed schema of bpe-train's config
       .rundir                   run directory names, exclusive creation, the latest link
       .metrics                  metrics.json, written atomically, status last
@@ -64,6 +65,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
     bpe.util                    shared plumbing, no BPE
       .io                       atomic writes, project paths, safe path names
       .progress                 progress lines and bars
+      .workers                  how many worker processes, and how they start
 
 Public API (see README.md):
 

@@ -30,14 +30,12 @@ from bpe.pretokenize import (
 from bpe.pretokenize.chunks import (
     Chunk,
     ChunkWorkerError,
-    WorkerPlan,
-    default_num_workers,
-    fair_share,
     map_chunks,
     plan,
     plan_chunks,
     safe_cuts,
 )
+from bpe.util.workers import WorkerPlan, default_num_workers, fair_share
 from tests.conftest import DATA, EOT, ROOT, sigint_as_in_a_terminal
 
 # ---------------------------------------------------------------------------------------------
@@ -120,7 +118,7 @@ def test_a_chunk_without_any_safe_cut_is_a_warning(tmp_path, caplog):
 
 def test_num_workers_is_capped_at_the_usable_cpus_and_the_chunks(tmp_path, caplog):
     path = DATA / "owt_sample.txt"
-    with caplog.at_level(logging.INFO, logger="bpe.pretokenize.chunks"):
+    with caplog.at_level(logging.INFO, logger="bpe"):
         chunks, workers = plan(path, [EOT], num_workers=1000, max_chunk_bytes=4 << 20)
     assert workers.workers <= min(default_num_workers(), len(chunks))
     assert f"num_workers=1000 capped at {default_num_workers()}: the usable CPUs" in caplog.text

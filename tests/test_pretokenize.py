@@ -223,7 +223,7 @@ def test_memory_does_not_grow_with_file_size(tmp_path):
 def test_workers_are_not_forked_from_a_threaded_process():
     import threading
 
-    from bpe.pretokenize.chunks import start_method_for
+    from bpe.util.workers import start_method_for
 
     assert start_method_for(2) in {"fork", "forkserver", "spawn"}
     stop = threading.Event()

@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from bpe.pretokenize.chunks import default_num_workers, fair_share
+from bpe.util.workers import default_num_workers, fair_share
 from tests.conftest import DATA, ROOT, sigint_as_in_a_terminal
 
 QUICK = [

@@ -20,9 +20,9 @@ from hydra.core.global_hydra import GlobalHydra
 
 from bpe.cli.train import ConfigError, check_command_line
 from bpe.experiment.runner import launcher_info
-from bpe.pretokenize.chunks import default_num_workers, fair_share
 from bpe.runs.liveness import observed_status
 from bpe.util.io import CONF_DIR
+from bpe.util.workers import default_num_workers, fair_share
 from tests.conftest import DATA, FIXTURES
 from tests.test_sweep_processes import Sweep
 

@@ -19,8 +19,8 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from bpe.pretokenize.chunks import default_num_workers
 from bpe.util.io import IN_CHECKOUT, PROJECT_ROOT, atomic_write_text
+from bpe.util.workers import default_num_workers
 
 PACKAGES = (
     "bpe-lab", "hydra-core", "omegaconf", "regex", "numpy", "pandas", "matplotlib", "scalene",

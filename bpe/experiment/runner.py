@@ -51,7 +51,6 @@ from bpe.experiment.rundir import check_fresh, check_writable, create_run_dir, u
 from bpe.formats.exports import save_exports
 from bpe.formats.init_from import check_parent, load_parent
 from bpe.pretokenize import datasets, pattern_name, resolve_pattern
-from bpe.pretokenize.chunks import default_num_workers, fair_share
 from bpe.runs.command import rerun_command
 from bpe.runs.layout import MERGE_COUNTS_FILE, METRICS_FILE
 from bpe.runs.stages import ANALYSIS, REPORT, SAVE, SETUP, TRAINING
@@ -60,6 +59,7 @@ from bpe.tokenizer.gpt2_format import save_tokenizer_files
 from bpe.trainers import check_trainer
 from bpe.training import TrainResult, train_bpe_detailed
 from bpe.util.io import atomic_write_text
+from bpe.util.workers import default_num_workers, workers_per_job
 
 logger = logging.getLogger(__name__)
 
@@ -170,7 +170,8 @@ def launcher_info(
     are comparable; None: unknown); `overrides` are the launcher's own command-line overrides
     (e.g. `hydra/launcher=joblib`), so a sweep's reproduce command keeps them.
 
-    `workers_per_job` is what pre-tokenization gets (None: every usable CPU of the job):
+    `workers_per_job` is what pre-tokenization gets (None: every usable CPU of the job; the
+    policy is `bpe.util.workers.workers_per_job`, this function only says who shares the CPUs):
       * joblib runs `n_jobs` jobs side by side on this machine: each gets its `fair_share`,
         unless the user set both n_jobs and num_workers;
       * submitit_local starts every job of the sweep at once as a local process
@@ -192,24 +193,16 @@ def launcher_info(
         name = f"submitit_{name}"  # LocalLauncher / SlurmLauncher
     n_jobs = launcher.get("n_jobs")  # joblib only; the basic launcher runs one job at a time
     cpus_per_task = launcher.get("cpus_per_task") if name == "submitit_slurm" else None
-    workers = num_workers
     at_once: int | None = None  # jobs sharing this machine's CPUs, when known
     if n_jobs is not None:
         user_n_jobs = any(o.startswith("hydra.launcher.n_jobs=") for o in hydra_overrides)
-        if workers is None or not user_n_jobs:
+        if num_workers is None or not user_n_jobs:
             at_once = int(n_jobs)
     elif name == "submitit_local" and sweep_jobs:
         at_once = min(sweep_jobs, max_batch_size or sweep_jobs)
-    if at_once is not None and (workers is None or workers > fair_share(at_once)):
-        if workers is not None and log:
-            logger.info("num_workers=%d lowered to %d: %s jobs share the CPUs",
-                        workers, fair_share(at_once), at_once)  # fmt: skip
-        workers = fair_share(at_once)
-    if cpus_per_task is not None and (workers is None or workers > int(cpus_per_task)):
-        if workers is not None and log:
-            logger.info("num_workers=%d lowered to %d: the job's cpus_per_task",
-                        workers, cpus_per_task)  # fmt: skip
-        workers = int(cpus_per_task)
+    workers = workers_per_job(
+        num_workers, jobs_at_once=at_once, cpus_per_task=cpus_per_task, log=log
+    )
     if name in ("basic", "none"):
         parallel: int | None = 1
     elif n_jobs is not None:  # joblib: a negative n_jobs counts back from the CPU count

@@ -8,7 +8,8 @@ What it does:
       gives exactly the result of the whole file. Only a window around each cut is read; a
       chunk that stays above the size bound because its text has no safe cut is logged as a
       WARNING;
-    * chooses the worker count and the start method once (`plan`, the policy is written there);
+    * chooses the worker count and the start method once (`plan`; the policy is
+      `bpe.util.workers`);
     * maps a function over the chunks in worker processes (`map_chunks`), in chunk order or as
       results arrive. A worker that dies (OOM killer, `kill -9`) or cannot start fails the map at
       once with `ChunkWorkerError` naming the chunk, its byte range and the signal: nothing
@@ -25,7 +26,6 @@ import multiprocessing as mp
 import multiprocessing.connection
 import os
 import signal
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -34,6 +34,12 @@ from typing import Any, TypeVar
 import regex
 
 from bpe.pretokenize.patterns import CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN
+from bpe.util.workers import (  # noqa: F401  (DEFAULT_MIN_PARALLEL_BYTES: re-exported)
+    DEFAULT_MIN_PARALLEL_BYTES,
+    WorkerPlan,
+    plan_workers,
+    start_method_for,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -42,9 +48,6 @@ R = TypeVar("R")
 
 #: Bytes read after each guessed cut while looking for a safe one.
 DEFAULT_WINDOW_BYTES = 1 << 20
-
-#: Files smaller than this are processed in-process: starting workers costs more than it saves.
-DEFAULT_MIN_PARALLEL_BYTES = 256 * 1024
 
 # subtle: a cut between characters a and b is safe when no GPT-2 pretoken can contain both. The
 # pattern is  '(?:[sdmt]|ll|ve|re) | ?\p{L}+ | ?\p{N}+ | ?[^\s\p{L}\p{N}]+ | \s+(?!\S) | \s+
@@ -352,93 +355,6 @@ def read_chunk_text(path: str | os.PathLike, start: int, end: int) -> str:
 # ---------------------------------------------------------------------------------------------
 # Workers and start method: the one policy
 # ---------------------------------------------------------------------------------------------
-
-
-def default_num_workers() -> int:
-    """Usable CPUs (affinity-aware), at least 1."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - non-Linux
-        return max(1, os.cpu_count() or 1)
-
-
-def resolve_num_workers(num_workers: int | None) -> int:
-    """None -> every usable CPU; otherwise the number itself, which must be >= 1.
-
-    >>> resolve_num_workers(3)
-    3
-    """
-    if num_workers is None:
-        return default_num_workers()
-    if isinstance(num_workers, bool) or int(num_workers) != num_workers or num_workers < 1:
-        raise ValueError(f"num_workers={num_workers!r} must be an int >= 1 (or None for all CPUs)")
-    return int(num_workers)
-
-
-def fair_share(n_jobs: int) -> int:
-    """Workers per job when a launcher runs `n_jobs` jobs at once, so jobs x workers <= CPUs.
-
-    `n_jobs` counts as joblib counts it: -1 is every usable CPU, -2 all but one, and so on.
-
-    >>> fair_share(default_num_workers())
-    1
-    """
-    cpus = default_num_workers()
-    at_once = n_jobs if n_jobs > 0 else max(1, cpus + 1 + n_jobs)
-    return max(1, cpus // at_once)
-
-
-@dataclass(frozen=True)
-class WorkerPlan:
-    """How many workers map over the chunks and how they start."""
-
-    workers: int
-    #: "in-process", "fork", "forkserver" or "spawn"
-    start_method: str
-
-
-def start_method_for(workers: int) -> str:
-    """The start method for `workers` worker processes of this process ("in-process" for 1).
-
-    subtle: forking a multi-threaded process can copy a lock another thread holds (logging, a
-    memory sampler thread inside psutil) into the child, which then hangs forever. fork is the
-    fastest start and safe with one thread; with more (the experiment harness samples memory in
-    a thread) workers come from a clean fork server instead (spawn where there is none).
-    """
-    if workers <= 1:
-        return "in-process"
-    methods = mp.get_all_start_methods()
-    if "fork" in methods and threading.active_count() == 1:
-        return "fork"
-    return "forkserver" if "forkserver" in methods else "spawn"
-
-
-def plan_workers(
-    num_workers: int | None,
-    *,
-    num_bytes: int,
-    min_parallel_bytes: int = DEFAULT_MIN_PARALLEL_BYTES,
-) -> int:
-    """How many workers to ask for, before the chunks are known (see `plan` for the policy).
-
-    >>> plan_workers(1, num_bytes=10**6)
-    1
-    """
-    workers = resolve_num_workers(num_workers)
-    cpus = default_num_workers()
-    if workers > cpus:
-        logger.info("num_workers=%d capped at %d: the usable CPUs", workers, cpus)
-        workers = cpus
-    if workers > 1 and num_bytes < min_parallel_bytes:
-        return 1  # starting processes would cost more than the work
-    if workers > 1 and mp.current_process().daemon:
-        logger.info(
-            "running in-process instead of %d workers: this is a daemonic process (e.g. a "
-            "multiprocessing.Pool worker), which may not start child processes",
-            workers,
-        )
-        return 1
-    return workers
 
 
 def plan(
