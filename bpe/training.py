@@ -3,8 +3,8 @@
 What it does: validates every argument before any work (so a bad trainer name or vocab size
 fails in milliseconds, not after pre-tokenization), runs stage 1, count pretokens, in parallel
 (`bpe.pretokenize`), then stages 2 and 3, count pairs and select and merge, with a trainer
-(`bpe.trainers.train`; the stages are numbered in `bpe.trainers.STAGES`), and returns the vocab
-and merges, or a `TrainResult` with stage timings and counts for the experiment harness.
+(`bpe.trainers.learn_merges`; the stages are numbered in `bpe.runs.stages.STAGES`), and returns
+the vocab and merges, or a `TrainResult` with stage timings and counts for the experiment harness.
 
 What it does not do: write files (see `bpe.tokenizer.gpt2_format`) or format reports.
 """
@@ -32,7 +32,7 @@ from bpe.pretokenize.dask_backend import check_backend
 from bpe.pretokenize.patterns import GPT2_PATTERN
 from bpe.runs.stages import STAGE_TIMINGS, stage_label
 from bpe.tokenizer.gpt2_format import merges_sha256
-from bpe.trainers import check_trainer, train
+from bpe.trainers import check_trainer, learn_merges
 from bpe.trainers.common import check_vocab_size
 from bpe.util.progress import LOG_INTERVAL_S
 
@@ -174,7 +174,7 @@ def train_bpe_detailed(
 
     t0 = time.perf_counter()
     # the counts are handed over, not kept: the trainer frees them once it has built its words
-    output = train(
+    output = learn_merges(
         trainer, counted.take_counts(), vocab_size, specials, progress=progress, parent=parent,
         log_interval=log_interval,
     )  # fmt: skip

@@ -10,7 +10,7 @@ from bpe import Tokenizer
 from bpe.formats.init_from import load_parent
 from bpe.pretokenize import count_pretokens
 from bpe.tokenizer.gpt2_format import load_tokenizer_files
-from bpe.trainers import TRAINERS, train
+from bpe.trainers import TRAINERS, learn_merges
 from bpe.training import train_bpe, train_bpe_detailed
 from tests.conftest import DATA, EOT
 
@@ -25,7 +25,9 @@ def heldout_counts():
 @pytest.fixture(scope="module")
 def heap_runs(heldout_counts):
     """The 1,000 parent and the direct 2,000 run (every trainer gives these: test_trainers)."""
-    return train("heap", heldout_counts, 1000, [EOT]), train("heap", heldout_counts, 2000, [EOT])
+    return learn_merges("heap", heldout_counts, 1000, [EOT]), learn_merges(
+        "heap", heldout_counts, 2000, [EOT]
+    )
 
 
 @pytest.mark.parametrize("name", list(TRAINERS))
@@ -33,7 +35,7 @@ def test_continuing_1000_to_2000_equals_a_direct_2000_run(name, heldout_counts, 
     """Same merges, ids and merge counts (ties and the counts of the replayed merges included)."""
     parent, direct = heap_runs
     assert len(direct.merges) == 2000 - 257  # no early stop: every merge is compared
-    continued = train(
+    continued = learn_merges(
         name, heldout_counts, 2000, [EOT], parent=_parent(parent.vocab, parent.merges)
     )
     assert continued.merges == direct.merges

@@ -28,7 +28,7 @@ from bpe.pretokenize import (
     resolve_pattern,
 )
 from bpe.pretokenize.chunks import cut_regex, plan_chunks, safe_cuts
-from bpe.trainers import train
+from bpe.trainers import learn_merges
 from tests.conftest import DATA, EOT
 
 SAMPLES = sorted(DATA.glob("*.txt"))
@@ -212,7 +212,7 @@ def tokenizer_of():
     text = (DATA / "tinystories_heldout.txt").read_text(encoding="utf-8")
     made = {}
     for name, pattern in PATTERNS.items():
-        out = train("heap", count_pretokens(text, [EOT], pattern=pattern), 600, [EOT])
+        out = learn_merges("heap", count_pretokens(text, [EOT], pattern=pattern), 600, [EOT])
         made[name] = Tokenizer(out.vocab, out.merges, [EOT], pattern=pattern)
     return made
 

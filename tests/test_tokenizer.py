@@ -14,7 +14,7 @@ from bpe.measures import gpt2_tokenizer, load_documents, tiktoken_gpt2_encoding
 from bpe.pretokenize import GPT2_REGEX, bmp_pretoken_regex
 from bpe.tokenizer import _merge_bytes, _merge_long
 from bpe.tokenizer.gpt2_format import save_tokenizer_files
-from bpe.trainers import train
+from bpe.trainers import learn_merges
 from tests.complexity import assert_linear
 from tests.conftest import DATA, EOT, FIXTURES
 
@@ -463,7 +463,7 @@ def test_from_pretrained_reads_specials_from_tokenizer_json(tmp_path):
 def repetitive() -> Tokenizer:
     """A tokenizer trained on runs of `a` and `ab`: many merges apply to such pretokens."""
     counts = {b"a" * 4096: 1, b"ab" * 2048: 1}
-    out = train("heap", counts, 300, [EOT])
+    out = learn_merges("heap", counts, 300, [EOT])
     return Tokenizer(out.vocab, out.merges, [EOT])
 
 

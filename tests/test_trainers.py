@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from bpe.pretokenize import count_pretokens, pretokenize_file
 from bpe.runs.stages import TRAINER_ORDER
-from bpe.trainers import STAGES, TRAINERS, MergeLoop, check_trainer, train
+from bpe.trainers import STAGES, TRAINERS, MergeLoop, check_trainer, learn_merges
 from bpe.trainers.common import (
     MergeState,
     as_word,
@@ -33,7 +33,7 @@ SENNRICH_MERGES = [
 
 
 def test_sennrich_example(trainer_name):
-    out = train(trainer_name, SENNRICH, 256 + 1 + 12, [EOT])
+    out = learn_merges(trainer_name, SENNRICH, 256 + 1 + 12, [EOT])
     vocab, merges = out.vocab, out.merges
     assert [f"{a.decode()} {b.decode()}" for a, b in merges] == SENNRICH_MERGES
     assert vocab[0] == EOT.encode() and vocab[1] == b"\x00" and vocab[256] == b"\xff"
@@ -42,7 +42,7 @@ def test_sennrich_example(trainer_name):
 
 def test_ties_go_to_the_lexicographically_greater_pair(trainer_name):
     # (b"a", b"b") and (b"c", b"d") both occur 3 times: "cd" > "ab" wins.
-    merges = train(trainer_name, {b"ab": 3, b"cd": 3}, 257, []).merges
+    merges = learn_merges(trainer_name, {b"ab": 3, b"cd": 3}, 257, []).merges
     assert merges == [(b"c", b"d")]
 
 
@@ -50,7 +50,7 @@ def test_tie_break_compares_bytes_not_ids(trainer_name):
     # After "az" is merged (id 256), (az, q) ties with (b, q). By bytes "b" > "az" wins;
     # comparing ids instead would pick (256, q) over (98, q).
     counts = {b"az": 10, b"azq": 2, b"bq": 2}
-    merges = train(trainer_name, counts, 256 + 2, []).merges
+    merges = learn_merges(trainer_name, counts, 256 + 2, []).merges
     assert merges == [(b"a", b"z"), (b"b", b"q")]
 
 
@@ -62,7 +62,7 @@ def test_longer_token_beats_its_prefix_on_a_tie():
 
 def test_early_stop_when_no_pair_is_left(trainer_name, caplog):
     caplog.set_level("INFO")
-    out = train(trainer_name, {b"abc": 1}, 1000, [])
+    out = learn_merges(trainer_name, {b"abc": 1}, 1000, [])
     assert out.merges == [(b"b", b"c"), (b"a", b"bc")]
     assert len(out.vocab) == 258
     assert "stopped after 2 of 744 merges" in caplog.text
@@ -70,14 +70,14 @@ def test_early_stop_when_no_pair_is_left(trainer_name, caplog):
 
 def test_vocab_size_too_small(trainer_name):
     with pytest.raises(ValueError, match="must be >= 257"):
-        train(trainer_name, {b"ab": 1}, 256, [EOT])
+        learn_merges(trainer_name, {b"ab": 1}, 256, [EOT])
 
 
 def test_unknown_trainer_lists_the_choices():
     with pytest.raises(ValueError, match=r"unknown trainer 'fast'.*naive.*indexed.*heap"):
         check_trainer("fast")
     with pytest.raises(ValueError, match=r"unknown trainer 'fast'"):
-        train("fast", {b"ab": 1}, 300, [])
+        learn_merges("fast", {b"ab": 1}, 300, [])
     assert check_trainer("indexed") == "indexed"
 
 
@@ -101,7 +101,7 @@ def test_merge_word_is_left_to_right_and_non_overlapping():
 
 def test_counts_do_not_overflow(trainer_name):
     huge = 2**70
-    merges = train(trainer_name, {b"ab": huge, b"cd": huge - 1}, 258, []).merges
+    merges = learn_merges(trainer_name, {b"ab": huge, b"cd": huge - 1}, 258, []).merges
     assert merges == [(b"a", b"b"), (b"c", b"d")]
 
 
@@ -115,7 +115,7 @@ _WORD = st.text(alphabet="abcé日🙂 ", min_size=1, max_size=8).map(lambda s: 
 )
 def test_trainers_agree_on_random_corpora(counts, extra):
     """Small counts and alphabets make ties common, so the shared order is really exercised."""
-    results = {name: train(name, counts, 257 + extra, [EOT]) for name in TRAINERS}
+    results = {name: learn_merges(name, counts, 257 + extra, [EOT]) for name in TRAINERS}
     reference = results["naive"]
     for name, result in results.items():
         assert result == reference, name
@@ -125,7 +125,7 @@ def test_trainers_agree_on_random_corpora(counts, extra):
 @given(text=st.text(max_size=200))
 def test_trainers_agree_on_random_text(text):
     counts = count_pretokens(text, [EOT])
-    results = [train(name, counts, 300, [EOT]) for name in TRAINERS]
+    results = [learn_merges(name, counts, 300, [EOT]) for name in TRAINERS]
     assert results[0] == results[1] == results[2]
 
 
@@ -136,7 +136,7 @@ def _sample_counts(name: str) -> Counter[bytes]:
 @pytest.mark.slow
 def test_trainers_agree_on_tinystories_2000():
     counts = _sample_counts("tinystories_sample.txt")
-    merges = {name: train(name, counts, 2000, [EOT]).merges for name in TRAINERS}
+    merges = {name: learn_merges(name, counts, 2000, [EOT]).merges for name in TRAINERS}
     assert len(merges["heap"]) == 2000 - 257
     assert merges["naive"] == merges["indexed"] == merges["heap"]
 
@@ -144,11 +144,11 @@ def test_trainers_agree_on_tinystories_2000():
 @pytest.mark.slow
 def test_trainers_agree_on_owt_5000():
     counts = _sample_counts("owt_sample.txt")
-    heap = train("heap", counts, 5000, [EOT])
+    heap = learn_merges("heap", counts, 5000, [EOT])
     assert len(heap.merges) == 5000 - 257
-    assert train("indexed", counts, 5000, [EOT]) == heap
+    assert learn_merges("indexed", counts, 5000, [EOT]) == heap
     # naive recounts the whole corpus per merge: compare it on the first 300 merges.
-    naive = train("naive", counts, 257 + 300, [EOT])
+    naive = learn_merges("naive", counts, 257 + 300, [EOT])
     assert naive.merges == heap.merges[:300]
 
 
@@ -176,11 +176,11 @@ def test_a_fourth_trainer_is_one_loop_and_one_registry_line(monkeypatch, caplog)
     loop: MergeLoop = _first_pair_loop
     monkeypatch.setitem(TRAINERS, "first_pair", loop)  # the one registry line
     assert check_trainer("first_pair") == "first_pair"
-    out = train("first_pair", SENNRICH, 256 + 1 + 12, [EOT])
-    assert out == train("heap", SENNRICH, 256 + 1 + 12, [EOT])
+    out = learn_merges("first_pair", SENNRICH, 256 + 1 + 12, [EOT])
+    assert out == learn_merges("heap", SENNRICH, 256 + 1 + 12, [EOT])
     assert [f"{a.decode()} {b.decode()}" for a, b in out.merges] == SENNRICH_MERGES
     # prepare -> loop -> finish (progress bar, early-stop log) come with the registration
-    assert train("first_pair", {b"abc": 1}, 1000, [], progress=True).merges == [
+    assert learn_merges("first_pair", {b"abc": 1}, 1000, [], progress=True).merges == [
         (b"b", b"c"),
         (b"a", b"bc"),
     ]
@@ -188,7 +188,7 @@ def test_a_fourth_trainer_is_one_loop_and_one_registry_line(monkeypatch, caplog)
     monkeypatch.undo()
     assert list(TRAINERS) == ["naive", "indexed", "heap"]
     with pytest.raises(ValueError, match="unknown trainer 'first_pair'"):
-        train("first_pair", SENNRICH, 300, [EOT])
+        learn_merges("first_pair", SENNRICH, 300, [EOT])
 
 
 def test_the_tick_runs_once_per_merge(trainer_name):
@@ -208,7 +208,7 @@ LONG_PRETOKENS = {"one letter": "a", "two letters": "ab"}
 @pytest.mark.parametrize("unit", list(LONG_PRETOKENS.values()), ids=list(LONG_PRETOKENS))
 def test_a_long_pretoken_costs_linear_time(trainer_name, unit):
     def work(size: int) -> None:
-        train(trainer_name, {(unit * (size // len(unit))).encode(): 1}, 300, [EOT])
+        learn_merges(trainer_name, {(unit * (size // len(unit))).encode(): 1}, 300, [EOT])
 
     assert_linear(work, 40_000, what=f"{trainer_name} on one pretoken of {unit!r} x n")
 
@@ -219,6 +219,6 @@ def test_trainers_agree_on_long_repetitive_words():
         b"a" * 1001: 3, b"ab" * 500: 2, b"aab" * 333: 1, b"ba" * 7: 5, b"abba" * 250: 2,
         b"b" * 64: 1,
     }  # fmt: skip
-    outs = [train(name, counts, 400, [EOT]) for name in TRAINERS]
+    outs = [learn_merges(name, counts, 400, [EOT]) for name in TRAINERS]
     assert all(o.merges == outs[0].merges for o in outs)
     assert all(o.merge_counts == outs[0].merge_counts for o in outs)

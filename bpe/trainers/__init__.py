@@ -1,14 +1,14 @@
-"""The BPE trainers: one registry of merge loops and the one `train` that runs them.
+"""The BPE trainers: one registry of merge loops and the one `learn_merges` that runs them.
 
-Training is three stages, numbered once here (`STAGES`; `stage_label` words them for logs and
-reports) and named the same way in docstrings, comments and log lines everywhere:
+Training is three stages, numbered once in `bpe.runs.stages` (`STAGES`; `stage_label` words them
+for logs and reports) and named the same way in docstrings, comments and log lines everywhere:
 
     stage 1  count pretokens    `bpe.pretokenize`, before any trainer runs
     stage 2  count pairs        inside each trainer's `merge_loop`
     stage 3  select and merge   inside each trainer's `merge_loop`
 
 A trainer is one function, `merge_loop(state, tick)` (typed by `MergeLoop`): stages 2 and 3
-over a `MergeState`, calling `tick()` once per merge. `train` does everything around it
+over a `MergeState`, calling `tick()` once per merge. `learn_merges` does everything around it
 (prepare -> loop -> finish): validate the arguments, turn pretoken counts into words, show the
 progress bar and log progress lines (`bpe.util.progress`), log an early stop, return a
 `TrainerOutput`. All trainers return identical
@@ -78,7 +78,7 @@ def check_trainer(name: str) -> str:
     return name
 
 
-def train(
+def learn_merges(
     name: str,
     pretoken_counts: Mapping[bytes, int],
     vocab_size: int,
@@ -110,7 +110,8 @@ def train(
     Raises:
         ValueError: unknown trainer, vocab_size too small, bad special tokens.
 
-    >>> out = train("heap", {b"low": 5, b"lowest": 2}, 258)  # (l, o) and (o, w) tie: "ow" wins
+    >>> # (l, o) and (o, w) tie: "ow" wins
+    >>> out = learn_merges("heap", {b"low": 5, b"lowest": 2}, 258)
     >>> out.merges, out.merge_counts
     ([(b'o', b'w'), (b'l', b'ow')], [7, 7])
     """

@@ -11,7 +11,7 @@ What it does:
       turn the merged id pairs into a `TrainerOutput` (`vocab` and `merges`).
 
 What it does not do: count or select pairs (stages 2 and 3, each trainer's `merge_loop`), or
-run a loop (`bpe.trainers.train`).
+run a loop (`bpe.trainers.learn_merges`).
 """
 
 from __future__ import annotations
