@@ -14,8 +14,10 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from bpe.formats.init_from import Parent, check_parent, load_parent
@@ -137,48 +139,18 @@ def train_bpe_detailed(
     path = check_input_file(input_path)
 
     timings: dict[str, float] = {}
-    t0 = time.perf_counter()
-
-    def count():
-        return pretokenize_file(
-            path,
-            specials,
-            num_workers=num_workers,
-            progress=progress,
-            pattern=regex_pattern,
-            backend=backend,
-            scheduler=scheduler,
-            label=stage_label(*STAGE_TIMINGS["pretokenize"]),
-            log_interval=log_interval,
-        )
-
-    cache, input_sha256 = CacheInfo(), None
-    if cache_dir is None:
-        counted = count()
-    else:
-        counted, cache, input_sha256 = pretokenize_cached(
-            path, specials, pattern=regex_pattern, cache_dir=cache_dir, count=count
-        )
-    timings["pretokenize"] = time.perf_counter() - t0
-    logger.info(
-        "%s: %d pretokens, %d unique (%s pattern), %.3f s%s",
-        stage_label(*STAGE_TIMINGS["pretokenize"]),
-        counted.num_pretokens,
-        counted.num_unique,
-        pattern_name(regex_pattern),
-        timings["pretokenize"],
-        " (pretoken cache hit: loaded, not counted)" if cache.status == "hit" else "",
-    )
-    if not counted.counts:
-        logger.warning("%s holds no text outside special tokens: nothing to merge", path)
-
-    t0 = time.perf_counter()
-    # the counts are handed over, not kept: the trainer frees them once it has built its words
-    output = learn_merges(
-        trainer, counted.take_counts(), vocab_size, specials, progress=progress, parent=parent,
-        log_interval=log_interval,
-    )  # fmt: skip
-    timings["merge"] = time.perf_counter() - t0
+    with _timed(timings, "pretokenize"):
+        counted, cache, input_sha256 = _count_pretokens(
+            path, specials, pattern=regex_pattern, cache_dir=cache_dir, num_workers=num_workers,
+            progress=progress, backend=backend, scheduler=scheduler, log_interval=log_interval,
+        )  # fmt: skip
+    _log_stage_1(counted, cache, regex_pattern, timings["pretokenize"], path)
+    with _timed(timings, "merge"):
+        # the counts are handed over, not kept: the trainer frees them once it has built its words
+        output = learn_merges(
+            trainer, counted.take_counts(), vocab_size, specials, progress=progress,
+            parent=parent, log_interval=log_interval,
+        )  # fmt: skip
     logger.info(
         "%s with %s: %d merges in %.3f s",
         stage_label(*STAGE_TIMINGS["merge"]),
@@ -196,17 +168,64 @@ def train_bpe_detailed(
         timings=timings,
         merge_counts=output.merge_counts,
         pattern=regex_pattern,
-        init_from=None
-        if parent is None
-        else {
-            "path": parent.path,
-            "merges_sha256": merges_sha256(parent.merges),
-            "vocab_size": len(parent.vocab),
-            "merges": len(parent.merges),
-        },
+        init_from=None if parent is None else _parent_record(parent),
         pretoken_cache=cache.as_dict(),
         input_sha256=input_sha256,
     )
+
+
+@contextmanager
+def _timed(timings: dict[str, float], key: str) -> Iterator[None]:
+    """Record the seconds the block took as `timings[key]` (a key of `STAGE_TIMINGS`)."""
+    t0 = time.perf_counter()
+    yield
+    timings[key] = time.perf_counter() - t0
+
+
+def _count_pretokens(
+    path: Path,
+    specials: list[str],
+    *,
+    pattern: str,
+    cache_dir: str | os.PathLike | None,
+    **options: Any,
+) -> tuple[PretokenCounts, CacheInfo, str | None]:
+    """Stage 1, through the pretoken cache when there is one: counts, what the cache did, and
+    the input's sha256 when the cache key needed it."""
+
+    def count() -> PretokenCounts:
+        label = stage_label(*STAGE_TIMINGS["pretokenize"])
+        return pretokenize_file(path, specials, pattern=pattern, label=label, **options)
+
+    if cache_dir is None:
+        return count(), CacheInfo(), None
+    return pretokenize_cached(path, specials, pattern=pattern, cache_dir=cache_dir, count=count)
+
+
+def _log_stage_1(
+    counted: PretokenCounts, cache: CacheInfo, pattern: str, seconds: float, path: Path
+) -> None:
+    logger.info(
+        "%s: %d pretokens, %d unique (%s pattern), %.3f s%s",
+        stage_label(*STAGE_TIMINGS["pretokenize"]),
+        counted.num_pretokens,
+        counted.num_unique,
+        pattern_name(pattern),
+        seconds,
+        " (pretoken cache hit: loaded, not counted)" if cache.status == "hit" else "",
+    )
+    if not counted.counts:
+        logger.warning("%s holds no text outside special tokens: nothing to merge", path)
+
+
+def _parent_record(parent: Parent) -> dict:
+    """What a continued run records about its parent: path, merges sha256, sizes."""
+    return {
+        "path": parent.path,
+        "merges_sha256": merges_sha256(parent.merges),
+        "vocab_size": len(parent.vocab),
+        "merges": len(parent.merges),
+    }
 
 
 def train_bpe(
