@@ -1,12 +1,14 @@
 """SWEEP.md: one report comparing every job of a Hydra multirun, from the job directories only.
 
-What it does: loads the sweep's job run directories (`bpe.analysis.loader`), writes a table of
-all jobs (failed and unfinished ones as such, never dropped; corrupt ones named), checks whether
-trainers that ran the same input (equal sha256, `loader.input_key`) and vocab size produced
-identical merges, states which trainer is fastest and by how much, draws figures into
-`<sweep>/figures/`, and writes `<sweep>/SWEEP.md` atomically. `SweepReportCallback` runs it when
-a multirun ends; since Hydra skips `on_multirun_end` when a job raises, `bpe-report SWEEP_DIR`
-produces the same report by hand.
+What it does, in the steps `write_sweep_report` runs: loads the sweep's job run directories
+(`bpe.analysis.loader`); draws figures into `<sweep>/figures/`; gathers the facts every section
+reads, once (`gather_sweep`); renders pure `section_*` functions over them (`render_sweep`): a
+table of all jobs (failed and unfinished ones as such, never dropped; corrupt ones named),
+whether trainers that ran the same input (equal sha256, `loader.input_key`) and vocab size
+produced identical merges, which trainer is fastest and by how much; and writes
+`<sweep>/SWEEP.md` atomically. `SweepReportCallback` runs it when a multirun ends; since Hydra
+skips `on_multirun_end` when a job raises, `bpe-report SWEEP_DIR` produces the same report by
+hand.
 
 What it does not do: run jobs, or read anything outside the sweep directory.
 """
@@ -14,6 +16,7 @@ What it does not do: run jobs, or read anything outside the sweep directory.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -290,114 +293,167 @@ def _figures(runs: pd.DataFrame, frame: pd.DataFrame, out_dir: Path) -> list[tup
     return made
 
 
-def render_sweep(sweep_dir: Path, frame: pd.DataFrame, runs: pd.DataFrame, fig_list) -> str:
-    """SWEEP.md text for the jobs in runs (tidy) / frame (raw)."""
+@dataclass(frozen=True)
+class SweepFacts:
+    """What SWEEP.md is rendered from: the jobs (tidy and raw) and how they were launched."""
+
+    sweep_dir: Path
+    frame: pd.DataFrame  # raw metrics, one row per job
+    runs: pd.DataFrame  # tidy, one row per job, in job order
+    figures: list[tuple[str, str]]  # (title, path relative to the sweep dir)
+    overlapped: bool  # jobs ran side by side on one machine: timings not comparable
+    launcher_line: str
+    why: str  # why timings may not compare ("overlapped jobs", "separate SLURM jobs")
+
+    @property
+    def warn(self) -> str:
+        return " ⚠" if self.overlapped else ""
+
+
+def gather_sweep(sweep_dir: Path, frame: pd.DataFrame, runs: pd.DataFrame, fig_list) -> SweepFacts:
+    """The facts every section of SWEEP.md reads, worked out once."""
     overlapped, launcher_line = launcher_note(frame)
-    warn = " ⚠" if overlapped else ""
     launched = frame.get(schema.LAUNCHER_NAME.column, pd.Series(dtype=object)).dropna()
     why = "separate SLURM jobs" if (launched == "submitit_slurm").any() else "overlapped jobs"
-    lines: list[str] = []
-    add = lines.append
+    return SweepFacts(sweep_dir, frame, runs, list(fig_list or []), overlapped, launcher_line, why)
+
+
+def render_sweep(sweep_dir: Path, frame: pd.DataFrame, runs: pd.DataFrame, fig_list) -> str:
+    """SWEEP.md text for the jobs in runs (tidy) / frame (raw): its sections, in order."""
+    facts = gather_sweep(sweep_dir, frame, runs, fig_list)
+    lines = [
+        *section_header(facts),
+        *section_jobs(facts),
+        *section_notes(facts),
+        *section_failed(facts),
+        *section_skipped(facts),
+        *section_findings(facts),
+        *section_patterns(runs),
+        *section_sweep_usage(runs, frame),
+        *section_figures(facts),
+    ]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def section_header(facts: SweepFacts) -> list[str]:
+    """Title, job counts by status, and the command that reruns the sweep."""
+    runs, name = facts.runs, facts.sweep_dir.name
     status_counts = runs["status"].value_counts().to_dict()
-    add(f"# Sweep {sweep_dir.name}")
-    add("")
-    add(
-        f"{len(runs)} job(s): "
-        + ", ".join(f"{status_counts[s]} {s}" for s in sorted(status_counts))
-        + ". Generated from the job directories by `bpe-report "
-        + f"{sweep_dir.name}` (or the sweep callback)."
-    )
-    add("")
-    add("Reproduce:")
-    add("")
-    add("```bash")
-    add(sweep_command(runs, frame))
-    add("```")
-    add("")
-    add("## Jobs")
-    add("")
+    counts = ", ".join(f"{status_counts[s]} {s}" for s in sorted(status_counts))
+    return [
+        f"# Sweep {name}",
+        "",
+        f"{len(runs)} job(s): {counts}. Generated from the job directories by `bpe-report "
+        f"{name}` (or the sweep callback).",
+        "",
+        "Reproduce:",
+        "",
+        "```bash",
+        sweep_command(runs, facts.frame),
+        "```",
+        "",
+    ]
+
+
+def section_jobs(facts: SweepFacts) -> list[str]:
+    """One row per job: what it trained, how long it took, its memory, merges and compression."""
     rows = []
-    for _, r in runs.iterrows():
+    for _, r in facts.runs.iterrows():
         rows.append([
-            _job_label(r, sweep_dir), r["dataset"], r["trainer"], fmt(r["vocab_size"], "d"),
+            _job_label(r, facts.sweep_dir), r["dataset"], r["trainer"], fmt(r["vocab_size"], "d"),
             r["status"], fmt(r["merge_seconds"], ".3f"),
             fmt(r["total_seconds"], ".3f") + (" ¹" if r["pretoken_cache"] == "hit" else ""),
             fmt(r["peak_mb"], ".1f"), fmt(r["merges"], ".0f"),
             (r["merges_sha256"] or "")[:12] if isinstance(r["merges_sha256"], str) else "n/a",
             fmt(r["compression"], ".3f"),
         ])  # fmt: skip
-    add(table(rows, ["job", "dataset", "trainer", "vocab", "status", f"merge s{warn}",
-                      f"total s{warn}", "peak MB", "merges", "merges sha256",
-                      "bytes/token"]))  # fmt: skip
-    add("")
+    warn = facts.warn
+    header = ["job", "dataset", "trainer", "vocab", "status", f"merge s{warn}", f"total s{warn}",
+              "peak MB", "merges", "merges sha256", "bytes/token"]  # fmt: skip
+    return ["## Jobs", "", table(rows, header), ""]
+
+
+def section_notes(facts: SweepFacts) -> list[str]:
+    """What qualifies the table: cache hits, the launcher, the backend, shared memory, profiling."""
+    runs, frame = facts.runs, facts.frame
+    lines: list[str] = []
     if (runs["pretoken_cache"] == "hit").any():
-        add(
+        lines += [
             "¹ Pretoken cache hit: the job loaded its pretoken counts instead of counting them, "
             "so its total holds no pre-tokenization; compare totals only between jobs marked "
-            "alike (merge seconds compare across both)."
-        )
-        add("")
-    add(launcher_line)
-    add("")
+            "alike (merge seconds compare across both).",
+            "",
+        ]
+    lines += [facts.launcher_line, ""]
     backends = backend_note(frame)
     if backends is not None:
-        add(backends)
-        add("")
+        lines += [backends, ""]
+    launched = frame.get(schema.LAUNCHER_NAME.column, pd.Series(dtype=object)).dropna()
     if runs["job_num"].notna().sum() > 1 and not (launched != "basic").any():
-        add(
+        lines += [
             "*With Hydra's basic launcher the jobs run one after another in one process, so a "
             "later job's memory includes what earlier jobs left behind (imports, caches): "
-            "compare peak memory across separate runs, or the per-stage growth within a job.*"
-        )
-        add("")
+            "compare peak memory across separate runs, or the per-stage growth within a job.*",
+            "",
+        ]
     if runs["profiled"].any():
-        add("*Some jobs ran under a profiler: their times include its overhead.*")
-        add("")
-    failed = runs[runs["status"] != "complete"]
-    if not failed.empty:
-        add("## Failed or unfinished jobs")
-        add("")
-        for _, r in failed.iterrows():
-            err = r["error"] if isinstance(r["error"], str) else "no error recorded (killed?)"
-            add(f"- `{_job_label(r, sweep_dir)}`: **{r['status']}**: {err}")
-        add("")
-    skipped = frame.attrs.get("skipped") or []
-    if skipped:
-        add("## Skipped (corrupt) job directories")
-        add("")
-        for path, reason in skipped:
-            name = Path(path).name
-            add(f"- `{name}`: {reason.replace(str(Path(path)), name)}")
-        add("")
-    add("## Findings")
-    add("")
+        lines += ["*Some jobs ran under a profiler: their times include its overhead.*", ""]
+    return lines
+
+
+def section_failed(facts: SweepFacts) -> list[str]:
+    failed = facts.runs[facts.runs["status"] != "complete"]
+    if failed.empty:
+        return []
+    lines = ["## Failed or unfinished jobs", ""]
+    for _, r in failed.iterrows():
+        err = r["error"] if isinstance(r["error"], str) else "no error recorded (killed?)"
+        lines.append(f"- `{_job_label(r, facts.sweep_dir)}`: **{r['status']}**: {err}")
+    return [*lines, ""]
+
+
+def section_skipped(facts: SweepFacts) -> list[str]:
+    skipped = facts.frame.attrs.get("skipped") or []
+    if not skipped:
+        return []
+    lines = ["## Skipped (corrupt) job directories", ""]
+    for path, reason in skipped:
+        name = Path(path).name
+        lines.append(f"- `{name}`: {reason.replace(str(Path(path)), name)}")
+    return [*lines, ""]
+
+
+def section_findings(facts: SweepFacts) -> list[str]:
+    """Whether trainers agreed, who was faster, who needed the most memory."""
+    runs = facts.runs
+    lines = ["## Findings", ""]
     agreement = merge_agreement(runs)
     for dataset, vocab, trainers, same in agreement:
         verdict = "identical merges" if same else "**DIFFERENT merges**"
-        add(f"- {dataset} @ {vocab}: {', '.join(trainers)} produced {verdict}.")
+        lines.append(f"- {dataset} @ {vocab}: {', '.join(trainers)} produced {verdict}.")
     for sentence in speed_sentences(runs):
-        add(f"- {f'⚠ ({why}) ' if overlapped else ''}{sentence}")
+        lines.append(f"- {f'⚠ ({facts.why}) ' if facts.overlapped else ''}{sentence}")
     done = complete(runs)
     if not done.empty and done["peak_mb"].notna().any():
         top = done.loc[done["peak_mb"].idxmax()]
-        add(
+        lines.append(
             f"- Highest peak memory: {top['trainer']} @ {int(top['vocab_size'])} on "
             f"{top['dataset']}, {fmt(top['peak_mb'], '.1f')} MB."
         )
     if not agreement and done.empty:
-        add("- No job completed, so there is nothing to compare.")
-    add("")
-    lines += section_patterns(runs)
-    lines += section_sweep_usage(runs, frame)
-    if fig_list:
-        add("## Figures")
-        add("")
-        for title, path in fig_list:
-            if overlapped and path in ("figures/time_vs_vocab.png", "figures/speedup.png"):
-                title += f" (⚠ {why}: timings not comparable)"
-            add(f"![{title}]({path})")
-            add("")
-    return "\n".join(lines).rstrip() + "\n"
+        lines.append("- No job completed, so there is nothing to compare.")
+    return [*lines, ""]
+
+
+def section_figures(facts: SweepFacts) -> list[str]:
+    if not facts.figures:
+        return []
+    lines = ["## Figures", ""]
+    for title, path in facts.figures:
+        if facts.overlapped and path in ("figures/time_vs_vocab.png", "figures/speedup.png"):
+            title += f" (⚠ {facts.why}: timings not comparable)"
+        lines += [f"![{title}]({path})", ""]
+    return lines
 
 
 def write_sweep_report(sweep_dir: str | Path) -> Path:
