@@ -353,40 +353,48 @@ def _tok(token: bytes) -> str:
 
 
 def render_compare(c: Comparison, *, figure: str | None, level: int = 1) -> str:
-    """The Markdown text of COMPARE.md (no file is read).
+    """The Markdown text of COMPARE.md (no file is read): its sections, in order.
 
     Args:
         figure: the top-k overlap figure's path relative to the Markdown file (None: none).
         level: heading level of the title; sections are one deeper (2 embeds it in a report).
     """
+    lines = [
+        *section_sides(c),
+        *section_shared(c),
+        *section_only_in(c),
+        *section_lengths(c),
+        *_matrices(c),
+        *section_topk(c, figure),
+    ]
+    extra = "#" * (level - 1)
+    return "\n".join(extra + ln if ln.startswith("#") else ln for ln in lines)
+
+
+def section_sides(c: Comparison) -> list[str]:
+    """The title and one row per side: where it comes from and what it holds."""
     sides = c.sides
-    lines = [f"# Vocabulary comparison: {' vs '.join(s.label for s in sides)}", ""]
     rows = [
         [s.label, s.source, s.kind, s.dataset or "n/a", len(s.tokens), len(s.learned),
          len(s.heldout) if s.heldout else "none"]
         for s in sides
     ]  # fmt: skip
-    lines += [
-        table(
-            rows,
-            [
-                "side",
-                "directory",
-                "kind",
-                "trained on",
-                "tokens (no specials)",
-                "learned (merges)",
-                "held-out docs",
-            ],
-        ),  # fmt: skip
+    heads = ["side", "directory", "kind", "trained on", "tokens (no specials)",
+             "learned (merges)", "held-out docs"]  # fmt: skip
+    return [
+        f"# Vocabulary comparison: {' vs '.join(s.label for s in sides)}",
+        "",
+        table(rows, heads),
         "",
         "Tokens are compared by their bytes; special tokens are left out everywhere.",
         "",
-        "## Shared tokens",
-        "",
     ]
+
+
+def section_shared(c: Comparison) -> list[str]:
+    """Shared tokens and the common merge prefix of every pair of sides."""
     rows = []
-    for a, b in combinations(sides, 2):
+    for a, b in combinations(c.sides, 2):
         ta, tb = a.tokens, b.tokens
         la, lb = set(a.learned), set(b.learned)
         div = merge_divergence(a.merges, b.merges)
@@ -395,19 +403,25 @@ def render_compare(c: Comparison, *, figure: str | None, level: int = 1) -> str:
             fmt(jaccard(la, lb), ".3f"), div,
             "identical" if div == len(a.merges) == len(b.merges) else f"#{div + 1}",
         ])  # fmt: skip
-    lines += [
+    a, b = c.sides[0], c.sides[1]
+    la, lb = set(a.learned), set(b.learned)
+    return [
+        "## Shared tokens",
+        "",
         table(rows, ["side A", "side B", "shared tokens", "Jaccard", "shared learned",
                      "Jaccard (learned)", "common merge prefix", "first different merge"]),
         "",
-    ]  # fmt: skip
-    a, b = sides[0], sides[1]
-    la, lb = set(a.learned), set(b.learned)
-    lines += [
         f"{a.label} and {b.label} share {len(la & lb)} learned tokens (Jaccard "
         f"{fmt(jaccard(la, lb), '.3f')} over learned tokens, "
         f"{fmt(jaccard(a.tokens, b.tokens), '.3f')} with the 256 bytes); their merge lists "
         f"agree on the first {merge_divergence(a.merges, b.merges)} merges.",
         "",
+    ]  # fmt: skip
+
+
+def section_only_in(c: Comparison) -> list[str]:
+    """For each pair, the learned tokens one side has and the other lacks."""
+    lines = [
         "## Tokens only in one side",
         "",
         "For each pair, the learned tokens one side has and the other lacks, most frequent "
@@ -416,10 +430,15 @@ def render_compare(c: Comparison, *, figure: str | None, level: int = 1) -> str:
         "rank).",
         "",
     ]
-    for a, b in combinations(sides, 2):
+    for a, b in combinations(c.sides, 2):
         for mine, other in ((a, b), (b, a)):
             lines += _only_in(mine, other, c.occurrences[mine.label])
-    lines += ["## Token lengths", "", "Non-special vocab entries by length in bytes.", ""]
+    return lines
+
+
+def section_lengths(c: Comparison) -> list[str]:
+    """Vocab entries by length in bytes, side by side."""
+    sides = c.sides
     counts = {s.label: Counter(min(len(t), LONG) for t in s.tokens) for s in sides}
     longest = max(max(cnt) for cnt in counts.values())
     rows = [
@@ -427,9 +446,19 @@ def render_compare(c: Comparison, *, figure: str | None, level: int = 1) -> str:
         for n in range(1, longest + 1)
     ]
     rows.append(["mean", *(fmt(sum(map(len, s.tokens)) / len(s.tokens), ".2f") for s in sides)])
-    lines += [table(rows, ["bytes", *(s.label for s in sides)]), ""]
-    lines += _matrices(c)
-    lines += ["## Overlap of the top-k vocab", ""]
+    return [
+        "## Token lengths",
+        "",
+        "Non-special vocab entries by length in bytes.",
+        "",
+        table(rows, ["bytes", *(s.label for s in sides)]),
+        "",
+    ]
+
+
+def section_topk(c: Comparison, figure: str | None) -> list[str]:
+    """How much of the first k learned tokens both sides of a pair hold."""
+    lines = ["## Overlap of the top-k vocab", ""]
     if figure:
         lines += [f"![top-k overlap]({figure})", ""]
     lines += [
@@ -438,15 +467,13 @@ def render_compare(c: Comparison, *, figure: str | None, level: int = 1) -> str:
         "",
     ]
     rows = []
-    for a, b in combinations(sides, 2):
+    for a, b in combinations(c.sides, 2):
         curve = topk_overlap(a.learned, b.learned)
         cells = [fmt(curve[k - 1], ".3f") if k <= len(curve) else "n/a" for k in TOPK_POINTS]
         rows.append([a.label, b.label, *cells, f"{fmt(curve[-1] if curve else None, '.3f')} "
                      f"(k={len(curve)})"])  # fmt: skip
     heads = ["side A", "side B", *(f"k={k}" for k in TOPK_POINTS), "all (k = smaller vocab)"]
-    lines += [table(rows, heads), ""]
-    extra = "#" * (level - 1)
-    return "\n".join(extra + ln if ln.startswith("#") else ln for ln in lines)
+    return [*lines, table(rows, heads), ""]
 
 
 def _only_in(side: Side, other: Side, occ: Counter[bytes]) -> list[str]:
