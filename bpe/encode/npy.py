@@ -53,6 +53,7 @@ from bpe.pretokenize.chunks import (
 from bpe.tokenizer import Tokenizer
 from bpe.tokenizer.gpt2_format import load_tokenizer_files
 from bpe.util.io import atomic_open
+from bpe.util.workers import WorkerPlan
 
 logger = logging.getLogger(__name__)
 
@@ -319,18 +320,10 @@ def encode_file_to_npy(
     ...     np.load(Path(tmp) / "ids.npy").tolist(), result["num_tokens"]
     ([256, 99, 256], 3)
     """
-    dt = check_dtype(tokenizer, dtype)
-    check_output(input_path, out_path, force=force)
-    if backend not in ENCODE_BACKENDS:
-        raise ValueError(f"backend={backend!r} is not supported; use one of {ENCODE_BACKENDS}")
-    src = Path(input_path)
-    size = src.stat().st_size if src.is_file() else None
-    if size != 0:
-        check_input_file(src)  # missing / not a file / unreadable: a clear error
-        size = src.stat().st_size
-    if chunk_bytes < 1:
-        raise ValueError(f"chunk_bytes={chunk_bytes!r} must be >= 1")
-
+    dt, src, size = _check_arguments(
+        input_path, tokenizer, out_path, dtype=dtype, backend=backend, chunk_bytes=chunk_bytes,
+        force=force,
+    )  # fmt: skip
     start_time = time.perf_counter()
     chunks, workers = plan(
         src,
@@ -342,36 +335,12 @@ def encode_file_to_npy(
     )
     logger.info(
         "encoding %s (%d bytes) in %d chunks with %d worker(s) (%s) -> %s",
-        src,
-        size,
-        len(chunks),
-        workers.workers,
-        workers.start_method,
-        out_path,
-    )
-
+        src, size, len(chunks), workers.workers, workers.start_method, out_path,
+    )  # fmt: skip
+    arrays, backend = _encoded_chunks(tokenizer, src, chunks, workers, dt, backend=backend)
     target = Path(out_path)
-    arrays = None
-    if backend == "tiktoken":
-        ranges = [(c.start, c.end) for c in chunks]
-        arrays = exports.tiktoken_chunk_arrays(
-            tokenizer, src, ranges, read_text=read_chunk_text, dtype=dt.name,
-            threads=workers.workers,
-        )  # fmt: skip
-        backend = "tiktoken" if arrays is not None else "python"
-    if arrays is None:
-        arrays = map_chunks(
-            _encode_chunk, (tokenizer, str(src), dt.name), chunks, workers, ordered=True
-        )
     with closing(arrays):
-        if not progress:
-            num_tokens = write_npy_atomically(target, dt, arrays)
-        else:
-            from tqdm.auto import tqdm
-
-            with tqdm(total=size, unit="B", unit_scale=True, desc="encode") as bar:
-                sizes = [c.size for c in chunks]
-                num_tokens = write_npy_atomically(target, dt, _ticking(arrays, sizes, bar))
+        num_tokens = _write(target, dt, arrays, chunks, size=size, progress=progress)
     seconds = time.perf_counter() - start_time
     record = lineage.encode_sidecar(
         tokenizer=tokenizer,
@@ -385,12 +354,8 @@ def encode_file_to_npy(
     sidecar = lineage.write_sidecar(target, record)
     logger.info(
         "wrote %d tokens (%s) to %s in %.2f s (%.2f MB/s)",
-        num_tokens,
-        dt.name,
-        target,
-        seconds,
-        size / seconds / 1e6 if seconds else 0.0,
-    )
+        num_tokens, dt.name, target, seconds, size / seconds / 1e6 if seconds else 0.0,
+    )  # fmt: skip
     return {
         "path": str(target),
         "num_tokens": num_tokens,
@@ -402,6 +367,74 @@ def encode_file_to_npy(
         "backend": backend,
         "sidecar": str(sidecar),
     }
+
+
+def _check_arguments(
+    input_path: str | os.PathLike,
+    tokenizer: Tokenizer,
+    out_path: str | os.PathLike,
+    *,
+    dtype: str,
+    backend: str,
+    chunk_bytes: int,
+    force: bool,
+) -> tuple[np.dtype, Path, int]:
+    """Every check before any work: the dtype holds the ids, the output may be written, the
+    backend exists, the input is a readable file (an empty one is allowed). Returns the dtype,
+    the input path and its size."""
+    dt = check_dtype(tokenizer, dtype)
+    check_output(input_path, out_path, force=force)
+    if backend not in ENCODE_BACKENDS:
+        raise ValueError(f"backend={backend!r} is not supported; use one of {ENCODE_BACKENDS}")
+    src = Path(input_path)
+    size = src.stat().st_size if src.is_file() else None
+    if size != 0:
+        check_input_file(src)  # missing / not a file / unreadable: a clear error
+        size = src.stat().st_size
+    if chunk_bytes < 1:
+        raise ValueError(f"chunk_bytes={chunk_bytes!r} must be >= 1")
+    return dt, src, size
+
+
+def _encoded_chunks(
+    tokenizer: Tokenizer,
+    src: Path,
+    chunks: list[Chunk],
+    workers: WorkerPlan,
+    dt: np.dtype,
+    *,
+    backend: str,
+) -> tuple[Iterator[np.ndarray], str]:
+    """The chunks' id arrays in order, and the backend that made them: tiktoken's threads when
+    asked for and its export agrees on the first chunk, else our tokenizer in processes."""
+    if backend == "tiktoken":
+        ranges = [(c.start, c.end) for c in chunks]
+        arrays = exports.tiktoken_chunk_arrays(
+            tokenizer, src, ranges, read_text=read_chunk_text, dtype=dt.name,
+            threads=workers.workers,
+        )  # fmt: skip
+        if arrays is not None:
+            return arrays, "tiktoken"
+    context = (tokenizer, str(src), dt.name)
+    return map_chunks(_encode_chunk, context, chunks, workers, ordered=True), "python"
+
+
+def _write(
+    target: Path,
+    dt: np.dtype,
+    arrays: Iterable[np.ndarray],
+    chunks: list[Chunk],
+    *,
+    size: int,
+    progress: bool,
+) -> int:
+    """Stream the arrays into `target` atomically (with a bar over the input bytes)."""
+    if not progress:
+        return write_npy_atomically(target, dt, arrays)
+    from tqdm.auto import tqdm
+
+    with tqdm(total=size, unit="B", unit_scale=True, desc="encode") as bar:
+        return write_npy_atomically(target, dt, _ticking(arrays, [c.size for c in chunks], bar))
 
 
 # ---------------------------------------------------------------------------------------------
