@@ -62,6 +62,8 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .train                    bpe-train (a Hydra app)
       .report                   bpe-report
       .show                     bpe-show
+      .encode                   bpe-encode
+      .compare                  bpe-compare
     bpe.util                    shared plumbing, no BPE
       .io                       atomic writes, project paths, safe path names
       .progress                 progress lines and bars

@@ -347,7 +347,7 @@ def test_kill_9_of_an_encode_worker_exits_non_zero_without_output(big_corpus, tm
     save_tokenizer_files(vocab, merges, tmp_path)
     out = tmp_path / "ids.npy"
     code, log, elapsed = _kill_9_one_worker(
-        [sys.executable, "-m", "bpe.encode.npy", "--tokenizer", str(tmp_path),
+        [sys.executable, "-m", "bpe.cli.encode", "--tokenizer", str(tmp_path),
          "--input", str(big_corpus), "--out", str(out), "--num-workers", "2", "--no-progress"]
     )  # fmt: skip
     assert code == 1 and elapsed < 30, log

@@ -18,12 +18,12 @@ from bpe.analysis import load_runs, pairwise_overlap
 from bpe.analysis.compare import (
     jaccard,
     load_side,
-    main,
     merge_divergence,
     side_labels,
     topk_overlap,
     write_compare,
 )
+from bpe.cli.compare import main
 from bpe.tokenizer.gpt2_format import load_vocab
 from tests.conftest import DATA, FIXTURES, ROOT, console_env
 
@@ -100,7 +100,7 @@ def test_pairwise_overlap_over_a_sweep():
 
 def test_bpe_compare_command(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "bpe.analysis.compare", str(TS300), str(TS350),
+        [sys.executable, "-m", "bpe.cli.compare", str(TS300), str(TS350),
          "--out", str(tmp_path), "--labels", "small", "large"],
         capture_output=True, text=True, cwd=ROOT,
     )  # fmt: skip
@@ -108,7 +108,7 @@ def test_bpe_compare_command(tmp_path):
     text = (tmp_path / "COMPARE.md").read_text("utf-8")
     assert text.startswith("# Vocabulary comparison: small vs large")
     bad = subprocess.run(
-        [sys.executable, "-m", "bpe.analysis.compare", str(TS300), str(tmp_path)],
+        [sys.executable, "-m", "bpe.cli.compare", str(TS300), str(tmp_path)],
         capture_output=True, text=True, cwd=ROOT,
     )  # fmt: skip
     assert bad.returncode == 2 and "neither a run directory" in bad.stderr

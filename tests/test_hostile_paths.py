@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from bpe import train_bpe
-from bpe.encode.npy import main as encode_main
+from bpe.cli.encode import main as encode_main
 from bpe.experiment.rundir import update_latest
 from bpe.tokenizer.gpt2_format import save_tokenizer_files
 from bpe.util.io import safe_name

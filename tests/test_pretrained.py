@@ -14,7 +14,7 @@ import pytest
 
 from bpe import Tokenizer, train_bpe
 from bpe.analysis.compare import load_side
-from bpe.encode.npy import main as encode_main
+from bpe.cli.encode import main as encode_main
 from bpe.encode.npy import open_tokenizer
 from bpe.formats.init_from import load_parent
 from bpe.formats.pretrained import open_tokenizer_dir

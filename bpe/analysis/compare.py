@@ -23,10 +23,8 @@ output directory's COMPARE.md and figure.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
-import sys
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -596,30 +594,3 @@ def pairwise_overlap(runs: pd.DataFrame, *, measure: str = "jaccard") -> pd.Data
         for b in sides:
             frame.loc[a.label, b.label] = fn(a, b)
     return frame
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="bpe-compare",
-        description="Compare vocabularies (run dirs or GPT-2 style vocab.json + merges.txt "
-        "dirs); writes OUT/COMPARE.md and OUT/figures/compare_topk_overlap.png",
-    )
-    parser.add_argument("dirs", nargs="+", type=Path, help="two or more directories")
-    parser.add_argument("--out", type=Path, default=Path("."), help="output dir (default: .)")
-    parser.add_argument("--labels", nargs="+", help="names for the sides, one per directory")
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    try:
-        logger.info("wrote %s", write_compare(args.dirs, args.out, labels=args.labels))
-    except (FileNotFoundError, ValueError) as err:
-        logger.error("%s", err)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -24,12 +24,9 @@ on threads (see `bpe.formats.exports.tiktoken_chunk_arrays`).
 
 from __future__ import annotations
 
-import argparse
 import io
 import logging
 import os
-import shlex
-import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import closing
@@ -41,11 +38,10 @@ from bpe.encode import lineage
 from bpe.encode.lineage import load  # noqa: F401  (re-exported: bpe.encode.npy.load)
 from bpe.formats import exports
 from bpe.formats.pretrained import vocab_special_tokens
-from bpe.pretokenize import EOT, check_input_file
+from bpe.pretokenize import check_input_file
 from bpe.pretokenize.chunks import (
     DEFAULT_MIN_PARALLEL_BYTES,
     Chunk,
-    ChunkWorkerError,
     map_chunks,
     plan,
     read_chunk_text,
@@ -435,106 +431,3 @@ def _write(
 
     with tqdm(total=size, unit="B", unit_scale=True, desc="encode") as bar:
         return write_npy_atomically(target, dt, _ticking(arrays, [c.size for c in chunks], bar))
-
-
-# ---------------------------------------------------------------------------------------------
-# CLI
-# ---------------------------------------------------------------------------------------------
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="bpe-encode",
-        description="Encode a UTF-8 text file into a .npy array of token ids (uint16 by default).",
-    )
-    parser.add_argument(
-        "--tokenizer",
-        nargs="+",
-        required=True,
-        metavar="RUN_DIR_OR_FILES",
-        help="a run directory with vocab.json and merges.txt, or the two files",
-    )
-    parser.add_argument("--input", required=True, help="UTF-8 text file to encode")
-    parser.add_argument(
-        "--out",
-        required=True,
-        help="output .npy path (never the input; an existing file only if bpe-encode wrote it, "
-        "unless --force)",
-    )
-    parser.add_argument(
-        "--force",
-        action="store_true",
-        help="replace an existing --out that bpe-encode did not write (never the input)",
-    )
-    parser.add_argument(
-        "--special-tokens",
-        nargs="*",
-        default=None,
-        metavar="TOKEN",
-        help="special tokens (default: the tokenizer's own, as bpe.formats.pretrained decides: "
-        f"tokenizer.json, a run's metrics.json, else vocab entries no merge makes, e.g. {EOT}; "
-        "pass the flag alone for none)",
-    )
-    parser.add_argument(
-        "--num-workers", type=int, default=None, help="processes (default: all CPUs)"
-    )
-    parser.add_argument("--dtype", choices=DTYPES, default="uint16")
-    parser.add_argument(
-        "--chunk-mb", type=float, default=DEFAULT_CHUNK_BYTES / 2**20, help="MB of text per job"
-    )
-    parser.add_argument(
-        "--backend",
-        choices=ENCODE_BACKENDS,
-        default="python",
-        help="python (readable, processes) or tiktoken (the exported Encoding on threads)",
-    )
-    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of `bpe-encode`: 0 on success, 2 on bad input, 1 on a lost worker (logged)."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    try:
-        tokenizer = open_tokenizer(args.tokenizer, special_tokens=args.special_tokens)
-        vocab_path, _ = resolve_tokenizer_files(args.tokenizer)
-        result = encode_file_to_npy(
-            args.input,
-            tokenizer,
-            args.out,
-            num_workers=args.num_workers,
-            dtype=args.dtype,
-            chunk_bytes=max(1, int(args.chunk_mb * 2**20)),
-            progress=not args.no_progress,
-            backend=args.backend,
-            tokenizer_dir=args.tokenizer[0] if len(args.tokenizer) == 1 else vocab_path.parent,
-            command=shlex.join(["bpe-encode", *(sys.argv[1:] if argv is None else argv)]),
-            force=args.force,
-        )
-    except (
-        FileNotFoundError,
-        FileExistsError,
-        IsADirectoryError,
-        PermissionError,
-        ValueError,
-    ) as err:
-        logger.error("%s", err)
-        return 2
-    except ChunkWorkerError as err:
-        logger.error("%s; no output was written", err)
-        return 1
-    logger.info(
-        "%d tokens from %d bytes (%.3f bytes/token) -> %s",
-        result["num_tokens"],
-        result["num_bytes"],
-        result["num_bytes"] / max(result["num_tokens"], 1),
-        result["path"],
-    )
-    return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())

@@ -1,0 +1,43 @@
+"""`bpe-compare DIR DIR ... --out OUT`: COMPARE.md for two or more tokenizers.
+
+The command line only: `bpe.analysis.compare.write_compare` does the work (and its docstring
+says what the report holds). Exit status 0, or 2 with one error line on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from bpe.analysis.compare import write_compare
+
+logger = logging.getLogger(__name__)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="bpe-compare",
+        description="Compare vocabularies (run dirs or GPT-2 style vocab.json + merges.txt "
+        "dirs); writes OUT/COMPARE.md and OUT/figures/compare_topk_overlap.png",
+    )
+    parser.add_argument("dirs", nargs="+", type=Path, help="two or more directories")
+    parser.add_argument("--out", type=Path, default=Path("."), help="output dir (default: .)")
+    parser.add_argument("--labels", nargs="+", help="names for the sides, one per directory")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        logger.info("wrote %s", write_compare(args.dirs, args.out, labels=args.labels))
+    except (FileNotFoundError, ValueError) as err:
+        logger.error("%s", err)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,125 @@
+"""`bpe-encode --tokenizer RUN_DIR --input FILE --out IDS.npy`: a corpus as an array of ids.
+
+The command line only: `bpe.encode.npy.encode_file_to_npy` does the work (and its docstring
+says how). Exit status 0; 2 with one error line on bad input; 1 when a worker process was lost
+(no output is written then).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shlex
+import sys
+from collections.abc import Sequence
+
+from bpe.encode.npy import (
+    DEFAULT_CHUNK_BYTES,
+    DTYPES,
+    ENCODE_BACKENDS,
+    encode_file_to_npy,
+    open_tokenizer,
+    resolve_tokenizer_files,
+)
+from bpe.pretokenize import EOT
+from bpe.pretokenize.chunks import ChunkWorkerError
+
+logger = logging.getLogger(__name__)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="bpe-encode",
+        description="Encode a UTF-8 text file into a .npy array of token ids (uint16 by default).",
+    )
+    parser.add_argument(
+        "--tokenizer",
+        nargs="+",
+        required=True,
+        metavar="RUN_DIR_OR_FILES",
+        help="a run directory with vocab.json and merges.txt, or the two files",
+    )
+    parser.add_argument("--input", required=True, help="UTF-8 text file to encode")
+    parser.add_argument(
+        "--out",
+        required=True,
+        help="output .npy path (never the input; an existing file only if bpe-encode wrote it, "
+        "unless --force)",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing --out that bpe-encode did not write (never the input)",
+    )
+    parser.add_argument(
+        "--special-tokens",
+        nargs="*",
+        default=None,
+        metavar="TOKEN",
+        help="special tokens (default: the tokenizer's own, as bpe.formats.pretrained decides: "
+        f"tokenizer.json, a run's metrics.json, else vocab entries no merge makes, e.g. {EOT}; "
+        "pass the flag alone for none)",
+    )
+    parser.add_argument(
+        "--num-workers", type=int, default=None, help="processes (default: all CPUs)"
+    )
+    parser.add_argument("--dtype", choices=DTYPES, default="uint16")
+    parser.add_argument(
+        "--chunk-mb", type=float, default=DEFAULT_CHUNK_BYTES / 2**20, help="MB of text per job"
+    )
+    parser.add_argument(
+        "--backend",
+        choices=ENCODE_BACKENDS,
+        default="python",
+        help="python (readable, processes) or tiktoken (the exported Encoding on threads)",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of `bpe-encode`: 0 on success, 2 on bad input, 1 on a lost worker (logged)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        tokenizer = open_tokenizer(args.tokenizer, special_tokens=args.special_tokens)
+        vocab_path, _ = resolve_tokenizer_files(args.tokenizer)
+        result = encode_file_to_npy(
+            args.input,
+            tokenizer,
+            args.out,
+            num_workers=args.num_workers,
+            dtype=args.dtype,
+            chunk_bytes=max(1, int(args.chunk_mb * 2**20)),
+            progress=not args.no_progress,
+            backend=args.backend,
+            tokenizer_dir=args.tokenizer[0] if len(args.tokenizer) == 1 else vocab_path.parent,
+            command=shlex.join(["bpe-encode", *(sys.argv[1:] if argv is None else argv)]),
+            force=args.force,
+        )
+    except (
+        FileNotFoundError,
+        FileExistsError,
+        IsADirectoryError,
+        PermissionError,
+        ValueError,
+    ) as err:
+        logger.error("%s", err)
+        return 2
+    except ChunkWorkerError as err:
+        logger.error("%s; no output was written", err)
+        return 1
+    logger.info(
+        "%d tokens from %d bytes (%.3f bytes/token) -> %s",
+        result["num_tokens"],
+        result["num_bytes"],
+        result["num_bytes"] / max(result["num_tokens"], 1),
+        result["path"],
+    )
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
