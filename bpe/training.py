@@ -221,7 +221,7 @@ def _log_stage_1(
 def _parent_record(parent: Parent) -> dict:
     """What a continued run records about its parent: path, merges sha256, sizes."""
     return {
-        "path": parent.path,
+        "path": str(parent.path),
         "merges_sha256": merges_sha256(parent.merges),
         "vocab_size": len(parent.vocab),
         "merges": len(parent.merges),

@@ -14,22 +14,13 @@ ids; the ids of a GPT-2 parent are explained there).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
-from bpe.formats.pretrained import open_tokenizer_dir
+from bpe.formats.pretrained import TokenizerDir, open_tokenizer_dir
 from bpe.pretokenize import pattern_name
 
-
-@dataclass(frozen=True)
-class Parent:
-    """A tokenizer to continue training from."""
-
-    path: str
-    vocab: dict[int, bytes]
-    merges: list[tuple[bytes, bytes]]
-    special_tokens: list[str]
-    #: the split pattern it was trained with (GPT-2's when its files record none)
-    pattern: str
+#: A tokenizer to continue training from: an opened tokenizer directory (its vocab, merges,
+#: special tokens and split pattern, as `bpe.formats.pretrained` reads them).
+Parent = TokenizerDir
 
 
 def load_parent(path: str | os.PathLike) -> Parent:
@@ -39,10 +30,7 @@ def load_parent(path: str | os.PathLike) -> Parent:
         FileNotFoundError: the directory or one of its two files is missing.
         ValueError: malformed files, or files that do not belong together.
     """
-    opened = open_tokenizer_dir(path, what="init_from=")
-    return Parent(
-        str(opened.path), opened.vocab, opened.merges, opened.special_tokens, opened.pattern
-    )
+    return open_tokenizer_dir(path, what="init_from=")
 
 
 def check_parent(parent: Parent, *, pattern: str, vocab_size: int) -> None:
@@ -52,12 +40,12 @@ def check_parent(parent: Parent, *, pattern: str, vocab_size: int) -> None:
     """
     if parent.pattern != pattern:
         raise ValueError(
-            f"init_from={parent.path!r} was trained with the {pattern_name(parent.pattern)!r} "
+            f"init_from={str(parent.path)!r} was trained with the {pattern_name(parent.pattern)!r} "
             f"split pattern but this run uses {pattern_name(pattern)!r}; continue with the "
             "parent's pattern (pretokenizer=...), or its merges would meet other pretokens"
         )
     if vocab_size < len(parent.vocab):
         raise ValueError(
-            f"vocab_size={vocab_size} is smaller than init_from={parent.path!r}'s "
+            f"vocab_size={vocab_size} is smaller than init_from={str(parent.path)!r}'s "
             f"{len(parent.vocab)} tokens; continuing can only add tokens: raise vocab_size"
         )
