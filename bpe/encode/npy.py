@@ -223,7 +223,9 @@ def check_output(
     output of ours (a `.npy` file with its `.npy.json` sidecar) unless `force`.
 
     Raises:
-        ValueError / IsADirectoryError / FileExistsError, naming the path and the fix.
+        ValueError: the output is the input (names both paths).
+        IsADirectoryError: the output is a directory.
+        FileExistsError: the output exists and is not ours, without `force` (says to pass it).
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp()); (d / "c.txt").write_text("hi")
@@ -294,8 +296,8 @@ def encode_file_to_npy(
         progress: show a tqdm bar over the input bytes.
         backend: "python" (bpe.Tokenizer in processes) or "tiktoken" (the tiktoken export on
             threads; falls back to python with a warning if the first chunk differs).
-        tokenizer_dir, command: recorded in the sidecar `<out_path>.json` (see
-        `bpe.encode.lineage`).
+        tokenizer_dir: recorded in the sidecar `<out_path>.json` (`bpe.encode.lineage`).
+        command: the command line, recorded in the sidecar too.
 
     Returns:
         dict with `num_tokens`, `num_bytes`, `num_chunks`, `num_workers`, `start_method`,
@@ -304,8 +306,8 @@ def encode_file_to_npy(
     Raises:
         FileNotFoundError: the input is missing.
         ValueError: ids too large for dtype, invalid UTF-8 (names the byte offset), bad options.
-        bpe.pretokenize.chunks.ChunkWorkerError: a worker process died (names the chunk and the
-        signal).
+        bpe.pretokenize.chunks.ChunkWorkerError: a worker process died (names the chunk and
+            the signal).
 
     >>> import tempfile
     >>> from pathlib import Path

@@ -280,7 +280,8 @@ def pretokenize_cached(
 
     Args:
         path: the input file (its bytes are hashed here unless input_sha256 is given).
-        special_tokens, pattern: what counting uses (both are part of the key).
+        special_tokens: the special tokens counting uses (part of the key).
+        pattern: the split pattern counting uses (part of the key).
         cache_dir: the directory holding the cache files (created on the first save).
         count: counts the file (a miss): e.g. `lambda: pretokenize_file(path, ...)`.
         input_sha256: the input's sha256 when the caller already has it.

@@ -581,7 +581,7 @@ def map_chunks(
 
     Raises:
         ChunkWorkerError: a worker died (naming the chunk and the signal) or could not start.
-        whatever `fn` raised, re-raised here for the first chunk that failed.
+        Exception: whatever `fn` raised, re-raised here for the first chunk that failed.
 
     >>> def size(context, chunk):
     ...     return context * chunk.size
