@@ -45,6 +45,12 @@ def test_every_key_a_reader_uses_is_in_a_real_run(run):
     assert schema.get(metrics, schema.LAUNCHER_NAME) == "basic"  # the key MLflow once lost
 
 
+def test_the_typed_sections_are_what_the_runner_writes(run):
+    metrics = json.loads((run / layout.METRICS_FILE).read_text("utf-8"))
+    for section, typed in schema.SECTIONS.items():
+        assert set(metrics[section]) == set(typed.__annotations__), section
+
+
 def test_every_file_of_a_complete_run_is_there(run):
     missing = [name for name in layout.COMPLETE_RUN_FILES if not (run / name).is_file()]
     assert not missing, f"a complete run lacks {missing}"

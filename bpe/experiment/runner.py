@@ -53,6 +53,7 @@ from bpe.formats.init_from import check_parent, load_parent
 from bpe.pretokenize import datasets, pattern_name, resolve_pattern
 from bpe.runs.command import rerun_command
 from bpe.runs.layout import MERGE_COUNTS_FILE, METRICS_FILE
+from bpe.runs.schema import BackendRecord, Counts, PatternRecord, RunRecord
 from bpe.runs.stages import ANALYSIS, REPORT, SAVE, SETUP, TRAINING
 from bpe.tokenizer import Tokenizer
 from bpe.tokenizer.gpt2_format import save_tokenizer_files
@@ -342,7 +343,7 @@ def _input_name(cfg: DictConfig) -> str:
     return datasets.input_name(str(cfg.dataset.name), cfg.dataset.path)
 
 
-def run_record(cfg: DictConfig, run_dir: Path, overrides: list[str], sweep: dict) -> dict:
+def run_record(cfg: DictConfig, run_dir: Path, overrides: list[str], sweep: dict) -> RunRecord:
     """metrics.json's `run` section: what was asked for, where, how it was launched, and the
     command that reruns it (`bpe.runs.command.rerun_command`)."""
     run = {
@@ -365,7 +366,7 @@ def run_record(cfg: DictConfig, run_dir: Path, overrides: list[str], sweep: dict
         "sweep_dir": sweep.get("sweep_dir"),
         "job_num": sweep.get("job_num"),
     }
-    return {**run, "command": rerun_command(run)}
+    return RunRecord(**run, command=rerun_command(run))
 
 
 def _begin(metrics: MetricsFile, run_dir: Path, overrides: list[str]) -> None:
@@ -427,21 +428,21 @@ def run_facts(
             "total": round(sum(timings.values()), 6),
         },
         "memory": memory,
-        "counts": {
-            "bytes": stage1.num_bytes,
-            "pretokens": stage1.num_pretokens,
-            "unique_pretokens": stage1.num_unique,
-            "merges": result.num_merges,
-            "vocab": len(result.vocab),
-            "chunks": stage1.num_chunks,
-            "workers": stage1.num_workers,
-            "start_method": stage1.start_method,
-        },
+        "counts": Counts(
+            bytes=stage1.num_bytes,
+            pretokens=stage1.num_pretokens,
+            unique_pretokens=stage1.num_unique,
+            merges=result.num_merges,
+            vocab=len(result.vocab),
+            chunks=stage1.num_chunks,
+            workers=stage1.num_workers,
+            start_method=stage1.start_method,
+        ),
         "merges_sha256": result.merges_sha256,
         "pretoken_cache": result.pretoken_cache,
-        "pattern": {"name": pattern_name(result.pattern), "regex": result.pattern},
+        "pattern": PatternRecord(name=pattern_name(result.pattern), regex=result.pattern),
         # where stage 1 ran: "LocalCluster(n)" or the address a dask run used
-        "backend": {"name": stage1.backend, "scheduler": stage1.scheduler},
+        "backend": BackendRecord(name=stage1.backend, scheduler=stage1.scheduler),
         "stopped_early": len(result.vocab) < int(cfg.vocab_size),
     }
 

@@ -1,7 +1,9 @@
 """The keys of metrics.json, once: where each fact a reader needs sits, and how to read it.
 
 The writer (`bpe.experiment.runner`, `bpe.experiment.evaluate`) builds metrics.json section by
-section; every reader names the fields it reads through a `Key` here, never a string typed by
+section, the sections it owns as the typed structures below (`RunRecord`, `Counts`,
+`PatternRecord`, `BackendRecord`: a type checker and `tests/test_runs.py` hold the writer to
+them); every reader names the fields it reads through a `Key` here, never a string typed by
 hand, so a renamed field breaks `tests/test_runs.py` (which checks every key against a real
 run) instead of a report, a tracker or a comparison in the field. Dotted column names of
 `bpe.analysis.loader.load_runs` are `"metrics." + key.dotted`.
@@ -11,14 +13,74 @@ run) instead of a report, a tracker or a comparison in the field. Dotted column 
     >>> get({"run": {}}, LAUNCHER_NAME, default="n/a"), LAUNCHER_NAME.column
     ('n/a', 'metrics.run.launcher.name')
 
-What it does not do: validate a whole metrics.json or write one; older runs lack some keys
+What it does not do: validate a whole metrics.json or write the file; older runs lack some keys
 (`always=False`), and readers fall back as they document.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypedDict
+
+
+class RunRecord(TypedDict):
+    """metrics.json's `run`: what was asked for, where it ran, how it was launched."""
+
+    name: str
+    dir: str
+    dataset: str
+    trainer: str
+    vocab_size: int
+    profiler: str
+    num_workers: int | None
+    launcher: dict  # `bpe.experiment.runner.launcher_info`
+    seed: int
+    pretokenizer: str
+    init_from: str | None
+    special_tokens: list[str]
+    input_name: str  # the dataset's name, or custom-<stem> for dataset.path=
+    input_path: str
+    overrides: list[str]
+    extra_overrides: list[str]  # e.g. a dataset.path= the overrides do not show
+    sweep_dir: str | None
+    job_num: int | None
+    command: str  # `bpe.runs.command.rerun_command` of the fields above
+
+
+class Counts(TypedDict):
+    """metrics.json's `counts`: the sizes of what was trained, and how stage 1 ran."""
+
+    bytes: int
+    pretokens: int
+    unique_pretokens: int
+    merges: int
+    vocab: int
+    chunks: int
+    workers: int
+    start_method: str
+
+
+class PatternRecord(TypedDict):
+    """metrics.json's `pattern`: the split pattern's name (`bpe.pretokenize.pattern_name`)."""
+
+    name: str
+    regex: str
+
+
+class BackendRecord(TypedDict):
+    """metrics.json's `backend`: where stage 1 ran ("processes" or "dask", and its scheduler)."""
+
+    name: str
+    scheduler: str | None
+
+
+#: The sections the runner writes as typed structures, by their metrics.json key.
+SECTIONS: dict[str, type] = {
+    "run": RunRecord,
+    "counts": Counts,
+    "pattern": PatternRecord,
+    "backend": BackendRecord,
+}
 
 
 class Key(NamedTuple):
