@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bpe import Tokenizer, train_bpe
+from bpe.cli.encode import main
 from bpe.encode.npy import (
     encode_file_to_npy,
-    main,
     resolve_tokenizer_files,
     write_npy_atomically,
 )
