@@ -17,6 +17,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .pair_index               pair counts + pair -> words, shared by indexed and heap
       .common                   the merge state and THE candidate order
       .parent                   continued training: a parent's merges replayed first
+      .variants                 the BPE family (bpe, superbpe, picky) and their parameters
     bpe.training                train_bpe, train_bpe_detailed, TrainResult: stages 1-3, timed
     bpe.tokenizer               Tokenizer: encode, decode, streaming
       .gpt2_format              vocab.json and merges.txt (GPT-2 format), merges_sha256

@@ -36,6 +36,7 @@ from bpe.runs.stages import STAGE_TIMINGS, stage_label
 from bpe.tokenizer.gpt2_format import merges_sha256
 from bpe.trainers import check_trainer, learn_merges
 from bpe.trainers.common import check_vocab_size
+from bpe.trainers.variants import Variant, as_variant
 from bpe.util.progress import LOG_INTERVAL_S
 
 logger = logging.getLogger(__name__)
@@ -74,6 +75,11 @@ class TrainResult:
     #: the input's sha256 when training hashed it (the cache key needs it), else None; the
     #: run's lineage reuses it instead of hashing the file again
     input_sha256: str | None = None
+    #: the member of the BPE family trained, its defaults resolved (`bpe.trainers.variants`)
+    variant: Variant = field(default_factory=Variant)
+    #: what the variant measured about itself (metrics.json's `variant` section adds these to
+    #: the parameters): empty for plain BPE
+    variant_facts: dict = field(default_factory=dict)
 
     @property
     def num_merges(self) -> int:
@@ -98,6 +104,7 @@ def train_bpe_detailed(
     backend: str = "processes",
     scheduler: str | None = None,
     log_interval: float = LOG_INTERVAL_S,
+    variant: Variant | str | None = None,
 ) -> TrainResult:
     """Train a byte-level BPE tokenizer on a text file and report how it went.
 
@@ -121,6 +128,8 @@ def train_bpe_detailed(
             must be visible to every worker); None starts a LocalCluster of `num_workers`.
         log_interval: seconds between INFO progress lines in every stage (MB done, MB/s and
             ETA; merges done, merges/s and ETA; a heartbeat where a stage has no ticks).
+        variant: the member of the BPE family (`bpe.trainers.variants`): "bpe" (default,
+            None), or a `Variant` with its parameters.
 
     Raises:
         FileNotFoundError: input_path does not exist.
@@ -132,6 +141,9 @@ def train_bpe_detailed(
     check_trainer(trainer)
     check_backend(backend, scheduler)
     check_vocab_size(vocab_size, specials)
+    chosen = as_variant(variant).resolve(vocab_size=vocab_size)
+    if chosen.name != "bpe":
+        raise ValueError(f"variant={chosen.name!r} is not available yet; use variant='bpe'")
     regex_pattern = resolve_pattern(pattern)
     parent = load_parent(init_from) if isinstance(init_from, str | os.PathLike) else init_from
     if parent is not None:
@@ -171,6 +183,7 @@ def train_bpe_detailed(
         init_from=None if parent is None else _parent_record(parent),
         pretoken_cache=cache.as_dict(),
         input_sha256=input_sha256,
+        variant=chosen,
     )
 
 
@@ -238,7 +251,7 @@ def train_bpe(
 
     The `(vocab, merges)` view of `train_bpe_detailed`, which takes the same arguments: the
     keyword options (trainer, num_workers, progress, pattern, init_from, cache_dir, backend,
-    scheduler, log_interval) are forwarded as given, so the two cannot drift apart.
+    scheduler, log_interval, variant) are forwarded as given, so the two cannot drift apart.
 
     >>> import tempfile
     >>> from pathlib import Path

@@ -174,6 +174,7 @@ TIDY_COLUMNS = {
     "input_path": schema.INPUT_PATH.column,
     "input_key": None,  # `input_key` of input_sha256 and input_path: runs compare within one
     "trainer": schema.TRAINER.column,
+    "variant": schema.VARIANT_NAME.column,  # runs before the BPE family trained plain BPE
     "vocab_size": schema.VOCAB_SIZE.column,
     "profiler": schema.PROFILER.column,
     "profiled": schema.PROFILED.column,
@@ -238,6 +239,7 @@ def tidy(frame: pd.DataFrame) -> pd.DataFrame:
     if "status_reason" in frame:  # a crashed or stale run recorded no error: say why it shows so
         out["error"] = out["error"].where(out["error"].notna(), frame["status_reason"])
     out["pattern"] = out["pattern"].fillna("gpt2")
+    out["variant"] = out["variant"].fillna("bpe")
     order = ["dataset", "vocab_size", "trainer", "run_dir"]
     return out.sort_values(order, kind="stable", na_position="last").reset_index(drop=True)
 

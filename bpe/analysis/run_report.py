@@ -38,6 +38,7 @@ from bpe.analysis.loader import (
 from bpe.analysis.markdown import clip, fmt, table
 from bpe.analysis.vocab_report import section_efficiency, section_glossary, section_undertrained
 from bpe.measures import TOKEN_KINDS, pile_projection, token_kind
+from bpe.runs import schema
 from bpe.runs.command import rerun_command
 from bpe.runs.layout import FIGURES, MERGES_FILE, METRICS_FILE, experiments_root
 from bpe.runs.stages import RETIRED_STAGES, RUN_STAGES, TIMED_STAGES, TRAIN_STAGES
@@ -238,6 +239,7 @@ def section_header(metrics: dict, env: dict) -> list[str]:
         f"vocab size {run.get('vocab_size')} (profiler: {run.get('profiler')}).",
         "",
         *_pattern_lines(metrics),
+        *variant_lines(metrics),
         table(header_rows, ["", ""]),
         "",
         "Reproduce:",
@@ -258,6 +260,37 @@ def section_header(metrics: dict, env: dict) -> list[str]:
         verdict = "crashed" if metrics["status"] == "crashed" else f"is {metrics['status']}"
         lines += [f"**This run {verdict}**: {metrics['status_reason']}.", ""]
     return lines
+
+
+def variant_lines(metrics: dict) -> list[str]:
+    """What a run of a BPE-family variant did differently (nothing for plain BPE).
+
+    >>> variant_lines({"variant": {"name": "picky", "threshold": 0.9, "removals": 12}})[0][:45]
+    'Variant: **picky** (PickyBPE, Chizhov et al.,'
+    >>> variant_lines({"variant": {"name": "bpe"}}), variant_lines({})
+    ([], [])
+    """
+    name = schema.get(metrics, schema.VARIANT_NAME, default="bpe")
+    if name == "picky":
+        return [
+            f"Variant: **picky** (PickyBPE, Chizhov et al., 2024): intersection-over-self "
+            f"threshold {schema.get(metrics, schema.VARIANT_THRESHOLD)}; "
+            f"{schema.get(metrics, schema.VARIANT_REMOVALS, default='n/a')} tokens were "
+            "removed during training and their slots went to later merges.",
+            "",
+        ]
+    if name == "superbpe":
+        two = schema.get(metrics, schema.VARIANT_STAGE_TWO, default={})
+        return [
+            f"Variant: **superbpe** (SuperBPE, Liu et al., 2025): ordinary BPE to "
+            f"{schema.get(metrics, schema.VARIANT_TRANSITION_VOCAB)} tokens, then "
+            f"{two.get('merges', 'n/a')} superword merges under the stage-two pattern above, "
+            f"over {two.get('unique_pretokens', 'n/a')} unique pretokens "
+            f"({two.get('unique_ratio', 'n/a')}x stage one's; longest "
+            f"{two.get('longest_pretoken_bytes', 'n/a')} bytes).",
+            "",
+        ]
+    return []
 
 
 def _pattern_lines(metrics: dict) -> list[str]:

@@ -49,6 +49,7 @@ from bpe.experiment.metrics import RESERVE_BYTES
 from bpe.experiment.rundir import preflight
 from bpe.experiment.runner import SWEEP_JOBS_ENV, run_experiment
 from bpe.pretokenize.datasets import input_name
+from bpe.trainers.variants import variant_tag
 from bpe.util.io import CONF_DIR, safe_name
 
 logger = logging.getLogger("bpe.cli.train")
@@ -63,6 +64,8 @@ _DEBUG_FLAG = "--debug"
 # Run directory names (conf/config.yaml) show a custom dataset.path as custom-<file stem>.
 OmegaConf.register_new_resolver("input_name", input_name, replace=True)
 OmegaConf.register_new_resolver("safe_name", safe_name, replace=True)
+# ... and a variant other than plain BPE as _<variant> (`bpe.trainers.variants.variant_tag`).
+OmegaConf.register_new_resolver("variant_tag", variant_tag, replace=True)
 
 
 class ConfigError(ValueError):

@@ -52,6 +52,7 @@ __all__ = [
     "ProfilerConfig",
     "TrainConfig",
     "TrainerConfig",
+    "VariantConfig",
     "check_config",
     "describe_keys",
     "extra_keys",
@@ -87,6 +88,28 @@ class TrainerConfig:
     """Which trainer runs the merge loop (`conf/trainer/*.yaml`)."""
 
     name: str = _key("naive | indexed | heap: identical merges, different speed")
+
+
+@dataclass
+class VariantConfig:
+    """Which member of the BPE family is trained (`conf/variant/*.yaml`; see
+    `bpe.trainers.variants`)."""
+
+    name: str = _key("bpe | superbpe | picky (picky: naive and indexed trainers only)")
+    transition_vocab: int | None = _key(
+        "superbpe only: vocab size where stage two starts; null = 90% of vocab_size",
+        None,
+        minimum=257,
+    )
+    stage_two_pattern: str | None = _key(
+        "superbpe only: stage two's split pattern (a name or regex); null = the paper's", None
+    )
+    threshold: float | None = _key(
+        "picky only: intersection-over-self threshold in (0, 1]; null = 0.9",
+        None,
+        minimum=0,
+        exclusive=True,
+    )
 
 
 @dataclass
@@ -138,6 +161,7 @@ class TrainConfig:
 
     dataset: DatasetConfig = field(default_factory=DatasetConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    variant: VariantConfig = field(default_factory=VariantConfig)
     pretokenizer: PretokenizerConfig = field(default_factory=PretokenizerConfig)
     profiler: ProfilerConfig = field(default_factory=ProfilerConfig)
     # its lower bound depends on the specials: `check_vocab_size` says so with the numbers
@@ -162,6 +186,7 @@ class TrainConfig:
 GROUPS: dict[str, type] = {
     "dataset": DatasetConfig,
     "trainer": TrainerConfig,
+    "variant": VariantConfig,
     "pretokenizer": PretokenizerConfig,
     "profiler": ProfilerConfig,
 }

@@ -1,9 +1,10 @@
 """Run directories: unique, timestamped, created exclusively, writable or a clear error.
 
-What it does: picks `<experiments_dir>/<YYYY-mm-dd_HH-MM-SS_ffffff>_<dataset>_<trainer>_v<vocab>`
-(microseconds, so two runs started in the same second get two directories; a collision is
-resolved by moving to the next free microsecond), or takes the directory Hydra made, provided
-it holds nothing but what Hydra writes for a fresh job: a directory that already holds a run
+What it does: picks `<experiments_dir>/<timestamp>_<dataset>_<trainer>[_<variant>]_v<vocab>`
+(the timestamp YYYY-mm-dd_HH-MM-SS_ffffff: two runs started in the same second get two
+directories, and a collision moves to the next free microsecond; a variant other than plain
+BPE is named, as in `_picky`), or takes the directory Hydra made, provided it holds nothing
+but what Hydra writes for a fresh job: a directory that already holds a run
 (`hydra.run.dir=X` given twice) is refused before anything in it changes, so two runs never mix.
 Points `<experiments_dir>/latest` at the newest complete run.
 
@@ -21,6 +22,7 @@ import shutil
 from pathlib import Path
 
 from bpe.runs.layout import LATEST
+from bpe.trainers.variants import variant_tag
 from bpe.util.io import safe_name
 
 logger = logging.getLogger(__name__)
@@ -28,19 +30,29 @@ logger = logging.getLogger(__name__)
 TIMESTAMP_FORMAT = "%Y-%m-%d_%H-%M-%S_%f"
 
 
-def run_name(when: dt.datetime, dataset: str, trainer: str, vocab_size: int) -> str:
-    """The directory name of a run.
+def run_name(
+    when: dt.datetime, dataset: str, trainer: str, vocab_size: int, variant: str = "bpe"
+) -> str:
+    """The directory name of a run (a variant other than plain BPE is named before the size).
 
     >>> run_name(dt.datetime(2026, 1, 2, 3, 4, 5, 6), "owt_sample", "heap", 32000)
     '2026-01-02_03-04-05_000006_owt_sample_heap_v32000'
+    >>> run_name(dt.datetime(2026, 1, 2), "tinystories_sample", "indexed", 1000, "picky")[27:]
+    'tinystories_sample_indexed_picky_v1000'
     """
     return (
-        f"{when.strftime(TIMESTAMP_FORMAT)}_{safe_name(dataset)}_{safe_name(trainer)}_v{vocab_size}"
+        f"{when.strftime(TIMESTAMP_FORMAT)}_{safe_name(dataset)}_{safe_name(trainer)}"
+        f"{variant_tag(variant)}_v{vocab_size}"
     )
 
 
 def create_run_dir(
-    experiments_dir: str | os.PathLike, *, dataset: str, trainer: str, vocab_size: int
+    experiments_dir: str | os.PathLike,
+    *,
+    dataset: str,
+    trainer: str,
+    vocab_size: int,
+    variant: str = "bpe",
 ) -> Path:
     """Create and return a new, empty run directory under experiments_dir.
 
@@ -57,7 +69,7 @@ def create_run_dir(
         ) from None
     when = dt.datetime.now()
     for _ in range(1000):
-        path = root / run_name(when, dataset, trainer, vocab_size)
+        path = root / run_name(when, dataset, trainer, vocab_size, variant)
         try:
             path.mkdir()
             return path

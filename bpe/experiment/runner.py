@@ -53,11 +53,12 @@ from bpe.formats.init_from import check_parent, load_parent
 from bpe.pretokenize import datasets, pattern_name, resolve_pattern
 from bpe.runs.command import rerun_command
 from bpe.runs.layout import MERGE_COUNTS_FILE, METRICS_FILE
-from bpe.runs.schema import BackendRecord, Counts, PatternRecord, RunRecord
+from bpe.runs.schema import BackendRecord, Counts, PatternRecord, RunRecord, VariantRecord
 from bpe.runs.stages import ANALYSIS, REPORT, SAVE, SETUP, TRAINING
 from bpe.tokenizer import Tokenizer
 from bpe.tokenizer.gpt2_format import save_tokenizer_files
 from bpe.trainers import check_trainer
+from bpe.trainers.variants import Variant
 from bpe.training import TrainResult, train_bpe_detailed
 from bpe.util.io import atomic_write_text
 from bpe.util.workers import default_num_workers, workers_per_job
@@ -250,6 +251,7 @@ def validate(cfg: DictConfig) -> datasets.Dataset:
             load_parent(str(cfg.init_from)), pattern=pattern, vocab_size=int(cfg.vocab_size)
         )
     check_trainer(cfg.trainer.name)
+    variant_of(cfg).resolve(vocab_size=int(cfg.vocab_size))
     check_profiler(cfg.profiler.name)
     ds = datasets.from_config(cfg.dataset)
     ds.check()
@@ -321,6 +323,7 @@ def open_run_dir(cfg: DictConfig) -> tuple[Path, list[str], dict]:
             dataset=_input_name(cfg),
             trainer=str(cfg.trainer.name),
             vocab_size=int(cfg.vocab_size),
+            variant=variant_of(cfg).name,
         )
         overrides = list(cfg.get("_overrides_", []) or [])
         hydra_meta = run_dir / ".hydra"
@@ -444,7 +447,29 @@ def run_facts(
         # where stage 1 ran: "LocalCluster(n)" or the address a dask run used
         "backend": BackendRecord(name=stage1.backend, scheduler=stage1.scheduler),
         "stopped_early": len(result.vocab) < int(cfg.vocab_size),
+        "variant": variant_record(result),
     }
+
+
+def variant_record(result: TrainResult) -> VariantRecord:
+    """metrics.json's `variant` section: the variant's parameters and its own measurements."""
+    facts = result.variant_facts
+    return VariantRecord(
+        **result.variant.record(),
+        removals=facts.get("removals"),
+        stage_two=facts.get("stage_two"),
+    )
+
+
+def variant_of(cfg: DictConfig) -> Variant:
+    """The run's `Variant` from the `variant` group (plain BPE without one)."""
+    group = cfg.get("variant") or {}
+    return Variant(
+        name=str(group.get("name", "bpe")),
+        transition_vocab=group.get("transition_vocab"),
+        stage_two_pattern=group.get("stage_two_pattern"),
+        threshold=group.get("threshold"),
+    )
 
 
 def _complete(
@@ -531,6 +556,7 @@ def _train_stage(cfg: DictConfig, ds: datasets.Dataset, run_dir: Path) -> TrainR
         "cache_dir": pretoken_cache_dir(cfg),
         "backend": str((cfg.get("pretokenize") or {}).get("backend", "processes")),
         "scheduler": (cfg.get("pretokenize") or {}).get("scheduler"),
+        "variant": variant_of(cfg),
     }
     profiler = cfg.profiler.name
     if profiler == "scalene":

@@ -51,7 +51,13 @@ from bpe.pretokenize.chunks import (
     read_chunk_text,
 )
 from bpe.pretokenize.dask_backend import TreeCount, check_backend, dask_cluster
-from bpe.pretokenize.patterns import CL100K_PATTERN, GPT2_PATTERN, O200K_PATTERN, PATTERNS
+from bpe.pretokenize.patterns import (
+    CL100K_PATTERN,
+    GPT2_PATTERN,
+    O200K_PATTERN,
+    PATTERNS,
+    STAGE_TWO_PATTERN,
+)
 from bpe.util.progress import LOG_INTERVAL_S, Progress
 
 # Re-exported: callers name the patterns through this module too.
@@ -185,12 +191,19 @@ def resolve_pattern(pattern: str | None) -> str:
 
 
 def pattern_name(pattern: str) -> str:
-    """The name of a built-in pattern, or "custom".
+    """The name of a built-in pattern, `superbpe_stage_two` for SuperBPE's, or "custom".
 
     >>> pattern_name(CL100K_PATTERN), pattern_name(r"\\S+|\\s+")
     ('cl100k', 'custom')
     """
+    if pattern == STAGE_TWO_PATTERN:
+        return STAGE_TWO_NAME
     return next((name for name, p in PATTERNS.items() if p == pattern), "custom")
+
+
+#: What `pattern_name` calls SuperBPE's stage-two pattern (not a `pretokenizer=` choice: the
+#: `variant=superbpe` switches to it after stage one).
+STAGE_TWO_NAME = "superbpe_stage_two"
 
 
 def check_pattern(pattern: str) -> None:

@@ -35,7 +35,22 @@ O200K_PATTERN = "|".join(
     ]
 )
 
+#: SuperBPE's stage-two pattern (`variant=superbpe`; Liu et al., 2025): words are no longer cut
+#: at the spaces between them, so merges can form superwords ("by the way"), but a pretoken
+#: still ends at punctuation, digits (groups of three from the right, as the paper's digit
+#: rule), newlines and runs of whitespace, and holds at most four words (a word: an optional
+#: space, letters, and letters joined by apostrophes, "don't"). The paper bounds a superword
+#: at four words inside its trainer; here the bound is in the pattern, so the tokenizer, the
+#: exports and the trainer all see the same pretokens. What that costs: pretokens are cut
+#: greedily from the left, so a superword never bridges two four-word pieces.
+STAGE_TWO_PATTERN = (
+    r"""(?: ?\p{L}+(?:'\p{L}+)*){1,4}| ?\p{N}{1,3}(?=(?:\p{N}{3})*(?!\p{N}))"""
+    r"""| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+)
+
 #: The named split patterns (`pretokenizer=<name>` in the config); any other regex is "custom".
 PATTERNS: dict[str, str] = {"gpt2": GPT2_PATTERN, "cl100k": CL100K_PATTERN, "o200k": O200K_PATTERN}
 
-__all__ = ["CL100K_PATTERN", "GPT2_PATTERN", "O200K_PATTERN", "PATTERNS"]
+__all__ = [
+    "CL100K_PATTERN", "GPT2_PATTERN", "O200K_PATTERN", "PATTERNS", "STAGE_TWO_PATTERN",
+]  # fmt: skip

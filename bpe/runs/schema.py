@@ -2,11 +2,11 @@
 
 The writer (`bpe.experiment.runner`, `bpe.experiment.evaluate`) builds metrics.json section by
 section, the sections it owns as the typed structures below (`RunRecord`, `Counts`,
-`PatternRecord`, `BackendRecord`: a type checker and `tests/test_runs.py` hold the writer to
-them); every reader names the fields it reads through a `Key` here, never a string typed by
-hand, so a renamed field breaks `tests/test_runs.py` (which checks every key against a real
-run) instead of a report, a tracker or a comparison in the field. Dotted column names of
-`bpe.analysis.loader.load_runs` are `"metrics." + key.dotted`.
+`PatternRecord`, `BackendRecord`, `VariantRecord`: a type checker and `tests/test_runs.py`
+hold the writer to them); every reader names the fields it reads through a `Key` here, never
+a string typed by hand, so a renamed field breaks `tests/test_runs.py` (which checks every key
+against a real run) instead of a report, a tracker or a comparison in the field. Dotted column
+names of `bpe.analysis.loader.load_runs` are `"metrics." + key.dotted`.
 
     >>> get({"run": {"launcher": {"name": "basic"}}}, LAUNCHER_NAME)
     'basic'
@@ -74,12 +74,25 @@ class BackendRecord(TypedDict):
     scheduler: str | None
 
 
+class VariantRecord(TypedDict):
+    """metrics.json's `variant`: the member of the BPE family (`bpe.trainers.variants`), its
+    parameters (null where the variant has none) and what it measured about itself."""
+
+    name: str  # bpe | superbpe | picky
+    transition_vocab: int | None  # superbpe: vocab size where stage two started
+    stage_two_pattern: str | None  # superbpe: stage two's split pattern (a regex)
+    threshold: float | None  # picky: the intersection-over-self threshold
+    removals: int | None  # picky: tokens removed during training
+    stage_two: dict | None  # superbpe: stage two's pretokens (unique, bytes, longest), merges
+
+
 #: The sections the runner writes as typed structures, by their metrics.json key.
 SECTIONS: dict[str, type] = {
     "run": RunRecord,
     "counts": Counts,
     "pattern": PatternRecord,
     "backend": BackendRecord,
+    "variant": VariantRecord,
 }
 
 
@@ -175,6 +188,13 @@ START_METHOD = key("counts.start_method")
 MERGES_SHA256 = key("merges_sha256")
 STOPPED_EARLY = key("stopped_early")
 PATTERN_NAME = key("pattern.name")
+# runs from before the BPE family lack the section: they trained plain BPE
+VARIANT = key("variant")
+VARIANT_NAME = key("variant.name")
+VARIANT_THRESHOLD = key("variant.threshold")
+VARIANT_TRANSITION_VOCAB = key("variant.transition_vocab")
+VARIANT_REMOVALS = key("variant.removals")
+VARIANT_STAGE_TWO = key("variant.stage_two")
 INIT_FROM_PATH = key("init_from.path", always=False)  # continued runs only
 INPUT_SHA256 = key("lineage.input.sha256")
 TIKTOKEN_MISMATCHES = key("tiktoken.mismatches")

@@ -43,6 +43,10 @@ RETIRED_STAGES = ("read",)
 #: order from here so that reading a run never loads a trainer.
 TRAINER_ORDER = ("naive", "indexed", "heap")
 
+#: The members of the BPE family in the order reports list them (`bpe.trainers.variants`
+#: defines them with this tuple; plain BPE is what a run without a `variant` section trained).
+VARIANT_ORDER = ("bpe", "superbpe", "picky")
+
 
 def stage_label(*numbers: int) -> str:
     """How logs and reports name one stage or a run of consecutive stages.

@@ -1,0 +1,115 @@
+"""The BPE family: which variant of the algorithm a run trains, and its parameters, once.
+
+    bpe       the ordinary merge loop (the default; every trainer)
+    superbpe  SuperBPE (Liu et al., 2025): ordinary BPE up to `transition_vocab`, then training
+              continues with `stage_two_pattern`, a split pattern that keeps whole phrases
+              together, so later merges form superword tokens (`bpe.training`)
+    picky     PickyBPE (Chizhov et al., 2024): after each merge a parent whose occurrences now
+              sit almost all inside the new token (intersection over self >= `threshold`) is
+              removed, and its slot goes to a later merge (`bpe.trainers.picky`)
+
+What it does: `Variant` holds a variant's name and parameters with the papers' defaults filled
+in (`Variant.resolve`), checks them (`check_variant`, naming the value and the fix), and says
+what metrics.json records about them (`Variant.record`).
+
+What it does not do: train (the variants run through `bpe.training.train_bpe_detailed` and
+`bpe.trainers.learn_merges`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bpe.runs.stages import VARIANT_ORDER
+
+#: The variants, in the order reports list them (named once, in `bpe.runs.stages`).
+VARIANTS = VARIANT_ORDER
+
+#: SuperBPE's default transition point: this share of vocab_size is learned as ordinary BPE
+#: (the paper's best 200K tokenizer switches at 180K, 90%).
+DEFAULT_TRANSITION_SHARE = 0.9
+
+#: PickyBPE's default intersection-over-self threshold (the paper's recommended 0.9).
+DEFAULT_THRESHOLD = 0.9
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One variant and its parameters (None: not used by it, or the default when resolved).
+
+    >>> Variant("superbpe").resolve(vocab_size=1000).transition_vocab
+    900
+    >>> Variant("picky").resolve(vocab_size=1000).threshold
+    0.9
+    """
+
+    name: str = "bpe"
+    #: superbpe: the vocab size (specials + bytes + merges) at which stage two starts
+    transition_vocab: int | None = None
+    #: superbpe: the split pattern of stage two (a name or a regex; None: `STAGE_TWO_PATTERN`)
+    stage_two_pattern: str | None = None
+    #: picky: the intersection-over-self threshold in (0, 1]
+    threshold: float | None = None
+
+    def resolve(self, *, vocab_size: int) -> Variant:
+        """The same variant with its defaults filled in for a run to `vocab_size`."""
+        check_variant(self.name)
+        if self.name == "superbpe":
+            from bpe.pretokenize.patterns import STAGE_TWO_PATTERN
+
+            transition = self.transition_vocab
+            if transition is None:
+                transition = int(vocab_size * DEFAULT_TRANSITION_SHARE)
+            return Variant(
+                "superbpe",
+                transition_vocab=transition,
+                stage_two_pattern=self.stage_two_pattern or STAGE_TWO_PATTERN,
+            )
+        if self.name == "picky":
+            threshold = DEFAULT_THRESHOLD if self.threshold is None else float(self.threshold)
+            return Variant("picky", threshold=threshold)
+        return Variant("bpe")
+
+    def record(self) -> dict:
+        """What metrics.json's `variant` section says about the parameters."""
+        return {
+            "name": self.name,
+            "transition_vocab": self.transition_vocab,
+            "stage_two_pattern": self.stage_two_pattern,
+            "threshold": self.threshold,
+        }
+
+    @property
+    def tag(self) -> str:
+        """The run-directory name part: empty for plain BPE, else `_<name>`.
+
+        >>> Variant().tag, Variant("picky").tag
+        ('', '_picky')
+        """
+        return variant_tag(self.name)
+
+
+def variant_tag(name: str) -> str:
+    """`_<name>` for a variant that is not plain BPE, else "" (run directory names)."""
+    return "" if name in ("bpe", "", None) else f"_{name}"
+
+
+def check_variant(name: str) -> str:
+    """Return `name` if it is a variant; otherwise raise ValueError listing the choices.
+
+    >>> check_variant("bpe")
+    'bpe'
+    """
+    if not isinstance(name, str) or name not in VARIANTS:
+        raise ValueError(f"unknown variant {name!r}; choose one of {list(VARIANTS)}")
+    return name
+
+
+def as_variant(value: Variant | str | None) -> Variant:
+    """A `Variant` from a name, a Variant or None (plain BPE)."""
+    if value is None:
+        return Variant()
+    if isinstance(value, Variant):
+        check_variant(value.name)
+        return value
+    return Variant(check_variant(value))

@@ -1,0 +1,45 @@
+"""The BPE family as config: the `variant` group, its parameters, run names and metrics."""
+
+from __future__ import annotations
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+import bpe.experiment.config  # noqa: F401  (registers the schema)
+from bpe import train_bpe_detailed
+from bpe.experiment.runner import variant_of
+from bpe.trainers.variants import VARIANTS, Variant, as_variant, check_variant
+from bpe.util.io import CONF_DIR
+from tests.conftest import EOT, FIXTURES
+
+
+def _compose(*overrides: str):
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        return compose("config", overrides=["debug=fast", *overrides])
+
+
+def test_the_default_variant_is_plain_bpe():
+    cfg = _compose()
+    assert cfg.variant.name == "bpe"
+    assert variant_of(cfg) == Variant("bpe")
+
+
+def test_every_variant_has_a_config_file():
+    assert sorted(p.stem for p in (CONF_DIR / "variant").glob("*.yaml")) == sorted(
+        v for v in VARIANTS if (CONF_DIR / "variant" / f"{v}.yaml").is_file()
+    )
+    assert (CONF_DIR / "variant" / "bpe.yaml").is_file()
+
+
+def test_unknown_variant_names_the_choices():
+    with pytest.raises(ValueError, match=r"unknown variant 'supper'.*'bpe', 'superbpe', 'picky'"):
+        check_variant("supper")
+    with pytest.raises(ValueError, match="unknown variant"):
+        as_variant("supper")
+
+
+def test_bpe_variant_changes_nothing():
+    plain = train_bpe_detailed(FIXTURES / "corpus.en", 400, [EOT], num_workers=1)
+    named = train_bpe_detailed(FIXTURES / "corpus.en", 400, [EOT], num_workers=1, variant="bpe")
+    assert named.merges == plain.merges and named.vocab == plain.vocab
+    assert named.variant == Variant("bpe") and named.variant_facts == {}
