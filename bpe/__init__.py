@@ -21,6 +21,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
     bpe.training                train_bpe, train_bpe_detailed, TrainResult: stages 1-3, timed
     bpe.tokenizer               Tokenizer: encode, decode, streaming
       .gpt2_format              vocab.json and merges.txt (GPT-2 format), merges_sha256
+      .dropout                  BPE-dropout: merging with candidates skipped at random
     bpe.formats                 what a tokenizer is saved as, beside GPT-2's files
       .pretrained               opening a tokenizer directory: one rule for its specials
       .exports                  tokenizer.json + HF configs, tiktoken, save_pretrained

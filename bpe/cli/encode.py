@@ -73,6 +73,21 @@ def build_parser() -> argparse.ArgumentParser:
         default="python",
         help="python (readable, processes) or tiktoken (the exported Encoding on threads)",
     )
+    parser.add_argument(
+        "--dropout",
+        type=float,
+        default=0.0,
+        metavar="P",
+        help="BPE-dropout (Provilkov et al., 2020): skip each candidate merge with probability "
+        "P in [0, 1) at every merge step (default 0: ordinary BPE; python backend only)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="dropout's seed: the same file, tokenizer, P and seed give the same ids whatever "
+        "the worker count (default 0; recorded in the sidecar)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     return parser
 
@@ -98,6 +113,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             tokenizer_dir=args.tokenizer[0] if len(args.tokenizer) == 1 else vocab_path.parent,
             command=shlex.join(["bpe-encode", *(sys.argv[1:] if argv is None else argv)]),
             force=args.force,
+            dropout=args.dropout,
+            seed=args.seed,
         )
     except (
         FileNotFoundError,

@@ -6,7 +6,8 @@ What it does:
       `metrics.json`;
     * `write_sidecar` / `encode_sidecar`: the `<out>.npy.json` that `bpe-encode` writes next to
       every `.npy` (tokenizer directory and merges sha256, input path + sha256 + bytes, number of
-      tokens, dtype, special tokens, backend, command, bpe-lab version and git sha), atomically;
+      tokens, dtype, special tokens, backend, BPE-dropout p and seed, command, bpe-lab version
+      and git sha), atomically;
     * `load(path)`: the `.npy` as a read-only memmap, after checking it against its sidecar and
       the tokenizer's merges (a clear error when they no longer match).
 
@@ -133,6 +134,8 @@ def encode_sidecar(
     backend: str,
     tokenizer_dir: str | os.PathLike | None = None,
     command: str | None = None,
+    dropout: float = 0.0,
+    seed: int | None = None,
 ) -> dict:
     """The sidecar record of one `bpe-encode` output (see the module docstring for its keys)."""
     return {
@@ -141,6 +144,7 @@ def encode_sidecar(
         "num_tokens": int(num_tokens),
         "dtype": str(dtype),
         "backend": backend,
+        "dropout": {"p": float(dropout), "seed": seed},
         "tokenizer": {
             "dir": str(Path(tokenizer_dir).resolve()) if tokenizer_dir is not None else None,
             "merges_sha256": merges_sha256(tokenizer.merges),

@@ -19,7 +19,8 @@ What it does not do: shuffle, split into train/validation, or add tokens between
 Every `.npy` gets a sidecar `<out>.npy.json` (corpus sha256, tokenizer merges sha256, command,
 ...; see `bpe.encode.lineage`). Read the result with `bpe.encode.npy.load(path)`, which checks the
 sidecar, or `np.load(path, mmap_mode="r")`. `--backend tiktoken` encodes with the tiktoken export
-on threads (see `bpe.formats.exports.tiktoken_chunk_arrays`).
+on threads (see `bpe.formats.exports.tiktoken_chunk_arrays`). `--dropout p --seed s` applies
+BPE-dropout (`Tokenizer.encode`); the ids are the same whatever the chunks and workers.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from bpe.pretokenize.chunks import (
     read_chunk_text,
 )
 from bpe.tokenizer import Tokenizer
+from bpe.tokenizer.dropout import check_dropout
 from bpe.tokenizer.gpt2_format import load_tokenizer_files
 from bpe.util.io import atomic_open
 from bpe.util.workers import WorkerPlan
@@ -136,11 +138,17 @@ def check_dtype(tokenizer: Tokenizer, dtype: str) -> np.dtype:
 # ---------------------------------------------------------------------------------------------
 
 
-def _encode_chunk(context: tuple[Tokenizer, str, str], chunk: Chunk) -> np.ndarray:
+def _encode_chunk(context: tuple[Tokenizer, str, str, float, int], chunk: Chunk) -> np.ndarray:
     # subtle: with fork the tokenizer is inherited, not pickled; with forkserver or spawn it is
     # rebuilt once per worker from its vocab and merges (Tokenizer.__reduce__).
-    tokenizer, path, dtype = context
-    return np.array(tokenizer.encode(read_chunk_text(path, chunk.start, chunk.end)), dtype=dtype)
+    tokenizer, path, dtype, dropout, seed = context
+    text = read_chunk_text(path, chunk.start, chunk.end)
+    if not dropout:
+        return np.array(tokenizer.encode(text), dtype=dtype)
+    # invariant: dropout's draws depend on (seed, a pretoken's byte offset in the file), so
+    # the ids do not depend on how the file was cut into chunks or on the worker count
+    ids = tokenizer.encode(text, dropout=dropout, seed=seed, offset=chunk.start)
+    return np.array(ids, dtype=dtype)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -278,6 +286,8 @@ def encode_file_to_npy(
     tokenizer_dir: str | os.PathLike | None = None,
     command: str | None = None,
     force: bool = False,
+    dropout: float = 0.0,
+    seed: int = 0,
 ) -> dict:
     """Encode a UTF-8 text file into a 1-D `.npy` array of token ids, written atomically.
 
@@ -298,6 +308,10 @@ def encode_file_to_npy(
             threads; falls back to python with a warning if the first chunk differs).
         tokenizer_dir: recorded in the sidecar `<out_path>.json` (`bpe.encode.lineage`).
         command: the command line, recorded in the sidecar too.
+        dropout: BPE-dropout probability in [0, 1) (`Tokenizer.encode`); 0 is ordinary BPE.
+            The python backend only.
+        seed: dropout's seed. The ids depend on (file, tokenizer, dropout, seed) only, not on
+            the chunks or the worker count. Both are recorded in the sidecar.
 
     Returns:
         dict with `num_tokens`, `num_bytes`, `num_chunks`, `num_workers`, `start_method`,
@@ -320,7 +334,7 @@ def encode_file_to_npy(
     """
     dt, src, size = _check_arguments(
         input_path, tokenizer, out_path, dtype=dtype, backend=backend, chunk_bytes=chunk_bytes,
-        force=force,
+        force=force, dropout=dropout, seed=seed,
     )  # fmt: skip
     start_time = time.perf_counter()
     chunks, workers = plan(
@@ -335,7 +349,9 @@ def encode_file_to_npy(
         "encoding %s (%d bytes) in %d chunks with %d worker(s) (%s) -> %s",
         src, size, len(chunks), workers.workers, workers.start_method, out_path,
     )  # fmt: skip
-    arrays, backend = _encoded_chunks(tokenizer, src, chunks, workers, dt, backend=backend)
+    arrays, backend = _encoded_chunks(
+        tokenizer, src, chunks, workers, dt, backend=backend, dropout=dropout, seed=seed
+    )
     target = Path(out_path)
     with closing(arrays):
         num_tokens = _write(target, dt, arrays, chunks, size=size, progress=progress)
@@ -348,6 +364,8 @@ def encode_file_to_npy(
         backend=backend,
         tokenizer_dir=tokenizer_dir,
         command=command,
+        dropout=dropout,
+        seed=seed if dropout else None,
     )
     sidecar = lineage.write_sidecar(target, record)
     logger.info(
@@ -376,14 +394,24 @@ def _check_arguments(
     backend: str,
     chunk_bytes: int,
     force: bool,
+    dropout: float,
+    seed: int,
 ) -> tuple[np.dtype, Path, int]:
     """Every check before any work: the dtype holds the ids, the output may be written, the
-    backend exists, the input is a readable file (an empty one is allowed). Returns the dtype,
-    the input path and its size."""
+    backend exists (and can apply dropout), dropout and seed are valid, the input is a readable
+    file (an empty one is allowed). Returns the dtype, the input path and its size."""
     dt = check_dtype(tokenizer, dtype)
     check_output(input_path, out_path, force=force)
     if backend not in ENCODE_BACKENDS:
         raise ValueError(f"backend={backend!r} is not supported; use one of {ENCODE_BACKENDS}")
+    check_dropout(dropout, seed)
+    if seed is None:
+        raise ValueError("seed=None: pass an int seed, so the array can be reproduced")
+    if dropout and backend != "python":
+        raise ValueError(
+            f"dropout={dropout!r} needs backend='python' (--backend python): tiktoken cannot "
+            f"skip merges, and backend={backend!r} was asked for"
+        )
     src = Path(input_path)
     size = src.stat().st_size if src.is_file() else None
     if size != 0:
@@ -402,6 +430,8 @@ def _encoded_chunks(
     dt: np.dtype,
     *,
     backend: str,
+    dropout: float = 0.0,
+    seed: int = 0,
 ) -> tuple[Iterator[np.ndarray], str]:
     """The chunks' id arrays in order, and the backend that made them: tiktoken's threads when
     asked for and its export agrees on the first chunk, else our tokenizer in processes."""
@@ -413,7 +443,7 @@ def _encoded_chunks(
         )  # fmt: skip
         if arrays is not None:
             return arrays, "tiktoken"
-    context = (tokenizer, str(src), dt.name)
+    context = (tokenizer, str(src), dt.name, dropout, seed)
     return map_chunks(_encode_chunk, context, chunks, workers, ordered=True), "python"
 
 

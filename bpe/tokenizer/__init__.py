@@ -9,7 +9,10 @@ What it does:
     * `encode_iterable` streams: it encodes any iterable of str (a file handle of any size) in
       bounded memory, and yields exactly the ids `encode` gives for the concatenation, even when a
       special token or a pretoken straddles two items;
-    * `decode_bytes` is lossless; `decode` turns invalid UTF-8 into U+FFFD.
+    * `decode_bytes` is lossless; `decode` turns invalid UTF-8 into U+FFFD;
+    * `encode(text, dropout=p, seed=s)` (and `encode_iterable`) applies BPE-dropout
+      (Provilkov et al., 2020; `bpe.tokenizer.dropout`): each candidate merge is skipped with
+      probability p at every step, without the cache, deterministically for a seed.
 
 How it is fast (the hot path does no per-character Python work):
     * pretokens come from one `findall` over each piece of text (`bpe.pretokenize.find_pretokens`,
@@ -49,6 +52,7 @@ from bpe.pretokenize import (
     split_on_special_tokens,
     validate_special_tokens,
 )
+from bpe.tokenizer.dropout import DropoutStream, check_dropout
 from bpe.tokenizer.gpt2_format import check_consistent, load_tokenizer_files
 
 logger = logging.getLogger(__name__)
@@ -394,14 +398,19 @@ class Tokenizer:
         >>> Tokenizer(vocab, [(b"a", b"a")])._bpe("aaa")
         (256, 97)
         """
+        data = self._utf8(pretoken)
+        return _merge_bytes(data, self._byte_ids.__getitem__, self._ranks.get, self._merged)
+
+    @staticmethod
+    def _utf8(pretoken: str) -> bytes:
+        """The UTF-8 bytes of a pretoken, or a clear error for a lone surrogate."""
         try:
-            data = pretoken.encode("utf-8")
+            return pretoken.encode("utf-8")
         except UnicodeEncodeError as err:
             raise ValueError(
                 f"text contains {pretoken[err.start]!r}, a lone surrogate that UTF-8 cannot "
                 "encode; remove it or decode the source with errors='replace'"
             ) from None
-        return _merge_bytes(data, self._byte_ids.__getitem__, self._ranks.get, self._merged)
 
     # -- encoding ---------------------------------------------------------------------------
 
@@ -425,40 +434,97 @@ class Tokenizer:
         """
         return list(self._ids_of_pretokens(self.pretokens(text)))
 
-    def encode(self, text: str) -> list[int]:
+    def encode(
+        self, text: str, *, dropout: float = 0.0, seed: int | None = None, offset: int = 0
+    ) -> list[int]:
         """Encode text: special tokens become their ids, the rest is pre-tokenized and merged.
+
+        Args:
+            text: the text.
+            dropout: BPE-dropout (Provilkov et al., 2020): at each merge step every candidate
+                merge is skipped with this probability (in [0, 1)); 0 is ordinary BPE, the
+                same code path. Dropout bypasses the pretoken cache
+                (`bpe.tokenizer.dropout` says how the steps are sampled).
+            seed: with dropout, the same (text, seed) gives the same ids; None draws a fresh
+                seed per call. Ignored without dropout.
+            offset: with dropout, the byte offset of `text` in a larger stream: each
+                pretoken's random draws depend on (seed, its byte offset), so a slice encoded
+                with its offset gives the ids it gets inside the whole (`bpe-encode` passes a
+                chunk's file offset). Ignored without dropout.
+
+        Raises:
+            ValueError: text is not a str, it holds a lone surrogate, dropout is outside
+                [0, 1), or seed is not an int in [0, 2**64).
 
         >>> tok = Tokenizer({i: bytes([i]) for i in range(256)}, [], ["<s>"])
         >>> tok.encode("a<s>")
         [97, 256]
+        >>> tok = Tokenizer({i: bytes([i]) for i in range(256)} | {256: b"ab"}, [(b"a", b"b")])
+        >>> tok.encode("ab ab", dropout=0.5, seed=3) == tok.encode("ab ab", dropout=0.5, seed=3)
+        True
         """
         if not isinstance(text, str):
             raise ValueError(
                 f"encode expects a str, got {type(text).__name__} {text!r:.60}; "
                 "decode bytes first (e.g. data.decode('utf-8'))"
             )
+        if dropout == 0:
+            if self._special_regex is None:
+                return self.encode_ordinary(text)
+            return self._encode_parts(text, self._ids_of_pretokens, self.special_tokens.__getitem__)
+        stream = self._dropout_stream(dropout, seed, offset)
+        return self._encode_parts(text, stream.pretoken_ids, stream.special_id)
+
+    def _encode_parts(self, text: str, pretoken_ids, special_id) -> list[int]:
+        """Ids of text: `special_id(token)` for special tokens, `pretoken_ids(pretokens)` for
+        each piece of ordinary text between them, in text order."""
         if self._special_regex is None:
-            return self.encode_ordinary(text)
+            return list(pretoken_ids(self.pretokens(text))) if text else []
         ids: list[int] = []
-        specials = self.special_tokens
         for k, part in enumerate(split_on_special_tokens(text, (), compiled=self._special_regex)):
             if k & 1:
-                ids.append(specials[part])
+                ids.append(special_id(part))
             elif part:
-                ids.extend(self._ids_of_pretokens(self.pretokens(part)))
+                ids.extend(pretoken_ids(self.pretokens(part)))
         return ids
 
+    def _dropout_stream(self, dropout: float, seed: int | None, offset: int) -> DropoutStream:
+        """A `DropoutStream` over this vocab, after checking the arguments."""
+        check_dropout(dropout, seed)
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise ValueError(f"offset={offset!r} must be an int >= 0 (a byte offset)")
+        if seed is None:
+            seed = int.from_bytes(os.urandom(8), "little")
+        return DropoutStream(
+            utf8=self._utf8,
+            byte_ids=self._byte_ids,
+            rank_of=self._ranks.get,
+            merged=self._merged,
+            special_ids=self.special_tokens,
+            dropout=dropout,
+            seed=seed,
+            offset=offset,
+        )
+
     def encode_iterable(
-        self, iterable: Iterable[str], *, block_chars: int = DEFAULT_STREAM_CHARS
+        self,
+        iterable: Iterable[str],
+        *,
+        block_chars: int = DEFAULT_STREAM_CHARS,
+        dropout: float = 0.0,
+        seed: int | None = None,
+        offset: int = 0,
     ) -> Iterator[int]:
         """Lazily encode an iterable of str (e.g. an open text file) in bounded memory.
 
         Items are gathered into blocks of about `block_chars` characters; each block is encoded
         up to the last point where no later text can change the result (see `_stable_split`),
-        and the rest is carried over. The ids equal `encode("".join(iterable))`.
+        and the rest is carried over. The ids equal `encode("".join(iterable))`, with the same
+        `dropout`, `seed` and `offset` (see `encode`; one seed serves the whole stream).
 
         Raises:
-            ValueError: an item is not a str (e.g. a file opened in binary mode).
+            ValueError: an item is not a str (e.g. a file opened in binary mode), or a bad
+                dropout, seed or offset.
 
         >>> tok = Tokenizer({i: bytes([i]) for i in range(256)}, [], ["<s>"])
         >>> list(tok.encode_iterable(["a<", "s>b"]))
@@ -466,6 +532,14 @@ class Tokenizer:
         """
         if block_chars < 1:
             raise ValueError(f"block_chars={block_chars!r} must be >= 1")
+        if dropout == 0:
+            pretoken_ids, special_id = self._ids_of_pretokens, self.special_tokens.__getitem__
+        else:
+            stream = self._dropout_stream(dropout, seed, offset)
+            pretoken_ids, special_id = stream.pretoken_ids, stream.special_id
+        return self._encode_stream(iterable, block_chars, pretoken_ids, special_id)
+
+    def _encode_stream(self, iterable, block_chars, pretoken_ids, special_id) -> Iterator[int]:
         pending: list[str] = []
         size = 0
         carry = ""
@@ -482,19 +556,21 @@ class Tokenizer:
             if size >= threshold:
                 text = carry + "".join(pending)
                 pending.clear()
-                ids, carry = self._stable_split(text)
+                ids, carry = self._stable_split(text, pretoken_ids, special_id)
                 size = len(carry)
                 # subtle: text with no safe cut (one huge pretoken) is carried over; waiting
                 # for twice as much keeps the rescanning linear overall instead of quadratic.
                 threshold = max(block_chars, 2 * size)
                 yield from ids
         pending.insert(0, carry)
-        yield from self.encode("".join(pending))
+        yield from self._encode_parts("".join(pending), pretoken_ids, special_id)
 
-    def _stable_split(self, text: str) -> tuple[list[int], str]:
+    def _stable_split(self, text: str, pretoken_ids=None, special_id=None) -> tuple[list[int], str]:
         """Encode the longest prefix of text whose ids cannot depend on text appended later.
 
-        Returns the prefix's ids and the remaining suffix to carry over.
+        Returns the prefix's ids and the remaining suffix to carry over. `pretoken_ids` and
+        `special_id` turn pretokens and special tokens into ids, in text order (by default the
+        cached BPE and the special-token table; `encode_iterable` passes dropout's).
 
         subtle: a special-token match starting at position p is settled once p + longest
         special <= len(text): every alternative at p can be decided, and matches before p are
@@ -506,6 +582,8 @@ class Tokenizer:
         >>> tok._stable_split("hello there world")
         ([104, 101, 108, 108, 111], ' there world')
         """
+        pretoken_ids = pretoken_ids or self._ids_of_pretokens
+        special_id = special_id or self.special_tokens.__getitem__
         parts = (
             split_on_special_tokens(text, (), compiled=self._special_regex)
             if self._special_regex is not None
@@ -522,13 +600,12 @@ class Tokenizer:
                 last, end_of_last = k + 1, pos + len(part)
             pos += len(part)
         ids: list[int] = []
-        specials = self.special_tokens
         for k in range(last):
             part = parts[k]
             if k & 1:
-                ids.append(specials[part])
+                ids.append(special_id(part))
             elif part:
-                ids.extend(self._ids_of_pretokens(self.pretokens(part)))
+                ids.extend(pretoken_ids(self.pretokens(part)))
         # Ordinary text after the last settled special, cut where no special can start.
         window_end = max(end_of_last, min(len(text), settled_limit + 1))
         window = text[end_of_last:window_end]
@@ -539,7 +616,7 @@ class Tokenizer:
             keep -= 1
             start -= len(pretokens[keep])
         if keep > 0:
-            ids.extend(self._ids_of_pretokens(pretokens[:keep]))
+            ids.extend(pretoken_ids(pretokens[:keep]))
         else:
             start = 0
         return ids, text[end_of_last + start :]
