@@ -17,7 +17,6 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from bpe.formats.init_from import Parent, check_parent, load_parent
@@ -25,13 +24,14 @@ from bpe.pretokenize import (
     PretokenCounts,
     check_input_file,
     pattern_name,
-    pretokenize_file,
     resolve_pattern,
     validate_special_tokens,
 )
 from bpe.pretokenize.cache import CacheInfo, pretokenize_cached
+from bpe.pretokenize.corpus import pretokenize_corpus
 from bpe.pretokenize.dask_backend import check_backend
 from bpe.pretokenize.patterns import GPT2_PATTERN
+from bpe.pretokenize.readers import DEFAULT_TEXT_FIELD, Corpus, corpus_manifest, resolve_source
 from bpe.runs.stages import STAGE_TIMINGS, stage_label
 from bpe.tokenizer.gpt2_format import merges_sha256
 from bpe.trainers import check_trainer, learn_merges
@@ -73,13 +73,17 @@ class TrainResult:
     #: `timings["pretokenize"]` is hashing plus loading, not a pre-tokenization speed.
     pretoken_cache: dict = field(default_factory=lambda: CacheInfo().as_dict())
     #: the input's sha256 when training hashed it (the cache key needs it), else None; the
-    #: run's lineage reuses it instead of hashing the file again
+    #: run's lineage reuses it instead of hashing the file again (for a corpus of several
+    #: files or of records, the digest of its manifest)
     input_sha256: str | None = None
     #: the member of the BPE family trained, its defaults resolved (`bpe.trainers.variants`)
     variant: Variant = field(default_factory=Variant)
     #: what the variant measured about itself (metrics.json's `variant` section adds these to
     #: the parameters): empty for plain BPE
     variant_facts: dict = field(default_factory=dict)
+    #: the input's files, formats and sha256 (`bpe.pretokenize.readers.corpus_manifest`) when
+    #: training hashed them, else None
+    input_manifest: dict | None = None
 
     @property
     def num_merges(self) -> int:
@@ -91,7 +95,7 @@ class TrainResult:
 
 
 def train_bpe_detailed(
-    input_path: str | os.PathLike,
+    input_path: str | os.PathLike | Sequence[str | os.PathLike] | Corpus,
     vocab_size: int,
     special_tokens: Sequence[str] | None = None,
     *,
@@ -105,11 +109,19 @@ def train_bpe_detailed(
     scheduler: str | None = None,
     log_interval: float = LOG_INTERVAL_S,
     variant: Variant | str | None = None,
+    format: str = "auto",  # noqa: A002 - the config key's name
+    text_field: str = DEFAULT_TEXT_FIELD,
+    max_files: int | None = None,
 ) -> TrainResult:
-    """Train a byte-level BPE tokenizer on a text file and report how it went.
+    """Train a byte-level BPE tokenizer on a corpus and report how it went.
 
     Args:
-        input_path: UTF-8 text file; its bytes are used exactly as stored.
+        input_path: the corpus: a UTF-8 text file (its bytes are used exactly as stored), a
+            compressed one, JSON lines, parquet, a `datasets` save_to_disk directory, a
+            directory, a glob, a list of these, or a resolved `Corpus`
+            (`bpe.pretokenize.readers.resolve_source`). Each record is one document: the
+            merges equal those of one text file holding the documents joined by a special
+            token.
         vocab_size: total vocab size: special tokens + 256 bytes + merges.
         special_tokens: strings kept whole and never merged (e.g. ["<|endoftext|>"]).
         trainer: "naive", "indexed" or "heap" (identical output, different speed).
@@ -130,6 +142,9 @@ def train_bpe_detailed(
             ETA; merges done, merges/s and ETA; a heartbeat where a stage has no ticks).
         variant: the member of the BPE family (`bpe.trainers.variants`): "bpe" (default,
             None), or a `Variant` with its parameters.
+        format: "auto" (by suffix, then content), "text", "jsonl", "parquet" or "arrow".
+        text_field: the JSON field or parquet/Arrow column holding each document's text.
+        max_files: train on the first this many files of the corpus only.
 
     Raises:
         FileNotFoundError: input_path does not exist.
@@ -148,15 +163,22 @@ def train_bpe_detailed(
     parent = load_parent(init_from) if isinstance(init_from, str | os.PathLike) else init_from
     if parent is not None:
         check_parent(parent, pattern=regex_pattern, vocab_size=vocab_size)
-    path = check_input_file(input_path)
+    corpus = (
+        input_path
+        if isinstance(input_path, Corpus)
+        else resolve_source(input_path, format=format, text_field=text_field, max_files=max_files)
+    )
+    if corpus.is_plain_text_file:
+        check_input_file(corpus.files[0].path)
 
     timings: dict[str, float] = {}
     with _timed(timings, "pretokenize"):
-        counted, cache, input_sha256 = _count_pretokens(
-            path, specials, pattern=regex_pattern, cache_dir=cache_dir, num_workers=num_workers,
-            progress=progress, backend=backend, scheduler=scheduler, log_interval=log_interval,
+        counted, cache, manifest = _count_pretokens(
+            corpus, specials, pattern=regex_pattern, cache_dir=cache_dir,
+            num_workers=num_workers, progress=progress, backend=backend, scheduler=scheduler,
+            log_interval=log_interval,
         )  # fmt: skip
-    _log_stage_1(counted, cache, regex_pattern, timings["pretokenize"], path)
+    _log_stage_1(counted, cache, regex_pattern, timings["pretokenize"], corpus)
     with _timed(timings, "merge"):
         # the counts are handed over, not kept: the trainer frees them once it has built its words
         output = learn_merges(
@@ -182,7 +204,8 @@ def train_bpe_detailed(
         pattern=regex_pattern,
         init_from=None if parent is None else _parent_record(parent),
         pretoken_cache=cache.as_dict(),
-        input_sha256=input_sha256,
+        input_sha256=None if manifest is None else manifest["sha256"],
+        input_manifest=manifest,
         variant=chosen,
     )
 
@@ -196,27 +219,35 @@ def _timed(timings: dict[str, float], key: str) -> Iterator[None]:
 
 
 def _count_pretokens(
-    path: Path,
+    corpus: Corpus,
     specials: list[str],
     *,
     pattern: str,
     cache_dir: str | os.PathLike | None,
     **options: Any,
-) -> tuple[PretokenCounts, CacheInfo, str | None]:
+) -> tuple[PretokenCounts, CacheInfo, dict | None]:
     """Stage 1, through the pretoken cache when there is one: counts, what the cache did, and
-    the input's sha256 when the cache key needed it."""
+    the input's manifest (every file's sha256) when the cache key needed it."""
 
     def count() -> PretokenCounts:
         label = stage_label(*STAGE_TIMINGS["pretokenize"])
-        return pretokenize_file(path, specials, pattern=pattern, label=label, **options)
+        return pretokenize_corpus(corpus, specials, pattern=pattern, label=label, **options)
 
     if cache_dir is None:
         return count(), CacheInfo(), None
-    return pretokenize_cached(path, specials, pattern=pattern, cache_dir=cache_dir, count=count)
+    t0 = time.perf_counter()
+    manifest = corpus_manifest(corpus)
+    hashed = time.perf_counter() - t0
+    counted, info, _ = pretokenize_cached(
+        corpus, specials, pattern=pattern, cache_dir=cache_dir, count=count,
+        input_sha256=manifest["sha256"],
+    )  # fmt: skip
+    info.hash_seconds = hashed
+    return counted, info, manifest
 
 
 def _log_stage_1(
-    counted: PretokenCounts, cache: CacheInfo, pattern: str, seconds: float, path: Path
+    counted: PretokenCounts, cache: CacheInfo, pattern: str, seconds: float, corpus: Corpus
 ) -> None:
     logger.info(
         "%s: %d pretokens, %d unique (%s pattern), %.3f s%s",
@@ -228,7 +259,7 @@ def _log_stage_1(
         " (pretoken cache hit: loaded, not counted)" if cache.status == "hit" else "",
     )
     if not counted.counts:
-        logger.warning("%s holds no text outside special tokens: nothing to merge", path)
+        logger.warning("%s holds no text outside special tokens: nothing to merge", corpus.source)
 
 
 def _parent_record(parent: Parent) -> dict:
@@ -242,16 +273,17 @@ def _parent_record(parent: Parent) -> dict:
 
 
 def train_bpe(
-    input_path: str | os.PathLike,
+    input_path: str | os.PathLike | Sequence[str | os.PathLike] | Corpus,
     vocab_size: int,
     special_tokens: Sequence[str] | None = None,
     **options: Any,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
-    """Train byte-level BPE on a file; returns `(vocab, merges)`.
+    """Train byte-level BPE on a corpus (a file, folder, glob, list...); returns `(vocab, merges)`.
 
     The `(vocab, merges)` view of `train_bpe_detailed`, which takes the same arguments: the
     keyword options (trainer, num_workers, progress, pattern, init_from, cache_dir, backend,
-    scheduler, log_interval, variant) are forwarded as given, so the two cannot drift apart.
+    scheduler, log_interval, variant, format, text_field, max_files) are forwarded as
+    given, so the two cannot drift apart.
 
     >>> import tempfile
     >>> from pathlib import Path

@@ -386,6 +386,10 @@ class PretokenCounts:
     backend: str = "processes"
     #: dask only: the scheduler address, or "LocalCluster(n)" for the embedded cluster
     scheduler: str | None = None
+    #: documents read from record formats (JSON lines, parquet, Arrow); None for text files
+    records: int | None = None
+    #: input files read (`bpe.pretokenize.corpus`; 1 for one text file)
+    num_files: int = 1
 
     def __post_init__(self) -> None:
         self._totals: tuple[int, int] | None = None

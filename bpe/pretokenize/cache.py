@@ -1,8 +1,10 @@
 """Pretoken cache: count a corpus's pretokens once, load the counts on every later run.
 
 What it does:
-    * `cache_key`: the content address of one pre-tokenization: sha256 over the input's sha256,
-      the split pattern, the special tokens and `CODE_VERSION`. Equal keys mean equal counts;
+    * `cache_key`: the content address of one pre-tokenization: sha256 over the input's sha256
+      (for a corpus of several files or of records, its manifest's digest, which covers every
+      file's sha256, format and the text field), the split pattern, the special tokens and
+      `CODE_VERSION`. Equal keys mean equal counts;
       one changed byte of input, another pattern or another set of specials is another key;
     * `save_counts` / `load_counts`: the counts in one compact binary file (not a pickle): a
       small JSON header naming the key fields, then a uint64 counts array, a uint64 offsets
@@ -59,6 +61,7 @@ from pathlib import Path
 import numpy as np
 
 from bpe.pretokenize import PretokenCounts
+from bpe.pretokenize.readers import Corpus
 from bpe.util.io import atomic_open, sha256_file
 
 __all__ = [
@@ -261,14 +264,15 @@ def load_counts(path: str | os.PathLike) -> tuple[Counter[bytes], dict]:
     return counts, header
 
 
-def _stamp(path: str | os.PathLike) -> tuple[int, int, int]:
-    """Size, modification time and inode of a file: any change means other bytes may be read."""
-    st = os.stat(path)
-    return st.st_size, st.st_mtime_ns, st.st_ino
+def _stamp(path: str | os.PathLike | Corpus) -> list[tuple[int, int, int]]:
+    """Size, modification time and inode of each input file: any change means other bytes may
+    be read."""
+    paths = [f.path for f in path.files] if isinstance(path, Corpus) else [path]
+    return [(st.st_size, st.st_mtime_ns, st.st_ino) for st in map(os.stat, paths)]
 
 
 def pretokenize_cached(
-    path: str | os.PathLike,
+    path: str | os.PathLike | Corpus,
     special_tokens: Sequence[str],
     *,
     pattern: str,
@@ -279,7 +283,10 @@ def pretokenize_cached(
     """The pretoken counts of path: loaded from cache_dir on a hit, else `count()` and saved.
 
     Args:
-        path: the input file (its bytes are hashed here unless input_sha256 is given).
+        path: the input file (its bytes are hashed here unless input_sha256 is given), or a
+            `Corpus`: then input_sha256 must be given (its manifest digest,
+            `bpe.pretokenize.readers.corpus_manifest`, which covers every file's bytes, their
+            formats and the text field).
         special_tokens: the special tokens counting uses (part of the key).
         pattern: the split pattern counting uses (part of the key).
         cache_dir: the directory holding the cache files (created on the first save).
@@ -292,7 +299,9 @@ def pretokenize_cached(
     """
     t0 = time.perf_counter()
     before = _stamp(path)
-    sha = input_sha256 or sha256_file(path)
+    if input_sha256 is None and isinstance(path, Corpus):
+        raise ValueError("pretokenize_cached of a Corpus needs its manifest's input_sha256")
+    sha = input_sha256 or sha256_file(path)  # type: ignore[arg-type]
     info = CacheInfo(status="miss", hash_seconds=time.perf_counter() - t0)
     info.key = cache_key(sha, pattern, special_tokens)
     target = cache_path(cache_dir, info.key)
@@ -315,8 +324,9 @@ def pretokenize_cached(
             logger.info("pretoken cache hit: %s (%d unique pretokens) loaded in %.3f s",
                         target, len(counts), info.load_seconds)  # fmt: skip
             counted = PretokenCounts(
-                counts, int(header.get("num_bytes", 0)), 0, 0, start_method="cache"
-            )
+                counts, int(header.get("num_bytes", 0)), 0, 0, start_method="cache",
+                records=header.get("records"), num_files=int(header.get("num_files", 1)),
+            )  # fmt: skip
             return counted, info, sha
     counted = count()
     if _stamp(path) != before:
@@ -330,8 +340,10 @@ def pretokenize_cached(
         "key": info.key,
         "code_version": CODE_VERSION,
         "input_sha256": sha,
-        "input_path": str(path),
+        "input_path": path.source if isinstance(path, Corpus) else str(path),
         "num_bytes": counted.num_bytes,
+        "records": counted.records,
+        "num_files": counted.num_files,
         "pattern": pattern,
         "special_tokens": sorted(special_tokens),
     }

@@ -1,0 +1,973 @@
+"""Corpus readers: a path, folder, glob, list or Hub dataset as an ordered list of typed files.
+
+What it does:
+    * `resolve_source` turns what a user names (`dataset.path`, `bpe-encode --input`, the
+      `input_path` of `train_bpe`) into a `Corpus`: an ordered tuple of `InputFile`s, each with
+      its format and compression, plus the reader settings (the text field or column). A file,
+      a directory (its corpus files, recursively, in sorted order; a `save_to_disk` directory of
+      the `datasets` library as its Arrow files), a glob (`shards/*.parquet`), a list of any of
+      these, or `hf:owner/name/pattern` (parquet or other files of a Hub dataset repository,
+      fetched once into the Hub cache) are accepted;
+    * formats (`FORMATS`): `text` (UTF-8, documents separated by a special token such as
+      `<|endoftext|>`), `jsonl` (one JSON object per line, its text in `text_field`), `parquet`
+      (a string column `text_field`), `arrow` (Arrow IPC files as `datasets` saves them); text
+      and JSON lines may be compressed (`.gz`, `.zst`, `.xz`, `.bz2`). `format="auto"` decides
+      by suffix, then by the file's first bytes (compression and parquet magic, else UTF-8
+      text), and names the file when neither tells;
+    * `plan_parts` splits a corpus into `Part`s that workers read independently: byte ranges
+      of plain text (cut where no pretoken can span, `bpe.pretokenize.chunks`), byte ranges of
+      plain JSON lines (cut after a newline), runs of parquet row groups, and whole files for
+      compressed streams and Arrow files (read sequentially, in parallel across files);
+    * `read_part` yields what a part holds, as `Piece`s: text to split on special tokens
+      (a plain text range, or a bounded block of a decompressed stream cut at a safe place),
+      or one document (a record). Memory stays bounded by a block (about `max_chunk_bytes`) or a
+      batch of records: a 1 GB shard is never held whole.
+
+The corpus contract: a record is one document; a text file is a stream in which the special
+tokens separate documents; pretokens never cross a document or a file. So the shards of a
+corpus count exactly as one text file holding the same documents joined by `<|endoftext|>`
+(tested for every format and trainer). Bytes are kept as stored: no normalisation, and invalid
+UTF-8 is an error naming the file and the byte offset, line or row.
+
+What it does not do: count pretokens (`bpe.pretokenize.corpus`), hash files for lineage (the
+caller does, through `corpus_manifest`), or download anything but the files a `hf:` source
+names. pyarrow and zstandard are imported only when a parquet/Arrow or `.zst` file is read (the
+`corpora` extra installs them); a missing one is an error naming `pip install 'bpe-lab[corpora]'`.
+"""
+
+from __future__ import annotations
+
+import bz2
+import codecs
+import fnmatch
+import glob
+import gzip
+import hashlib
+import importlib
+import io
+import json
+import logging
+import lzma
+import os
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from bpe.pretokenize.chunks import _safe_cut, plan_chunks
+from bpe.pretokenize.patterns import GPT2_PATTERN
+from bpe.util.io import sha256_file
+
+logger = logging.getLogger(__name__)
+
+#: What `format=` accepts: `auto` decides per file (suffix, then content).
+FORMATS = ("auto", "text", "jsonl", "parquet", "arrow")
+#: Compression suffixes and the name each is recorded under.
+COMPRESSIONS = {".gz": "gz", ".zst": "zst", ".zstd": "zst", ".xz": "xz", ".bz2": "bz2"}
+#: Suffixes (after any compression suffix) that name a format.
+SUFFIX_FORMATS = {
+    ".txt": "text", ".text": "text",
+    ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl",
+    ".parquet": "parquet", ".pq": "parquet",
+    ".arrow": "arrow",
+}  # fmt: skip
+#: The default text field (JSON lines) and column (parquet, Arrow).
+DEFAULT_TEXT_FIELD = "text"
+#: What to install when an optional reader library is missing.
+EXTRA_HINT = "pip install 'bpe-lab[corpora]'"
+#: Prefix of a Hugging Face Hub source: `hf:owner/name/glob-of-files-in-the-repo`.
+HUB_PREFIX = "hf:"
+#: Records read from parquet or Arrow per batch (bounds the memory of a row group).
+BATCH_ROWS = 1024
+#: Bytes of a decompressed stream read per block before it is cut at a safe place.
+DEFAULT_BLOCK_BYTES = 4 * 1024 * 1024
+
+_MAGIC = (
+    (b"\x1f\x8b", "gz"),
+    (b"\x28\xb5\x2f\xfd", "zst"),
+    (b"\xfd7zXZ\x00", "xz"),
+    (b"BZh", "bz2"),
+)
+_HUB_RE = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+@dataclass(frozen=True)
+class InputFile:
+    """One file of a corpus: its absolute path, format, compression and size on disk."""
+
+    path: str
+    format: str
+    compression: str | None
+    size: int
+
+    @property
+    def kind(self) -> str:
+        """The format with its compression, as reports name it: `jsonl.zst`, `text`.
+
+        >>> InputFile("/x.jsonl.zst", "jsonl", "zst", 1).kind
+        'jsonl.zst'
+        """
+        return self.format + (f".{self.compression}" if self.compression else "")
+
+    @property
+    def splittable(self) -> bool:
+        """Whether workers can read byte ranges of it (plain text and plain JSON lines)."""
+        return self.compression is None and self.format in ("text", "jsonl")
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """An ordered list of input files and the settings they are read with."""
+
+    files: tuple[InputFile, ...]
+    text_field: str = DEFAULT_TEXT_FIELD
+    #: the source as it was named (a path, a glob, a list, hf:...)
+    source: str = ""
+
+    @property
+    def num_bytes(self) -> int:
+        """Bytes on disk, all files together."""
+        return sum(f.size for f in self.files)
+
+    @property
+    def kinds(self) -> list[str]:
+        """The distinct formats (with compression), in order of first appearance."""
+        return list(dict.fromkeys(f.kind for f in self.files))
+
+    @property
+    def is_plain_text_file(self) -> bool:
+        """One uncompressed text file: what training read before corpora had readers."""
+        return len(self.files) == 1 and self.files[0].kind == "text"
+
+    @property
+    def has_records(self) -> bool:
+        """Whether any file holds records (JSON lines, parquet, Arrow) rather than text."""
+        return any(f.format != "text" for f in self.files)
+
+    def describe(self) -> str:
+        """`3 files, 1.20 GB, parquet` (or `1 file, ...`), for logs and reports.
+
+        >>> Corpus((InputFile("/a.txt", "text", None, 2_500_000),)).describe()
+        '1 file, 2.50 MB, text'
+        """
+        n = len(self.files)
+        return f"{n} file{'s' if n != 1 else ''}, {_size(self.num_bytes)}, {'+'.join(self.kinds)}"
+
+
+def _size(num_bytes: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if num_bytes >= scale:
+            return f"{num_bytes / scale:.2f} {unit}"
+    return f"{num_bytes} B"
+
+
+# ---------------------------------------------------------------------------------------------
+# Resolving a source
+# ---------------------------------------------------------------------------------------------
+
+
+def resolve_source(
+    source: str | os.PathLike | Sequence[str | os.PathLike],
+    *,
+    format: str = "auto",  # noqa: A002 - the config key's name
+    text_field: str = DEFAULT_TEXT_FIELD,
+    max_files: int | None = None,
+) -> Corpus:
+    """The `Corpus` a path, directory, glob, list or `hf:` source names.
+
+    Args:
+        source: a file; a directory (its corpus files, recursively, sorted; a `datasets`
+            `save_to_disk` directory gives its Arrow files); a glob (`*`, `?`, `[`, `**`);
+            `hf:owner/name/pattern` (files of a Hub dataset repository, fetched into the Hub
+            cache); or a list of any of these, read in the order given.
+        format: one of `FORMATS`; `auto` decides per file.
+        text_field: the JSON field or the parquet/Arrow column holding each document's text.
+        max_files: keep only the first this many files (a prefix of the corpus).
+
+    Raises:
+        FileNotFoundError: a path that does not exist, or a glob that matches nothing.
+        ValueError: an unknown format, a file whose format cannot be told, an empty corpus.
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> _ = (d / "b.jsonl").write_text('{"text": "x"}\\n'); _ = (d / "a.txt").write_text("y")
+    >>> [(Path(f.path).name, f.kind) for f in resolve_source(d).files]
+    [('a.txt', 'text'), ('b.jsonl', 'jsonl')]
+    """
+    if format not in FORMATS:
+        raise ValueError(f"dataset.format={format!r} is unknown; choose one of {list(FORMATS)}")
+    if not isinstance(text_field, str) or not text_field:
+        raise ValueError(f"dataset.text_field={text_field!r} must name a field, e.g. 'text'")
+    if max_files is not None and (not isinstance(max_files, int) or max_files < 1):
+        raise ValueError(f"dataset.max_files={max_files!r} must be a whole number >= 1, or null")
+    items = [source] if isinstance(source, str | os.PathLike) else list(source)
+    if not items:
+        raise ValueError("the input names no file; pass a path, a directory, a glob or a list")
+    paths: list[tuple[Path, str]] = []
+    for item in items:
+        paths.extend(_expand(str(item), format, max_files))
+    if max_files is not None:
+        paths = paths[:max_files]
+    files = tuple(_input_file(p, fmt) for p, fmt in paths)
+    if not files:
+        raise ValueError(f"the input {_show(source)!r} holds no corpus file")
+    label = ", ".join(str(i) for i in items) if len(items) > 1 else str(items[0])
+    return Corpus(files, text_field=text_field, source=label)
+
+
+def _show(source: Any) -> str:
+    if isinstance(source, str | os.PathLike):
+        return str(source)
+    return ", ".join(map(str, source))
+
+
+def _expand(item: str, format: str, max_files: int | None) -> list[tuple[Path, str]]:  # noqa: A002
+    """The files one item of a source names, each with the format asked for."""
+    if item.startswith(HUB_PREFIX):
+        return [(p, format) for p in hub_files(item, max_files=max_files)]
+    path = Path(item).expanduser()
+    if glob.has_magic(item):
+        matches = sorted(Path(m) for m in glob.glob(str(path), recursive=True))
+        found = [m for m in matches if m.is_file() and not _hidden(m)]
+        if not found:
+            raise FileNotFoundError(
+                f"the glob {item!r} matches no file; check the pattern (quote it so the shell "
+                "leaves it to bpe-lab, e.g. 'dataset.path=shards/*.parquet')"
+            )
+        return [(m.resolve(), format) for m in found]
+    if path.is_dir():
+        return [(p, format) for p in _directory_files(path, format)]
+    if not path.exists():
+        raise FileNotFoundError(
+            f"input {item!r} does not exist; check the path (a directory, a glob such as "
+            f"'shards/*.parquet' and {HUB_PREFIX}owner/name/pattern are accepted too)"
+        )
+    if not path.is_file():
+        raise ValueError(f"input {item!r} is neither a file nor a directory; pass a corpus file")
+    return [(path.resolve(), format)]
+
+
+def _hidden(path: Path) -> bool:
+    return path.name.startswith(".")
+
+
+def _directory_files(path: Path, format: str) -> list[Path]:  # noqa: A002
+    """A directory's corpus files: a save_to_disk dataset's Arrow files, else every file with
+    a corpus suffix (every non-hidden file when the format is given), recursively, sorted."""
+    saved = _saved_dataset_files(path)
+    if saved is not None:
+        return saved
+    found = []
+    for p in sorted(path.rglob("*")):
+        rel = p.relative_to(path)
+        if not p.is_file() or any(part.startswith(".") for part in rel.parts):
+            continue
+        if format != "auto" or _suffix_format(p)[0] is not None:
+            found.append(p.resolve())
+    if not found:
+        raise ValueError(
+            f"directory {str(path)!r} holds no corpus file (looked for "
+            f"{', '.join(sorted(SUFFIX_FORMATS))}, optionally compressed with "
+            f"{', '.join(sorted(COMPRESSIONS))}); pass dataset.format= to read other files"
+        )
+    return found
+
+
+def _saved_dataset_files(path: Path) -> list[Path] | None:
+    """The Arrow files of a `datasets` `save_to_disk` directory, in order, or None.
+
+    A DatasetDict (several splits) reads its `train` split.
+    """
+    if (path / "dataset_dict.json").is_file():
+        splits = json.loads((path / "dataset_dict.json").read_text("utf-8")).get("splits", [])
+        if "train" not in splits:
+            raise ValueError(
+                f"{str(path)!r} is a saved DatasetDict with splits {splits!r} and no 'train'; "
+                f"pass the split's directory, e.g. {str(path / splits[0]) if splits else path!r}"
+            )
+        return _saved_dataset_files(path / "train")
+    state = path / "state.json"
+    if not (state.is_file() and (path / "dataset_info.json").is_file()):
+        return None
+    names = [d["filename"] for d in json.loads(state.read_text("utf-8")).get("_data_files", [])]
+    return [(path / n).resolve() for n in names]
+
+
+def _suffix_format(path: Path) -> tuple[str | None, str | None]:
+    """(format, compression) from a file name's suffixes; format None when they do not tell.
+
+    >>> _suffix_format(Path("x.jsonl.zst")), _suffix_format(Path("owt.txt.gz"))
+    (('jsonl', 'zst'), ('text', 'gz'))
+    >>> _suffix_format(Path("notes")), _suffix_format(Path("a.gz"))
+    ((None, None), (None, 'gz'))
+    """
+    suffixes = [s.lower() for s in path.suffixes]
+    compression = COMPRESSIONS.get(suffixes[-1]) if suffixes else None
+    if compression:
+        suffixes = suffixes[:-1]
+    fmt = SUFFIX_FORMATS.get(suffixes[-1]) if suffixes else None
+    return fmt, compression
+
+
+def _input_file(path: Path, format: str) -> InputFile:  # noqa: A002
+    """An InputFile for path: format from `format`, else the suffix, else the first bytes."""
+    if not os.access(path, os.R_OK):
+        raise PermissionError(f"input file {str(path)!r} is not readable; fix its permissions")
+    size = path.stat().st_size
+    fmt, compression = _suffix_format(path)
+    head = _head(path)
+    magic = next((name for m, name in _MAGIC if head.startswith(m)), None)
+    if compression is None:
+        compression = magic
+    if format != "auto":
+        fmt = format
+    if fmt is None:
+        fmt = _sniff(path, head, compression)
+    if fmt in ("parquet", "arrow") and compression:
+        raise ValueError(
+            f"{str(path)!r} is {fmt} inside {compression} compression; {fmt} compresses its own "
+            "pages: decompress the file, or write it without the outer compression"
+        )
+    if size == 0:
+        raise ValueError(f"input file {str(path)!r} is empty; BPE needs text to learn merges from")
+    return InputFile(str(path), fmt, compression, size)
+
+
+def _head(path: Path, n: int = 4096) -> bytes:
+    with open(path, "rb") as f:
+        return f.read(n)
+
+
+def _sniff(path: Path, head: bytes, compression: str | None) -> str:
+    """The format of a file whose name does not tell, from its first bytes."""
+    if head.startswith(b"PAR1"):
+        return "parquet"
+    if head.startswith(b"ARROW1") or head.startswith(b"\xff\xff\xff\xff"):
+        return "arrow"
+    if compression is not None:
+        with _open_stream(InputFile(str(path), "text", compression, 0)) as f:
+            head = f.read(4096)
+    text = _decodes(head)
+    if text is not None:
+        first = text.lstrip()[:1]
+        return "jsonl" if first == "{" and _first_line_is_object(text) else "text"
+    raise ValueError(
+        f"cannot tell the format of {str(path)!r}: its name has no known suffix "
+        f"({', '.join(sorted(SUFFIX_FORMATS))}) and its first bytes are neither UTF-8 text nor "
+        "a known compression or parquet; pass dataset.format= (text, jsonl, parquet, arrow) or "
+        "rename the file"
+    )
+
+
+def _decodes(head: bytes) -> str | None:
+    """head as text when it is UTF-8 (a character cut at its end allowed), else None."""
+    try:
+        return codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+    except UnicodeDecodeError:
+        return None
+
+
+def _first_line_is_object(text: str) -> bool:
+    line = text.lstrip().split("\n", 1)[0]
+    try:
+        return isinstance(json.loads(line), dict)
+    except ValueError:
+        return False
+
+
+# ---------------------------------------------------------------------------------------------
+# Hub sources
+# ---------------------------------------------------------------------------------------------
+
+
+def parse_hub_source(source: str) -> tuple[str, str]:
+    """(repo id, file pattern) of `hf:owner/name/pattern`; the pattern defaults to `**`.
+
+    >>> parse_hub_source("hf:HuggingFaceFW/fineweb-edu/sample/10BT/*.parquet")
+    ('HuggingFaceFW/fineweb-edu', 'sample/10BT/*.parquet')
+    """
+    rest = source[len(HUB_PREFIX) :].strip("/")
+    parts = rest.split("/")
+    repo = "/".join(parts[:2])
+    if len(parts) < 2 or not _HUB_RE.match(repo):
+        raise ValueError(
+            f"Hub source {source!r} must read hf:owner/name[/pattern], e.g. "
+            "'hf:HuggingFaceFW/fineweb-edu/sample/10BT/*.parquet'"
+        )
+    return repo, "/".join(parts[2:]) or "**"
+
+
+def hub_files(source: str, *, max_files: int | None = None, timeout: float = 10.0) -> list[Path]:
+    """The local copies (in the Hub cache) of the files of a Hub dataset repo a pattern names.
+
+    Lists the repository once, keeps the files matching the pattern in sorted order (the first
+    `max_files`), and fetches each into the Hub cache with `huggingface_hub` (resumable; cached
+    files need no network). `HF_ENDPOINT` names a mirror.
+
+    Raises:
+        ConnectionError: the Hub cannot be reached (says how to get the files another way).
+        FileNotFoundError: no file of the repository matches the pattern.
+    """
+    repo, pattern = parse_hub_source(source)
+    try:
+        from huggingface_hub import HfApi, hf_hub_download
+    except ImportError:
+        raise ValueError(
+            f"reading {source!r} needs huggingface_hub; install it: {EXTRA_HINT}"
+        ) from None
+    from huggingface_hub.utils import HfHubHTTPError
+
+    try:
+        names = sorted(HfApi().list_repo_files(repo, repo_type="dataset"))
+    except (OSError, HfHubHTTPError, ValueError) as err:
+        raise ConnectionError(_offline_message(source, repo, pattern, err)) from None
+    names = [n for n in names if fnmatch.fnmatchcase(n, pattern)]
+    if not names:
+        raise FileNotFoundError(
+            f"no file of the Hub dataset {repo!r} matches {pattern!r}; check the pattern "
+            f"(e.g. {HUB_PREFIX}{repo}/data/*.parquet)"
+        )
+    if max_files is not None:
+        names = names[:max_files]
+    out = []
+    for name in names:
+        try:
+            out.append(Path(hf_hub_download(repo, name, repo_type="dataset", etag_timeout=timeout)))
+        except (OSError, HfHubHTTPError, ValueError) as err:
+            raise ConnectionError(_offline_message(source, repo, name, err)) from None
+    return out
+
+
+def _offline_message(source: str, repo: str, what: str, err: Exception) -> str:
+    return (
+        f"cannot fetch {what!r} of the Hub dataset {repo!r} for {source!r} "
+        f"({type(err).__name__}: {str(err)[:200]}); point HF_ENDPOINT at a Hub mirror you can "
+        "reach, or download the files elsewhere and pass their directory or a glob as "
+        "dataset.path"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Opening files
+# ---------------------------------------------------------------------------------------------
+
+
+def require(module: str, *, for_what: str) -> Any:
+    """Import an optional reader library, or fail naming the extra that installs it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise ValueError(
+            f"reading {for_what} needs the {module.split('.')[0]!r} package, which is not "
+            f"installed; install the extra: {EXTRA_HINT}"
+        ) from None
+
+
+def _open_stream(f: InputFile) -> BinaryIO:
+    """A binary stream of the file's decompressed bytes."""
+    if f.compression is None:
+        return open(f.path, "rb")
+    if f.compression == "gz":
+        return gzip.open(f.path, "rb")
+    if f.compression == "xz":
+        return lzma.open(f.path, "rb")
+    if f.compression == "bz2":
+        return bz2.open(f.path, "rb")
+    zstd = require("zstandard", for_what=f"{f.path!r} (zstd)")
+    return io.BufferedReader(_ZstdReader(f.path, zstd), buffer_size=1 << 20)
+
+
+class _ZstdReader(io.RawIOBase):
+    """The decompressed bytes of a zstd file (frames read one after another).
+
+    Why not zstandard's own `stream_reader`: it ends quietly at the end of a truncated file;
+    here a frame that stops before its end mark raises EOFError, as gzip and lzma do.
+    """
+
+    def __init__(self, path: str, zstd: Any) -> None:
+        self._raw = open(path, "rb")
+        self._zstd = zstd
+        self._d = zstd.ZstdDecompressor().decompressobj()
+        self._in_frame = False
+        self._buf = b""
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        while self._pos >= len(self._buf):
+            data = self._raw.read(1 << 17)
+            if not data:
+                if self._in_frame:
+                    raise EOFError("the zstd stream ends inside a frame")
+                return 0
+            self._buf, self._pos = self._decompress(data), 0
+        n = min(len(b), len(self._buf) - self._pos)
+        b[:n] = self._buf[self._pos : self._pos + n]
+        self._pos += n
+        return n
+
+    def _decompress(self, data: bytes) -> bytes:
+        out = []
+        while data:
+            if self._d.eof:  # the previous frame ended: the next one starts here
+                self._d = self._zstd.ZstdDecompressor().decompressobj()
+            out.append(self._d.decompress(data))
+            self._in_frame = not self._d.eof
+            data = self._d.unused_data if self._d.eof else b""
+        return b"".join(out)
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+
+class _Corrupt(ValueError):
+    """A compressed file that ends early or does not decompress."""
+
+
+def _read_block(stream: BinaryIO, n: int, f: InputFile, offset: int) -> bytes:
+    """Read up to n decompressed bytes, turning a decompressor's error into a clear one."""
+    try:
+        return stream.read(n)
+    except (EOFError, OSError, lzma.LZMAError, zlib_error(), _zstd_error()) as err:
+        raise _Corrupt(
+            f"input file {f.path!r} ({f.kind}) is truncated or corrupt after {offset} "
+            f"decompressed bytes ({type(err).__name__}: {err}); download or compress it again"
+        ) from None
+
+
+def zlib_error() -> type[Exception]:
+    import zlib
+
+    return zlib.error
+
+
+def _zstd_error() -> type[Exception]:
+    try:
+        import zstandard
+    except ImportError:  # pragma: no cover - not reading zstd then
+        return OSError
+    return zstandard.ZstdError
+
+
+# ---------------------------------------------------------------------------------------------
+# Parts: what one worker reads
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Part:
+    """One unit of parallel work: bytes [start, end) of a file, rows groups [start, end) of a
+    parquet file, or a whole file (`kind` "bytes", "row_groups" or "file").
+
+    It quacks like `bpe.pretokenize.chunks.Chunk` (`index`, `size`, `describe`), so the chunk
+    pipeline and the Dask backend map over parts as they do over chunks. `size` is the bytes
+    on disk it stands for (progress); `first_in_file` says whether it opens its file.
+    """
+
+    index: int
+    file: int
+    kind: str
+    start: int
+    end: int
+    size: int
+    path: str = field(default="", compare=False)
+
+    @property
+    def first_in_file(self) -> bool:
+        return self.start == 0
+
+    def describe(self) -> str:
+        """``part 3 (shard-1.parquet, row groups 2-4)``, for messages."""
+        name = Path(self.path).name
+        what = {"bytes": "bytes", "row_groups": "row groups"}.get(self.kind)
+        where = f"{what} {self.start}-{self.end}" if what else "whole file"
+        return f"part {self.index} ({name}, {where})"
+
+
+def plan_parts(
+    corpus: Corpus,
+    special_tokens: Sequence[str] = (),
+    *,
+    max_chunk_bytes: int,
+    min_parts: int = 1,
+    pattern: str = GPT2_PATTERN,
+) -> list[Part]:
+    """The parts of a corpus, in corpus order: at least about `min_parts` when files allow.
+
+    Plain text files are cut as `bpe.pretokenize.chunks.plan_chunks` cuts them (at special
+    tokens, else where no pretoken of `pattern` can span); plain JSON lines after a newline;
+    parquet files into runs of row groups of about `max_chunk_bytes` on disk; compressed
+    files and Arrow files are one part each (a stream is read from its start).
+    Each file gets a share of `min_parts` in proportion to its size.
+    """
+    total = max(corpus.num_bytes, 1)
+    parts: list[Part] = []
+    for i, f in enumerate(corpus.files):
+        share = max(1, round(min_parts * f.size / total)) if min_parts > 1 else 1
+        for kind, start, end, size in _file_parts(f, special_tokens, max_chunk_bytes, share,
+                                                  corpus.text_field, pattern):  # fmt: skip
+            parts.append(Part(len(parts), i, kind, start, end, size, f.path))
+    return parts
+
+
+def _file_parts(
+    f: InputFile,
+    specials: Sequence[str],
+    max_chunk_bytes: int,
+    share: int,
+    text_field: str,
+    pattern: str,
+) -> list[tuple[str, int, int, int]]:
+    if f.kind == "text":
+        chunks = plan_chunks(
+            f.path, specials, max_chunk_bytes=max_chunk_bytes, min_chunks=share, pattern=pattern
+        )
+        return [("bytes", c.start, c.end, c.size) for c in chunks]
+    if f.kind == "jsonl":
+        bounds = _line_bounds(f.path, max(share, -(-f.size // max_chunk_bytes)))
+        return [("bytes", a, b, b - a) for a, b in zip(bounds, bounds[1:])]
+    if f.format == "parquet":
+        return _row_group_runs(f, max_chunk_bytes, share, text_field)
+    return [("file", 0, 1, f.size)]
+
+
+def _line_bounds(path: str, num: int) -> list[int]:
+    """Byte offsets [0, ..., size] cutting a file into about `num` ranges, each after a newline.
+
+    >>> import tempfile
+    >>> with tempfile.NamedTemporaryFile(suffix=".jsonl") as t:
+    ...     _ = t.write(b'{"a":1}\\n{"a":2}\\n{"a":3}\\n'); t.flush()
+    ...     _line_bounds(t.name, 3)
+    [0, 8, 16, 24]
+    """
+    size = os.path.getsize(path)
+    step = max(1, size // max(num, 1))
+    bounds = [0]
+    with open(path, "rb") as fh:
+        while True:
+            fh.seek(bounds[-1] + step - 1)
+            cut = None
+            while cut is None:
+                block = fh.read(1 << 16)
+                if not block:
+                    break
+                nl = block.find(b"\n")
+                if nl != -1:
+                    cut = fh.tell() - len(block) + nl + 1
+            if cut is None or cut >= size:
+                break
+            bounds.append(cut)
+    bounds.append(size)
+    return sorted(set(bounds))
+
+
+def _parquet_file(path: str) -> Any:
+    pq = require("pyarrow.parquet", for_what=f"parquet file {path!r}")
+    try:
+        return pq.ParquetFile(path)
+    except Exception as err:  # noqa: BLE001 - pyarrow's own error types vary by version
+        raise ValueError(
+            f"{path!r} is not a readable parquet file ({type(err).__name__}: {err}); "
+            "check that it was written completely"
+        ) from None
+
+
+def _check_column(schema_names: Sequence[str], text_field: str, path: str) -> None:
+    if text_field not in schema_names:
+        raise ValueError(
+            f"{path!r} has no column {text_field!r} (its columns: {list(schema_names)}); set "
+            "dataset.text_field (bpe-encode --text-field) to the column holding the text"
+        )
+
+
+def _row_group_runs(
+    f: InputFile, max_chunk_bytes: int, share: int, text_field: str
+) -> list[tuple[str, int, int, int]]:
+    """Runs of consecutive row groups, each about `max_chunk_bytes` on disk (at least one
+    group), and at least `share` runs when the file has that many groups."""
+    meta = _parquet_file(f.path).metadata
+    _check_column(meta.schema.to_arrow_schema().names, text_field, f.path)
+    sizes = [meta.row_group(i).total_byte_size for i in range(meta.num_row_groups)]
+    if not sizes:
+        return []
+    target = min(max_chunk_bytes, max(1, sum(sizes) // max(share, 1)))
+    runs, start, acc = [], 0, 0
+    for i, s in enumerate(sizes):
+        if i > start and acc + s > target:
+            runs.append((start, i))
+            start, acc = i, 0
+        acc += s
+    runs.append((start, len(sizes)))
+    share_of = f.size / max(sum(sizes), 1)
+    return [("row_groups", a, b, round(sum(sizes[a:b]) * share_of)) for a, b in runs]
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading a part
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Piece:
+    """What a part yields: text (a stream's slice, special tokens inside separate its
+    documents) or one document (a record); `num_bytes` its UTF-8 bytes."""
+
+    text: str
+    num_bytes: int
+    is_record: bool
+
+
+def read_part(
+    corpus: Corpus,
+    part: Part,
+    special_tokens: Sequence[str] = (),
+    *,
+    pattern: str = GPT2_PATTERN,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+) -> Iterator[Piece]:
+    """The pieces of one part, in order (see `Piece`); memory bounded by a block or a batch.
+
+    Raises:
+        ValueError: invalid UTF-8 (naming the file and the byte offset, line or row), a record
+            without the text field or with a non-string value, a truncated or corrupt
+            compressed file, a missing reader library.
+    """
+    f = corpus.files[part.file]
+    if f.format == "text":
+        if part.kind == "bytes":
+            yield _text_range(f, part.start, part.end)
+        else:
+            yield from _text_stream(f, special_tokens, pattern, block_bytes)
+    elif f.format == "jsonl":
+        yield from _jsonl_records(f, corpus.text_field, part)
+    elif f.format == "parquet":
+        yield from _parquet_records(f, corpus.text_field, part.start, part.end)
+    elif f.format == "arrow":
+        yield from _arrow_records(f, corpus.text_field)
+    else:  # pragma: no cover - resolve_source admits no other format
+        raise AssertionError(f.format)
+
+
+def iter_documents(corpus: Corpus, separator: str) -> Iterator[str]:
+    """Every non-empty document of the corpus, in order: records as they are, text split on
+    `separator` (one document per file without it), read part by part in this process."""
+    parts = plan_parts(corpus, max_chunk_bytes=DEFAULT_BLOCK_BYTES)
+    pending = ""
+    last_file = -1
+    for part in parts:
+        if part.file != last_file and pending:
+            yield pending
+            pending = ""
+        last_file = part.file
+        for piece in read_part(corpus, part, [separator], block_bytes=DEFAULT_BLOCK_BYTES):
+            if piece.is_record:
+                if piece.text:
+                    yield piece.text
+                continue
+            docs = (pending + piece.text).split(separator)
+            pending = docs.pop()
+            yield from (d for d in docs if d)
+    if pending:
+        yield pending
+
+
+def _decode(data: bytes, f: InputFile, offset: int, *, decompressed: bool = False) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        where = "decompressed byte offset" if decompressed else "byte offset"
+        raise ValueError(
+            f"input file {f.path!r} is not valid UTF-8: bad byte(s) "
+            f"{data[err.start : err.start + 4]!r} at {where} {offset + err.start}; re-encode "
+            "the text as UTF-8 (e.g. iconv -t UTF-8) before training"
+        ) from None
+
+
+def _text_range(f: InputFile, start: int, end: int) -> Piece:
+    with open(f.path, "rb") as fh:
+        fh.seek(start)
+        data = fh.read(end - start)
+    return Piece(_decode(data, f, start), len(data), False)
+
+
+def _text_stream(
+    f: InputFile, specials: Sequence[str], pattern: str, block_bytes: int
+) -> Iterator[Piece]:
+    """A (compressed) text stream in pieces of about `block_bytes`, each cut where
+    `bpe.pretokenize.chunks` cuts a file (a special token's start, else a safe character cut)."""
+    encoded = [t.encode("utf-8") for t in specials]
+    longest = max((len(t) for t in encoded), default=0)
+    buf = b""
+    offset = 0  # decompressed offset of buf[0]
+    with _open_stream(f) as stream:
+        while True:
+            block = _read_block(stream, block_bytes, f, offset + len(buf))
+            if block:
+                buf += block
+            # look for a cut in the last quarter, never within `longest` bytes of the end, so a
+            # special token that the next block completes is never cut
+            limit = len(buf) - longest - 1
+            if block and limit > 0 and len(buf) >= block_bytes:
+                lead = max(0, limit - max(block_bytes // 4, 1))
+                cut = _safe_cut(buf, lead, limit - lead, encoded, pattern)
+                if cut is not None and cut > 0:
+                    yield Piece(_decode(buf[:cut], f, offset, decompressed=True), cut, False)
+                    offset += cut
+                    buf = buf[cut:]
+                elif len(buf) > 4 * block_bytes:
+                    logger.warning(
+                        "%s: %d bytes from decompressed offset %d hold no safe cut; memory grows "
+                        "with them", f.path, len(buf), offset,
+                    )  # fmt: skip
+            if not block:
+                break
+    if buf:
+        yield Piece(_decode(buf, f, offset, decompressed=True), len(buf), False)
+
+
+def _record_text(value: Any, f: InputFile, field: str, where: str) -> Piece:
+    if not isinstance(value, str):
+        raise ValueError(
+            f"{f.path!r} {where}: field {field!r} holds {type(value).__name__} "
+            f"{str(value)[:40]!r}, not text; set dataset.text_field to the field holding "
+            "each document's text"
+        )
+    try:
+        n = len(value.encode("utf-8"))
+    except UnicodeEncodeError as err:
+        raise ValueError(
+            f"{f.path!r} {where}: the text holds a lone surrogate {value[err.start]!r} at "
+            f"character {err.start}, which is not valid UTF-8; fix the record"
+        ) from None
+    return Piece(value, n, True)
+
+
+def _jsonl_records(f: InputFile, text_field: str, part: Part) -> Iterator[Piece]:
+    """The records of a JSON lines part (a byte range of a plain file, or a whole stream)."""
+    offset = part.start if part.kind == "bytes" else 0
+    with _open_stream(f) as raw:
+        stream = io.BufferedReader(raw) if f.compression else raw  # type: ignore[arg-type]
+        if part.kind == "bytes":
+            stream.seek(part.start)
+        lines = _lines(stream, f, part.end - part.start if part.kind == "bytes" else None)
+        for line in lines:
+            start = offset
+            offset += len(line)
+            if not line.strip():
+                continue
+            where = f"line at byte {start}" + (" (decompressed)" if f.compression else "")
+            text = _decode(line, f, start, decompressed=bool(f.compression))
+            try:
+                record = json.loads(text)
+            except ValueError as err:
+                raise ValueError(
+                    f"{f.path!r} {where} is not JSON ({err}); each line must be one JSON object"
+                ) from None
+            if not isinstance(record, dict) or text_field not in record:
+                found = list(record) if isinstance(record, dict) else type(record).__name__
+                raise ValueError(
+                    f"{f.path!r} {where} has no field {text_field!r} (found: {found}); set "
+                    "dataset.text_field (bpe-encode --text-field) to the field holding the text"
+                )
+            yield _record_text(record[text_field], f, text_field, where)
+
+
+def _lines(stream: BinaryIO, f: InputFile, limit: int | None) -> Iterator[bytes]:
+    read = 0
+    while limit is None or read < limit:
+        try:
+            line = stream.readline()
+        except (EOFError, OSError, lzma.LZMAError, zlib_error(), _zstd_error()) as err:
+            raise _Corrupt(
+                f"input file {f.path!r} ({f.kind}) is truncated or corrupt after {read} "
+                f"decompressed bytes ({type(err).__name__}: {err}); download or compress it again"
+            ) from None
+        if not line:
+            return
+        read += len(line)
+        yield line
+
+
+def _parquet_records(f: InputFile, text_field: str, start: int, end: int) -> Iterator[Piece]:
+    pf = _parquet_file(f.path)
+    _check_column(pf.schema_arrow.names, text_field, f.path)
+    row = sum(pf.metadata.row_group(i).num_rows for i in range(start))
+    groups = list(range(start, end))
+    for batch in pf.iter_batches(batch_size=BATCH_ROWS, row_groups=groups, columns=[text_field]):
+        yield from _column_records(batch.column(0), f, text_field, row)
+        row += batch.num_rows
+
+
+def _column_records(column: Any, f: InputFile, text_field: str, row: int) -> Iterator[Piece]:
+    import pyarrow as pa
+
+    if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+        if not (pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type)):
+            raise ValueError(
+                f"{f.path!r}: column {text_field!r} holds {column.type}, not text; set "
+                "dataset.text_field to the column holding each document's text"
+            )
+    for i, value in enumerate(column.to_pylist()):
+        if isinstance(value, bytes):
+            value = _decode(value, f, 0) if value else ""
+        yield _record_text(value, f, text_field, f"row {row + i}")
+
+
+def _arrow_records(f: InputFile, text_field: str) -> Iterator[Piece]:
+    pa = require("pyarrow", for_what=f"Arrow file {f.path!r}")
+    source = pa.memory_map(f.path)
+    try:
+        reader = pa.ipc.open_stream(source)
+    except pa.ArrowInvalid:
+        reader = pa.ipc.open_file(source)
+        batches: Any = (reader.get_batch(i) for i in range(reader.num_record_batches))
+        schema = reader.schema
+    else:
+        batches, schema = reader, reader.schema
+    _check_column(schema.names, text_field, f.path)
+    row = 0
+    for batch in batches:
+        column = batch.column(schema.get_field_index(text_field))
+        for start in range(0, len(column), BATCH_ROWS):
+            piece = column.slice(start, BATCH_ROWS)
+            yield from _column_records(piece, f, text_field, row + start)
+        row += batch.num_rows
+
+
+# ---------------------------------------------------------------------------------------------
+# Identity
+# ---------------------------------------------------------------------------------------------
+
+
+def corpus_manifest(corpus: Corpus, *, hashes: Sequence[str] | None = None) -> dict:
+    """What a corpus is, for lineage and the pretoken cache key.
+
+    Returns `{"sha256", "files": [{path, bytes, sha256, format}], "format", "text_field"}`.
+    `sha256` is the one file's own sha256 for a plain text file (as runs before corpus readers
+    recorded it), else the sha256 of the manifest (each file's sha256, format and the text
+    field, in order): one changed byte in any shard, another order or another field is another
+    digest. `hashes` are the files' sha256 when the caller has them.
+    """
+    shas = list(hashes) if hashes is not None else [sha256_file(f.path) for f in corpus.files]
+    files = [
+        {"path": f.path, "bytes": f.size, "sha256": s, "format": f.kind}
+        for f, s in zip(corpus.files, shas, strict=True)
+    ]
+    if corpus.is_plain_text_file:
+        digest = shas[0]
+    else:
+        record = {
+            "files": [[x["sha256"], x["format"]] for x in files],
+            "text_field": corpus.text_field if corpus.has_records else None,
+        }
+        digest = hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
+    return {
+        "sha256": digest,
+        "files": files,
+        "format": "+".join(corpus.kinds),
+        "text_field": corpus.text_field if corpus.has_records else None,
+    }

@@ -1,0 +1,303 @@
+"""Corpus readers: every format gives the documents, counts and merges of one text file.
+
+Real files only: parquet written by pyarrow (several shards, several row groups), JSON lines
+compressed by zstandard, text by gzip/lzma/bz2, a `datasets` save_to_disk directory, all made
+from the bundled OWT sample's documents; real worker processes and a real Dask LocalCluster.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import json
+import lzma
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from bpe.pretokenize import EOT, pretokenize_file
+from bpe.pretokenize.corpus import pretokenize_corpus
+from bpe.pretokenize.readers import (
+    Corpus,
+    InputFile,
+    corpus_manifest,
+    iter_documents,
+    plan_parts,
+    resolve_source,
+)
+from bpe.training import train_bpe, train_bpe_detailed
+from bpe.util.io import DATA_DIR
+
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+zstd = pytest.importorskip("zstandard")
+
+SAMPLE = DATA_DIR / "owt_sample.txt"
+
+
+def sample_docs(n: int | None = 120) -> list[str]:
+    docs = [d for d in SAMPLE.read_text("utf-8").split(EOT) if d]
+    return docs if n is None else docs[:n]
+
+
+def write_text(path: Path, docs: list[str]) -> Path:
+    path.write_bytes(EOT.join(docs).encode("utf-8"))
+    return path
+
+
+def write_jsonl(path: Path, docs: list[str], *, field: str = "text", opener=open) -> Path:
+    lines = "".join(json.dumps({"id": i, field: d}) + "\n" for i, d in enumerate(docs))
+    if path.suffix == ".zst":
+        path.write_bytes(zstd.ZstdCompressor().compress(lines.encode("utf-8")))
+    else:
+        with opener(path, "wb") as f:
+            f.write(lines.encode("utf-8"))
+    return path
+
+
+def write_parquet(path: Path, docs: list[str], *, rows_per_group: int = 10, column="text"):
+    table = pa.table({"id": list(range(len(docs))), column: docs})
+    pq.write_table(table, path, row_group_size=rows_per_group)
+    return path
+
+
+def parquet_shards(folder: Path, docs: list[str], shards: int = 3) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    per = -(-len(docs) // shards)
+    for k in range(shards):
+        write_parquet(folder / f"shard-{k:03d}.parquet", docs[k * per : (k + 1) * per])
+    return folder
+
+
+@pytest.fixture(scope="module")
+def corpora(tmp_path_factory) -> dict[str, object]:
+    """The same documents in every format; 'text' is the reference text file."""
+    docs = sample_docs()
+    d = tmp_path_factory.mktemp("corpora")
+    out: dict[str, object] = {"text": write_text(d / "docs.txt", docs)}
+    with gzip.open(d / "docs.txt.gz", "wb") as f:
+        f.write(EOT.join(docs).encode("utf-8"))
+    out["txt.gz"] = d / "docs.txt.gz"
+    with lzma.open(d / "docs.txt.xz", "wb") as f:
+        f.write(EOT.join(docs).encode("utf-8"))
+    out["txt.xz"] = d / "docs.txt.xz"
+    with bz2.open(d / "docs.txt.bz2", "wb") as f:
+        f.write(EOT.join(docs).encode("utf-8"))
+    out["txt.bz2"] = d / "docs.txt.bz2"
+    out["jsonl"] = write_jsonl(d / "docs.jsonl", docs)
+    out["jsonl.zst"] = write_jsonl(d / "docs.jsonl.zst", docs)
+    out["jsonl.gz"] = write_jsonl(d / "docs.jsonl.gz", docs, opener=gzip.open)
+    out["parquet"] = write_parquet(d / "docs.parquet", docs)
+    shards = parquet_shards(d / "shards", docs)
+    out["directory"] = shards
+    out["glob"] = str(shards / "*.parquet")
+    # a list mixing formats: the first 50 documents as text, the rest as JSON lines
+    out["list"] = [write_text(d / "head.txt", docs[:50]), write_jsonl(d / "tail.jsonl", docs[50:])]
+    return out
+
+
+FORMATS = ["txt.gz", "txt.xz", "txt.bz2", "jsonl", "jsonl.zst", "jsonl.gz", "parquet",
+           "directory", "glob", "list"]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_every_format_counts_as_the_text_file(corpora, name):
+    reference = pretokenize_file(corpora["text"], [EOT], num_workers=1).counts
+    corpus = resolve_source(corpora[name])
+    got = pretokenize_corpus(corpus, [EOT], num_workers=1, max_chunk_bytes=16 * 1024)
+    assert got.counts == reference
+    assert got.num_files == len(corpus.files)
+
+
+@pytest.mark.parametrize("name", ["jsonl.zst", "txt.gz", "directory", "parquet"])
+def test_documents_are_those_of_the_text_file(corpora, name):
+    assert list(iter_documents(resolve_source(corpora[name]), EOT)) == sample_docs()
+
+
+def test_identical_merges_for_every_trainer(corpora, trainer_name):
+    reference = train_bpe(corpora["text"], 320, [EOT], trainer=trainer_name, num_workers=1)
+    for name in ("txt.gz", "jsonl.zst", "directory", "glob"):
+        assert train_bpe(corpora[name], 320, [EOT], trainer=trainer_name, num_workers=1) == (
+            reference
+        ), name
+
+
+def test_parallel_parts_count_as_serial(corpora):
+    corpus = resolve_source([corpora["directory"], corpora["jsonl.zst"], corpora["jsonl"]])
+    serial = pretokenize_corpus(corpus, [EOT], num_workers=1)
+    parallel = pretokenize_corpus(
+        corpus, [EOT], num_workers=2, max_chunk_bytes=8 * 1024, min_parallel_bytes=1
+    )
+    assert parallel.counts == serial.counts
+    assert parallel.num_workers == 2 and parallel.num_chunks > 3
+    assert parallel.records == serial.records == 3 * len(sample_docs())
+
+
+def test_default_workers_on_the_bundled_sample_as_parquet(tmp_path):
+    """What a user gets: every document of the OWT sample as parquet shards, default workers."""
+    docs = sample_docs(None)
+    folder = parquet_shards(tmp_path / "owt", docs, shards=4)
+    result = train_bpe_detailed(folder, 600, [EOT])
+    reference = train_bpe_detailed(SAMPLE, 600, [EOT])
+    assert result.merges == reference.merges and result.vocab == reference.vocab
+    assert result.pretokenized.records == len(docs)
+
+
+def test_parts_follow_files_row_groups_and_lines(corpora):
+    corpus = resolve_source([corpora["directory"], corpora["jsonl"], corpora["jsonl.zst"]])
+    parts = plan_parts(corpus, [EOT], max_chunk_bytes=1)
+    kinds = Counter(p.kind for p in parts)
+    assert kinds["row_groups"] == 12  # 3 shards of 40 documents, 10 rows per group
+    assert kinds["bytes"] == len(sample_docs())  # plain JSON lines: one range per line
+    assert kinds["file"] == 1  # a compressed stream is read whole
+    assert [p.index for p in parts] == list(range(len(parts)))
+    assert "row groups 0-1" in parts[0].describe()
+
+
+def test_format_by_suffix_then_content(tmp_path, corpora):
+    plain = tmp_path / "notes"
+    plain.write_text("hello", encoding="utf-8")
+    lines = tmp_path / "records"
+    lines.write_text('{"text": "hi"}\n', encoding="utf-8")
+    packed = tmp_path / "blob"
+    packed.write_bytes(Path(corpora["parquet"]).read_bytes())
+    gz = tmp_path / "stream.gz"
+    gz.write_bytes(gzip.compress(b"hello"))
+    kinds = [f.kind for f in resolve_source([plain, lines, packed, gz]).files]
+    assert kinds == ["text", "jsonl", "parquet", "text.gz"]
+
+
+def test_a_save_to_disk_directory_reads_as_its_documents(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    docs = sample_docs(30)
+    datasets.Dataset.from_dict({"text": docs}).save_to_disk(tmp_path / "saved")
+    corpus = resolve_source(tmp_path / "saved")
+    assert [f.format for f in corpus.files] == ["arrow"]
+    assert list(iter_documents(corpus, EOT)) == docs
+    text = write_text(tmp_path / "docs.txt", docs)
+    assert pretokenize_corpus(corpus, [EOT]).counts == pretokenize_file(text, [EOT]).counts
+    datasets.DatasetDict({"train": datasets.Dataset.from_dict({"text": docs})}).save_to_disk(
+        tmp_path / "dict"
+    )
+    assert list(iter_documents(resolve_source(tmp_path / "dict"), EOT)) == docs
+
+
+def test_text_field_is_configurable(tmp_path):
+    docs = sample_docs(5)
+    path = write_parquet(tmp_path / "c.parquet", docs, column="content")
+    with pytest.raises(ValueError, match=r"no column 'text' \(its columns: \['id', 'content'\]\)"):
+        pretokenize_corpus(resolve_source(path), [EOT])
+    corpus = resolve_source(path, text_field="content")
+    assert list(iter_documents(corpus, EOT)) == docs
+
+
+def test_manifest_covers_bytes_order_and_field(corpora, tmp_path):
+    shards = resolve_source(corpora["directory"])
+    one = corpus_manifest(shards)
+    assert [f["format"] for f in one["files"]] == ["parquet"] * 3
+    reordered = Corpus(tuple(reversed(shards.files)), text_field="text")
+    assert corpus_manifest(reordered)["sha256"] != one["sha256"]
+    other_field = Corpus(shards.files, text_field="body")
+    assert corpus_manifest(other_field)["sha256"] != one["sha256"]
+    text = resolve_source(corpora["text"])
+    assert corpus_manifest(text)["sha256"] == corpus_manifest(text)["files"][0]["sha256"]
+
+
+def test_the_pretoken_cache_keys_every_shard(corpora, tmp_path):
+    folder = parquet_shards(tmp_path / "s", sample_docs(60), shards=2)
+    cache = tmp_path / "cache"
+    first = train_bpe_detailed(folder, 300, [EOT], cache_dir=cache, num_workers=1)
+    again = train_bpe_detailed(folder, 300, [EOT], cache_dir=cache, num_workers=1)
+    assert (first.pretoken_cache["status"], again.pretoken_cache["status"]) == ("miss", "hit")
+    assert again.merges == first.merges and again.pretokenized.records == 60
+    write_parquet(folder / "shard-001.parquet", sample_docs(61)[30:])  # one more document
+    changed = train_bpe_detailed(folder, 300, [EOT], cache_dir=cache, num_workers=1)
+    assert changed.pretoken_cache["status"] == "miss"
+    assert len(changed.input_manifest["files"]) == 2
+
+
+# -- bad input ---------------------------------------------------------------------------------
+
+
+def test_a_json_line_without_the_field_names_the_line(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"text": "ok"}\n{"body": "no"}\n', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"bad.jsonl.*line at byte 15 has no field 'text' "
+                       r"\(found: \['body'\]\); set dataset.text_field"):  # fmt: skip
+        pretokenize_corpus(resolve_source(path), [EOT])
+
+
+def test_a_non_string_value_is_refused(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"text": 3}\n', encoding="utf-8")
+    with pytest.raises(ValueError, match="field 'text' holds int"):
+        pretokenize_corpus(resolve_source(path), [EOT])
+
+
+def test_a_truncated_gzip_names_the_file(tmp_path):
+    data = gzip.compress(EOT.join(sample_docs(40)).encode("utf-8"))
+    path = tmp_path / "cut.txt.gz"
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError, match=r"cut.txt.gz' \(text.gz\) is truncated or corrupt"):
+        pretokenize_corpus(resolve_source(path), [EOT], num_workers=1)
+
+
+def test_a_truncated_zstd_names_the_file(tmp_path):
+    lines = "".join(json.dumps({"text": d}) + "\n" for d in sample_docs(40))
+    data = zstd.ZstdCompressor().compress(lines.encode("utf-8"))
+    path = tmp_path / "cut.jsonl.zst"
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError, match=r"cut.jsonl.zst' \(jsonl.zst\) is truncated or corrupt"):
+        pretokenize_corpus(resolve_source(path), [EOT], num_workers=1)
+
+
+def test_invalid_utf8_in_a_compressed_stream_names_the_offset(tmp_path):
+    path = tmp_path / "bad.txt.gz"
+    path.write_bytes(gzip.compress(b"hello \xff world"))
+    with pytest.raises(ValueError, match=r"bad.txt.gz' is not valid UTF-8.*decompressed byte "
+                       r"offset 6"):  # fmt: skip
+        pretokenize_corpus(resolve_source(path), [EOT])
+
+
+def test_unknown_content_names_the_file_and_the_fix(tmp_path):
+    path = tmp_path / "blob.bin"
+    path.write_bytes(b"\x00\xff\xfe" * 100)
+    with pytest.raises(ValueError, match=r"cannot tell the format of .*blob.bin.*dataset.format="):
+        resolve_source(path)
+
+
+def test_an_empty_glob_and_an_empty_directory_fail_clearly(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"matches no file"):
+        resolve_source(str(tmp_path / "*.parquet"))
+    (tmp_path / "README.md").write_text("not a corpus")
+    with pytest.raises(ValueError, match=r"holds no corpus file"):
+        resolve_source(tmp_path)
+
+
+def test_a_corpus_of_empty_documents_is_refused(tmp_path):
+    path = write_parquet(tmp_path / "e.parquet", ["", ""])
+    with pytest.raises(ValueError, match="holds no text"):
+        pretokenize_corpus(resolve_source(path), [EOT])
+
+
+def test_max_files_takes_a_prefix(corpora):
+    corpus = resolve_source(corpora["directory"], max_files=2)
+    assert [Path(f.path).name for f in corpus.files] == ["shard-000.parquet", "shard-001.parquet"]
+
+
+def test_describe_says_files_size_and_format():
+    corpus = Corpus((InputFile("/a.parquet", "parquet", None, 1_500_000_000),) * 2)
+    assert corpus.describe() == "2 files, 3.00 GB, parquet"
+
+
+# -- Dask ----------------------------------------------------------------------------------------
+
+
+def test_dask_counts_parquet_row_groups_as_tasks(corpora):
+    pytest.importorskip("distributed")
+    corpus = resolve_source(corpora["directory"])
+    got = pretokenize_corpus(corpus, [EOT], backend="dask", num_workers=2, max_chunk_bytes=1)
+    assert got.backend == "dask" and got.num_chunks == 12
+    assert got.counts == pretokenize_file(corpora["text"], [EOT], num_workers=1).counts
+    assert got.records == len(sample_docs())
