@@ -16,6 +16,8 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .naive                    full recount per merge: the readable reference
       .indexed                  incremental pair counts, a scan for the best pair
       .heap                     the same counts, a lazily invalidated priority queue
+      .compiled                 heap's algorithm over flat arrays, compiled (the Numba extra)
+      .compiled_kernels         its Numba kernels: stages 2-3 in machine code
       .pair_index               pair counts + pair -> words, shared by indexed and heap
       .common                   the merge state and THE candidate order
       .parent                   continued training: a parent's merges replayed first

@@ -124,7 +124,8 @@ def train_bpe_detailed(
             token.
         vocab_size: total vocab size: special tokens + 256 bytes + merges.
         special_tokens: strings kept whole and never merged (e.g. ["<|endoftext|>"]).
-        trainer: "naive", "indexed" or "heap" (identical output, different speed).
+        trainer: "naive", "indexed", "heap" or "compiled" (identical output, different
+            speed; "compiled" needs the `compiled` extra).
         num_workers: pre-tokenization processes; None uses every available CPU.
         progress: show progress bars (pre-tokenization in MB with MB/s, merges with merges/s).
         pattern: the split pattern: "gpt2" (default, None), "cl100k", "o200k" or a regex.

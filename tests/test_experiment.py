@@ -272,7 +272,7 @@ def test_latest_link_failure_is_logged_not_fatal(tmp_path, caplog):
 def test_cli_unknown_option_lists_the_choices(tmp_path):
     proc = _cli(tmp_path, "trainer=fast")
     assert proc.returncode == 2 and not proc.stdout
-    assert "choose trainer= one of heap, indexed, naive" in proc.stderr
+    assert "choose trainer= one of compiled, heap, indexed, naive" in proc.stderr
 
 
 def test_cli_failure_exits_nonzero_and_marks_failed(tmp_path):

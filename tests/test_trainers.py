@@ -82,7 +82,7 @@ def test_unknown_trainer_lists_the_choices():
 
 
 def test_registry_order_and_stage_names():
-    assert list(TRAINERS) == ["naive", "indexed", "heap"]  # the canonical order others read
+    assert list(TRAINERS) == ["naive", "indexed", "heap", "compiled"]  # the order others read
     assert tuple(TRAINERS) == TRAINER_ORDER  # readers of runs take the order from there
     assert STAGES == {1: "count pretokens", 2: "count pairs", 3: "select and merge"}
 
@@ -126,7 +126,7 @@ def test_trainers_agree_on_random_corpora(counts, extra):
 def test_trainers_agree_on_random_text(text):
     counts = count_pretokens(text, [EOT])
     results = [learn_merges(name, counts, 300, [EOT]) for name in TRAINERS]
-    assert results[0] == results[1] == results[2]
+    assert all(result == results[0] for result in results)
 
 
 def _sample_counts(name: str) -> Counter[bytes]:
@@ -138,7 +138,7 @@ def test_trainers_agree_on_tinystories_2000():
     counts = _sample_counts("tinystories_sample.txt")
     merges = {name: learn_merges(name, counts, 2000, [EOT]).merges for name in TRAINERS}
     assert len(merges["heap"]) == 2000 - 257
-    assert merges["naive"] == merges["indexed"] == merges["heap"]
+    assert merges["naive"] == merges["indexed"] == merges["heap"] == merges["compiled"]
 
 
 @pytest.mark.slow
@@ -147,6 +147,7 @@ def test_trainers_agree_on_owt_5000():
     heap = learn_merges("heap", counts, 5000, [EOT])
     assert len(heap.merges) == 5000 - 257
     assert learn_merges("indexed", counts, 5000, [EOT]) == heap
+    assert learn_merges("compiled", counts, 5000, [EOT]) == heap
     # naive recounts the whole corpus per merge: compare it on the first 300 merges.
     naive = learn_merges("naive", counts, 257 + 300, [EOT])
     assert naive.merges == heap.merges[:300]
@@ -186,7 +187,7 @@ def test_a_fourth_trainer_is_one_loop_and_one_registry_line(monkeypatch, caplog)
     ]
     assert "first_pair: stopped after 2 of 744 merges" in caplog.text
     monkeypatch.undo()
-    assert list(TRAINERS) == ["naive", "indexed", "heap"]
+    assert list(TRAINERS) == ["naive", "indexed", "heap", "compiled"]
     with pytest.raises(ValueError, match="unknown trainer 'first_pair'"):
         learn_merges("first_pair", SENNRICH, 300, [EOT])
 

@@ -41,7 +41,7 @@ RETIRED_STAGES = ("read",)
 #: The trainers in their canonical order (slowest and simplest first), as reports list them.
 #: `bpe.trainers.TRAINERS` registers exactly these, in this order (tested): readers take the
 #: order from here so that reading a run never loads a trainer.
-TRAINER_ORDER = ("naive", "indexed", "heap")
+TRAINER_ORDER = ("naive", "indexed", "heap", "compiled")
 
 #: The members of the BPE family in the order reports list them (`bpe.trainers.variants`
 #: defines them with this tuple; plain BPE is what a run without a `variant` section trained).

@@ -17,6 +17,7 @@ results (tested): they differ only in how they find the next pair.
     naive    full recount per merge (the readable reference)
     indexed  incremental pair counts + pair -> words index, scan for the best pair
     heap     the same index + a lazily invalidated priority queue
+    compiled heap's algorithm over flat arrays, compiled by Numba (`compiled` extra)
 
 Adding a trainer is one module with a `merge_loop`, one line in `TRAINERS` and its name in
 `bpe.runs.stages.TRAINER_ORDER` (where readers of runs take the order from).
@@ -33,7 +34,7 @@ from contextlib import closing
 from typing import Protocol
 
 from bpe.runs.stages import STAGES, stage_label  # noqa: F401  (re-exported: bpe.trainers.STAGES)
-from bpe.trainers import heap, indexed, naive
+from bpe.trainers import compiled, heap, indexed, naive
 from bpe.trainers.common import MergeState, TrainerOutput, finish, prepare
 from bpe.trainers.parent import prepare_from_parent
 from bpe.util.progress import LOG_INTERVAL_S, Progress
@@ -64,6 +65,7 @@ TRAINERS: dict[str, MergeLoop] = {
     "naive": naive.merge_loop,
     "indexed": indexed.merge_loop,
     "heap": heap.merge_loop,
+    "compiled": compiled.merge_loop,
 }
 
 
@@ -91,7 +93,8 @@ def learn_merges(
     """Run stages 2 and 3 with the trainer `name`: learn merges from counted pretokens.
 
     Args:
-        name: a key of `TRAINERS` ("naive", "indexed" or "heap": identical output).
+        name: a key of `TRAINERS` ("naive", "indexed", "heap" or "compiled": identical
+            output).
         pretoken_counts: how often each pretoken (bytes) occurs (stage 1's result).
         vocab_size: total vocab size: special tokens + 256 bytes + merges.
         special_tokens: strings that get the first ids and are never merged.

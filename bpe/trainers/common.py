@@ -48,8 +48,18 @@ def descending_bytes_key(token: bytes) -> bytes:
     True
     >>> descending_bytes_key(b"ab") < descending_bytes_key(b"a")
     True
+    >>> descending_bytes_key(b"a") == (255 - 97).to_bytes(2, "big") + b"\x01\x00"
+    True
+
+    Built in C: inverting each byte is one `bytes.translate`, and UTF-16-BE of a Latin-1
+    character is exactly its 2-byte big-endian value (twice as fast as a join over the bytes,
+    which mattered once a compiled loop made 32,000 merges in a fraction of a second).
     """
-    return b"".join((255 - x).to_bytes(2, "big") for x in token) + b"\x01\x00"
+    return token.translate(_INVERTED).decode("latin-1").encode("utf-16-be") + b"\x01\x00"
+
+
+#: byte x -> 255 - x (`descending_bytes_key`)
+_INVERTED = bytes(range(255, -1, -1))
 
 
 def candidate_key(count: int, left: int, right: int, token_keys: Sequence[bytes]) -> tuple:

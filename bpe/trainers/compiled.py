@@ -1,0 +1,198 @@
+"""The compiled trainer: heap's algorithm without the interpreter (Numba kernels).
+
+What it does: `merge_loop` lays the merge state's words end to end in flat int32 arrays,
+runs stage 2 (count pairs) and stage 3 (select and merge) as compiled kernels
+(`bpe.trainers.compiled_kernels`, which says how the arrays work), and records the merges in
+the state as every trainer does (`MergeState.add_merge`, one `tick` per merge). It follows
+THE candidate order, so its merges, vocab and merge counts are those of `naive`, `indexed`
+and `heap` (tested on the same corpora, `init_from` included). Stage 3 runs in batches of
+merges so the progress bar and the log's merges/s move while it works.
+
+`compile_kernels` compiles the kernels, or loads them from Numba's cache next to the module,
+before training starts, so the training call can time that as its own `compile` step
+instead of hiding it inside `merge`.
+
+Numba is optional (the `compiled` extra): importing this module never imports it; the first
+use does, and raises ImportError saying how to install it. A corpus too large for int32
+positions or counts whose totals could overflow int64 falls back to `heap` with a warning.
+
+What it does not do: choose pairs itself (the kernels do), or compile anything at import.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+
+import numpy as np
+
+from bpe.trainers import heap
+from bpe.trainers.common import MergeState
+
+logger = logging.getLogger(__name__)
+
+#: What to run when Numba is missing (the ImportError's message says it).
+INSTALL_HINT = "pip install 'bpe-lab[compiled]'"
+#: Positions and token ids are int32 in the kernels.
+INT32_LIMIT = 2**31 - 1
+#: Merges per kernel call: the progress bar moves between calls (a call costs microseconds).
+BATCH = 256
+
+_kernels: ModuleType | None = None
+
+
+def load_kernels() -> ModuleType:
+    """The kernels module (importing it imports Numba; nothing is compiled yet).
+
+    Raises:
+        ImportError: Numba is not installed; the message names the extra that installs it.
+    """
+    global _kernels
+    if _kernels is None:
+        try:
+            _kernels = importlib.import_module("bpe.trainers.compiled_kernels")
+        except ImportError as err:
+            raise ImportError(
+                f"trainer 'compiled' needs Numba, which is not installed ({err}); install it "
+                f"with: {INSTALL_HINT} (or choose trainer=heap: same merges, pure Python)"
+            ) from err
+    return _kernels
+
+
+@dataclass
+class CompileInfo:
+    """How `compile_kernels` went: seconds, and whether Numba's cache had the machine code."""
+
+    seconds: float
+    cached: bool
+
+
+def compile_kernels() -> CompileInfo:
+    """Compile every kernel (or load it from Numba's on-disk cache) by running it once, tiny.
+
+    The first process after an install (or a change to the kernels) compiles, about ten
+    seconds of CPU; later ones load the cached machine code in a fraction of a second.
+    """
+    kernels = load_kernels()
+    start = time.perf_counter()
+    dispatchers = [kernels.count_pairs, kernels.heapify, kernels.merge_batch, kernels.rehash]
+    before = sum(sum(d.stats.cache_misses.values()) for d in dispatchers)
+    state = MergeState(["ab", "ab"], [1, 2], {}, [], 1)
+    state.vocab.update({i: bytes([i]) for i in range(256)})
+    _run(kernels, state, lambda: None, batch=BATCH)
+    after = sum(sum(d.stats.cache_misses.values()) for d in dispatchers)
+    # a hash table growing in `_grow` is the one path the tiny run does not take
+    kernels.rehash(np.zeros(1, np.int32), np.zeros(1, np.int32), 0, 1024)
+    return CompileInfo(seconds=time.perf_counter() - start, cached=after == before)
+
+
+def merge_loop(state: MergeState, tick: Callable[[], object]) -> None:
+    """Stages 2-3 compiled: count pairs once, then select and merge in batches of merges."""
+    kernels = load_kernels()
+    too_big = _too_big_for_int(state)
+    if too_big:
+        logger.warning("compiled: %s; training with heap instead (same merges)", too_big)
+        heap.merge_loop(state, tick)
+        return
+    _run(kernels, state, tick, batch=BATCH)
+
+
+def _too_big_for_int(state: MergeState) -> str | None:
+    """Why the kernels' integer types cannot hold this state, or None if they can."""
+    positions = sum(map(len, state.words))
+    if positions >= INT32_LIMIT // 2:  # a merge reserves room for twice its occurrences
+        return f"{positions} token positions exceed the kernels' int32 positions"
+    if len(state.vocab) + state.num_merges >= INT32_LIMIT:
+        return f"{len(state.vocab) + state.num_merges} tokens exceed int32 ids"
+    biggest = max(state.counts, default=0)
+    # a pair's count is at most (largest word count) x (all positions): int64 must hold it
+    if biggest * max(positions, 1) >= 2**63:
+        return f"a pretoken count of {biggest} could overflow the kernels' int64 pair counts"
+    return None
+
+
+def _run(kernels: ModuleType, state: MergeState, tick: Callable[[], object], *, batch: int) -> None:
+    k = kernels
+    ids = np.frombuffer(
+        "".join(state.words).encode("utf-32-le", "surrogatepass"), dtype=np.uint32
+    ).astype(np.int32)
+    lengths = np.fromiter(map(len, state.words), dtype=np.int64, count=len(state.words))
+    wcount = np.asarray(state.counts, dtype=np.int64)
+    (nxt, prv, word_of, pleft, pright, pcount, pstart, plen, hkeys, hvals, pool, hcnt, hpair,
+     n_pairs, pool_used) = k.count_pairs(ids, lengths, wcount)  # fmt: skip
+    del lengths
+    first_id = len(state.vocab)
+    tbytes, toff = _token_bytes(state, first_id + state.num_merges)
+    k.heapify(hcnt, hpair, n_pairs, pleft, pright, tbytes, toff)
+    pstamp = np.full(len(pleft), -1, dtype=np.int32)
+    out_left = np.empty(state.num_merges, dtype=np.int32)
+    out_right = np.empty(state.num_merges, dtype=np.int32)
+    out_count = np.empty(state.num_merges, dtype=np.int64)
+    sc = np.zeros(k.SCALARS, dtype=np.int64)
+    sc[k.N_PAIRS], sc[k.POOL_USED], sc[k.HEAP_SIZE] = n_pairs, pool_used, n_pairs
+    sc[k.TBYTES_USED] = toff[first_id]
+    done = 0
+    while done < state.num_merges:
+        status = k.merge_batch(
+            ids, nxt, prv, word_of, wcount, pleft, pright, pcount, pstart, plen, pstamp,
+            hkeys, hvals, pool, hcnt, hpair, tbytes, toff, out_left, out_right, out_count,
+            sc, first_id, min(state.num_merges, done + batch),
+        )  # fmt: skip
+        now = int(sc[k.MERGES_DONE])
+        lefts, rights = out_left[done:now].tolist(), out_right[done:now].tolist()
+        for left, right, count in zip(lefts, rights, out_count[done:now].tolist(), strict=True):
+            state.add_merge(left, right, count)
+            tick()
+        done = now
+        if status == k.EXHAUSTED:
+            return
+        if status == k.GROW:
+            n = int(sc[k.N_PAIRS])
+            if sc[k.NEED_PAIRS] > len(pleft):
+                size = _room(sc[k.NEED_PAIRS])
+                pleft, pright, pcount, pstart, plen, pstamp = (
+                    _resized(a, size) for a in (pleft, pright, pcount, pstart, plen, pstamp)
+                )
+            if 2 * sc[k.NEED_PAIRS] > len(hkeys):
+                hkeys, hvals = k.rehash(pleft, pright, n, _power_of_two(3 * sc[k.NEED_PAIRS]))
+            if sc[k.NEED_POOL] > len(pool):
+                pool = _resized(pool, _room(sc[k.NEED_POOL]))
+            if sc[k.NEED_HEAP] > len(hcnt):
+                hcnt, hpair = (_resized(a, _room(sc[k.NEED_HEAP])) for a in (hcnt, hpair))
+            if sc[k.NEED_TBYTES] > len(tbytes):
+                tbytes = _resized(tbytes, _room(sc[k.NEED_TBYTES]))
+
+
+def _token_bytes(state: MergeState, max_tokens: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every token's bytes in one buffer, and the offsets (room for `max_tokens` tokens)."""
+    tokens = [state.vocab[i] for i in range(len(state.vocab))]
+    toff = np.zeros(max_tokens + 1, dtype=np.int64)
+    toff[1 : len(tokens) + 1] = np.cumsum(np.fromiter(map(len, tokens), np.int64, len(tokens)))
+    joined = b"".join(tokens)
+    tbytes = np.zeros(_room(len(joined) + 1024), dtype=np.uint8)
+    tbytes[: len(joined)] = np.frombuffer(joined, dtype=np.uint8)
+    return tbytes, toff
+
+
+def _room(needed: int) -> int:
+    """A capacity for `needed` entries with room to spare (x1.5), so growing is rare."""
+    return int(needed) + int(needed) // 2 + 1024
+
+
+def _power_of_two(n: int) -> int:
+    size = 1024
+    while size < n:
+        size *= 2
+    return size
+
+
+def _resized(arr: np.ndarray, size: int) -> np.ndarray:
+    out = np.empty(size, dtype=arr.dtype)
+    out[: len(arr)] = arr
+    if arr.dtype == np.int32 and size > len(arr):
+        out[len(arr) :] = -1  # pstamp's "never created in a merge" (harmless elsewhere)
+    return out

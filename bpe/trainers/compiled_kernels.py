@@ -1,0 +1,434 @@
+"""The compiled trainer's kernels: heap's algorithm over flat integer arrays, compiled by Numba.
+
+What it does: stage 2 (count pairs) and stage 3 (select and merge) on a merge state held as
+flat NumPy arrays, in machine code (`@njit(cache=True)`: compiled once, then loaded from
+`__pycache__`). `bpe.trainers.compiled` converts the `MergeState` into these arrays and back;
+this module holds only the kernels, so importing it is what needs Numba.
+
+The data, for T token positions (every word laid end to end), P pairs and V tokens:
+
+    tok, nxt, prv   int32[T]   each position's token id (-1 once merged away) and its
+                               neighbours within the word (-1 at a word's ends): a word is a
+                               doubly linked list, so merging at a position is O(1)
+    word_of         int32[T]   the word a position belongs to; `wcount[word]` its count
+    pair arrays     [P]        left and right token, exact count (0: gone or merged), and the
+                               slice `pool[pstart : pstart + plen]` of positions where the pair
+                               may start (ascending; stale positions are checked and skipped)
+    hkeys, hvals    [2^k]      open-addressing hash table (left << 32 | right) -> pair id
+    hcnt, hpair     [heap]     binary max-heap of (count when pushed, pair id), lazily
+                               invalidated exactly as `bpe.trainers.heap` does
+    tbytes, toff               every token's bytes in one buffer: token t is
+                               `tbytes[toff[t] : toff[t + 1]]` (ties compare bytes)
+
+THE candidate order (`bpe.trainers.common.candidate_key`) is `_better`: higher count, then
+the lexicographically greater left token's bytes, then right token's bytes (a proper prefix
+is smaller), then the smaller ids. Why positions rather than `PairIndex`'s words: merging one
+occurrence touches its two neighbours only, so a word holding a pair at k positions costs k,
+never k times the word's length (the long-pretoken complexity guard holds by construction).
+
+Invariants (as in `bpe.trainers.pair_index`): a pair's positions all come from one moment,
+stage 2 or the merge that created its newer token (a new adjacency always holds the new
+token), so each list is filled once, in ascending position order, which makes processing it
+in order BPE's greedy left-to-right merge. Pairs are never deleted from the hash table (a
+count of 0 means gone); merged pairs are never created again.
+
+What it does not do: allocate room for the merge loop (`merge_batch` stops and says how much
+it needs; the caller grows the arrays), convert words, or know about vocab dicts, logging or
+progress.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+#: cache: machine code is written next to this module and reused by later processes;
+#: nogil: a progress heartbeat thread keeps running while a kernel works.
+_JIT = {"cache": True, "nogil": True}
+
+# -- indices into the int64 `sc` array of scalars shared by the merge-loop kernels -------------
+N_PAIRS, POOL_USED, HEAP_SIZE, TBYTES_USED, MERGES_DONE = 0, 1, 2, 3, 4
+NEED_PAIRS, NEED_POOL, NEED_HEAP, NEED_TBYTES = 5, 6, 7, 8
+SCALARS = 9
+
+# -- what `merge_batch` returns -----------------------------------------------------------------
+#: `stop_at` merges are done
+DONE = 0
+#: no pair is left to merge
+EXHAUSTED = 1
+#: the next merge needs more room: `sc[NEED_*]` hold the sizes it needs
+GROW = 2
+
+_EMPTY = -1
+#: the 64-bit golden-ratio constant 0x9E3779B97F4A7C15, as a signed int64 (Fibonacci hashing)
+_MIX = -7046029254386353131
+
+
+@njit(**_JIT)
+def _slot(key, mask):
+    h = key * _MIX
+    h ^= h >> 29
+    return h & mask
+
+
+@njit(**_JIT)
+def _find(hkeys, hvals, key):
+    """The pair id of `key`, or -1."""
+    mask = len(hkeys) - 1
+    i = _slot(key, mask)
+    while True:
+        k = hkeys[i]
+        if k == key:
+            return hvals[i]
+        if k == _EMPTY:
+            return -1
+        i = (i + 1) & mask
+
+
+@njit(**_JIT)
+def _find_or_add(hkeys, hvals, key, new_id):
+    """The pair id of `key`; inserts it as `new_id` if absent (the caller checked the room)."""
+    mask = len(hkeys) - 1
+    i = _slot(key, mask)
+    while True:
+        k = hkeys[i]
+        if k == key:
+            return hvals[i]
+        if k == _EMPTY:
+            hkeys[i] = key
+            hvals[i] = new_id
+            return new_id
+        i = (i + 1) & mask
+
+
+@njit(**_JIT)
+def rehash(pleft, pright, n_pairs, capacity):
+    """A new hash table of `capacity` slots (a power of two) holding pairs 0..n_pairs-1."""
+    hkeys = np.full(capacity, _EMPTY, dtype=np.int64)
+    hvals = np.empty(capacity, dtype=np.int32)
+    for p in range(n_pairs):
+        _find_or_add(hkeys, hvals, (np.int64(pleft[p]) << 32) | pright[p], p)
+    return hkeys, hvals
+
+
+@njit(**_JIT)
+def _compare_tokens(tbytes, toff, x, y):
+    """-1, 0 or 1 as token x's bytes are smaller, equal or greater (a proper prefix is smaller)."""
+    if x == y:
+        return 0
+    i, end_x = toff[x], toff[x + 1]
+    j, end_y = toff[y], toff[y + 1]
+    while i < end_x and j < end_y:
+        if tbytes[i] != tbytes[j]:
+            return 1 if tbytes[i] > tbytes[j] else -1
+        i += 1
+        j += 1
+    if i < end_x:
+        return 1
+    if j < end_y:
+        return -1
+    return 0
+
+
+@njit(**_JIT)
+def _better(c1, p1, c2, p2, pleft, pright, tbytes, toff):
+    """Whether candidate (c1, pair p1) comes before (c2, pair p2) in THE candidate order."""
+    if c1 != c2:
+        return c1 > c2
+    a1, a2 = pleft[p1], pleft[p2]
+    cmp = _compare_tokens(tbytes, toff, a1, a2)
+    if cmp != 0:
+        return cmp > 0
+    b1, b2 = pright[p1], pright[p2]
+    cmp = _compare_tokens(tbytes, toff, b1, b2)
+    if cmp != 0:
+        return cmp > 0
+    # equal bytes (possible only in a parent's vocab): the smaller ids, as the key's ids say
+    if a1 != a2:
+        return a1 < a2
+    return b1 < b2
+
+
+@njit(**_JIT)
+def _sift_down(hcnt, hpair, size, i, pleft, pright, tbytes, toff):
+    c, p = hcnt[i], hpair[i]
+    while True:
+        child = 2 * i + 1
+        if child >= size:
+            break
+        other = child + 1
+        if other < size and _better(
+            hcnt[other], hpair[other], hcnt[child], hpair[child], pleft, pright, tbytes, toff
+        ):
+            child = other
+        if not _better(hcnt[child], hpair[child], c, p, pleft, pright, tbytes, toff):
+            break
+        hcnt[i], hpair[i] = hcnt[child], hpair[child]
+        i = child
+    hcnt[i], hpair[i] = c, p
+
+
+@njit(**_JIT)
+def _push(hcnt, hpair, size, c, p, pleft, pright, tbytes, toff):
+    """Push (c, p) onto a heap of `size` entries (room checked by the caller); returns the size."""
+    i = size
+    while i > 0:
+        parent = (i - 1) // 2
+        if not _better(c, p, hcnt[parent], hpair[parent], pleft, pright, tbytes, toff):
+            break
+        hcnt[i], hpair[i] = hcnt[parent], hpair[parent]
+        i = parent
+    hcnt[i], hpair[i] = c, p
+    return size + 1
+
+
+@njit(**_JIT)
+def _grown(arr, size):
+    out = np.empty(size, dtype=arr.dtype)
+    out[: len(arr)] = arr
+    return out
+
+
+@njit(**_JIT)
+def count_pairs(ids, lengths, wcount):
+    """Stage 2: link the words, count every pair, list each pair's positions, build the heap.
+
+    Args:
+        ids: int32[T], every word's token ids laid end to end.
+        lengths: int64[W], each word's length; `wcount`: int64[W], how often it occurs.
+
+    Returns:
+        (nxt, prv, word_of, pleft, pright, pcount, pstart, plen, hkeys, hvals, pool, hcnt,
+        hpair, n_pairs, pool_used): the arrays the module docstring describes (pair arrays,
+        pool and heap with some spare room; the heap not yet ordered, see `heapify`), the
+        number of distinct pairs and of positions in the pool.
+    """
+    size = len(ids)
+    nxt = np.empty(size, dtype=np.int32)
+    prv = np.empty(size, dtype=np.int32)
+    word_of = np.empty(size, dtype=np.int32)
+    at = 0
+    for w in range(len(lengths)):
+        n = lengths[w]
+        for k in range(n):
+            i = at + k
+            word_of[i] = w
+            prv[i] = i - 1 if k > 0 else -1
+            nxt[i] = i + 1 if k + 1 < n else -1
+        at += n
+    capacity = 1024
+    while capacity < 2 * min(size, 1 << 16):
+        capacity *= 2
+    hkeys = np.full(capacity, _EMPTY, dtype=np.int64)
+    hvals = np.empty(capacity, dtype=np.int32)
+    pleft = np.empty(capacity // 2, dtype=np.int32)
+    pright = np.empty(capacity // 2, dtype=np.int32)
+    pcount = np.zeros(capacity // 2, dtype=np.int64)
+    plen = np.zeros(capacity // 2, dtype=np.int32)
+    pair_at = np.empty(size, dtype=np.int32)
+    n_pairs = 0
+    for i in range(size):
+        j = nxt[i]
+        if j < 0:
+            pair_at[i] = -1
+            continue
+        if 2 * (n_pairs + 1) > len(hkeys):  # keep the table at most half full
+            hkeys, hvals = rehash(pleft, pright, n_pairs, 2 * len(hkeys))
+            pleft = _grown(pleft, len(hkeys) // 2)
+            pright = _grown(pright, len(hkeys) // 2)
+            pcount = _grown(pcount, len(hkeys) // 2)
+            pcount[n_pairs:] = 0
+            plen = _grown(plen, len(hkeys) // 2)
+            plen[n_pairs:] = 0
+        a, b = ids[i], ids[j]
+        p = _find_or_add(hkeys, hvals, (np.int64(a) << 32) | b, n_pairs)
+        if p == n_pairs:
+            pleft[p] = a
+            pright[p] = b
+            n_pairs += 1
+        pcount[p] += wcount[word_of[i]]
+        plen[p] += 1
+        pair_at[i] = p
+    # each pair's positions: one slice of the pool, ascending (positions are visited in order)
+    pstart = np.empty(len(pleft), dtype=np.int64)
+    total = 0
+    for p in range(n_pairs):
+        pstart[p] = total
+        total += plen[p]
+    pool = np.empty(total + total // 4 + 1024, dtype=np.int32)
+    fill = pstart[:n_pairs].copy()
+    for i in range(size):
+        p = pair_at[i]
+        if p >= 0:
+            pool[fill[p]] = i
+            fill[p] += 1
+    hcnt = np.empty(n_pairs + n_pairs // 4 + 1024, dtype=np.int64)
+    hpair = np.empty(len(hcnt), dtype=np.int32)
+    for p in range(n_pairs):
+        hcnt[p] = pcount[p]
+        hpair[p] = p
+    return (
+        nxt, prv, word_of, pleft, pright, pcount, pstart, plen, hkeys, hvals, pool, hcnt, hpair,
+        n_pairs, total,
+    )  # fmt: skip
+
+
+@njit(**_JIT)
+def heapify(hcnt, hpair, size, pleft, pright, tbytes, toff):
+    """Turn `size` entries into a heap (Floyd's bottom-up construction, O(size))."""
+    for i in range(size // 2 - 1, -1, -1):
+        _sift_down(hcnt, hpair, size, i, pleft, pright, tbytes, toff)
+
+
+@njit(**_JIT)
+def merge_batch(
+    tok, nxt, prv, word_of, wcount,
+    pleft, pright, pcount, pstart, plen, pstamp,
+    hkeys, hvals, pool, hcnt, hpair, tbytes, toff,
+    out_left, out_right, out_count, sc, first_id, stop_at,
+):  # fmt: skip
+    """Stage 3: select and merge until `sc[MERGES_DONE] == stop_at`, no pair is left, or the
+    next merge needs more room than the arrays have.
+
+    Merge m creates token `first_id + m` and records its pair and count in `out_*[m]`.
+    Returns DONE, EXHAUSTED or GROW (then `sc[NEED_*]` say the sizes the next merge needs; the
+    caller grows the arrays, re-hashing into a larger `hkeys`, and calls again).
+    """
+    while sc[MERGES_DONE] < stop_at:
+        # Select: pop until the top entry's count is exact (lazy invalidation, as in heap).
+        size = sc[HEAP_SIZE]
+        while size > 0:
+            c, p = hcnt[0], hpair[0]
+            true = pcount[p]
+            if true == c:
+                break
+            if true > 0:
+                hcnt[0] = true
+            else:
+                size -= 1
+                hcnt[0], hpair[0] = hcnt[size], hpair[size]
+            _sift_down(hcnt, hpair, size, 0, pleft, pright, tbytes, toff)
+        sc[HEAP_SIZE] = size
+        if size == 0:
+            return EXHAUSTED
+        best = hpair[0]
+        count = hcnt[0]
+        a, b = pleft[best], pright[best]
+        n_at = plen[best]
+        # Room: each occurrence creates at most two positions; the pairs created, (x, new) and
+        # (new, y), number at most 2 per occurrence and 2 per existing token (the tighter
+        # bound for the early merges with 10^5 occurrences, so the hash table stays small).
+        m = sc[MERGES_DONE]
+        new = first_id + m
+        new_len = (toff[a + 1] - toff[a]) + (toff[b + 1] - toff[b])
+        n_new = min(2 * n_at, 2 * (new + 1))
+        sc[NEED_PAIRS] = sc[N_PAIRS] + n_new
+        sc[NEED_POOL] = sc[POOL_USED] + 2 * n_at
+        sc[NEED_HEAP] = size + n_new
+        sc[NEED_TBYTES] = sc[TBYTES_USED] + new_len
+        if (
+            sc[NEED_PAIRS] > len(pleft)
+            or 2 * sc[NEED_PAIRS] > len(hkeys)
+            or sc[NEED_POOL] > len(pool)
+            or sc[NEED_HEAP] > len(hcnt)
+            or sc[NEED_TBYTES] > len(tbytes)
+        ):
+            return GROW
+        # Pop it and create the token (its bytes: left's then right's).
+        size -= 1
+        hcnt[0], hpair[0] = hcnt[size], hpair[size]
+        _sift_down(hcnt, hpair, size, 0, pleft, pright, tbytes, toff)
+        end = sc[TBYTES_USED]
+        for src in range(toff[a], toff[a + 1]):
+            tbytes[end] = tbytes[src]
+            end += 1
+        for src in range(toff[b], toff[b + 1]):
+            tbytes[end] = tbytes[src]
+            end += 1
+        toff[new + 1] = end
+        sc[TBYTES_USED] = end
+        out_left[m], out_right[m], out_count[m] = a, b, count
+        # Merge every occurrence, left to right; the pairs holding `new` are gathered
+        # as (pair, position) and laid out in the pool afterwards.
+        n_pairs = sc[N_PAIRS]
+        made = np.empty(n_new, dtype=np.int32)  # the pairs created, in order of creation
+        n_made = 0
+        at_pair = np.empty(2 * n_at, dtype=np.int32)
+        at_pos = np.empty(2 * n_at, dtype=np.int32)
+        n_at_new = 0
+        first = pstart[best]
+        for k in range(first, first + n_at):
+            i = pool[k]
+            if tok[i] != a:
+                continue  # stale: merged away, or merged into another token since
+            j = nxt[i]
+            if j < 0 or tok[j] != b:
+                continue
+            w = wcount[word_of[i]]
+            left = prv[i]
+            if left >= 0:  # ... x [a b] ...: (x, a) -> (x, new)
+                x = tok[left]
+                q = _find(hkeys, hvals, (np.int64(x) << 32) | a)
+                pcount[q] -= w
+                key = (np.int64(x) << 32) | new
+                q = _find_or_add(hkeys, hvals, key, n_pairs)
+                if q == n_pairs:
+                    pleft[q], pright[q], pcount[q], pstamp[q] = x, new, 0, -1
+                    n_pairs += 1
+                if pstamp[q] != m:
+                    pstamp[q] = m
+                    made[n_made] = q
+                    n_made += 1
+                pcount[q] += w
+                at_pair[n_at_new], at_pos[n_at_new] = q, left
+                n_at_new += 1
+            right = nxt[j]
+            if right >= 0:  # ... [a b] y ...: (b, y) -> (new, y)
+                y = tok[right]
+                q = _find(hkeys, hvals, (np.int64(b) << 32) | y)
+                pcount[q] -= w  # subtle: when (b, y) is (a, b) itself, the merged pair's
+                # count goes wrong here, and is zeroed after the loop
+                key = (np.int64(new) << 32) | y
+                q = _find_or_add(hkeys, hvals, key, n_pairs)
+                if q == n_pairs:
+                    pleft[q], pright[q], pcount[q], pstamp[q] = new, y, 0, -1
+                    n_pairs += 1
+                if pstamp[q] != m:
+                    pstamp[q] = m
+                    made[n_made] = q
+                    n_made += 1
+                pcount[q] += w
+                at_pair[n_at_new], at_pos[n_at_new] = q, i
+                n_at_new += 1
+            # [a b] -> [new]: position i holds it, j leaves the list
+            tok[i] = new
+            tok[j] = -1
+            nxt[i] = right
+            if right >= 0:
+                prv[right] = i
+        pcount[best] = 0
+        sc[N_PAIRS] = n_pairs
+        # Lay out each created pair's positions in the pool (a counting sort keeps them in
+        # creation order, which is ascending) and queue it with its final count.
+        used = sc[POOL_USED]
+        for r in range(n_made):
+            plen[made[r]] = 0
+        for r in range(n_at_new):
+            plen[at_pair[r]] += 1
+        for r in range(n_made):
+            q = made[r]
+            pstart[q] = used
+            used += plen[q]
+            plen[q] = 0
+        for r in range(n_at_new):
+            q = at_pair[r]
+            pool[pstart[q] + plen[q]] = at_pos[r]
+            plen[q] += 1
+        sc[POOL_USED] = used
+        for r in range(n_made):
+            q = made[r]
+            if pcount[q] > 0:
+                size = _push(hcnt, hpair, size, pcount[q], q, pleft, pright, tbytes, toff)
+        sc[HEAP_SIZE] = size
+        sc[MERGES_DONE] = m + 1
+    return DONE

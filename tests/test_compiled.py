@@ -1,0 +1,111 @@
+"""The compiled trainer: the Python trainers' exact merges, linear on long pretokens, heap when
+the integers would overflow.
+
+The suite compares it with the reference trainers on the bundled samples, the CS336 fixtures
+(`tests/test_training.py`, every trainer) and hypothesis corpora; `tests/test_trainers.py` and
+`tests/test_init_from.py` run their every-trainer tests on it too. The kernels compile once
+per process (about ten seconds of CPU, or a fraction of a second from Numba's cache).
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bpe.pretokenize import count_pretokens, pretokenize_file
+from bpe.trainers import TRAINERS, compiled, learn_merges
+from bpe.trainers.common import prepare
+from tests.complexity import assert_linear
+from tests.conftest import DATA, EOT, FIXTURES
+
+SPECIALS = [EOT, "<|pad|>"]
+
+
+def _counts(path):
+    return pretokenize_file(path, [EOT], num_workers=1).counts
+
+
+@pytest.mark.parametrize(
+    ("name", "vocab_size"),
+    [("tinystories_train_sample.txt", 10_000), ("owt_sample.txt", 32_000)],
+)
+def test_the_bundled_samples_give_heaps_merges_at_full_vocab(name, vocab_size):
+    counts = _counts(DATA / name)
+    reference = learn_merges("heap", counts, vocab_size, [EOT])
+    assert len(reference.merges) == vocab_size - 257  # no early stop: every merge compared
+    assert learn_merges("compiled", counts, vocab_size, [EOT]) == reference
+
+
+def test_the_cs336_fixtures_give_the_reference_trainers_merges():
+    """corpus.en against the CS336 reference itself: `tests/test_training.py`, every trainer."""
+    counts = _counts(FIXTURES / "corpus.en")
+    assert learn_merges("compiled", counts, 400, [EOT]) == learn_merges("naive", counts, 400, [EOT])
+    counts = _counts(FIXTURES / "tinystories_sample.txt")
+    assert learn_merges("compiled", counts, 5000, [EOT]) == learn_merges(
+        "heap", counts, 5000, [EOT]
+    )
+
+
+_WORD = st.text(alphabet="abé🙂 ", min_size=1, max_size=10).map(lambda s: s.encode("utf-8"))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    counts=st.dictionaries(_WORD, st.integers(min_value=1, max_value=4), min_size=1, max_size=30),
+    extra=st.integers(min_value=0, max_value=80),
+    specials=st.integers(min_value=0, max_value=2),
+)
+def test_random_corpora_with_ties_give_naives_merges(counts, extra, specials):
+    """Three letters and counts up to 4: most selections are ties broken by bytes."""
+    tokens = SPECIALS[:specials]
+    vocab_size = len(tokens) + 256 + extra
+    assert learn_merges("compiled", counts, vocab_size, tokens) == learn_merges(
+        "naive", counts, vocab_size, tokens
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=st.text(max_size=400), cut=st.sampled_from(SPECIALS))
+def test_random_text_with_special_tokens_gives_heaps_merges(text, cut):
+    text = text.replace("x", cut)  # special tokens wherever hypothesis put an "x"
+    counts = count_pretokens(text, SPECIALS)
+    assert learn_merges("compiled", counts, 400, SPECIALS) == learn_merges(
+        "heap", counts, 400, SPECIALS
+    )
+
+
+def test_long_repetitive_words_match_naive_count_for_count():
+    counts = {b"a" * 3001: 3, b"ab" * 900: 2, b"aab" * 333: 1, b"abba" * 250: 2, b"b" * 65: 1}
+    assert learn_merges("compiled", counts, 500, []) == learn_merges("naive", counts, 500, [])
+
+
+def test_progress_ticks_once_per_merge_in_small_batches(monkeypatch):
+    monkeypatch.setattr(compiled, "BATCH", 3)  # many kernel calls, each resuming the last
+    counts = _counts(FIXTURES / "corpus.en")
+    ticks = []
+    state = prepare(counts, 900, [EOT])
+    compiled.merge_loop(state, lambda: ticks.append(1))
+    assert len(ticks) == len(state.merged) == 900 - 257
+    heap = prepare(counts, 900, [EOT])
+    TRAINERS["heap"](heap, lambda: None)
+    assert state.merged == heap.merged and state.merge_counts == heap.merge_counts
+
+
+def test_counts_beyond_int64_fall_back_to_heap_and_say_so(caplog):
+    caplog.set_level("WARNING", logger="bpe.trainers.compiled")
+    counts = {b"ab": 2**70, b"cd": 2**70 - 1}
+    assert learn_merges("compiled", counts, 258, []) == learn_merges("heap", counts, 258, [])
+    assert "training with heap instead" in caplog.text
+
+
+#: One pretoken of one letter and of two alternating letters; compiled needs far longer ones
+#: than the Python trainers before its time is tens of milliseconds (see tests/complexity.py).
+@pytest.mark.parametrize("unit", ["a", "ab"], ids=["one letter", "two letters"])
+def test_a_long_pretoken_costs_linear_time(unit):
+    learn_merges("compiled", {b"ab": 1}, 258, [])  # compiled (or loaded) outside the timing
+
+    def work(size: int) -> None:
+        learn_merges("compiled", {(unit * (size // len(unit))).encode(): 1}, 300, [EOT])
+
+    assert_linear(work, 400_000, what=f"compiled on one pretoken of {unit!r} x n")
