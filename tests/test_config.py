@@ -134,7 +134,7 @@ def test_a_multi_byte_special_token_of_one_character_is_fine(tmp_path):
         ('dataset.special_tokens="[EOS]"', 'dataset.special_tokens="[EOS]": Invalid value'),
         ("dataset.special_tokens=['\n']", "special token '\\n' is a single byte"),
         ("vocab_size=100", "vocab_size=100 is too small"),
-        ("trainer=fast", "no option 'trainer/fast'; choose trainer= one of compiled, heap, indexed, naive"),
+        ("trainer=fast", "no option 'trainer/fast'; choose trainer= one of compiled, heap, index"),
         ("vocab_size=300,400", "lists several values: add -m"),
         ("pretokenize.backend=ray", "choose one of ['processes', 'dask']"),
     ],
