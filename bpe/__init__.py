@@ -26,6 +26,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
     bpe.tokenizer               Tokenizer: encode, decode, streaming
       .gpt2_format              vocab.json and merges.txt (GPT-2 format), merges_sha256
       .dropout                  BPE-dropout: merging with candidates skipped at random
+      .compiled                 the cold path: BPE of a batch of new pretokens, Numba-compiled
     bpe.formats                 what a tokenizer is saved as, beside GPT-2's files
       .pretrained               opening a tokenizer directory: one rule for its specials
       .exports                  tokenizer.json + HF configs, tiktoken, save_pretrained
