@@ -746,11 +746,11 @@ class Tokenizer:
         while keep > 0 and start > len(window) - _UNSTABLE_TAIL_CHARS:
             keep -= 1
             start -= len(pretokens[keep])
-        segments = list(self._segments(parts[:last], special_id))
-        if keep > 0:
-            segments.append(pretokens[:keep])
-        else:
+        if keep <= 0:
             start = 0
+        # subtle: lazily, so that special_id and pretoken_ids run in text order (dropout's
+        # draws follow the byte offset they advance)
+        segments = chain(self._segments(parts[:last], special_id), [pretokens[:keep]] * (keep > 0))
         return self._ids_of_segments(segments, pretoken_ids), text[end_of_last + start :]
 
     # -- decoding ---------------------------------------------------------------------------
