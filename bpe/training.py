@@ -33,10 +33,12 @@ from bpe.pretokenize.dask_backend import check_backend
 from bpe.pretokenize.patterns import GPT2_PATTERN
 from bpe.pretokenize.readers import DEFAULT_TEXT_FIELD, Corpus, corpus_manifest, resolve_source
 from bpe.runs.stages import STAGE_TIMINGS, stage_label
+from bpe.tokenizer import Tokenizer
 from bpe.tokenizer.gpt2_format import merges_sha256
+from bpe.tokenizer.removals import as_removals
 from bpe.trainers import check_trainer, learn_merges
 from bpe.trainers.common import check_vocab_size
-from bpe.trainers.variants import Variant, as_variant
+from bpe.trainers.variants import Variant, as_variant, check_trainer_supports
 from bpe.util.progress import LOG_INTERVAL_S
 
 logger = logging.getLogger(__name__)
@@ -84,6 +86,18 @@ class TrainResult:
     #: the input's files, formats and sha256 (`bpe.pretokenize.readers.corpus_manifest`) when
     #: training hashed them, else None
     input_manifest: dict | None = None
+    #: PickyBPE's removals (`bpe.trainers.common.TrainerOutput.removals`); empty otherwise
+    removals: list = field(default_factory=list)
+
+    def tokenizer(self) -> Tokenizer:
+        """The trained tokenizer (its pattern and, for PickyBPE, its removals)."""
+        return Tokenizer(
+            self.vocab,
+            self.merges,
+            list(self.special_tokens),
+            pattern=self.pattern,
+            removals=as_removals(self.removals),
+        )
 
     @property
     def num_merges(self) -> int:
@@ -158,8 +172,14 @@ def train_bpe_detailed(
     check_backend(backend, scheduler)
     check_vocab_size(vocab_size, specials)
     chosen = as_variant(variant).resolve(vocab_size=vocab_size)
-    if chosen.name != "bpe":
-        raise ValueError(f"variant={chosen.name!r} is not available yet; use variant='bpe'")
+    check_trainer_supports(chosen.name, trainer)
+    if chosen.name == "superbpe":
+        raise ValueError("variant='superbpe' is not available yet; use 'bpe' or 'picky'")
+    if chosen.name == "picky" and init_from is not None:
+        raise ValueError(
+            "variant=picky cannot continue a parent tokenizer (init_from=): its removals would "
+            "rewrite the parent's vocab; train from scratch"
+        )
     regex_pattern = resolve_pattern(pattern)
     parent = load_parent(init_from) if isinstance(init_from, str | os.PathLike) else init_from
     if parent is not None:
@@ -184,7 +204,7 @@ def train_bpe_detailed(
         # the counts are handed over, not kept: the trainer frees them once it has built its words
         output = learn_merges(
             trainer, counted.take_counts(), vocab_size, specials, progress=progress,
-            parent=parent, log_interval=log_interval,
+            parent=parent, log_interval=log_interval, picky_threshold=chosen.threshold,
         )  # fmt: skip
     logger.info(
         "%s with %s: %d merges in %.3f s",
@@ -208,6 +228,8 @@ def train_bpe_detailed(
         input_sha256=None if manifest is None else manifest["sha256"],
         input_manifest=manifest,
         variant=chosen,
+        removals=output.removals,
+        variant_facts={"removals": len(output.removals)} if chosen.name == "picky" else {},
     )
 
 

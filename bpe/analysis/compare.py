@@ -42,9 +42,11 @@ from bpe.measures import RENYI_ALPHA, load_documents, renyi_efficiency
 from bpe.measures.vocab_stats import ordinary_vocab_size, token_counts
 from bpe.pretokenize import GPT2_PATTERN, pattern_name
 from bpe.pretokenize.datasets import from_config, input_name, load_named
-from bpe.runs.layout import MERGES_FILE, METRICS_FILE
+from bpe.runs import schema
+from bpe.runs.layout import MERGES_FILE, METRICS_FILE, REMOVALS_FILE
 from bpe.tokenizer import Tokenizer
 from bpe.tokenizer.gpt2_format import load_merges, load_vocab, render
+from bpe.tokenizer.removals import Removal, load_removals
 from bpe.util.io import atomic_write_text
 
 logger = logging.getLogger(__name__)
@@ -57,7 +59,7 @@ LONG = 16
 #: The k at which the top-k overlap table reads the curve (and the full learned vocab).
 TOPK_POINTS = (100, 1000, 5000, 10000)
 #: What tells runs apart, in the order a label lists them (see `side_labels`).
-LABEL_FACTS = ("input", "pattern", "trainer", "vocab", "init_from")
+LABEL_FACTS = ("input", "pattern", "trainer", "variant", "vocab", "init_from")
 
 
 @dataclass
@@ -79,12 +81,15 @@ class Side:
     facts: dict[str, str] = field(default_factory=dict)
     #: the name of the directory holding it (tells apart runs whose directory names repeat)
     parent: str = ""
+    #: a PickyBPE run's removals (`bpe.tokenizer.removals`; empty for every other side)
+    removals: tuple[Removal, ...] = ()
     tokenizer: Tokenizer = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.tokenizer = Tokenizer(
-            self.vocab, self.merges, self.special_tokens, pattern=self.pattern
-        )
+            self.vocab, self.merges, self.special_tokens, pattern=self.pattern,
+            removals=self.removals,
+        )  # fmt: skip
 
     @property
     def tokens(self) -> set[bytes]:
@@ -94,8 +99,12 @@ class Side:
 
     @property
     def learned(self) -> list[bytes]:
-        """Merged tokens in merge-rank order (each once)."""
-        return list(dict.fromkeys(a + b for a, b in self.merges))
+        """Merged tokens in merge-rank order (each once; a PickyBPE side: those it kept)."""
+        made = dict.fromkeys(a + b for a, b in self.merges)
+        if self.removals:
+            kept = set(self.vocab.values())
+            return [t for t in made if t in kept]
+        return list(made)
 
 
 def _yaml(path: Path) -> dict:
@@ -138,6 +147,8 @@ def _run_facts(
         "input": _input_name(run, config) or "unknown input",
         "pattern": f"{pattern_name(pattern)} split",
         "trainer": str(trainer),
+        # runs from before the BPE family trained plain BPE
+        "variant": str(schema.get(metrics, schema.VARIANT_NAME, default="bpe")),
         "vocab": f"v{len(vocab)}",
         "init_from": f"from {Path(str(parent)).name}" if parent else "from scratch",
     }
@@ -187,6 +198,9 @@ def load_side(path: str | Path, *, label: str | None = None, heldout: bool = Tru
                 docs = load_documents(ds.heldout_path, ds.document_separator, max_docs=max_docs)
         pattern = pattern_of_dir(d) or (metrics.get("pattern") or {}).get("regex") or GPT2_PATTERN
         facts = _run_facts(run, metrics, config, vocab=vocab, pattern=pattern)
+        removals = ()
+        if (d / REMOVALS_FILE).is_file():
+            removals = tuple(load_removals(d / REMOVALS_FILE)[0])
         return Side(
             label=label or _lone_label(facts),
             source=d.name,
@@ -199,6 +213,7 @@ def load_side(path: str | Path, *, label: str | None = None, heldout: bool = Tru
             pattern=pattern,
             facts=facts,
             parent=d.resolve().parent.name,
+            removals=removals,
         )
     if (d / "vocab.json").is_file() and merges_path.is_file():
         vocab, merges = load_vocab(d / "vocab.json"), load_merges(merges_path)

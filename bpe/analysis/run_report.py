@@ -693,6 +693,8 @@ def _tiktoken_lines(metrics: dict) -> list[str]:
 
 def _tiktoken_line(tk: dict) -> str:
     """One sentence: does the tiktoken export (tokenizer.tiktoken) agree on held-out text?"""
+    if tk.get("not_exported"):
+        return f"No tokenizer.json or tiktoken export: {tk['not_exported']}."
     names = tk.get("heldout") or []
     where = ", ".join(names) or "held-out text"
     # runs without a held-out file are measured on their input's tail, seen in training

@@ -42,6 +42,7 @@ from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 from bpe.pretokenize import EOT, PATTERNS, resolve_pattern, validate_special_tokens
 from bpe.pretokenize.dask_backend import check_backend
 from bpe.trainers.common import check_vocab_size
+from bpe.trainers.variants import check_threshold, check_trainer_supports, check_variant
 
 __all__ = [
     "AnalysisConfig",
@@ -276,6 +277,7 @@ def check_config(cfg: DictConfig) -> None:
     backend = cfg.get("pretokenize")
     if backend is not None:
         check_backend(str(backend.get("backend", "processes")), backend.get("scheduler"))
+    _check_variant(cfg)
     pre = cfg.get("pretokenizer")
     if pre is not None and pre.get("name") not in (*PATTERNS, "custom"):
         raise ValueError(
@@ -286,6 +288,25 @@ def check_config(cfg: DictConfig) -> None:
             resolve_pattern(pre.get("pattern") or "")
         except ValueError as err:
             raise ValueError(f"pretokenizer.pattern: {err}") from None
+
+
+def _check_variant(cfg: DictConfig) -> None:
+    """The variant exists, its parameters are in range, and the trainer runs it."""
+    group = cfg.get("variant")
+    if group is None:
+        return
+    name = str(group.get("name", "bpe"))
+    check_variant(name)
+    if name == "picky" and group.get("threshold") is not None:
+        check_threshold(group.get("threshold"))
+    trainer = (cfg.get("trainer") or {}).get("name")
+    if trainer is not None:
+        check_trainer_supports(name, str(trainer))
+    if name == "picky" and cfg.get("init_from"):
+        raise ValueError(
+            "variant=picky cannot continue a parent tokenizer (init_from=): its removals would "
+            "rewrite the parent's vocab; train from scratch"
+        )
 
 
 def _bound(key: str) -> tuple[float | None, bool]:

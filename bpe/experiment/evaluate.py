@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from bpe.encode.lineage import dataset_lineage
 from bpe.experiment.usage import usage_metrics
-from bpe.formats.exports import tiktoken_mismatches
+from bpe.formats.exports import export_refusal, tiktoken_mismatches
 from bpe.measures import (
     TOKEN_KINDS,
     compression_ratio,
@@ -75,9 +75,7 @@ def evaluate(result: TrainResult, ds: Dataset, analysis: Mapping) -> dict:
         result.special_tokens,
         top_k=int(analysis.get("longest_tokens", 20)),
     )
-    tokenizer = Tokenizer(
-        result.vocab, result.merges, list(result.special_tokens), pattern=result.pattern
-    )
+    tokenizer = result.tokenizer()
     measured = measured_docs(ds, max_docs=int(analysis.get("max_docs", 200)))
     out.update(
         corpus_metrics(
@@ -96,9 +94,10 @@ def evaluate(result: TrainResult, ds: Dataset, analysis: Mapping) -> dict:
     )
     # every measure below reads the same documents, read once here
     texts = [doc for side in measured for doc in side.docs or ()]
+    refusal = export_refusal(tokenizer)
     out["tiktoken"] = {
         "heldout": [side.label for side in measured if side.docs],
-        **tiktoken_mismatches(tokenizer, texts),
+        **(tiktoken_mismatches(tokenizer, texts) if refusal is None else _not_exported(refusal)),
     }
     sample_bytes = analysis.get("train_sample_bytes")
     out.update(
@@ -116,6 +115,14 @@ def evaluate(result: TrainResult, ds: Dataset, analysis: Mapping) -> dict:
             **parent_comparison(tokenizer, result, measured),
         }
     return out
+
+
+def _not_exported(reason: str) -> dict:
+    """The `tiktoken` section of a run whose tokenizer cannot be exported (PickyBPE)."""
+    return {
+        "pretokens": None, "unique_pretokens": None, "mismatches": None,
+        "unique_mismatches": None, "first": None, "not_exported": reason,
+    }  # fmt: skip
 
 
 def parent_comparison(

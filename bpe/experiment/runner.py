@@ -48,15 +48,15 @@ from bpe.experiment.memory import MemorySampler
 from bpe.experiment.metrics import MetricsFile
 from bpe.experiment.profilers import check_profiler, run_cprofile, run_scalene
 from bpe.experiment.rundir import check_fresh, check_writable, create_run_dir, update_latest
-from bpe.formats.exports import save_exports
+from bpe.formats.exports import export_refusal, save_exports
 from bpe.formats.init_from import check_parent, load_parent
 from bpe.pretokenize import datasets, pattern_name, resolve_pattern
 from bpe.runs.command import rerun_command
-from bpe.runs.layout import MERGE_COUNTS_FILE, METRICS_FILE
+from bpe.runs.layout import MERGE_COUNTS_FILE, METRICS_FILE, REMOVALS_FILE
 from bpe.runs.schema import BackendRecord, Counts, PatternRecord, RunRecord, VariantRecord
 from bpe.runs.stages import ANALYSIS, REPORT, SAVE, SETUP, TRAINING
-from bpe.tokenizer import Tokenizer
 from bpe.tokenizer.gpt2_format import save_tokenizer_files
+from bpe.tokenizer.removals import save_removals
 from bpe.trainers import check_trainer
 from bpe.trainers.variants import Variant
 from bpe.training import TrainResult, train_bpe_detailed
@@ -410,12 +410,24 @@ class _StageClock:
 
 
 def save_artifacts(result: TrainResult, run_dir: Path) -> None:
-    """vocab.json and merges.txt, the exports (tokenizer.json, tiktoken), merge_counts.json."""
+    """vocab.json and merges.txt, the exports (tokenizer.json, tiktoken), merge_counts.json.
+
+    A PickyBPE run writes removals.json instead of the exports, which cannot encode as its
+    tokenizer does (`bpe.formats.exports.export_refusal`, logged).
+    """
     save_tokenizer_files(result.vocab, result.merges, run_dir)
-    tokenizer = Tokenizer(
-        result.vocab, result.merges, result.special_tokens, pattern=result.pattern
-    )
-    save_exports(tokenizer, run_dir)
+    tokenizer = result.tokenizer()
+    refusal = export_refusal(tokenizer)
+    if refusal is None:
+        save_exports(tokenizer, run_dir)
+    else:
+        save_removals(
+            tokenizer.removals,
+            run_dir / REMOVALS_FILE,
+            pattern=result.pattern,
+            threshold=result.variant.threshold,
+        )
+        logger.warning("no tokenizer.json or tokenizer.tiktoken: %s", refusal)
     atomic_write_text(run_dir / MERGE_COUNTS_FILE, json.dumps(result.merge_counts))
 
 

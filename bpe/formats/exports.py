@@ -49,8 +49,9 @@ from tokenizers import Tokenizer as HFTokenizer
 
 from bpe.formats.tokenizer_json import hf_pattern
 from bpe.pretokenize import EOT, split_on_special_tokens
-from bpe.runs.layout import HF_FILES, TIKTOKEN_FILE
+from bpe.runs.layout import HF_FILES, REMOVALS_FILE, TIKTOKEN_FILE
 from bpe.tokenizer.gpt2_format import merges_sha256, render, save_tokenizer_files
+from bpe.tokenizer.removals import save_removals
 from bpe.util.io import atomic_write_text
 
 if TYPE_CHECKING:  # bpe.tokenizer imports this module for Tokenizer.save_pretrained & co.
@@ -63,6 +64,34 @@ logger = logging.getLogger(__name__)
 
 class TiktokenMismatch(ValueError):
     """tiktoken encodes some text differently from our merge-list BPE."""
+
+
+def export_refusal(tok: Tokenizer) -> str | None:
+    """Why tokenizer.json and tiktoken cannot encode exactly as `tok` does, or None if they can.
+
+    A PickyBPE tokenizer removes tokens between merges (`bpe.tokenizer.removals`); neither
+    Hugging Face's BPE model nor tiktoken has a step that splits a token back into its parts,
+    so they would give other ids on some text.
+
+    >>> from bpe import Tokenizer
+    >>> export_refusal(Tokenizer({i: bytes([i]) for i in range(256)}, [])) is None
+    True
+    """
+    if not tok.removals:
+        return None
+    return (
+        f"this PickyBPE tokenizer removed {len(tok.removals)} tokens during training, and "
+        "neither tokenizer.json (Hugging Face BPE) nor tiktoken can split a removed token "
+        "back into its parts, so they would encode differently; use bpe.Tokenizer "
+        "(Tokenizer.from_pretrained reads vocab.json, merges.txt and removals.json) or "
+        "bpe-encode --backend python"
+    )
+
+
+def _refuse(tok: Tokenizer, what: str) -> None:
+    reason = export_refusal(tok)
+    if reason is not None:
+        raise ValueError(f"no {what} export: {reason}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -92,6 +121,7 @@ def to_hf_tokenizer(tok: Tokenizer):
     >>> to_hf_tokenizer(tok).encode("a a<|eot|>").ids
     [98, 257, 0]
     """
+    _refuse(tok, "tokenizer.json")
     specials = _special_ids(tok)
     model_vocab: dict[str, int] = {}
     for idx in sorted(tok.vocab):
@@ -232,6 +262,7 @@ def to_tiktoken(tok: Tokenizer, *, check_on: Iterable[str] | None = None, name: 
     >>> to_tiktoken(tok, check_on=["abc ab"]).encode_ordinary("abc")
     [256, 99]
     """
+    _refuse(tok, "tiktoken")
     enc = tiktoken.Encoding(
         name or f"bpe-lab-{merges_sha256(tok.merges)[:12]}",
         pat_str=tok.pattern,
@@ -353,8 +384,13 @@ def tiktoken_chunk_arrays(
     The first range is encoded by both `tok` and the tiktoken export first: if they differ the
     mismatch is logged as a warning and None is returned, so the caller encodes with `tok`.
     tiktoken releases the GIL while it encodes, so threads scale without copying the tokenizer
-    into processes. `read_text(path, start, end)` reads one range as text.
+    into processes. `read_text(path, start, end)` reads one range as text. A tokenizer that
+    cannot be exported (`export_refusal`: PickyBPE) returns None at once, logged.
     """
+    reason = export_refusal(tok)
+    if reason is not None:
+        logger.warning("encoding with the python backend: %s", reason)
+        return None
     enc = to_tiktoken(tok)
     if ranges:
         first = read_text(str(path), *ranges[0])
@@ -384,7 +420,12 @@ def tiktoken_chunk_arrays(
 
 
 def save_exports(tok: Tokenizer, out_dir: str | os.PathLike) -> list[Path]:
-    """Write tokenizer.json (+ its configs) and tokenizer.tiktoken; returns their paths."""
+    """Write tokenizer.json (+ its configs) and tokenizer.tiktoken; returns their paths.
+
+    Raises:
+        ValueError: `export_refusal` says they cannot encode as `tok` does (PickyBPE).
+    """
+    _refuse(tok, "tokenizer.json or tiktoken")
     out = Path(out_dir)
     return [*save_hf_files(tok, out), save_tiktoken_file(tok, out / TIKTOKEN_FILE)]
 
@@ -392,9 +433,16 @@ def save_exports(tok: Tokenizer, out_dir: str | os.PathLike) -> list[Path]:
 def save_pretrained(tok: Tokenizer, out_dir: str | os.PathLike) -> list[Path]:
     """Write vocab.json, merges.txt, tokenizer.json (+ configs) and tokenizer.tiktoken.
 
+    A PickyBPE tokenizer writes removals.json (with its split pattern) instead of the exports,
+    which cannot encode as it does (`export_refusal`, logged).
+
     Returns the paths written.
     """
     # vocab.json keeps GPT-2's format (specials under their rendered text): GPT-2's own files
     # and every loader of them (ours, HF's) expect exactly that.
     paths = list(save_tokenizer_files(tok.vocab, tok.merges, out_dir))
-    return paths + save_exports(tok, out_dir)
+    reason = export_refusal(tok)
+    if reason is None:
+        return paths + save_exports(tok, out_dir)
+    logger.warning("writing no tokenizer.json or tokenizer.tiktoken: %s", reason)
+    return [*paths, save_removals(tok.removals, Path(out_dir) / REMOVALS_FILE, pattern=tok.pattern)]

@@ -38,6 +38,12 @@ def check_parent(parent: Parent, *, pattern: str, vocab_size: int) -> None:
 
     Special tokens are checked when training starts (`bpe.trainers.parent`).
     """
+    if parent.removals:
+        raise ValueError(
+            f"init_from={str(parent.path)!r} is a PickyBPE tokenizer: its merges make tokens "
+            "it later removed, which a continued run cannot replay; continue from a bpe or "
+            "superbpe run"
+        )
     if parent.pattern != pattern:
         raise ValueError(
             f"init_from={str(parent.path)!r} was trained with the {pattern_name(parent.pattern)!r} "

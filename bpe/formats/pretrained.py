@@ -1,7 +1,8 @@
 """Opening a tokenizer directory, by one rule: what it holds and which tokens are special.
 
 A tokenizer directory is a run directory, the output of `Tokenizer.save_pretrained`, or a bare
-pair of GPT-2 files (vocab.json + merges.txt, like bpe/data/gpt2). Every reader opens it here:
+pair of GPT-2 files (vocab.json + merges.txt, like bpe/data/gpt2). A PickyBPE one also holds
+removals.json (`bpe.tokenizer.removals`), which its merges need. Every reader opens it here:
 `Tokenizer.from_pretrained`, `init_from=` (`bpe.formats.init_from`), `bpe-compare` and
 `bpe-show` (`bpe.analysis.compare.load_side`) and `bpe-encode`.
 
@@ -24,8 +25,9 @@ from pathlib import Path
 
 from bpe.formats.tokenizer_json import pattern_of_dir, special_tokens_of_dir
 from bpe.pretokenize.patterns import GPT2_PATTERN
-from bpe.runs.layout import MERGES_FILE, METRICS_FILE, VOCAB_FILE
-from bpe.tokenizer.gpt2_format import load_tokenizer_files
+from bpe.runs.layout import MERGES_FILE, METRICS_FILE, REMOVALS_FILE, VOCAB_FILE
+from bpe.tokenizer.gpt2_format import load_merges, load_tokenizer_files, load_vocab
+from bpe.tokenizer.removals import Removal, check_history, load_removals
 
 
 @dataclass(frozen=True)
@@ -36,8 +38,11 @@ class TokenizerDir:
     vocab: dict[int, bytes]
     merges: list[tuple[bytes, bytes]]
     special_tokens: list[str]
-    #: the split pattern its tokenizer.json records (GPT-2's without one)
+    #: the split pattern its tokenizer.json records (a PickyBPE directory: its removals.json;
+    #: GPT-2's without either)
     pattern: str
+    #: PickyBPE's removals (`bpe.tokenizer.removals`); empty for every other tokenizer
+    removals: tuple[Removal, ...] = ()
 
 
 def vocab_special_tokens(vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]]) -> list[str]:
@@ -96,11 +101,24 @@ def open_tokenizer_dir(path: str | os.PathLike, *, what: str = "tokenizer") -> T
             "output, or a directory holding GPT-2 style vocab.json and merges.txt (e.g. "
             "data/gpt2)"
         )
-    vocab, merges = load_tokenizer_files(d / VOCAB_FILE, d / MERGES_FILE)
+    if not (d / REMOVALS_FILE).is_file():
+        vocab, merges = load_tokenizer_files(d / VOCAB_FILE, d / MERGES_FILE)
+        return TokenizerDir(
+            path=d,
+            vocab=vocab,
+            merges=merges,
+            special_tokens=special_tokens_of(d, vocab, merges),
+            pattern=pattern_of_dir(d) or GPT2_PATTERN,
+        )
+    # a PickyBPE directory: its merges make tokens its vocab no longer holds
+    removals, pattern = load_removals(d / REMOVALS_FILE)
+    vocab, merges = load_vocab(d / VOCAB_FILE), load_merges(d / MERGES_FILE)
+    check_history(vocab, merges, removals, source=f"tokenizer directory {str(d)!r}")
     return TokenizerDir(
         path=d,
         vocab=vocab,
         merges=merges,
         special_tokens=special_tokens_of(d, vocab, merges),
-        pattern=pattern_of_dir(d) or GPT2_PATTERN,
+        pattern=pattern_of_dir(d) or pattern or GPT2_PATTERN,
+        removals=tuple(removals),
     )

@@ -173,15 +173,18 @@ def undertrained_tokens(
     (1, 0, 'ab')
     """
     id_of = {token: i for i, token in tokenizer.vocab.items()}
-    merged_ids = [id_of[a + b] for a, b in tokenizer.merges]
-    learned = list(dict.fromkeys(merged_ids))
+    # subtle: a PickyBPE tokenizer's merges also make tokens it removed later (None here); a
+    # token it made again after removing it counts from its last merge, the one that stayed
+    merged_ids = [id_of.get(a + b) for a, b in tokenizer.merges]
+    learned = list(dict.fromkeys(i for i in merged_ids if i is not None))
     size = tokenizer.vocab_size
     # the token each learned token is first merged into (the earliest later merge using it)
     merged_into: dict[int, int] = {}
     for (a, b), result in zip(tokenizer.merges, merged_ids):
         for part in (a, b):
-            merged_into.setdefault(id_of[part], result)
-    rank_of = {idx: k for k, idx in reversed(list(enumerate(merged_ids)))}
+            if result is not None and part in id_of:
+                merged_into.setdefault(id_of[part], result)
+    rank_of = {idx: k for k, idx in enumerate(merged_ids) if idx is not None}
     intermediate = [i for i in learned if train_counts.get(i, 0) == 0]
     never = [i for i in intermediate if heldout_counts.get(i, 0) == 0]
     unreachable = []

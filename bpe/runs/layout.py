@@ -24,6 +24,8 @@ HF_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"
 TOKENIZER_JSON = HF_FILES[0]
 #: tiktoken's ranks file.
 TIKTOKEN_FILE = "tokenizer.tiktoken"
+#: PickyBPE's removals, beside merges.txt (`bpe.tokenizer.removals`): only its runs have one.
+REMOVALS_FILE = "removals.json"
 #: Every file a tokenizer directory (a run, or `save_pretrained`'s output) holds.
 TOKENIZER_FILES = (VOCAB_FILE, MERGES_FILE, *HF_FILES, TIKTOKEN_FILE)
 

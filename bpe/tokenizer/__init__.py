@@ -58,6 +58,7 @@ from bpe.pretokenize import (
 )
 from bpe.tokenizer.dropout import DropoutStream, check_dropout
 from bpe.tokenizer.gpt2_format import check_consistent, load_tokenizer_files
+from bpe.tokenizer.removals import Removal, Replay, as_removals, check_history
 
 logger = logging.getLogger(__name__)
 
@@ -233,6 +234,10 @@ class Tokenizer:
         merge_backend: how pretokens missing from the cache are merged, one of
             `MERGE_BACKENDS` (keyword-only; default "auto": compiled when Numba is installed
             and the text is large enough, else Python). The ids never depend on it.
+        removals: a PickyBPE tokenizer's removals (`bpe.tokenizer.removals.Removal`, in the
+            order they happened; keyword-only): encoding then replays merges and removals in
+            training's order (in Python), and `merges` may make tokens the vocab no longer
+            holds.
 
     Raises:
         ValueError: a byte missing from the vocab, two ids with the same bytes, a merge whose
@@ -256,6 +261,7 @@ class Tokenizer:
         cache_size: int = DEFAULT_CACHE_SIZE,
         pattern: str = GPT2_PATTERN,
         merge_backend: str = "auto",
+        removals: Sequence[Removal] | None = None,
     ) -> None:
         specials = validate_special_tokens(special_tokens)
         self.merge_backend: str = _check_merge_backend(merge_backend)
@@ -282,7 +288,12 @@ class Tokenizer:
                 f"the vocab lacks {len(missing)} single byte(s), e.g. {bytes([missing[0]])!r}; "
                 "a byte-level vocab needs all 256 so that any text can be encoded"
             )
-        check_consistent(self.vocab, self.merges, source="merges")
+        #: PickyBPE's removals (empty for every other tokenizer)
+        self.removals: list[Removal] = as_removals(removals or ())
+        if self.removals:
+            check_history(self.vocab, self.merges, self.removals, source="merges and removals")
+        else:
+            check_consistent(self.vocab, self.merges, source="merges")
 
         # Specials: reuse an existing id when the vocab already holds the bytes (GPT-2's
         # <|endoftext|> is id 50256), else append.
@@ -303,13 +314,17 @@ class Tokenizer:
         # (left id, right id) -> rank; the first occurrence of a repeated pair wins.
         self._ranks: dict[tuple[int, int], int] = {}
         self._merged: list[int] = []
-        for a, b in self.merges:
+        # a PickyBPE tokenizer replays its history instead (merges make removed tokens too)
+        self._replay = Replay(self.merges, self.removals) if self.removals else None
+        for a, b in self.merges if self._replay is None else ():
             self._ranks.setdefault((self._id_of[a], self._id_of[b]), len(self._merged))
             self._merged.append(self._id_of[a + b])
         self._cache = _PretokenCache(self._bpe, cache_size)
         # The compiled cold path: its tables are built on first use (`_merge_compiled`).
         self._compiled: Callable[[list[str]], list[tuple[int, ...]]] | None = None
-        self._compiled_ok = merge_backend != "python" and _numba_installed()
+        self._compiled_ok = (
+            merge_backend != "python" and self._replay is None and _numba_installed()
+        )
         self._cold_seen = 0  # cold pretokens met by "auto" before it loads the kernel
         self._group_pretokens = _GROUP_PRETOKENS if self._compiled_ok else 0
         logger.debug(
@@ -370,6 +385,8 @@ class Tokenizer:
         if special_tokens is None:
             special_tokens = opened.special_tokens
         kwargs.setdefault("pattern", opened.pattern)
+        if opened.removals:
+            kwargs.setdefault("removals", opened.removals)
         return cls(opened.vocab, opened.merges, special_tokens, **kwargs)
 
     def save_pretrained(self, out_dir: str | os.PathLike) -> list[Path]:
@@ -405,6 +422,7 @@ class Tokenizer:
                 self._cache_size,
                 self.pattern,
                 self.merge_backend,
+                self.removals,
             ),
         )
 
@@ -440,6 +458,8 @@ class Tokenizer:
         (256, 97)
         """
         data = self._utf8(pretoken)
+        if self._replay is not None:
+            return tuple(map(self._id_of.__getitem__, self._replay.tokens(data)))
         return _merge_bytes(data, self._byte_ids.__getitem__, self._ranks.get, self._merged)
 
     @staticmethod
@@ -629,6 +649,11 @@ class Tokenizer:
     def _dropout_stream(self, dropout: float, seed: int | None, offset: int) -> DropoutStream:
         """A `DropoutStream` over this vocab, after checking the arguments."""
         check_dropout(dropout, seed)
+        if self._replay is not None:
+            raise ValueError(
+                "dropout is not defined for a PickyBPE tokenizer (its removals are not merges "
+                "that could be skipped); encode without dropout"
+            )
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise ValueError(f"offset={offset!r} must be an int >= 0 (a byte offset)")
         if seed is None:
@@ -789,7 +814,7 @@ class Tokenizer:
 
 
 def _rebuild(
-    vocab, merges, specials, cache_size, pattern=GPT2_PATTERN, merge_backend="auto"
+    vocab, merges, specials, cache_size, pattern=GPT2_PATTERN, merge_backend="auto", removals=()
 ) -> Tokenizer:
     # The vocab already holds the appended specials; they are found again by their bytes.
     return Tokenizer(
@@ -799,6 +824,7 @@ def _rebuild(
         cache_size=cache_size,
         pattern=pattern,
         merge_backend=merge_backend,
+        removals=removals,
     )
 
 

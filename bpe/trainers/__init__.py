@@ -31,12 +31,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import closing
+from functools import partial
 from typing import Protocol
 
 from bpe.runs.stages import STAGES, stage_label  # noqa: F401  (re-exported: bpe.trainers.STAGES)
-from bpe.trainers import compiled, heap, indexed, naive
+from bpe.trainers import compiled, heap, indexed, naive, picky
 from bpe.trainers.common import MergeState, TrainerOutput, finish, prepare
 from bpe.trainers.parent import prepare_from_parent
+from bpe.trainers.variants import check_trainer_supports
 from bpe.util.progress import LOG_INTERVAL_S, Progress
 
 logger = logging.getLogger(__name__)
@@ -89,6 +91,7 @@ def learn_merges(
     progress: bool = False,
     parent: Parent | None = None,
     log_interval: float = LOG_INTERVAL_S,
+    picky_threshold: float | None = None,
 ) -> TrainerOutput:
     """Run stages 2 and 3 with the trainer `name`: learn merges from counted pretokens.
 
@@ -104,6 +107,8 @@ def learn_merges(
             ids, at the start of the output (`bpe.trainers.parent`).
         log_interval: seconds between INFO progress lines: a heartbeat while stage 2 counts
             pairs, then merges done, merges/s and ETA (`bpe.util.progress.Progress`).
+        picky_threshold: run PickyBPE with this intersection-over-self threshold
+            (`bpe.trainers.picky`; naive and indexed only); None runs plain BPE.
 
     Returns:
         `vocab` (special tokens, then the 256 bytes, then one token per merge), `merges` in
@@ -111,7 +116,8 @@ def learn_merges(
         (logged) when no pair is left.
 
     Raises:
-        ValueError: unknown trainer, vocab_size too small, bad special tokens.
+        ValueError: unknown trainer, vocab_size too small, bad special tokens, a trainer that
+            does not run PickyBPE, or PickyBPE continuing a parent.
 
     >>> # (l, o) and (o, w) tie: "ow" wins
     >>> out = learn_merges("heap", {b"low": 5, b"lowest": 2}, 258)
@@ -119,6 +125,14 @@ def learn_merges(
     ([(b'o', b'w'), (b'l', b'ow')], [7, 7])
     """
     merge_loop = TRAINERS[check_trainer(name)]
+    if picky_threshold is not None:
+        check_trainer_supports("picky", name)
+        if parent is not None:
+            raise ValueError(
+                "variant=picky cannot continue a parent tokenizer (init_from=): its removals "
+                "would rewrite the parent's vocab; train from scratch"
+            )
+        merge_loop = partial(picky.PICKY_LOOPS[name], threshold=picky_threshold)
     meter = Progress(
         stage_label(3), total=None, unit="merge", logger=logger, waiting=stage_label(2),
         bar=f"stages 2-3 ({name})" if progress else None, interval=log_interval,
@@ -133,6 +147,15 @@ def learn_merges(
         del pretoken_counts
         meter.set_total(state.num_merges)
         merge_loop(state, meter.update)
+    if picky_threshold is not None:
+        logger.info(
+            "%s (picky): %d merges, %d tokens removed (threshold %g)",
+            name,
+            len(state.merged),
+            len(state.removals),
+            picky_threshold,
+        )
+        return picky.compact(state)
     if len(state.merged) - state.replayed < state.num_merges:
         logger.info(
             "%s: stopped after %d of %d merges: no pair is left to merge (the corpus is too "

@@ -133,6 +133,8 @@ class MergeState:
     num_merges: int
     merged: list[Pair] = field(default_factory=list)
     merge_counts: list[int] = field(default_factory=list)
+    #: PickyBPE only (`bpe.trainers.picky`): (merges done, removed id, its parts), in order
+    removals: list[tuple[int, int, tuple[int, ...]]] = field(default_factory=list)
 
     @property
     def replayed(self) -> int:
@@ -155,11 +157,17 @@ class MergeState:
 
 @dataclass
 class TrainerOutput:
-    """What training returns: `vocab` and `merges` in creation order, with each merge's count."""
+    """What training returns: `vocab` and `merges` in creation order, with each merge's count.
+
+    A PickyBPE run (`bpe.trainers.picky`) also returns its `removals`: (merges done when it
+    happened, the removed token's bytes, its parts' bytes), in order; its merges then include
+    the merges of tokens removed later, which `vocab` no longer holds.
+    """
 
     vocab: dict[int, bytes]
     merges: list[tuple[bytes, bytes]]
     merge_counts: list[int]
+    removals: list[tuple[int, bytes, tuple[bytes, ...]]] = field(default_factory=list)
 
 
 def check_vocab_size(vocab_size: int, special_tokens: Sequence[str]) -> None:

@@ -32,6 +32,10 @@ DEFAULT_TRANSITION_SHARE = 0.9
 #: PickyBPE's default intersection-over-self threshold (the paper's recommended 0.9).
 DEFAULT_THRESHOLD = 0.9
 
+#: The trainers each variant runs on, where not all of them (`bpe.trainers.picky.PICKY_LOOPS`
+#: implements exactly these, tested).
+SUPPORTED_TRAINERS: dict[str, tuple[str, ...]] = {"picky": ("naive", "indexed")}
+
 
 @dataclass(frozen=True)
 class Variant:
@@ -66,8 +70,8 @@ class Variant:
                 stage_two_pattern=self.stage_two_pattern or STAGE_TWO_PATTERN,
             )
         if self.name == "picky":
-            threshold = DEFAULT_THRESHOLD if self.threshold is None else float(self.threshold)
-            return Variant("picky", threshold=threshold)
+            threshold = DEFAULT_THRESHOLD if self.threshold is None else self.threshold
+            return Variant("picky", threshold=check_threshold(threshold))
         return Variant("bpe")
 
     def record(self) -> dict:
@@ -94,6 +98,25 @@ def variant_tag(name: str) -> str:
     return "" if name in ("bpe", "", None) else f"_{name}"
 
 
+def check_trainer_supports(variant: str, trainer: str) -> None:
+    """Raise ValueError when `trainer` cannot run `variant`, naming the trainers that can.
+
+    >>> check_trainer_supports("picky", "indexed")
+    >>> try:
+    ...     check_trainer_supports("picky", "heap")
+    ... except ValueError as err:
+    ...     print(str(err)[:66])
+    variant=picky runs on the naive and indexed trainers only, not tra
+    """
+    allowed = SUPPORTED_TRAINERS.get(variant)
+    if allowed is not None and trainer not in allowed:
+        raise ValueError(
+            f"variant={variant} runs on the {' and '.join(allowed)} trainers only, not "
+            f"trainer={trainer!r}: use trainer={allowed[-1]} (its removals need token counts "
+            "the heap trainer does not keep)"
+        )
+
+
 def check_variant(name: str) -> str:
     """Return `name` if it is a variant; otherwise raise ValueError listing the choices.
 
@@ -103,6 +126,18 @@ def check_variant(name: str) -> str:
     if not isinstance(name, str) or name not in VARIANTS:
         raise ValueError(f"unknown variant {name!r}; choose one of {list(VARIANTS)}")
     return name
+
+
+def check_threshold(threshold: float) -> float:
+    """PickyBPE's threshold must lie in (0, 1]: 1 removes only tokens used up entirely."""
+    if isinstance(threshold, bool) or not isinstance(threshold, int | float):
+        raise ValueError(f"variant.threshold={threshold!r} must be a number in (0, 1], e.g. 0.9")
+    if not 0 < threshold <= 1:
+        raise ValueError(
+            f"variant.threshold={threshold!r} is out of range: it must be in (0, 1] (the paper "
+            "recommends 0.9; 1 removes only tokens that a merge used up entirely)"
+        )
+    return float(threshold)
 
 
 def as_variant(value: Variant | str | None) -> Variant:
