@@ -22,11 +22,13 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .common                   the merge state and THE candidate order
       .parent                   continued training: a parent's merges replayed first
       .variants                 the BPE family (bpe, superbpe, picky) and their parameters
+      .picky                    PickyBPE: merges that remove the parents they used up
     bpe.training                train_bpe, train_bpe_detailed, TrainResult: stages 1-3, timed
     bpe.tokenizer               Tokenizer: encode, decode, streaming
       .gpt2_format              vocab.json and merges.txt (GPT-2 format), merges_sha256
       .dropout                  BPE-dropout: merging with candidates skipped at random
       .compiled                 the cold path: BPE of a batch of new pretokens, Numba-compiled
+      .removals                 PickyBPE's removals.json, and encoding by replaying them
     bpe.formats                 what a tokenizer is saved as, beside GPT-2's files
       .pretrained               opening a tokenizer directory: one rule for its specials
       .exports                  tokenizer.json + HF configs, tiktoken, save_pretrained
