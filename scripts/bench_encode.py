@@ -3,7 +3,12 @@
 All three tokenizers are built from the same files (data/gpt2) and encode the same text in the
 same run, single-threaded, so the ratios compare like with like on this machine at this moment:
 
-    * ours, cold: a freshly built Tokenizer's first pass (its pretoken cache starts empty);
+    * ours, cold: a freshly built Tokenizer's first pass (its pretoken cache starts empty),
+      once with each cold path: `merge_backend="python"` (every new pretoken merged in the
+      interpreter) and `merge_backend="compiled"` (a text's new pretokens merged in one call
+      of the Numba kernel, its tables built inside the timed pass; skipped without Numba).
+      The compiled path's one-time cost in a process (importing Numba, loading the cached
+      machine code or compiling it) is printed on its own line, outside the timings;
     * ours, warm: later passes (the steady state when encoding a large corpus);
     * tiktoken:   `Encoding.encode` (single thread), built offline from data/gpt2;
     * HF:         `tokenizers` byte-level BPE with `<|endoftext|>` added, RAYON_NUM_THREADS=1,
@@ -91,6 +96,8 @@ def bench(repeats: int, limit: int | None = None) -> list[dict]:
 
     enc = tiktoken_gpt2_encoding()
     hf = _hf_tokenizer()
+    compiled = compiled_path_first_use(vocab_path, merges_path)
+    backends = ["python"] + (["compiled"] if compiled else [])
     rows = []
     for name, filename in SAMPLES.items():
         text = sample_text(filename, limit)
@@ -98,13 +105,17 @@ def bench(repeats: int, limit: int | None = None) -> list[dict]:
 
         docs = text.split(EOT)
 
-        # Cold: a fresh tokenizer per run, so every run starts with an empty cache.
-        cold = float("inf")
+        # Cold: a fresh tokenizer per run, so every run starts with an empty cache; the two
+        # cold paths alternate, so a burst of load hits both alike.
+        cold = dict.fromkeys(backends, float("inf"))
+        cold_ids = {}
         for _ in range(repeats):
-            tok = Tokenizer.from_files(vocab_path, merges_path, [EOT])
-            t0 = time.perf_counter()
-            ours_ids = tok.encode(text)
-            cold = min(cold, time.perf_counter() - t0)
+            for backend in backends:
+                tok = Tokenizer.from_files(vocab_path, merges_path, [EOT], merge_backend=backend)
+                t0 = time.perf_counter()
+                cold_ids[backend] = tok.encode(text)
+                cold[backend] = min(cold[backend], time.perf_counter() - t0)
+        ours_ids = cold_ids[backends[-1]]
         warm = tik = hft = float("inf")
         for _ in range(repeats):  # interleaved, so a burst of load hits all three alike
             t0 = time.perf_counter()
@@ -124,17 +135,40 @@ def bench(repeats: int, limit: int | None = None) -> list[dict]:
             {
                 "sample": name,
                 "bytes": num_bytes,
-                "ours_cold": num_bytes / cold,
+                "ours_cold": num_bytes / cold["python"],
+                "ours_cold_compiled": num_bytes / cold["compiled"] if compiled else None,
                 "ours_warm": num_bytes / warm,
                 "ours_stream": num_bytes / stream,
                 "tiktoken": num_bytes / tik,
                 "hf": num_bytes / hft,
-                "same_as_tiktoken": ours_ids == tik_ids,
+                "same_as_tiktoken": all(ids == tik_ids for ids in cold_ids.values())
+                and ours_ids == tik_ids,
                 "hf_same_as_tiktoken": hf_ids == tik_ids,
                 "pile_days_warm": pile_projection(num_bytes / warm)["days"],
             }
         )
     return rows
+
+
+def compiled_path_first_use(vocab_path: Path, merges_path: Path) -> bool:
+    """Pay the compiled cold path's one-time cost here, outside the timings; print it.
+
+    Returns whether the compiled path is available (Numba installed).
+    """
+    from bpe import Tokenizer
+
+    try:
+        tok = Tokenizer.from_files(vocab_path, merges_path, [EOT], merge_backend="compiled")
+    except ValueError as err:
+        print(f"compiled cold path: not available ({err})")
+        return False
+    t0 = time.perf_counter()
+    tok.encode("Numba loads, and its kernel is compiled or read from its cache, once.")
+    print(
+        f"compiled cold path, first use in this process (import Numba, load or compile the "
+        f"kernel, build GPT-2's tables): {time.perf_counter() - t0:.2f} s (not in the timings)"
+    )
+    return True
 
 
 def bench_backends(
@@ -204,6 +238,10 @@ def bench_backends(
     ]  # fmt: skip
 
 
+def _or_na(value: float | None, spec: str) -> str:
+    return "n/a" if value is None else f"{value:{spec}}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5, help="timed runs per measurement")
@@ -222,17 +260,21 @@ def main(argv: list[str] | None = None) -> int:
     mb = 1e6
     print()
     columns = [
-        "sample", "MB", "ours cold MB/s", "ours warm MB/s", "ours stream MB/s", "tiktoken MB/s",
-        "HF MB/s", "ours/tiktoken cold", "ours/tiktoken warm", "ids == tiktoken",
+        "sample", "MB", "ours cold (python) MB/s", "ours cold (compiled) MB/s", "ours warm MB/s",
+        "ours stream MB/s", "tiktoken MB/s", "HF MB/s", "ours/tiktoken cold (python)",
+        "ours/tiktoken cold (compiled)", "ours/tiktoken warm", "ids == tiktoken",
         "HF ids == tiktoken",
     ]  # fmt: skip
     print("| " + " | ".join(columns) + " |")
     print("| --- " * len(columns) + "|")
     for r in rows:
+        compiled = r["ours_cold_compiled"]
         print(
             f"| {r['sample']} | {r['bytes'] / mb:.2f} | {r['ours_cold'] / mb:.1f} "
+            f"| {_or_na(compiled and compiled / mb, '.1f')} "
             f"| {r['ours_warm'] / mb:.1f} | {r['ours_stream'] / mb:.1f} | {r['tiktoken'] / mb:.1f} "
             f"| {r['hf'] / mb:.1f} | {r['ours_cold'] / r['tiktoken']:.2f} "
+            f"| {_or_na(compiled and compiled / r['tiktoken'], '.2f')} "
             f"| {r['ours_warm'] / r['tiktoken']:.2f} | {r['same_as_tiktoken']} "
             f"| {r['hf_same_as_tiktoken']} |"
         )

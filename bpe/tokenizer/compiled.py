@@ -26,6 +26,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 from numba import njit
@@ -80,7 +81,8 @@ def build_tables(
     # 50K merges is 1 MiB and stays in cache between the interpreter's work)
     slots = np.full(size, _EMPTY, dtype=np.int64)
     shift = np.uint64(64 - (size.bit_length() - 1))
-    pairs = np.array(list(ranks), dtype=np.int64).reshape(-1, 2)
+    pairs = np.fromiter(chain.from_iterable(ranks), dtype=np.int64, count=2 * len(ranks))
+    pairs = pairs.reshape(-1, 2)
     values = np.fromiter(ranks.values(), dtype=np.int64, count=len(ranks))
     _fill(slots, shift, (pairs[:, 0] << _BITS) | pairs[:, 1], values)
     lefts = np.full(len(merged), -1, dtype=np.int64)
