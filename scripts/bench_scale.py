@@ -1,21 +1,27 @@
-"""Scale benchmark: our heap trainer against Hugging Face `tokenizers` from 16 MiB to 1 GiB.
+"""Scale benchmark: our trainers against Rust anchors (HF tokenizers, rustbpe, bpeasy).
 
 For each corpus size (default 16M, 64M, 256M, 1G) it builds (or reuses, keyed by size, seed,
 source and novelty) an OWT-like corpus with `scripts/make_scale_corpus.py`, then for each vocab
-size (default 10,000 and 32,000) trains
+size (default 10,000 and 32,000) trains each system of `SYSTEMS` that is installed (or those
+`--systems` names):
 
 * ours: `bpe.train_bpe_detailed(..., trainer="heap")`, every CPU for pre-tokenization, no
   pretoken cache (the call never gets a cache directory, so no run measures a cache hit);
+  `compiled`: the same with trainer compiled (the `compiled` extra);
 * HF: `tokenizers` BpeTrainer with GPT-2's byte-level pre-tokenizer
   (`ByteLevel(add_prefix_space=False)`, its 256-symbol initial alphabet) and the same special
-  token, fed the same documents streamed from the file.
+  token, fed the same documents streamed from the file;
+* rustbpe and bpeasy (the `bench` extra): GPT-2's split pattern, the same documents.
 
-Both vocabularies count the special token, the 256 bytes and the merges (HF's `vocab_size`
-includes its special tokens and initial alphabet), so the same `vocab_size` means the same
-number of merges for both; each run records its merge count and the report checks they agree.
+Every vocabulary counts the special token, the 256 bytes and the merges (each system is asked
+for the size that means the same number of merges), so the same `vocab_size` means the same
+number of merges for all; each run records its merge count and the report checks they agree.
+Each system breaks ties between equally frequent pairs its own way (the report's Systems table):
+only ours follow CS336's order, so the anchors' merges differ from ours and only their time and
+memory compare.
 
 Every run is a fresh subprocess (`scripts/bench_scale_worker.py`, which imports only what its
-trainer needs); ours and HF alternate (which goes first flips each time);
+trainer needs); the systems take turns (the order flips each time);
 `--repeats` runs of each and the report shows medians. Memory is the process tree's peak
 proportional set size (PSS, summed over the child and all its descendants, sampled every
 25 ms): a page shared by n processes counts 1/n in each, so the libraries forked workers share
@@ -32,6 +38,8 @@ Usage:
     python scripts/bench_scale.py --sizes 16M 64M --repeats 1
     python scripts/bench_scale.py --quick --out-dir /tmp/scale   # tiny plumbing check
     python scripts/bench_scale.py --report-only           # regenerate the report from JSON
+    python scripts/bench_scale.py --sizes 16M 64M --vocabs 32000 --repeats 1 --name anchors
+                                                          # every installed system -> anchors.md
 
 What it does not do: decide anything about the trainers (see `bpe/trainers`), or run on
 corpora other than the generated ones (point `bpe-train` at a real file for that).
@@ -56,6 +64,7 @@ from bpe.util.io import atomic_open, atomic_write_text
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import make_scale_corpus as corpus  # noqa: E402  (a sibling script, not a package)
+from bench_scale_worker import SYSTEMS, TIE_BREAKS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 #: one training run in a fresh interpreter (a separate script so the child imports nothing but
@@ -65,7 +74,20 @@ DEFAULT_SIZES = ("16M", "64M", "256M", "1G")
 DEFAULT_VOCABS = (10_000, 32_000)
 QUICK_SIZES = ("256K", "1M")
 QUICK_VOCABS = (300,)
-IMPLS = ("ours", "hf")
+#: every system the benchmark can run, in the report's order (bench_scale_worker.SYSTEMS)
+IMPLS = ("ours", "compiled", "hf", "rustbpe", "bpeasy")
+#: the module each system needs: a system whose module is not installed is left out
+REQUIRES = {"ours": "bpe", "compiled": "numba", "hf": "tokenizers", "rustbpe": "rustbpe",
+            "bpeasy": "bpeasy"}  # fmt: skip
+#: our systems and the anchors they are compared with
+OURS = ("ours", "compiled")
+ANCHORS = ("hf", "rustbpe", "bpeasy")
+#: how each system appears in the report
+LABELS = {"ours": "ours (heap)", "compiled": "ours (compiled)", "hf": "HF", "rustbpe": "rustbpe",
+          "bpeasy": "bpeasy"}  # fmt: skip
+#: the distribution whose version the report records, per system
+DISTRIBUTIONS = {"compiled": "numba", "hf": "tokenizers", "rustbpe": "rustbpe",
+                 "bpeasy": "bpeasy"}  # fmt: skip
 #: how often the parent samples the child's process tree (seconds)
 SAMPLE_INTERVAL = 0.025
 #: the report and its folder (results.json, figures) under --out-dir
@@ -88,14 +110,34 @@ MERGE_EXPONENT = 1.0
 # --------------------------------------------------------------------------------------------
 
 
+def available_systems() -> list[str]:
+    """The systems of IMPLS whose libraries are installed, in IMPLS order."""
+    import importlib.util
+
+    return [s for s in IMPLS if importlib.util.find_spec(REQUIRES[s]) is not None]
+
+
 def measure(impl: str, path: Path, vocab_size: int) -> dict:
     """Run one training in a fresh interpreter; sample its process tree's PSS meanwhile."""
+    spec = json.dumps({"impl": impl, "path": str(path), "vocab_size": vocab_size})
+    out, run = run_sampled([sys.executable, str(WORKER), spec], what=f"{impl} run on "
+                           f"{path.name} @ {vocab_size}")  # fmt: skip
+    result = json.loads(out.strip().splitlines()[-1])
+    return result | run
+
+
+def run_sampled(command: list[str], *, what: str) -> tuple[str, dict]:
+    """Run a command, sampling its process tree's memory; return its stdout and the measures.
+
+    The measures: `process_seconds` (wall, start to exit), `peak_tree_mb` (the peak of the
+    tree's summed PSS) and `peak_tree_rss_mb` (of its summed RSS). Raises RuntimeError naming
+    `what` if the command fails.
+    """
     import psutil
 
-    spec = json.dumps({"impl": impl, "path": str(path), "vocab_size": vocab_size})
     start = time.perf_counter()
     child = subprocess.Popen(
-        [sys.executable, str(WORKER), spec],
+        command,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -120,12 +162,12 @@ def measure(impl: str, path: Path, vocab_size: int) -> dict:
         time.sleep(SAMPLE_INTERVAL)
     out, err = child.communicate()
     if child.returncode != 0:
-        raise RuntimeError(f"{impl} run on {path.name} @ {vocab_size} failed:\n{err[-3000:]}")
-    result = json.loads(out.strip().splitlines()[-1])
-    result["process_seconds"] = time.perf_counter() - start
-    result["peak_tree_mb"] = peak / 2**20
-    result["peak_tree_rss_mb"] = peak_rss / 2**20
-    return result
+        raise RuntimeError(f"{what} failed:\n{err[-3000:]}")
+    return out, {
+        "process_seconds": time.perf_counter() - start,
+        "peak_tree_mb": peak / 2**20,
+        "peak_tree_rss_mb": peak_rss / 2**20,
+    }
 
 
 def ensure_corpus(size: str, *, corpus_dir: Path, seed: int, source: str, novelty: str) -> dict:
@@ -174,6 +216,14 @@ def machine() -> dict:
         sha += " (with uncommitted changes)" if sha and changed else ""
     except OSError:
         sha = ""
+    from importlib.metadata import PackageNotFoundError, version
+
+    versions = {}
+    for system, dist in DISTRIBUTIONS.items():
+        try:
+            versions[system] = version(dist)
+        except PackageNotFoundError:
+            versions[system] = None
     return {
         "cpu_model": model,
         "cpus": os.cpu_count(),
@@ -182,6 +232,7 @@ def machine() -> dict:
         "platform": platform.platform(),
         "python": platform.python_version(),
         "tokenizers": tokenizers.__version__,
+        "versions": versions,
         "git": sha or "unknown",
         "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
     }
@@ -234,7 +285,7 @@ def run_benchmark(
                     results["runs"].append(row)
                     order += 1
                     print(
-                        f"{impl:4} {size:>5} @ {vocab:>6}  {run['seconds']:8.2f} s  "
+                        f"{impl:8} {size:>5} @ {vocab:>6}  {run['seconds']:8.2f} s  "
                         f"{run['peak_tree_mb']:8.0f} MB",
                         file=sys.stderr,
                         flush=True,
@@ -264,8 +315,13 @@ KEYS = (
 )
 
 
+def systems_of(results: dict) -> list[str]:
+    """The systems a results file measured, in IMPLS order."""
+    return [s for s in IMPLS if s in results["settings"]["impls"]]
+
+
 def summarize(results: dict) -> list[dict]:
-    """Medians per (size, vocab): one row with ours and HF side by side."""
+    """Medians per (size, vocab): one row with every system side by side, and the ratios."""
     unique = {c["size"]: None for c in results["corpora"]}
     for run in results["runs"]:
         if run["impl"] == "ours":
@@ -274,7 +330,7 @@ def summarize(results: dict) -> list[dict]:
     for size in results["settings"]["sizes"]:
         for vocab in results["settings"]["vocabs"]:
             row: dict = {"size": size, "vocab": vocab, "unique_pretokens": unique.get(size)}
-            for impl in IMPLS:
+            for impl in IMPLS:  # every system's keys, None where it was not measured
                 runs = [
                     r
                     for r in results["runs"]
@@ -284,9 +340,20 @@ def summarize(results: dict) -> list[dict]:
                 for key in KEYS:
                     row[f"{impl}_{key}"] = _median([r.get(key) for r in runs])
                 row[f"{impl}_merges"] = sorted({r["merges"] for r in runs})
+                row[f"{impl}_tokens"] = sorted({r["tokens_sha256"] for r in runs
+                                                if r.get("tokens_sha256")})  # fmt: skip
                 row[f"{impl}_n"] = len(runs)
-            row["time_ratio"] = _ratio(row["ours_seconds"], row["hf_seconds"])
-            row["memory_ratio"] = _ratio(row["ours_peak_tree_mb"], row["hf_peak_tree_mb"])
+            row["time_ratio"] = _ratio(row.get("ours_seconds"), row.get("hf_seconds"))
+            row["memory_ratio"] = _ratio(row.get("ours_peak_tree_mb"), row.get("hf_peak_tree_mb"))
+            for mine in OURS:
+                for anchor in (*ANCHORS, "ours"):
+                    if mine != anchor:
+                        row[f"{mine}_vs_{anchor}_time"] = _ratio(
+                            row.get(f"{mine}_seconds"), row.get(f"{anchor}_seconds")
+                        )
+                        row[f"{mine}_vs_{anchor}_memory"] = _ratio(
+                            row.get(f"{mine}_peak_tree_mb"), row.get(f"{anchor}_peak_tree_mb")
+                        )
             rows.append(row)
     return rows
 
@@ -409,7 +476,42 @@ def check_goals(rows: list[dict], fits: list[dict]) -> list[dict]:
             ),
         },
     ]
-    return goals
+    return goals + compiled_goals(rows)
+
+
+#: issue 20's goals for the compiled trainer: time against rustbpe at this size and vocab
+COMPILED_TIME_AT = ("64M", 32_000)
+
+
+def compiled_goals(rows: list[dict]) -> list[dict]:
+    """Issue 20's goals for trainer compiled, where the rows measured it (else none)."""
+    if not any(r["compiled_seconds"] for r in rows):
+        return []
+    size, vocab = COMPILED_TIME_AT
+    at = [r for r in rows if r["size"] == size and r["vocab"] == vocab]
+    timed = [r for r in at if r["compiled_vs_rustbpe_time"]]
+    slow = [r for r in timed if r["compiled_vs_rustbpe_time"] > 1.0]
+    mem = [r for r in rows if r["compiled_vs_ours_memory"]]
+    big = [r for r in mem if r["compiled_vs_ours_memory"] > 1.0]
+
+    def cases(failing: list[dict], key: str) -> str:
+        return ", ".join(
+            f"{_binary(r['size'])} @ {_vocab(r['vocab'])}: {r[key]:.3f}" for r in failing
+        )
+
+    return [
+        {
+            "goal": f"compiled time <= rustbpe's at {_binary(size)} @ {_vocab(vocab)} (issue 20)",
+            "status": _status(timed, slow, []),
+            "detail": cases(timed, "compiled_vs_rustbpe_time"),
+        },
+        {
+            "goal": "compiled peak process-tree memory <= heap's at every size (issue 20)",
+            "status": _status(mem, big, []),
+            "detail": cases(big, "compiled_vs_ours_memory")
+            or _worst(mem, "compiled_vs_ours_memory"),
+        },
+    ]
 
 
 def _status(measured: list, failing: list, missing: list) -> str:
@@ -458,12 +560,14 @@ def render_markdown(results: dict, *, figures: Sequence[str] = ()) -> str:
     fits = fit_growth(rows)
     sections = [
         _section_header(results, rows),
+        _section_systems(results, rows),
         _section_time_memory(results, rows),
+        _section_anchors(results, rows),
         _section_stage_split(results, rows),
         _section_growth(results, fits),
         _section_goals(check_goals(rows, fits)),
         _section_projections(project(fits)),
-        _section_figures(figures),
+        _section_figures(figures, report_name(results)),
         _section_corpora(results),
     ]
     return "\n".join(line for section in sections for line in section)
@@ -479,11 +583,23 @@ def _table(rows: list[list[str]], headers: list[str]) -> list[str]:
 def _section_header(results: dict, rows: list[dict]) -> list[str]:
     """Title, how the page was made, the machine, and how each side was run and measured."""
     settings, m = results["settings"], results["machine"]
+    systems = systems_of(results)
+    name = report_name(results)
+    ours = ", ".join(_short(s) for s in OURS if s in systems)
+    anchors = [ANCHOR_NAMES[s] for s in ANCHORS if s in systems]
+    title = f"ours ({ours})" + (f" vs {' and '.join(anchors)}" if anchors else "")
+    again = "python scripts/bench_scale.py --report-only" + (
+        f" --name {name}" if name != REPORT_NAME else ""
+    )
+    others = "".join(ANCHOR_SETUPS[s] for s in ("compiled", "rustbpe", "bpeasy") if s in systems)
+    turns = (
+        "ours and HF alternating" if set(systems) == {"ours", "hf"} else "the systems taking turns"
+    )
     return [
-        "# Scale: ours (heap) vs Hugging Face tokenizers",
+        f"# Scale: {title}",
         "",
-        f"Generated by `{results['command']}` (from `{REPORT_NAME}/results.json`; "
-        f"`python scripts/bench_scale.py --report-only` remakes this page); do not edit by hand.",
+        f"Generated by `{results['command']}` (from `{name}/results.json`; "
+        f"`{again}` remakes this page); do not edit by hand.",
         "",
         f"Machine: {m['cpu_model']}, {m['cpus']} CPUs ({m['cpus_usable']} usable), "
         f"{m['ram_gb']} GB RAM; {m['platform']}, Python {m['python']}, tokenizers "
@@ -496,13 +612,129 @@ def _section_header(results: dict, rows: list[dict]) -> list[str]:
         "the words replaced by Heaps'-law new words). Ours: `train_bpe_detailed`, trainer heap, "
         "every CPU, no pretoken cache. HF: BpeTrainer, `ByteLevel(add_prefix_space=False)`, "
         "the same special token and vocab size (both count the special token, 256 bytes and "
-        f"the merges: {_merges_note(rows)}). Each run in a fresh process, ours and HF "
-        f"alternating, medians of {settings['repeats']}; memory is the peak proportional set "
+        f"the merges: {_merges_note(rows)}).{others} Each run in a fresh process, {turns}, "
+        f"medians of {settings['repeats']}; memory is the peak proportional set "
         "size (PSS) of the process tree (the run and its workers; a page shared by n processes "
         "counts 1/n in each, so shared libraries count once), sampled every "
         f"{settings['sample_interval_s'] * 1000:.0f} ms.",
         "",
     ]
+
+
+#: the anchors' names in the title, and how the header describes each extra system's setup
+ANCHOR_NAMES = {"hf": "Hugging Face tokenizers", "rustbpe": "rustbpe", "bpeasy": "bpeasy"}
+ANCHOR_SETUPS = {
+    "compiled": " Ours (compiled): the same call with trainer compiled (Numba; its first run in "
+    "a fresh install compiles, later runs load the cached machine code).",
+    "rustbpe": " rustbpe: `Tokenizer.train_from_iterator` with GPT-2's split pattern, the same "
+    "documents, vocab size one less (it counts no special token).",
+    "bpeasy": " bpeasy: `train_bpe` with GPT-2's split pattern, no token length limit, the "
+    "same documents, vocab size one less (it counts no special token).",
+}
+
+
+def report_name(results: dict) -> str:
+    """The report's file name (without .md) and its folder: `scale` unless --name said."""
+    return results["settings"].get("report_name", REPORT_NAME)
+
+
+def _section_systems(results: dict, rows: list[dict]) -> list[str]:
+    """Each system measured: what it is, its version, its tie-break, whether its merges match."""
+    versions = results["machine"].get("versions", {})
+    table_rows = []
+    for system in systems_of(results):
+        version = versions.get(system)
+        if system == "hf":
+            version = version or results["machine"].get("tokenizers")
+        elif system in OURS:
+            numba = f", Numba {version}" if system == "compiled" and version else ""
+            version = f"git `{results['machine']['git']}`{numba}"
+        table_rows.append(
+            [
+                LABELS[system],
+                SYSTEMS[system],
+                version or "n/a",
+                TIE_BREAKS[system],
+                _same_counts(rows, system),
+                _same_merges(rows, system),
+            ]
+        )
+    headers = ["system", "what", "version", "tie-break (equal counts)", "merge count = ours'",
+               "same merges as ours (heap)"]  # fmt: skip
+    from bpe.analysis.markdown import table
+
+    return [
+        "## Systems",
+        "",
+        "Only ours follow CS336's tie-break, so an anchor's merges may differ from ours after the "
+        "first tie: its time and memory compare, its merges do not (the merge counts must be "
+        "equal, and are checked per run).",
+        "",
+        table(table_rows, headers),
+        "",
+    ]
+
+
+def _same_counts(rows: list[dict], system: str) -> str:
+    """Whether the system made as many merges as ours in every row measured by both."""
+    both = [r for r in rows if r[f"{system}_merges"] and r["ours_merges"]]
+    if system == "ours" or not both:
+        return "-" if system == "ours" else "n/a"
+    differ = [r for r in both if r[f"{system}_merges"] != r["ours_merges"]]
+    if differ:
+        return "differs at " + ", ".join(
+            f"{_binary(r['size'])} @ {_vocab(r['vocab'])}" for r in differ
+        )
+    return "yes"
+
+
+def _same_merges(rows: list[dict], system: str) -> str:
+    """Whether the system's merged tokens equal ours (heap's), in every row measured by both."""
+    both = [r for r in rows if r[f"{system}_tokens"] and r["ours_tokens"]]
+    if system == "ours" or not both:
+        return "-" if system == "ours" else "n/a (not recorded)"
+    same = [r for r in both if r[f"{system}_tokens"] == r["ours_tokens"]]
+    if len(same) == len(both):
+        return "yes"
+    return f"no ({len(both) - len(same)} of {len(both)} rows differ)"
+
+
+def _section_anchors(results: dict, rows: list[dict]) -> list[str]:
+    """Time and memory of every system, and ours (each trainer) over each anchor."""
+    systems = systems_of(results)
+    mine = [s for s in OURS if s in systems]
+    anchors = [s for s in (*ANCHORS, "ours") if s in systems]
+    if set(systems) <= {"ours", "hf"}:
+        return []  # the table above says it all
+    pairs = [(m, a) for m in mine for a in anchors if m != a]
+    novelty = results["settings"]["novelty"]
+    out = ["## Against each anchor", ""]
+    for what, key, spec, unit, measured, better in (
+        ("time", "seconds", ".1f", "s", "wall seconds", "faster"),
+        ("memory", "peak_tree_mb", ".0f", "MB", "peak PSS of the process tree", "smaller"),
+    ):
+        table_rows = [
+            [f"{novelty} {_binary(r['size'])}", _vocab(r["vocab"])]
+            + [_f(r[f"{s}_{key}"], spec) for s in systems]
+            + [_f(r[f"{m}_vs_{a}_{what}"], ".2f") for m, a in pairs]
+            for r in rows
+        ]
+        headers = (
+            ["corpus", "vocab"]
+            + [f"{LABELS[s]} {unit}" for s in systems]
+            + [f"{_short(m)}/{_short(a)} {what}" for m, a in pairs]
+        )
+        out += [
+            f"{what.capitalize()} (medians; {measured}) and the ratios of ours over each anchor "
+            f"(below 1: ours is {better}):",
+            "",
+            *_table(table_rows, headers),
+        ]
+    return out
+
+
+def _short(system: str) -> str:
+    return {"ours": "heap", "compiled": "compiled"}.get(system, LABELS[system])
 
 
 def _section_time_memory(results: dict, rows: list[dict]) -> list[str]:
@@ -594,7 +826,7 @@ def _section_goals(goals: list[dict]) -> list[str]:
 
     goal_rows = [[g["goal"], g["status"], g["detail"] or "n/a"] for g in goals]
     return [
-        "## Goals (issue 10, part 3)",
+        "## Goals (issue 10, part 3; issue 20 where the compiled trainer ran)",
         "",
         table(goal_rows, ["goal", "status", "measured (ours/HF, or exponent)"]),
         "",
@@ -639,11 +871,11 @@ def _section_projections(projections: list[dict]) -> list[str]:
     ]
 
 
-def _section_figures(figures: Sequence[str]) -> list[str]:
+def _section_figures(figures: Sequence[str], name: str = REPORT_NAME) -> list[str]:
     """Links to the figures written beside the report (none: no section)."""
     if not figures:
         return []
-    links = [f"![{Path(f).stem.replace('_', ' ')}]({REPORT_NAME}/{Path(f).name})" for f in figures]
+    links = [f"![{Path(f).stem.replace('_', ' ')}]({name}/{Path(f).name})" for f in figures]
     return ["## Figures", "", *links, ""]
 
 
@@ -686,8 +918,12 @@ def _merges_note(rows: list[dict]) -> str:
     return "equal merge counts in every run"
 
 
+#: each system's line in the figures
+STYLES = {"ours": "o-", "compiled": "D-", "hf": "s--", "rustbpe": "^:", "bpeasy": "v-."}
+
+
 def write_figures(results: dict, out_dir: Path) -> list[str]:
-    """Time and memory against bytes, log-log, ours vs HF per vocab; returns the file names."""
+    """Time and memory against bytes, log-log, every system per vocab; returns the file names."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -702,12 +938,10 @@ def write_figures(results: dict, out_dir: Path) -> list[str]:
         fig, ax = plt.subplots(figsize=(6, 4))
         for vocab in sorted({r["vocab"] for r in rows}):
             mine = [r for r in rows if r["vocab"] == vocab]
-            for impl, style in (("ours", "o-"), ("hf", "s--")):
+            for impl in systems_of(results):
                 pts = [(r["bytes"], r[f"{impl}_{column}"]) for r in mine if r[f"{impl}_{column}"]]
                 if pts:
-                    ax.plot(
-                        *zip(*pts), style, label=f"{'ours' if impl == 'ours' else 'HF'} {vocab:,}"
-                    )
+                    ax.plot(*zip(*pts), STYLES[impl], label=f"{LABELS[impl]} {vocab:,}")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("corpus bytes")
@@ -723,9 +957,10 @@ def write_figures(results: dict, out_dir: Path) -> list[str]:
 
 
 def write_report(results: dict, out_dir: Path) -> Path:
-    """reports/scale.md and reports/scale/*.png from the results."""
-    figures = write_figures(results, out_dir / REPORT_NAME)
-    path = out_dir / f"{REPORT_NAME}.md"
+    """reports/<name>.md and reports/<name>/*.png from the results (name: `scale` by default)."""
+    name = report_name(results)
+    figures = write_figures(results, out_dir / name)
+    path = out_dir / f"{name}.md"
     atomic_write_text(path, render_markdown(results, figures=figures))
     return path
 
@@ -739,7 +974,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--vocabs", nargs="+", type=int, help=f"default {DEFAULT_VOCABS}")
     parser.add_argument("--repeats", type=int, default=None, help="runs of each (default 3)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes: a plumbing check")
-    parser.add_argument("--only", choices=IMPLS, help="run only ours or only HF")
+    parser.add_argument(
+        "--systems",
+        nargs="+",
+        choices=IMPLS,
+        help="the systems to run (default: every one installed: ours, and compiled, hf, "
+        "rustbpe, bpeasy when their libraries are)",
+    )
+    parser.add_argument(
+        "--name",
+        default=REPORT_NAME,
+        help=f"the report's name: <out-dir>/<name>.md and <out-dir>/<name>/ (default "
+        f"{REPORT_NAME})",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--source", choices=sorted(corpus.SOURCES), default="owt")
     parser.add_argument("--novelty", choices=corpus.NOVELTY, default="owt")
@@ -747,7 +994,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--out-dir", type=Path, default=ROOT / "reports")
     parser.add_argument("--report-only", action="store_true", help="remake the report from JSON")
     args = parser.parse_args(argv)
-    results_path = args.out_dir / REPORT_NAME / "results.json"
+    results_path = args.out_dir / args.name / "results.json"
     if not args.report_only:
         command = "python scripts/bench_scale.py" + "".join(
             f" {a}" for a in (sys.argv[1:] if argv is None else argv)
@@ -756,13 +1003,15 @@ def main(argv: Sequence[str] | None = None) -> None:
             sizes=args.sizes or (QUICK_SIZES if args.quick else DEFAULT_SIZES),
             vocabs=args.vocabs or (QUICK_VOCABS if args.quick else DEFAULT_VOCABS),
             repeats=args.repeats or (1 if args.quick else 3),
-            impls=[args.only] if args.only else IMPLS,
+            impls=args.systems or available_systems(),
             corpus_dir=args.corpus_dir,
             seed=args.seed,
             source=args.source,
             novelty=args.novelty,
             command=command,
         )
+        if args.name != REPORT_NAME:
+            results["settings"]["report_name"] = args.name
         atomic_write_text(results_path, json.dumps(results, indent=2) + "\n")
     if not results_path.is_file():
         raise FileNotFoundError(f"{results_path} does not exist: run the benchmark first")

@@ -1,11 +1,23 @@
-"""One training run of `scripts/bench_scale.py`, in the fresh interpreter the benchmark starts.
+"""One training run of the benchmarks, in the fresh interpreter the benchmark starts.
 
-`python scripts/bench_scale_worker.py '{"impl": "ours"|"hf", "path": ..., "vocab_size": ...}'`
-trains once and prints one JSON line: wall seconds (the training call only), CPU seconds, the
-process's own peak RSS and, for ours, the stage split and unique pretokens.
+`python scripts/bench_scale_worker.py '{"impl": IMPL, "path": ..., "vocab_size": ...}'` trains
+once and prints one JSON line: wall seconds (the training call only), CPU seconds, the
+process's own peak RSS, the merge count and a fingerprint of the merged tokens in order, and
+for ours the stage split and unique pretokens. IMPL is one of `SYSTEMS`:
 
-It imports only what the run needs (ours: `bpe`; HF: `tokenizers`), so neither run carries the
-other's libraries or the benchmark's (numpy, pandas, matplotlib) in its memory.
+* `ours` (the heap trainer; `"trainer": NAME` picks another of ours, e.g. `compiled`);
+* `hf`: Hugging Face `tokenizers`' BpeTrainer set up as GPT-2 (`hf_gpt2_trainer`);
+* `rustbpe`: karpathy's rustbpe, `Tokenizer.train_from_iterator` with GPT-2's pattern;
+* `bpeasy`: `bpeasy.train_bpe` with GPT-2's pattern and no token length limit.
+
+Every system gets the same documents (the file split on `<|endoftext|>`, streamed) and the same
+number of merges: `vocab_size` counts the special token and the 256 bytes, as ours does, so
+rustbpe and bpeasy (which count the 256 bytes but no special token) are asked for one less.
+Each system breaks ties between equally frequent pairs its own way (`TIE_BREAKS`), so their
+merges may differ from ours; the fingerprint (`tokens_sha256`) shows whether they do.
+
+It imports only what the run needs (ours: `bpe`; the others: their library), so no run carries
+another's libraries or the benchmark's (numpy, pandas, matplotlib) in its memory.
 
 What it does not do: sample memory (the parent samples the whole process tree) or decide
 anything about the results.
@@ -13,6 +25,8 @@ anything about the results.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import resource
 import sys
@@ -21,6 +35,26 @@ from collections.abc import Iterator
 from pathlib import Path
 
 EOT = "<|endoftext|>"
+#: GPT-2's split pattern, as `bpe.pretokenize.GPT2_PATTERN` (a test checks they are equal;
+#: written out so that the anchors' runs do not import bpe)
+GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+#: bpeasy's cap on a token's bytes, set beyond any token so that it changes no merge
+BPEASY_MAX_TOKEN_LENGTH = 1 << 20
+#: what each system is, and how it breaks ties between equally frequent pairs
+SYSTEMS = {
+    "ours": "bpe-lab, trainer heap (pure Python)",
+    "compiled": "bpe-lab, trainer compiled (heap's algorithm, Numba)",
+    "hf": "Hugging Face tokenizers BpeTrainer (Rust)",
+    "rustbpe": "karpathy rustbpe (Rust)",
+    "bpeasy": "bpeasy (Rust)",
+}
+TIE_BREAKS = {
+    "ours": "CS336: the lexicographically greatest (left bytes, right bytes)",
+    "compiled": "CS336: the lexicographically greatest (left bytes, right bytes)",
+    "hf": "its own: the pair of smaller ids, in its own id order (not CS336's)",
+    "rustbpe": "its own: the pair of smaller ids (not CS336's)",
+    "bpeasy": "its own (not CS336's; the same merges as rustbpe's on every corpus we tried)",
+}
 
 
 def _ru_maxrss_mb() -> float:
@@ -45,23 +79,47 @@ def _cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-def run_ours(path: str, vocab_size: int) -> dict:
-    from bpe import train_bpe_detailed
+def tokens_sha256(tokens) -> str:
+    """A fingerprint of the merged tokens (bytes) in creation order: equal iff same merges.
 
-    start = time.perf_counter()
-    # no cache directory: every run pre-tokenizes (a cache hit is not training)
-    result = train_bpe_detailed(path, vocab_size, [EOT], trainer="heap")
-    seconds = time.perf_counter() - start
+    >>> tokens_sha256([b"ab", b"abc"]) == tokens_sha256([b"ab", b"abc"])
+    True
+    """
+    digest = hashlib.sha256()
+    for token in tokens:
+        digest.update(len(token).to_bytes(4, "little") + token)
+    return digest.hexdigest()
+
+
+def _result(seconds: float, tokens: list[bytes], **extra) -> dict:
     return {
         "seconds": seconds,
         "cpu_s": _cpu_seconds(),
         "ru_maxrss_mb": _ru_maxrss_mb(),
-        "merges": result.num_merges,
-        "pretokenize_s": result.timings["pretokenize"],
-        "merge_s": result.timings["merge"],
-        "unique_pretokens": result.pretokenized.num_unique,
-        "num_workers": result.pretokenized.num_workers,
+        "merges": len(tokens),
+        "tokens_sha256": tokens_sha256(tokens),
+        **extra,
     }
+
+
+def run_ours(path: str, vocab_size: int, trainer: str = "heap") -> dict:
+    from bpe import train_bpe_detailed
+
+    start = time.perf_counter()
+    # no cache directory: every run pre-tokenizes (a cache hit is not training)
+    result = train_bpe_detailed(path, vocab_size, [EOT], trainer=trainer)
+    seconds = time.perf_counter() - start
+    return _result(
+        seconds,
+        [a + b for a, b in result.merges],
+        trainer=trainer,
+        merges_sha256=result.merges_sha256,
+        pretokenize_s=result.timings["pretokenize"],
+        merge_s=result.timings["merge"],
+        timings=result.timings,
+        unique_pretokens=result.pretokenized.num_unique,
+        num_workers=result.pretokenized.num_workers,
+    )
 
 
 def iter_documents(path: str, *, block_chars: int = 1 << 20) -> Iterator[str]:
@@ -101,22 +159,86 @@ def run_hf(path: str, vocab_size: int) -> dict:
     tok, trainer = hf_gpt2_trainer(vocab_size)
     tok.train_from_iterator(iter_documents(path), trainer=trainer)
     seconds = time.perf_counter() - start
-    merges = len(json.loads(tok.to_str())["model"]["merges"])
-    return {
-        "seconds": seconds,
-        "cpu_s": _cpu_seconds(),
-        "ru_maxrss_mb": _ru_maxrss_mb(),
-        "merges": merges,
-    }
+    merges = json.loads(tok.to_str())["model"]["merges"]
+    return _result(
+        seconds, [_hf_bytes(left) + _hf_bytes(right) for left, right in map(_hf_pair, merges)]
+    )
+
+
+def _hf_pair(merge) -> tuple[str, str]:
+    """A merge of tokenizer.json: ["a", "b"] (tokenizers >= 0.20) or "a b" (older)."""
+    if isinstance(merge, str):
+        left, right = merge.split(" ")
+        return left, right
+    return merge[0], merge[1]
+
+
+def _hf_bytes(symbol: str) -> bytes:
+    """The bytes of a byte-level symbol (GPT-2's printable stand-ins for the 256 bytes)."""
+    table = hf_byte_table()
+    return bytes(table[c] for c in symbol)
+
+
+@functools.cache
+def hf_byte_table() -> dict[str, int]:
+    """Stand-in character -> byte, as GPT-2 (and so HF's ByteLevel) maps them.
+
+    A byte whose character is printable and not a space stands for itself; the others, in byte
+    order, take chr(256), chr(257), ... (a test checks this against `bpe`'s table, which this
+    child does not import).
+    """
+    printable = [b for b in range(256) if chr(b).isprintable() and not chr(b).isspace()]
+    others = [b for b in range(256) if b not in set(printable)]
+    return {chr(b): b for b in printable} | {chr(256 + k): b for k, b in enumerate(others)}
+
+
+def _ranked_tokens(ranks: dict[bytes, int]) -> list[bytes]:
+    """The tokens a rank table (bytes -> rank) adds beyond the 256 bytes, in rank order."""
+    return [
+        bytes(token) for token, rank in sorted(ranks.items(), key=lambda kv: kv[1]) if rank >= 256
+    ]
+
+
+def run_rustbpe(path: str, vocab_size: int) -> dict:
+    import rustbpe
+
+    start = time.perf_counter()
+    tok = rustbpe.Tokenizer()
+    # its vocab_size counts the 256 bytes and the merges, no special token
+    tok.train_from_iterator(iter_documents(path), vocab_size - 1, pattern=GPT2_PATTERN)
+    seconds = time.perf_counter() - start
+    return _result(seconds, _ranked_tokens(dict(tok.get_mergeable_ranks())))
+
+
+def run_bpeasy(path: str, vocab_size: int) -> dict:
+    import bpeasy
+
+    start = time.perf_counter()
+    ranks = bpeasy.train_bpe(
+        iter_documents(path), GPT2_PATTERN, BPEASY_MAX_TOKEN_LENGTH, vocab_size - 1
+    )
+    seconds = time.perf_counter() - start
+    return _result(seconds, _ranked_tokens(ranks))
 
 
 # --------------------------------------------------------------------------------------------
 
 
+def run(spec: dict) -> dict:
+    """One training run as `spec` says: impl (one of SYSTEMS), path, vocab_size."""
+    impl, path, vocab_size = spec["impl"], spec["path"], spec["vocab_size"]
+    if impl == "ours":
+        return run_ours(path, vocab_size, spec.get("trainer", "heap"))
+    if impl == "compiled":
+        return run_ours(path, vocab_size, "compiled")
+    runs = {"hf": run_hf, "rustbpe": run_rustbpe, "bpeasy": run_bpeasy}
+    if impl not in runs:
+        raise ValueError(f"impl={impl!r} is not one of {sorted(SYSTEMS)}")
+    return runs[impl](path, vocab_size)
+
+
 def main() -> None:
-    spec = json.loads(sys.argv[1])
-    run = run_hf if spec["impl"] == "hf" else run_ours
-    print(json.dumps(run(spec["path"], spec["vocab_size"])))
+    print(json.dumps(run(json.loads(sys.argv[1]))))
 
 
 if __name__ == "__main__":

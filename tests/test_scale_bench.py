@@ -124,7 +124,14 @@ def test_no_novelty_stops_at_the_sample_vocabulary(tmp_path):
 
 def test_quick_benchmark_writes_results_and_report(tmp_path):
     out_dir, corpus_dir = tmp_path / "reports", tmp_path / "corpora"
-    command = [sys.executable, str(SCRIPTS / "bench_scale.py"), "--quick"]
+    command = [
+        sys.executable,
+        str(SCRIPTS / "bench_scale.py"),
+        "--quick",
+        "--systems",
+        "ours",
+        "hf",
+    ]
     command += ["--out-dir", str(out_dir), "--corpus-dir", str(corpus_dir)]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
