@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from bpe.formats.init_from import Parent, check_parent, load_parent
 from bpe.pretokenize import (
@@ -37,7 +38,7 @@ from bpe.tokenizer import Tokenizer
 from bpe.tokenizer.gpt2_format import merges_sha256
 from bpe.tokenizer.removals import as_removals
 from bpe.trainers import check_trainer, learn_merges
-from bpe.trainers.common import check_vocab_size
+from bpe.trainers.common import TrainerOutput, check_vocab_size
 from bpe.trainers.variants import Variant, as_variant, check_trainer_supports
 from bpe.util.progress import LOG_INTERVAL_S
 
@@ -173,13 +174,14 @@ def train_bpe_detailed(
     check_vocab_size(vocab_size, specials)
     chosen = as_variant(variant).resolve(vocab_size=vocab_size)
     check_trainer_supports(chosen.name, trainer)
-    if chosen.name == "superbpe":
-        raise ValueError("variant='superbpe' is not available yet; use 'bpe' or 'picky'")
-    if chosen.name == "picky" and init_from is not None:
+    if chosen.name != "bpe" and init_from is not None:
         raise ValueError(
-            "variant=picky cannot continue a parent tokenizer (init_from=): its removals would "
-            "rewrite the parent's vocab; train from scratch"
+            f"variant={chosen.name} cannot continue a parent tokenizer (init_from=): train "
+            "from scratch, or continue with variant=bpe"
         )
+    stage_one_size = vocab_size
+    if chosen.name == "superbpe":
+        stage_one_size = check_transition(chosen.transition_vocab, vocab_size, specials)
     regex_pattern = resolve_pattern(pattern)
     parent = load_parent(init_from) if isinstance(init_from, str | os.PathLike) else init_from
     if parent is not None:
@@ -203,9 +205,20 @@ def train_bpe_detailed(
     with _timed(timings, "merge"):
         # the counts are handed over, not kept: the trainer frees them once it has built its words
         output = learn_merges(
-            trainer, counted.take_counts(), vocab_size, specials, progress=progress,
+            trainer, counted.take_counts(), stage_one_size, specials, progress=progress,
             parent=parent, log_interval=log_interval, picky_threshold=chosen.threshold,
         )  # fmt: skip
+    facts: dict = {"removals": len(output.removals)} if chosen.name == "picky" else {}
+    if chosen.name == "superbpe":
+        stage_two_pattern = resolve_pattern(chosen.stage_two_pattern)
+        output, facts["stage_two"] = _superbpe_stage_two(
+            output, corpus, specials, timings, stage_one_unique=counted.num_unique, trainer=trainer,
+            vocab_size=vocab_size, pattern=stage_two_pattern, cache_dir=cache_dir,
+            num_workers=num_workers, progress=progress, backend=backend, scheduler=scheduler,
+            log_interval=log_interval,
+        )  # fmt: skip
+        # the tokenizer encodes as stage two trained: its pattern, every merge by rank
+        regex_pattern = stage_two_pattern
     logger.info(
         "%s with %s: %d merges in %.3f s",
         stage_label(*STAGE_TIMINGS["merge"]),
@@ -229,8 +242,90 @@ def train_bpe_detailed(
         input_manifest=manifest,
         variant=chosen,
         removals=output.removals,
-        variant_facts={"removals": len(output.removals)} if chosen.name == "picky" else {},
+        variant_facts=facts,
     )
+
+
+def check_transition(transition: int | None, vocab_size: int, specials: Sequence[str]) -> int:
+    """SuperBPE's transition vocab size: room for the specials and bytes, at most vocab_size."""
+    low = 256 + len(specials)
+    if not isinstance(transition, int) or isinstance(transition, bool):
+        raise ValueError(f"variant.transition_vocab={transition!r} must be an int, e.g. 9000")
+    if not low <= transition <= vocab_size:
+        raise ValueError(
+            f"variant.transition_vocab={transition} must lie between {low} (the specials and "
+            f"256 bytes) and vocab_size={vocab_size}; the paper's choice is 90% of vocab_size "
+            "(leave it null for that)"
+        )
+    return transition
+
+
+class _StageOne(NamedTuple):
+    """SuperBPE's stage one as the parent stage two continues from (`bpe.trainers.Parent`)."""
+
+    vocab: dict[int, bytes]
+    merges: list[tuple[bytes, bytes]]
+    special_tokens: list[str]
+
+
+def _superbpe_stage_two(
+    stage_one: TrainerOutput,
+    corpus: Corpus,
+    specials: list[str],
+    timings: dict[str, float],
+    *,
+    stage_one_unique: int,
+    trainer: str,
+    vocab_size: int,
+    pattern: str,
+    cache_dir: str | os.PathLike | None,
+    **options: Any,
+) -> tuple[TrainerOutput, dict]:
+    """SuperBPE's stage two: count pretokens again with `pattern`, replay stage one's merges on
+    them (`bpe.trainers.parent`, as continued training does) and merge on to `vocab_size`.
+
+    Returns the whole output (stage one's merge counts kept for its merges) and what stage two
+    measured: its pretokens (how many, unique, their bytes, the longest), an estimate of the
+    memory its counts hold, its merges and seconds. Its times are added to `timings`.
+    """
+    progress, log_interval = options["progress"], options["log_interval"]
+    t0 = time.perf_counter()
+    counted, cache, _ = _count_pretokens(
+        corpus, specials, pattern=pattern, cache_dir=cache_dir, **options
+    )
+    counting = time.perf_counter() - t0
+    timings["pretokenize"] += counting
+    counts = counted.take_counts()
+    facts = {
+        "pretokens": counted.num_pretokens,
+        "unique_pretokens": counted.num_unique,
+        "unique_ratio": round(counted.num_unique / max(1, stage_one_unique), 2),
+        "unique_bytes": sum(map(len, counts)),
+        "longest_pretoken_bytes": max(map(len, counts), default=0),
+        # the keys and the dict: what the explosion of pretokens costs before any word is built
+        "counts_mb": round((sys.getsizeof(counts) + sum(map(sys.getsizeof, counts))) / 1e6, 2),
+        "pretoken_cache": cache.status,
+        "pretokenize_seconds": round(counting, 6),
+    }
+    logger.info(
+        "superbpe stage two: %d pretokens, %d unique (%s pattern), longest %d bytes, counts "
+        "about %.1f MB, %.3f s",
+        facts["pretokens"], facts["unique_pretokens"], pattern_name(pattern),
+        facts["longest_pretoken_bytes"], facts["counts_mb"], counting,
+    )  # fmt: skip
+    parent = _StageOne(stage_one.vocab, stage_one.merges, specials)
+    t1 = time.perf_counter()
+    output = learn_merges(
+        trainer, counts, vocab_size, specials, progress=progress, parent=parent,
+        log_interval=log_interval,
+    )  # fmt: skip
+    merging = time.perf_counter() - t1
+    timings["merge"] += merging
+    done = len(stage_one.merges)
+    output.merge_counts = stage_one.merge_counts + output.merge_counts[done:]
+    facts["merges"] = len(output.merges) - done
+    facts["merge_seconds"] = round(merging, 6)
+    return output, facts
 
 
 @contextmanager
