@@ -33,11 +33,11 @@ from bpe.pretokenize.corpus import pretokenize_corpus
 from bpe.pretokenize.dask_backend import check_backend
 from bpe.pretokenize.patterns import GPT2_PATTERN
 from bpe.pretokenize.readers import DEFAULT_TEXT_FIELD, Corpus, corpus_manifest, resolve_source
-from bpe.runs.stages import STAGE_TIMINGS, stage_label
+from bpe.runs.stages import COMPILE, STAGE_TIMINGS, stage_label
 from bpe.tokenizer import Tokenizer
 from bpe.tokenizer.gpt2_format import merges_sha256
 from bpe.tokenizer.removals import as_removals
-from bpe.trainers import check_trainer, learn_merges
+from bpe.trainers import CompileInfo, check_trainer, compile_trainer, learn_merges
 from bpe.trainers.common import TrainerOutput, check_vocab_size
 from bpe.trainers.variants import Variant, as_variant, check_trainer_supports
 from bpe.util.progress import LOG_INTERVAL_S
@@ -52,7 +52,8 @@ class TrainResult:
     Stage timings (seconds), keyed as in `STAGE_TIMINGS`: `pretokenize` is stage 1, count
     pretokens (find the chunks, then read, decode and count them in workers); `merge` is
     stages 2 and 3, count pairs and select and merge (the trainer, from pretoken counts to
-    merges).
+    merges). A compiling trainer (`compiled`) also records `compile` (`COMPILE`) between
+    them: its machine code compiled, or loaded from Numba's cache (`compile_cached` says which).
     """
 
     vocab: dict[int, bytes]
@@ -87,6 +88,9 @@ class TrainResult:
     #: the input's files, formats and sha256 (`bpe.pretokenize.readers.corpus_manifest`) when
     #: training hashed them, else None
     input_manifest: dict | None = None
+    #: a compiling trainer only: whether its machine code came from the cache (True) or was
+    #: compiled in this call (False: the first run after an install or a change); else None
+    compile_cached: bool | None = None
     #: PickyBPE's removals (`bpe.trainers.common.TrainerOutput.removals`); empty otherwise
     removals: list = field(default_factory=list)
 
@@ -166,6 +170,8 @@ def train_bpe_detailed(
         FileNotFoundError: input_path does not exist.
         ValueError: empty or non-UTF-8 file, vocab_size too small, bad special tokens,
             unknown trainer or backend.
+        ImportError: the trainer needs a package that is not installed ("compiled" without
+            Numba: the message says `pip install 'bpe-lab[compiled]'`).
         ConnectionError: the Dask scheduler could not be reached.
     """
     specials = validate_special_tokens(special_tokens)
@@ -202,6 +208,7 @@ def train_bpe_detailed(
             log_interval=log_interval,
         )  # fmt: skip
     _log_stage_1(counted, cache, regex_pattern, timings["pretokenize"], corpus)
+    compiled = _compile(trainer, timings)
     with _timed(timings, "merge"):
         # the counts are handed over, not kept: the trainer frees them once it has built its words
         output = learn_merges(
@@ -243,7 +250,27 @@ def train_bpe_detailed(
         variant=chosen,
         removals=output.removals,
         variant_facts=facts,
+        compile_cached=None if compiled is None else compiled.cached,
     )
+
+
+def _compile(trainer: str, timings: dict[str, float]) -> CompileInfo | None:
+    """A compiling trainer's compile step, timed as `COMPILE` and logged; None for the others."""
+    t0 = time.perf_counter()
+    info = compile_trainer(trainer)
+    if info is None:
+        return None
+    timings[COMPILE] = time.perf_counter() - t0
+    logger.info(
+        "%s: %s in %.3f s (timed apart from the merge stage)",
+        trainer,
+        "machine code loaded from Numba's cache"
+        if info.cached
+        else "merge loop compiled (the first run after an install or a change: later runs load "
+        "it from the cache)",
+        timings[COMPILE],
+    )
+    return info
 
 
 def check_transition(transition: int | None, vocab_size: int, specials: Sequence[str]) -> int:

@@ -9,6 +9,12 @@ per process (about ten seconds of CPU, or a fraction of a second from Numba's ca
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -16,8 +22,9 @@ from hypothesis import strategies as st
 from bpe.pretokenize import count_pretokens, pretokenize_file
 from bpe.trainers import TRAINERS, compiled, learn_merges
 from bpe.trainers.common import prepare
+from bpe.training import train_bpe_detailed
 from tests.complexity import assert_linear
-from tests.conftest import DATA, EOT, FIXTURES
+from tests.conftest import DATA, EOT, FIXTURES, ROOT, console_env
 
 SPECIALS = [EOT, "<|pad|>"]
 
@@ -109,3 +116,109 @@ def test_a_long_pretoken_costs_linear_time(unit):
         learn_merges("compiled", {(unit * (size // len(unit))).encode(): 1}, 300, [EOT])
 
     assert_linear(work, 400_000, what=f"compiled on one pretoken of {unit!r} x n")
+
+
+# -- the compile step: timed apart, first run vs cached ----------------------------------------
+def test_training_times_the_compile_step_apart_from_the_merges(caplog):
+    caplog.set_level("INFO", logger="bpe.training")
+    result = train_bpe_detailed(FIXTURES / "corpus.en", 400, [EOT], trainer="compiled")
+    assert list(result.timings) == ["pretokenize", "compile", "merge"]  # in the order they ran
+    assert result.compile_cached is True  # this process compiled or loaded them already
+    assert "compiled: machine code loaded from Numba's cache" in caplog.text
+    heap = train_bpe_detailed(FIXTURES / "corpus.en", 400, [EOT], trainer="heap")
+    assert "compile" not in heap.timings and heap.compile_cached is None
+    assert (heap.vocab, heap.merges) == (result.vocab, result.merges)
+
+
+def test_a_fresh_cache_compiles_then_loads(tmp_path):
+    """Two processes sharing an empty cache directory: the first compiles, the second loads."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)}
+    code = "from bpe.trainers.compiled import compile_kernels; print(compile_kernels().cached)"
+    seen = [
+        subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        ).stdout.split()[-1]
+        for _ in range(2)
+    ]
+    assert seen == ["False", "True"]
+
+
+# -- without Numba: a clear message, no run directory -------------------------------------------
+#: A `sitecustomize` that makes `import numba` fail, as on a machine without the extra.
+BLOCK_NUMBA = """
+import sys
+
+class _NoNumba:
+    def find_spec(self, name, path=None, target=None):
+        if name == "numba" or name.startswith("numba."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, _NoNumba())
+"""
+
+
+@pytest.fixture
+def without_numba(tmp_path) -> dict[str, str]:
+    """An environment whose Python cannot import Numba (the base install, no extra)."""
+    blocker = tmp_path / "no_numba"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text(BLOCK_NUMBA, "utf-8")
+    env = console_env()
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(blocker), str(ROOT), *filter(None, [env.get("PYTHONPATH")])]
+    )
+    env.pop("NUMBA_CACHE_DIR", None)
+    return env
+
+
+def test_without_numba_the_python_trainers_train_and_compiled_says_how_to_install(without_numba):
+    code = (
+        "import sys\n"
+        "from bpe import train_bpe\n"
+        f"path = {str(FIXTURES / 'corpus.en')!r}\n"
+        "vocab, merges = train_bpe(path, 300, ['<|endoftext|>'], trainer='heap', num_workers=1)\n"
+        "assert len(merges) == 43 and 'numba' not in sys.modules\n"
+        "try:\n"
+        "    train_bpe(path, 300, ['<|endoftext|>'], trainer='compiled', num_workers=1)\n"
+        "except ImportError as err:\n"
+        "    print(err)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=without_numba, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "pip install 'bpe-lab[compiled]'" in proc.stdout
+    assert "trainer 'compiled' needs Numba" in proc.stdout
+
+
+def test_without_numba_bpe_train_exits_2_before_making_a_run_directory(without_numba, tmp_path):
+    runs = tmp_path / "runs"
+    proc = subprocess.run(
+        ["bpe-train", "trainer=compiled", "debug=fast", f"dataset.path={FIXTURES / 'corpus.en'}",
+         f"experiments_dir={runs}"],
+        env=without_numba, capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("bpe-train: error: trainer=compiled: ")
+    assert "pip install 'bpe-lab[compiled]'" in line
+    assert not runs.exists() or not any(runs.iterdir())
+
+
+# -- a run as a user makes it ----------------------------------------------------------------
+@pytest.mark.slow
+def test_bpe_train_with_trainer_compiled_and_defaults(tmp_path):
+    """The default dataset and vocab size, every CPU: the run records compile apart."""
+    proc = subprocess.run(
+        ["bpe-train", "trainer=compiled", f"experiments_dir={tmp_path / 'runs'}"],
+        env=console_env(), capture_output=True, text=True, timeout=900, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = (tmp_path / "runs" / "latest").resolve()
+    metrics = json.loads((run / "metrics.json").read_text("utf-8"))
+    assert metrics["status"] == "complete" and metrics["run"]["trainer"] == "compiled"
+    assert list(metrics["timings"])[:3] == ["pretokenize", "compile", "merge"]
+    assert isinstance(metrics["compile"]["cached"], bool)
+    report = Path(run / "ANALYSIS.md").read_text("utf-8")
+    assert "| compile " in report and "**compile** (" in report

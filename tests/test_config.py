@@ -196,7 +196,7 @@ def test_help_lists_groups_keys_with_meanings_and_examples(tmp_path):
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert "powered by Hydra" not in out
-    assert "trainer: heap, indexed, naive" in out and "debug: fast" in out
+    assert "trainer: compiled, heap, indexed, naive" in out and "debug: fast" in out
     for key, _, meaning in schema.describe_keys():
         assert any(key in ln and meaning in ln for ln in out.splitlines()), key
     assert "Examples:" in out and "bpe-train -m trainer=naive,indexed,heap" in out

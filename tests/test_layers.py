@@ -169,6 +169,20 @@ def test_reading_runs_loads_no_trainer(module):
     assert not [m for m in loaded if m.startswith("bpe.experiment")], module
 
 
+def test_the_python_trainers_load_no_numba():
+    """Numba is the `compiled` extra: training with naive, indexed or heap never imports it."""
+    loaded = _loaded_after(
+        "from bpe import train_bpe\n"
+        "import bpe.trainers.compiled\n"  # its adapter alone does not load it either
+        "from bpe.trainers import check_trainer, learn_merges\n"
+        "for name in ('naive', 'indexed', 'heap'):\n"
+        "    check_trainer(name)\n"
+        "    learn_merges(name, {b'low': 5, b'lowest': 2}, 260)\n"
+    )
+    assert not [m for m in loaded if m == "numba" or m.startswith("numba.")]
+    assert "bpe.trainers.compiled_kernels" not in loaded
+
+
 def test_the_checker_sees_nested_and_relative_imports(tmp_path):
     module = tmp_path / "sneaky.py"
     module.write_text(

@@ -45,6 +45,20 @@ def test_every_key_a_reader_uses_is_in_a_real_run(run):
     assert schema.get(metrics, schema.LAUNCHER_NAME) == "basic"  # the key MLflow once lost
 
 
+def test_a_compiling_trainers_run_holds_its_compile_keys(tmp_path):
+    """The keys only `trainer=compiled` runs have (`always=False`), against a real one."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "bpe.cli.train", "debug=fast", "progress=false",
+         "trainer=compiled", f"experiments_dir={tmp_path}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    metrics = json.loads((tmp_path / layout.LATEST / layout.METRICS_FILE).read_text("utf-8"))
+    for k in (schema.COMPILE_SECONDS, schema.COMPILE_CACHED):
+        assert schema.has(metrics, k), k.dotted
+    assert set(metrics["compile"]) == set(schema.CompileRecord.__annotations__)
+
+
 def test_the_typed_sections_are_what_the_runner_writes(run):
     metrics = json.loads((run / layout.METRICS_FILE).read_text("utf-8"))
     for section, typed in schema.SECTIONS.items():

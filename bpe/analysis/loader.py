@@ -185,7 +185,9 @@ TIDY_COLUMNS = {
     # hit | miss | rebuilt | off | None (older runs)
     "pretoken_cache": schema.PRETOKEN_CACHE_STATUS.column,
     "merge_seconds": schema.MERGE_SECONDS.column,
-    "train_seconds": None,  # the TRAIN_STAGES (and `read` in older runs)
+    # a compiling trainer's compile step (`compiled`); None for the Python trainers
+    "compile_seconds": schema.COMPILE_SECONDS.column,
+    "train_seconds": None,  # the TRAIN_STAGES, compile (and `read` in older runs)
     "total_seconds": schema.TOTAL_SECONDS.column,
     "peak_mb": schema.PEAK_MB.column,
     "merges": schema.MERGES.column,
@@ -223,6 +225,8 @@ def tidy(frame: pd.DataFrame) -> pd.DataFrame:
         for retired in (f"{schema.TIMINGS.column}.{s}" for s in RETIRED_STAGES):
             if retired in frame:  # part of the training call in older runs
                 out["train_seconds"] += frame[retired].fillna(0.0)
+        if schema.COMPILE_SECONDS.column in frame:  # part of a compiling trainer's call
+            out["train_seconds"] += frame[schema.COMPILE_SECONDS.column].fillna(0.0)
     else:
         out["train_seconds"] = None
     out["dataset"] = _first_of(frame, schema.INPUT_NAME.column, schema.DATASET.column)

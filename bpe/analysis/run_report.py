@@ -41,7 +41,7 @@ from bpe.measures import TOKEN_KINDS, pile_projection, token_kind
 from bpe.runs import schema
 from bpe.runs.command import rerun_command
 from bpe.runs.layout import FIGURES, MERGES_FILE, METRICS_FILE, experiments_root
-from bpe.runs.stages import RETIRED_STAGES, RUN_STAGES, TIMED_STAGES, TRAIN_STAGES
+from bpe.runs.stages import COMPILE, RETIRED_STAGES, RUN_STAGES, TIMED_STAGES, TRAIN_STAGES
 from bpe.util.io import atomic_write_text
 
 logger = logging.getLogger(__name__)
@@ -349,8 +349,11 @@ def section_time(metrics: dict) -> list[str]:
     lines = ["## Time", ""]
     lines += [table(rows, ["stage", "seconds", "% of run"], colalign=("left", "right", "right"))]
     lines.append("")
-    # older runs timed a `read` step inside the training call: it counts toward training
-    train_stages = {s: v for s, v in timings.items() if s in TRAIN_STAGES or s in RETIRED_STAGES}
+    # older runs timed a `read` step inside the training call: it counts toward training, as
+    # a compiling trainer's `compile` does
+    train_stages = {
+        s: v for s, v in timings.items() if s in TRAIN_STAGES or s in RETIRED_STAGES or s == COMPILE
+    }
     if train_stages:
         top = max(train_stages, key=train_stages.get)
         train_total = sum(train_stages.values())
@@ -367,6 +370,8 @@ def section_time(metrics: dict) -> list[str]:
             f"unique pretokens, {counts.get('pretokens', 'n/a')} pretokens {source})."
         )
         lines += ["", stage1_sentence(metrics)]
+    if COMPILE in timings:
+        lines += ["", compile_sentence(metrics)]
     if metrics.get("profiled"):
         lines += [
             "",
@@ -382,6 +387,26 @@ def section_time(metrics: dict) -> list[str]:
         ]
     lines.append("")
     return lines
+
+
+def compile_sentence(metrics: dict) -> str:
+    """Where a compiling trainer's machine code came from, and what its `compile` time means.
+
+    >>> compile_sentence({"timings": {"compile": 0.41}, "compile": {"cached": True}})
+    "**compile** (0.410 s): the merge loop's machine code was loaded from Numba's cache."
+    """
+    seconds = fmt(schema.get(metrics, schema.COMPILE_SECONDS))
+    cached = schema.get(metrics, schema.COMPILE_CACHED)
+    if cached is None:
+        where = "the merge loop's machine code was compiled or loaded (not recorded which)"
+    elif cached:
+        where = "the merge loop's machine code was loaded from Numba's cache"
+    else:
+        where = (
+            "the merge loop was compiled in this run (the first run after an install or a "
+            "change to the kernels; later runs load it from the cache in a fraction of this)"
+        )
+    return f"**compile** ({seconds} s): {where}."
 
 
 def _cache_status(metrics: dict) -> str | None:

@@ -41,6 +41,7 @@ from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 
 from bpe.pretokenize import EOT, PATTERNS, resolve_pattern, validate_special_tokens
 from bpe.pretokenize.dask_backend import check_backend
+from bpe.trainers import check_trainer
 from bpe.trainers.common import check_vocab_size
 from bpe.trainers.variants import check_threshold, check_trainer_supports, check_variant
 
@@ -274,6 +275,12 @@ def check_config(cfg: DictConfig) -> None:
     except ValueError as err:
         raise ValueError(f"dataset.special_tokens: {err}") from None
     check_vocab_size(_select(cfg, "vocab_size"), specials)
+    trainer = _select(cfg, "trainer.name")
+    if trainer is not None:
+        try:
+            check_trainer(str(trainer))  # its optional package (compiled: Numba) is installed
+        except ImportError as err:
+            raise ValueError(f"trainer={trainer}: {err}") from None
     backend = cfg.get("pretokenize")
     if backend is not None:
         check_backend(str(backend.get("backend", "processes")), backend.get("scheduler"))

@@ -53,7 +53,14 @@ from bpe.formats.init_from import check_parent, load_parent
 from bpe.pretokenize import datasets, pattern_name, resolve_pattern
 from bpe.runs.command import rerun_command
 from bpe.runs.layout import MERGE_COUNTS_FILE, METRICS_FILE, REMOVALS_FILE
-from bpe.runs.schema import BackendRecord, Counts, PatternRecord, RunRecord, VariantRecord
+from bpe.runs.schema import (
+    BackendRecord,
+    CompileRecord,
+    Counts,
+    PatternRecord,
+    RunRecord,
+    VariantRecord,
+)
 from bpe.runs.stages import ANALYSIS, REPORT, SAVE, SETUP, TRAINING
 from bpe.tokenizer.gpt2_format import save_tokenizer_files
 from bpe.tokenizer.removals import save_removals
@@ -460,6 +467,11 @@ def run_facts(
         "backend": BackendRecord(name=stage1.backend, scheduler=stage1.scheduler),
         "stopped_early": len(result.vocab) < int(cfg.vocab_size),
         "variant": variant_record(result),
+        **(
+            {}
+            if result.compile_cached is None
+            else {"compile": CompileRecord(cached=result.compile_cached)}
+        ),
     }
 
 

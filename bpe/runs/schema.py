@@ -86,7 +86,15 @@ class VariantRecord(TypedDict):
     stage_two: dict | None  # superbpe: stage two's pretokens (unique, bytes, longest), merges
 
 
-#: The sections the runner writes as typed structures, by their metrics.json key.
+class CompileRecord(TypedDict):
+    """metrics.json's `compile`, written by runs of a compiling trainer (`compiled`) only; its
+    seconds are `timings.compile`."""
+
+    cached: bool  # machine code loaded from Numba's cache (False: compiled in this run)
+
+
+#: The sections the runner writes as typed structures, by their metrics.json key (in every
+#: run; `CompileRecord` only in a compiling trainer's).
 SECTIONS: dict[str, type] = {
     "run": RunRecord,
     "counts": Counts,
@@ -175,6 +183,8 @@ PRETOKEN_CACHE_LOAD_SECONDS = key("pretoken_cache.load_seconds")
 TIMINGS = key("timings")
 PRETOKENIZE_SECONDS = key("timings.pretokenize")
 MERGE_SECONDS = key("timings.merge")
+COMPILE_SECONDS = key("timings.compile", always=False)  # compiling trainers only
+COMPILE_CACHED = key("compile.cached", always=False)  # compiling trainers only
 TOTAL_SECONDS = key("timings.total")
 PEAK_MB = key("memory.peak_mb")
 PEAK_MB_PER_STAGE = key("memory.per_stage_peak_mb")

@@ -7,7 +7,8 @@ Two vocabularies, each named here and nowhere else:
     run stages (metrics.json)     setup, pretokenize, merge, save, analysis, report
 
 `STAGE_TIMINGS` ties them: the training call times `pretokenize` (stage 1) and `merge`
-(stages 2-3), the keys of metrics.json's `timings`. Logs and reports word a stage with
+(stages 2-3), the keys of metrics.json's `timings`; a trainer that compiles its loop also
+times `COMPILE` between them (in no algorithm stage). Logs and reports word a stage with
 `stage_label`.
 
 What it does not do: time or run anything. It imports nothing, so the trainers, the runner and
@@ -25,6 +26,10 @@ STAGE_TIMINGS: dict[str, tuple[int, ...]] = {"pretokenize": (1,), "merge": (2, 3
 
 #: The stages of one training call (`bpe.training`), in the order they run.
 TRAIN_STAGES = tuple(STAGE_TIMINGS)
+#: The timing of a trainer that compiles its merge loop before running it (`compiled`: Numba
+#: compiles, or loads its cached machine code): recorded between `pretokenize` and `merge`,
+#: so `merge` stays the loop alone. Runs of the Python trainers record no such key.
+COMPILE = "compile"
 #: The run stages by name (`bpe.experiment.runner` runs them in this order). `TRAINING` is
 #: the one training call: its memory samples and its time are split into `TRAIN_STAGES` once
 #: it returns, and a failure inside it is recorded as `TRAINING` (the call is one step).
@@ -32,7 +37,7 @@ SETUP, TRAINING, SAVE, ANALYSIS, REPORT = "setup", "train", "save", "analysis", 
 #: The stages metrics.json records a time for, in the order they run.
 TIMED_STAGES = (*TRAIN_STAGES, SAVE, ANALYSIS)
 #: The stages of a run, in order (memory samples are tagged with them).
-RUN_STAGES = (SETUP, *TIMED_STAGES, REPORT)
+RUN_STAGES = (SETUP, TRAIN_STAGES[0], COMPILE, *TIMED_STAGES[1:], REPORT)
 #: Stages older runs recorded that reports leave out: `read` only checked that the input file
 #: exists (always about 0.000 s).
 RETIRED_STAGES = ("read",)

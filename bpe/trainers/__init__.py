@@ -20,7 +20,10 @@ results (tested): they differ only in how they find the next pair.
     compiled heap's algorithm over flat arrays, compiled by Numba (`compiled` extra)
 
 Adding a trainer is one module with a `merge_loop`, one line in `TRAINERS` and its name in
-`bpe.runs.stages.TRAINER_ORDER` (where readers of runs take the order from).
+`bpe.runs.stages.TRAINER_ORDER` (where readers of runs take the order from). A trainer with an
+optional dependency adds the check that loads it to `REQUIRES` (`check_trainer` runs it, so a
+missing package fails before any work); one that compiles its loop adds the step to
+`COMPILERS` (`compile_trainer`, timed apart from the loop by `bpe.training`).
 
 What it does not do: pre-tokenize (stage 1, `bpe.pretokenize`) or time the stages
 (`bpe.training`).
@@ -37,6 +40,7 @@ from typing import Protocol
 from bpe.runs.stages import STAGES, stage_label  # noqa: F401  (re-exported: bpe.trainers.STAGES)
 from bpe.trainers import compiled, heap, indexed, naive, picky
 from bpe.trainers.common import MergeState, TrainerOutput, finish, prepare
+from bpe.trainers.compiled import CompileInfo
 from bpe.trainers.parent import prepare_from_parent
 from bpe.trainers.variants import check_trainer_supports
 from bpe.util.progress import LOG_INTERVAL_S, Progress
@@ -71,15 +75,36 @@ TRAINERS: dict[str, MergeLoop] = {
 }
 
 
+#: Trainers that need an optional package: the check that imports it (ImportError naming the
+#: extra that installs it). The Python trainers need nothing beyond the base install.
+REQUIRES: dict[str, Callable[[], object]] = {"compiled": compiled.load_kernels}
+#: Trainers that compile their merge loop first: the step that compiles it (or loads it from
+#: a cache), which `bpe.training` times as its own `compile` timing.
+COMPILERS: dict[str, Callable[[], CompileInfo]] = {"compiled": compiled.compile_kernels}
+
+
 def check_trainer(name: str) -> str:
-    """Return `name` if it is a registered trainer; otherwise raise ValueError listing the choices.
+    """Return `name` if it is a registered trainer whose packages are installed.
+
+    Raises:
+        ValueError: not a registered trainer (the message lists the choices).
+        ImportError: the trainer needs a package that is missing (the message says how to
+            install it).
 
     >>> check_trainer("heap")
     'heap'
     """
     if not isinstance(name, str) or name not in TRAINERS:
         raise ValueError(f"unknown trainer {name!r}; choose one of {list(TRAINERS)}")
+    if name in REQUIRES:
+        REQUIRES[name]()
     return name
+
+
+def compile_trainer(name: str) -> CompileInfo | None:
+    """Compile the merge loop of `name` (or load it from its cache); None if it has none."""
+    compile_step = COMPILERS.get(check_trainer(name))
+    return None if compile_step is None else compile_step()
 
 
 def learn_merges(
