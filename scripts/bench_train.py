@@ -1,82 +1,74 @@
-"""Benchmark: wall time and peak memory of each trainer against Hugging Face tokenizers.
+"""Benchmark: wall time and peak memory of each trainer against the Rust anchors.
 
-Every measurement runs in a fresh subprocess (so peak RSS is its own: the max of the process and
-its pre-tokenization workers), on the bundled samples, all in one run, so the ratios compare
-like with like on the same machine at the same moment:
+Every measurement runs in a fresh subprocess (`scripts/bench_scale_worker.py`, which imports
+only what its system needs), whose process tree's proportional set size (PSS) is sampled
+while it runs (`bench_scale.run_sampled`, the scale benchmark's sampler: a run and its
+pre-tokenization workers, shared pages counted once). The systems of a row take turns (the
+order flips from row to row and repeat to repeat), all in one run, so the ratios compare like
+with like on the same machine at the same moment:
 
-    TinyStories sample @ 10,000  and  OWT sample @ 32,000:  heap, indexed, HF BpeTrainer
-    small sizes (TinyStories @ 1,000, OWT @ 600):           naive vs heap
+    TinyStories sample @ 10,000: heap, indexed, compiled, and the anchors
+    OWT sample @ 32,000:         heap, compiled, (indexed), and the anchors
+    small sizes (TinyStories @ 1,000, OWT @ 600): naive vs heap
+
+The anchors are Hugging Face `tokenizers`' BpeTrainer (a dependency), karpathy's rustbpe and
+bpeasy (the `bench` extra); `compiled` needs the `compiled` extra. A system whose library is
+not installed is left out, with a line saying so. Every system sees the same documents (split
+on <|endoftext|>) with GPT-2's split pattern and makes the same number of merges; only ours
+follow CS336's tie-break, so an anchor's merges differ from ours after the first tie: their
+time and memory compare, their merges do not (the counts are checked).
 
 The TinyStories sample is the `tinystories_sample` dataset's training file
 (data/tinystories_train_sample.txt, 3.1 MB), the one `bpe-train` trains by default: it reaches
 vocab 10,000, which the 1.3 MB V2-only data/tinystories_sample.txt does not (7,568 merges).
 
-HF's trainer sees the same documents (split on <|endoftext|>, which it keeps as a special
-token) with GPT-2's byte-level pre-tokenizer. The exit status is 1 if any trainer's merges differ
-from the heap trainer's. Usage:
+The exit status is 1 if any of our trainers' merges differ from the heap trainer's, or any
+system's merge count from heap's. Usage:
 
     python scripts/bench_train.py            # everything (indexed @ 32K takes a few minutes)
     python scripts/bench_train.py --quick    # skip indexed on OWT 32K and naive
     python scripts/bench_train.py --smoke    # seconds: ~300 KB of each sample, vocab 500
+    python scripts/bench_train.py --repeats 3   # medians of 3 runs of each
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
-import resource
-import subprocess
+import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_scale import WORKER, run_sampled  # noqa: E402  (sibling scripts, not a package)
+from bench_scale_worker import TIE_BREAKS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 EOT = "<|endoftext|>"
 # --smoke: each sample's documents within its first SMOKE_BYTES, trained to SMOKE_VOCAB
 SMOKE_BYTES, SMOKE_VOCAB = 300_000, 500
+#: our trainers (the worker's "ours" with this trainer) and the anchors, with what each needs
+OURS = ("heap", "indexed", "naive", "compiled")
+ANCHORS = ("hf", "rustbpe", "bpeasy")
+REQUIRES = {"compiled": "numba", "hf": "tokenizers", "rustbpe": "rustbpe", "bpeasy": "bpeasy"}
 
 
-def _peak_rss_mb() -> float:
-    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return max(own, children) / 1024  # Linux reports KiB
-
-
-def run_ours(path: str, vocab_size: int, trainer: str) -> dict:
-    from bpe import train_bpe_detailed
-
-    start = time.perf_counter()
-    result = train_bpe_detailed(path, vocab_size, [EOT], trainer=trainer)
-    wall = time.perf_counter() - start
-    return {
-        "wall": wall,
-        "peak_mb": _peak_rss_mb(),
-        "merges": result.num_merges,
-        "sha": result.merges_sha256,
-        "stages": result.timings,
-    }
-
-
-def run_hf(path: str, vocab_size: int) -> dict:
-    from bench_scale_worker import hf_gpt2_trainer
-
-    start = time.perf_counter()
-    text = Path(path).read_text(encoding="utf-8")
-    docs = [d for d in text.split(EOT) if d]
-    tok, trainer = hf_gpt2_trainer(vocab_size)
-    tok.train_from_iterator(docs, trainer=trainer)
-    wall = time.perf_counter() - start
-    return {"wall": wall, "peak_mb": _peak_rss_mb(), "merges": tok.get_vocab_size() - 257}
+def installed(kind: str) -> bool:
+    """Whether the library `kind` needs is installed (ours need nothing beyond bpe)."""
+    need = REQUIRES.get(kind)
+    return need is None or importlib.util.find_spec(need) is not None
 
 
 def measure(kind: str, path: str, vocab_size: int) -> dict:
-    """Run one measurement in a fresh interpreter and return its JSON result."""
-    spec = json.dumps({"kind": kind, "path": path, "vocab_size": vocab_size})
-    out = subprocess.run(
-        [sys.executable, __file__, "--worker", spec], capture_output=True, text=True, check=True
+    """One training run in a fresh interpreter, its process tree's memory sampled."""
+    spec = {"path": path, "vocab_size": vocab_size}
+    spec |= {"impl": "ours", "trainer": kind} if kind in OURS else {"impl": kind}
+    out, sampled = run_sampled(
+        [sys.executable, str(WORKER), json.dumps(spec)], what=f"{kind} on {path} @ {vocab_size}"
     )
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return json.loads(out.strip().splitlines()[-1]) | sampled
 
 
 def head_of(src: Path, limit: int, dest: Path) -> str:
@@ -91,76 +83,135 @@ def head_of(src: Path, limit: int, dest: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--quick", action="store_true", help="skip the slow indexed/naive runs")
     parser.add_argument(
         "--smoke",
         action="store_true",
-        help=f"a plumbing check: every trainer and HF on ~{SMOKE_BYTES:,} bytes, vocab "
+        help=f"a plumbing check: every trainer and anchor on ~{SMOKE_BYTES:,} bytes, vocab "
         f"{SMOKE_VOCAB}",
     )
+    parser.add_argument("--repeats", type=int, default=1, help="runs of each (medians shown)")
     args = parser.parse_args(argv)
-    if args.worker:
-        spec = json.loads(args.worker)
-        if spec["kind"] == "hf":
-            print(json.dumps(run_hf(spec["path"], spec["vocab_size"])))
-        else:
-            print(json.dumps(run_ours(spec["path"], spec["vocab_size"], spec["kind"])))
-        return 0
 
     ts = str(ROOT / "data" / "tinystories_train_sample.txt")
     owt = str(ROOT / "data" / "owt_sample.txt")
+    fast = ["heap", "compiled", *ANCHORS]
     with tempfile.TemporaryDirectory() as tmp:
         if args.smoke:
             ts, owt = (head_of(Path(p), SMOKE_BYTES, Path(tmp) / Path(p).name) for p in (ts, owt))
             plan = [
-                ("TinyStories", ts, SMOKE_VOCAB, ["heap", "indexed", "naive", "hf"]),
-                ("OWT", owt, SMOKE_VOCAB, ["heap", "hf"]),
+                (
+                    "TinyStories",
+                    ts,
+                    SMOKE_VOCAB,
+                    ["heap", "indexed", "naive", "compiled", *ANCHORS],
+                ),
+                ("OWT", owt, SMOKE_VOCAB, fast),
             ]
         else:
             plan = [
-                ("TinyStories", ts, 10_000, ["heap", "indexed", "hf"]),
-                ("OWT", owt, 32_000, ["heap", "hf"] + ([] if args.quick else ["indexed"])),
+                ("TinyStories", ts, 10_000, ["heap", "indexed", "compiled", *ANCHORS]),
+                ("OWT", owt, 32_000, fast + ([] if args.quick else ["indexed"])),
             ]
         if not (args.quick or args.smoke):
             plan += [
                 ("TinyStories", ts, 1_000, ["heap", "naive"]),
                 ("OWT", owt, 600, ["heap", "naive"]),
             ]
-        return 0 if report(plan) else 1
+        missing = sorted({k for *_, kinds in plan for k in kinds if not installed(k)})
+        if missing:
+            print(
+                f"not installed, left out: {', '.join(missing)} (pip install -e '.[bench]' "
+                "for rustbpe and bpeasy, '.[compiled]' for compiled)"
+            )
+        plan = [(n, p, v, [k for k in kinds if installed(k)]) for n, p, v, kinds in plan]
+        return 0 if report(plan, repeats=max(1, args.repeats)) else 1
 
 
-def report(plan: list[tuple[str, str, int, list[str]]]) -> bool:
+def run_plan(plan: list[tuple[str, str, int, list[str]]], repeats: int) -> dict:
+    """Every (row, kind) `repeats` times, taking turns: {(name, vocab): {kind: [results]}}."""
+    results: dict = {}
+    turn = 0
+    for _ in range(repeats):
+        for name, path, vocab, kinds in plan:
+            order = kinds if turn % 2 == 0 else kinds[::-1]
+            turn += 1
+            row = results.setdefault((name, vocab), {})
+            for kind in order:
+                row.setdefault(kind, []).append(measure(kind, path, vocab))
+    return results
+
+
+def _median(runs: list[dict], key: str) -> float:
+    return statistics.median(r[key] for r in runs)
+
+
+def report(plan: list[tuple[str, str, int, list[str]]], *, repeats: int = 1) -> bool:
     """Measure every (sample, vocab, kind) of the plan, print the table and the ratios.
 
     Returns:
-        whether every trainer of every row made the heap trainer's merges.
+        whether every trainer of ours made the heap trainer's merges and every system as many
+        merges as heap.
     """
-    rows = []
-    for name, path, vocab, kinds in plan:
-        results = {kind: measure(kind, path, vocab) for kind in kinds}
-        heap = results["heap"]
-        for kind, res in results.items():
-            same = "" if kind == "hf" else ("yes" if res["sha"] == heap["sha"] else "NO")
-            ref = results.get("hf") or heap
+    results = run_plan(plan, repeats)
+    rows, ok = [], True
+    for name, _path, vocab, kinds in plan:
+        runs = results[(name, vocab)]
+        heap = runs["heap"][0]
+        heap_s = _median(runs["heap"], "seconds")
+        for kind in kinds:
+            first = runs[kind][0]
+            same_count = all(r["merges"] == heap["merges"] for r in runs[kind])
+            same = all(r["tokens_sha256"] == heap["tokens_sha256"] for r in runs[kind])
+            if kind in OURS:
+                ok &= same
+            ok &= same_count
+            compile_s = first.get("timings", {}).get("compile")
             rows.append(
-                [name, vocab, kind, f"{res['wall']:.2f}", f"{res['peak_mb']:.0f}",
-                 res["merges"], same, f"{res['wall'] / ref['wall']:.2f}",
-                 f"{res['wall'] / heap['wall']:.1f}"]
+                [name, vocab, kind, f"{_median(runs[kind], 'seconds'):.2f}",
+                 f"{_median(runs[kind], 'peak_tree_mb'):.0f}", first["merges"],
+                 "yes" if same else ("NO" if kind in OURS else "no (own tie-break)"),
+                 f"{_median(runs[kind], 'seconds') / heap_s:.2f}",
+                 "" if compile_s is None else f"{compile_s:.2f}",
+                 TIE_BREAKS["ours" if kind in OURS else kind]]
             )  # fmt: skip
-    header = ["data", "vocab", "impl", "wall s", "peak MB", "merges", "same merges as heap",
-              "time / HF (or / heap)", "time / heap"]  # fmt: skip
+    header = ["data", "vocab", "impl", "wall s", "peak tree MB (PSS)", "merges",
+              "same merges as heap", "time / heap", "compile s (in wall)",
+              "tie-break"]  # fmt: skip
     from tabulate import tabulate
 
     print(tabulate(rows, headers=header, tablefmt="github"))
+    print(f"(medians of {repeats}; merge counts equal across systems: {_counts_note(rows)})")
     for name, _path, vocab, kinds in plan:
-        if "hf" in kinds:
-            heap_row = next(r for r in rows if r[0] == name and r[1] == vocab and r[2] == "heap")
-            print(f"{name} @ {vocab}: heap / HF = {heap_row[7]} (target <= 1.5)")
+        runs = results[(name, vocab)]
+        mine = [k for k in ("heap", "compiled") if k in kinds]
+        for m in mine:
+            for anchor in (a for a in ANCHORS if a in kinds):
+                ratio = _median(runs[m], "seconds") / _median(runs[anchor], "seconds")
+                memory = _median(runs[m], "peak_tree_mb") / _median(runs[anchor], "peak_tree_mb")
+                target = _TARGETS.get((m, anchor), "")
+                print(
+                    f"{name} @ {vocab}: {m} / {_LABEL[anchor]} = {ratio:.2f} time, "
+                    f"{memory:.2f} memory{target}"
+                )
         if "indexed" in kinds and vocab == 32_000:
-            idx = next(r for r in rows if r[0] == name and r[1] == vocab and r[2] == "indexed")
-            print(f"{name} @ {vocab}: indexed / heap = {idx[8]} (target >= 20)")
-    return all(r[6] != "NO" for r in rows)
+            idx = _median(runs["indexed"], "seconds") / _median(runs["heap"], "seconds")
+            print(f"{name} @ {vocab}: indexed / heap = {idx:.1f} (target >= 20)")
+    return ok
+
+
+_LABEL = {"hf": "HF", "rustbpe": "rustbpe", "bpeasy": "bpeasy"}
+#: the goals the issues set, printed beside the ratios they concern
+_TARGETS = {("heap", "hf"): " (target <= 1.5)", ("compiled", "rustbpe"): " (issue 20: <= 1.5 on "
+            "the OWT sample, <= 1 on a 64 MiB corpus)"}  # fmt: skip
+
+
+def _counts_note(rows: list[list]) -> str:
+    groups: dict[tuple, set] = {}
+    for row in rows:
+        groups.setdefault((row[0], row[1]), set()).add(row[5])
+    differ = [f"{n} @ {v}" for (n, v), counts in groups.items() if len(counts) > 1]
+    return "no, at " + ", ".join(differ) if differ else "yes"
 
 
 if __name__ == "__main__":

@@ -165,3 +165,38 @@ def test_report_golden():
     if UPDATE:
         path.write_text(text, "utf-8")
     assert text == path.read_text("utf-8"), "scale.md differs from its golden file"
+
+
+def test_the_worker_sets_up_the_anchors_as_bpe_does():
+    """The worker does not import bpe (memory): its GPT-2 pattern and byte table must match."""
+    worker = _load("bench_scale_worker")
+    from bpe.pretokenize import GPT2_PATTERN
+    from bpe.tokenizer.gpt2_format import unicode_to_bytes
+
+    assert worker.GPT2_PATTERN == GPT2_PATTERN
+    assert worker.hf_byte_table() == unicode_to_bytes()
+    assert set(worker.SYSTEMS) == set(worker.TIE_BREAKS) == set(bench.IMPLS)
+
+
+def test_quick_benchmark_with_the_anchors(tmp_path):
+    """Every system, rustbpe and bpeasy included (the bench extra), in a --quick run."""
+    for module in ("rustbpe", "bpeasy"):
+        pytest.importorskip(module, reason=f"{module} is in the bench extra, not installed")
+    systems = bench.available_systems()
+    out_dir, corpus_dir = tmp_path / "reports", tmp_path / "corpora"
+    command = [sys.executable, str(SCRIPTS / "bench_scale.py"), "--quick", "--sizes", "256K"]
+    command += ["--out-dir", str(out_dir), "--corpus-dir", str(corpus_dir), "--name", "anchors"]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads((out_dir / "anchors" / "results.json").read_text(encoding="utf-8"))
+    assert sorted(r["impl"] for r in results["runs"]) == sorted(systems)
+    assert {"rustbpe", "bpeasy", "hf", "ours"} <= set(systems)
+    for run in results["runs"]:
+        assert run["merges"] == 300 - 257, run["impl"]  # the same count for every system
+        assert run["peak_tree_mb"] > 0 and run["seconds"] > 0 and run["tokens_sha256"]
+    by = {r["impl"]: r["tokens_sha256"] for r in results["runs"]}
+    assert by["rustbpe"] == by["bpeasy"]  # what the Systems table says of their tie-breaks
+    text = (out_dir / "anchors.md").read_text(encoding="utf-8")
+    assert "## Systems" in text and "## Against each anchor" in text
+    assert "heap/rustbpe time" in text and "bpeasy MB" in text
+    assert "--report-only --name anchors" in text
