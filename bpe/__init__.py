@@ -39,6 +39,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .lineage                  the .npy.json sidecar: tokenizer, input, code version
     bpe.measures                compression, throughput, efficiency, token kinds
       .vocab_stats              token counts on text, under-trained tokens
+      .ngram                    bits per byte: a Kneser-Ney n-gram model over token ids
     bpe.runs                    the run directory's contract, read by writer and readers
       .layout                   every file name in and around a run directory
       .schema                   the metrics.json keys readers use, and how to read them

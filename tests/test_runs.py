@@ -59,6 +59,14 @@ def test_a_compiling_trainers_run_holds_its_compile_keys(tmp_path):
     assert set(metrics["compile"]) == set(schema.CompileRecord.__annotations__)
 
 
+def test_bits_per_byte_is_read_back_as_numbers(run):
+    metrics = json.loads((run / layout.METRICS_FILE).read_text("utf-8"))
+    for k in (schema.BITS_PER_BYTE, schema.UNIGRAM_BITS_PER_BYTE, schema.OTHER_BITS_PER_BYTE,
+              schema.BITS_PER_BYTE_MIN, schema.BITS_PER_BYTE_MAX):  # fmt: skip
+        assert isinstance(schema.get(metrics, k), float) and schema.get(metrics, k) > 0, k
+    assert schema.get(metrics, schema.BPB_ORDER) == 3
+
+
 def test_the_typed_sections_are_what_the_runner_writes(run):
     metrics = json.loads((run / layout.METRICS_FILE).read_text("utf-8"))
     for section, typed in schema.SECTIONS.items():

@@ -83,6 +83,8 @@ class Side:
     parent: str = ""
     #: a PickyBPE run's removals (`bpe.tokenizer.removals`; empty for every other side)
     removals: tuple[Removal, ...] = ()
+    #: the run's recorded `bits_per_byte` (None for GPT-2 style files and older runs)
+    bits_per_byte: dict | None = None
     tokenizer: Tokenizer = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -214,6 +216,7 @@ def load_side(path: str | Path, *, label: str | None = None, heldout: bool = Tru
             facts=facts,
             parent=d.resolve().parent.name,
             removals=removals,
+            bits_per_byte=schema.get(metrics, schema.BITS_PER_BYTE_SECTION),
         )
     if (d / "vocab.json").is_file() and merges_path.is_file():
         vocab, merges = load_vocab(d / "vocab.json"), load_merges(merges_path)
@@ -378,6 +381,7 @@ def render_compare(c: Comparison, *, figure: str | None, level: int = 1) -> str:
         *section_only_in(c),
         *section_lengths(c),
         *_matrices(c),
+        *section_bits_per_byte(c),
         *section_topk(c, figure),
     ]
     extra = "#" * (level - 1)
@@ -528,6 +532,42 @@ def _matrices(c: Comparison) -> list[str]:
             f"On {name}, {best.label} compresses best "
             f"({fmt(c.compression[(best.label, name)], '.2f')} bytes per token)."
         )
+    return [*lines, ""]
+
+
+def section_bits_per_byte(c: Comparison) -> list[str]:
+    """Each run side's recorded bits per byte (its n-gram model, its held-out documents)."""
+    lines = ["## Bits per byte (recorded by each run)", ""]
+    rows: list[list] = []
+    same_docs: dict[tuple, list[tuple[float, str]]] = {}  # (dataset, docs, order) -> scores
+    for s in c.sides:
+        bpb = s.bits_per_byte or {}
+        order = (bpb.get("model") or {}).get("order")
+        measured = [bpb[k] for k in ("own", "other") if bpb.get(k)]
+        if not measured:
+            rows.append([s.label, "not recorded", "n/a", "n/a", "n/a"])
+        for m in measured:
+            spread = m.get("splits") or {}
+            rows.append([
+                s.label, f"{m['dataset']} ({m['docs']} docs)",
+                fmt(m["bits_per_byte"], ".3f") + (f" ({order}-gram)" if order else ""),
+                f"{fmt(spread.get('min'), '.3f')} to {fmt(spread.get('max'), '.3f')}",
+                fmt(m["unigram_bits_per_byte"], ".3f"),
+            ])  # fmt: skip
+            key = (m["dataset"], m["docs"], order)
+            same_docs.setdefault(key, []).append((m["bits_per_byte"], s.label))
+    heads = ["tokenizer", "held-out documents", "bits/byte", "over splits", "bits/byte (unigram)"]
+    lines += [
+        table(rows, heads),
+        "",
+        "Each run measured these when it was trained: an interpolated Kneser-Ney n-gram model "
+        "of its own ids, fitted on its training text, scoring its held-out documents. Rows on "
+        "the same documents compare across vocabularies (lower is better).",
+    ]
+    for (dataset, _, _), scores in same_docs.items():
+        if len(scores) > 1:
+            value, label = min(scores)
+            lines.append(f"On {dataset}, {label} needs the fewest ({fmt(value, '.3f')} bits/byte).")
     return [*lines, ""]
 
 

@@ -208,6 +208,7 @@ def render_analysis(facts: RunFacts) -> str:
         section_longest_tokens(facts.metrics, facts.figures),
         section_compression(facts.metrics),
         section_efficiency(facts.metrics),
+        section_bits_per_byte(facts.metrics),
         section_undertrained(facts.metrics),
         section_throughput(facts.metrics),
         section_siblings(facts.metrics, facts.siblings),
@@ -616,6 +617,50 @@ def section_compression(metrics: dict) -> list[str]:
         )
     lines.append("")
     return lines + _parent_lines(metrics) + _tiktoken_lines(metrics)
+
+
+def section_bits_per_byte(metrics: dict) -> list[str]:
+    """Bits per byte of the held-out text under an n-gram model of the run's ids."""
+    lines = ["## Bits per byte (an n-gram model of the ids)", ""]
+    bpb = schema.get(metrics, schema.BITS_PER_BYTE_SECTION)
+    if not bpb:
+        return [*lines, "Not measured for this run (it predates the bits-per-byte measure).", ""]
+    model = bpb.get("model") or {}
+    order = model.get("order")
+    rows = []
+    for side in ("own", "other"):
+        b = bpb.get(side)
+        if not b:
+            continue
+        spread = b.get("splits") or {}
+        where = f"{b['dataset']} ({'same' if side == 'own' else 'other'} domain)"
+        if b.get("source") == "input_tail":
+            where = f"{b['dataset']} (end of the training input, seen in training)"
+        rows.append([
+            where, b["docs"], b["tokens"], fmt(b["bits_per_byte"], ".3f"),
+            f"{fmt(spread.get('min'), '.3f')} to {fmt(spread.get('max'), '.3f')}",
+            fmt(b["unigram_bits_per_byte"], ".3f"), fmt(b["bits_per_token"], ".2f"),
+        ])  # fmt: skip
+    if not rows:
+        return [*lines, "No held-out documents were measured.", ""]
+    splits = f"over {model.get('splits')} splits"
+    headers = ["held-out documents", "docs", "tokens", f"bits/byte ({order}-gram)", splits,
+               "bits/byte (unigram)", "bits/token"]  # fmt: skip
+    train = model.get("train") or {}
+    scope = "all" if train.get("whole_file") else f"the first {train.get('bytes')} bytes"
+    lines += [
+        table(rows, headers),
+        "",
+        f"An interpolated Kneser-Ney {order}-gram model of this tokenizer's ids, fitted on "
+        f"{scope} of {train.get('file')} ({train.get('tokens')} tokens, discounts "
+        f"{', '.join(fmt(d, '.2f') for d in model.get('discounts') or [])} from unigrams up), "
+        "scores the held-out documents; the splits are the documents dealt round-robin into "
+        "parts. Lower is better. Bits per byte, unlike loss per token, compare tokenizers "
+        "with different vocabularies: a model of this tokenizer's ids would likely prefer the "
+        "one with fewer bits per byte on the same text.",
+        "",
+    ]
+    return lines
 
 
 def _parent_lines(metrics: dict) -> list[str]:

@@ -365,11 +365,11 @@ def section_jobs(facts: SweepFacts) -> list[str]:
             fmt(r["total_seconds"], ".3f") + (" ¹" if r["pretoken_cache"] == "hit" else ""),
             fmt(r["peak_mb"], ".1f"), fmt(r["merges"], ".0f"),
             (r["merges_sha256"] or "")[:12] if isinstance(r["merges_sha256"], str) else "n/a",
-            fmt(r["compression"], ".3f"),
+            fmt(r["compression"], ".3f"), fmt(r["bits_per_byte"], ".3f"),
         ])  # fmt: skip
     warn = facts.warn
     header = ["job", "dataset", "trainer", "vocab", "status", f"merge s{warn}", f"total s{warn}",
-              "peak MB", "merges", "merges sha256", "bytes/token"]  # fmt: skip
+              "peak MB", "merges", "merges sha256", "bytes/token", "bits/byte"]  # fmt: skip
     return ["## Jobs", "", table(rows, header), ""]
 
 

@@ -35,6 +35,10 @@ GLOSSARY = (
     ("never produced", "intermediate only, and absent from the encoded held-out documents too"),
     ("self-unreachable", "a learned token whose own text does not encode to that token alone"),
     ("merge count", "how often the pair occurred in the training pretokens when it was merged"),
+    ("bits per byte",
+     "-Σ log2 P(token \\| n-1 tokens before) / UTF-8 bytes of the held-out documents; P: a "
+     "Kneser-Ney n-gram model of the run's ids on its training text (lower is better)"),
+    ("unigram bits per byte", "the same with P the tokens' frequencies alone (n = 1)"),
 )  # fmt: skip
 
 

@@ -141,6 +141,10 @@ class ProfilerConfig:
     cpu_only: bool = _key("scalene only: skip memory profiling", False)
 
 
+#: The orders the bits-per-byte n-gram model may have (`analysis.bpb_order`).
+BPB_ORDERS = (3, 4, 5)
+
+
 @dataclass
 class AnalysisConfig:
     """What the analysis stage measures after training."""
@@ -154,6 +158,10 @@ class AnalysisConfig:
     train_sample_bytes: int | None = _key(
         "training-file bytes encoded to find under-trained tokens", None, minimum=0
     )
+    bpb_train_bytes: int = _key(
+        "training-file bytes the bits-per-byte n-gram model is fitted on", 4_000_000, minimum=1
+    )
+    bpb_order: int = _key("n of the bits-per-byte Kneser-Ney n-gram model: 3, 4 or 5", 3)
 
 
 @dataclass
@@ -281,6 +289,12 @@ def check_config(cfg: DictConfig) -> None:
             check_trainer(str(trainer))  # its optional package (compiled: Numba) is installed
         except ImportError as err:
             raise ValueError(f"trainer={trainer}: {err}") from None
+    order = _select(cfg, "analysis.bpb_order")
+    if order is not None and order not in BPB_ORDERS:
+        raise ValueError(
+            f"analysis.bpb_order={order!r} is not supported: use one of {list(BPB_ORDERS)} "
+            "(a bigram model says little; beyond 5 the counts of a few MB are too sparse)"
+        )
     backend = cfg.get("pretokenize")
     if backend is not None:
         check_backend(str(backend.get("backend", "processes")), backend.get("scheduler"))

@@ -13,7 +13,10 @@ What it does:
     * `evaluate`: both, for a `TrainResult` and the run's `analysis` config, plus the sha256 of
       the corpus and held-out files (`bpe.encode.lineage`), how many held-out pretokens the
       tiktoken export encodes differently (`bpe.formats.exports.tiktoken_mismatches`), and how the
-      vocab is used (`bpe.experiment.usage`: efficiency and under-trained tokens).
+      vocab is used (`bpe.experiment.usage`: efficiency and under-trained tokens);
+    * `bits_per_byte_metrics`: bits per byte of the held-out text under a Kneser-Ney n-gram
+      model of the run's ids (`bpe.measures.ngram`), a model-side measure that, unlike
+      per-token loss, compares across vocabularies.
 
 Cost: hostile corpora (`'a' * 10_000_000`) learn tokens of megabytes, so nothing here is
 quadratic or proportional to the longest token times the vocab: previews are clipped (full
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import codecs
 import logging
+import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -44,6 +48,8 @@ from bpe.measures import (
     tail_documents,
     token_kind,
 )
+from bpe.measures.ngram import DEFAULT_ORDER, DEFAULT_SPLITS, KneserNey, bits_per_byte
+from bpe.measures.vocab_stats import read_training_sample
 from bpe.pretokenize.datasets import Dataset, measured_sides
 from bpe.tokenizer import Tokenizer
 from bpe.tokenizer.gpt2_format import render
@@ -53,6 +59,9 @@ logger = logging.getLogger(__name__)
 
 #: Bytes of a token shown in metrics.json and reports; longer ones are marked `clipped`.
 PREVIEW_BYTES = 64
+#: Training-file bytes the bits-per-byte n-gram model is fitted on (`analysis.bpb_train_bytes`):
+#: the whole bundled samples, and about 2 s of fitting and scoring.
+DEFAULT_BPB_TRAIN_BYTES = 4_000_000
 #: The share of an input without held-out file that compression is measured on (its end).
 TAIL_FRACTION = 0.05
 #: ... but at most this many bytes of it: about the size of the bundled held-out files, and a
@@ -67,8 +76,8 @@ def evaluate(result: TrainResult, ds: Dataset, analysis: Mapping) -> dict:
         result: what training produced.
         ds: the run's dataset (its held-out file and cross-domain dataset are measured).
         analysis: the run's `analysis` config (`longest_tokens`, `max_docs`,
-            `throughput_seconds`, `gpt2_baseline`, `train_sample_bytes`); missing keys take
-            their defaults.
+            `throughput_seconds`, `gpt2_baseline`, `train_sample_bytes`, `bpb_train_bytes`,
+            `bpb_order`); missing keys take their defaults.
     """
     out = vocab_metrics(
         result.vocab,
@@ -109,6 +118,13 @@ def evaluate(result: TrainResult, ds: Dataset, analysis: Mapping) -> dict:
             **({} if sample_bytes is None else {"sample_bytes": int(sample_bytes)}),
         )
     )
+    out["bits_per_byte"] = bits_per_byte_metrics(
+        tokenizer,
+        ds,
+        measured,
+        train_bytes=int(analysis.get("bpb_train_bytes", DEFAULT_BPB_TRAIN_BYTES)),
+        order=int(analysis.get("bpb_order", DEFAULT_ORDER)),
+    )
     if result.init_from is not None:
         out["init_from"] = {
             **result.init_from,
@@ -123,6 +139,81 @@ def _not_exported(reason: str) -> dict:
         "pretokens": None, "unique_pretokens": None, "mismatches": None,
         "unique_mismatches": None, "first": None, "not_exported": reason,
     }  # fmt: skip
+
+
+def bits_per_byte_metrics(
+    tokenizer: Tokenizer,
+    ds: Dataset,
+    measured: list[MeasuredSide],
+    *,
+    train_bytes: int = DEFAULT_BPB_TRAIN_BYTES,
+    order: int = DEFAULT_ORDER,
+) -> dict | None:
+    """metrics.json's `bits_per_byte`: a Kneser-Ney n-gram model of the run's ids, per side.
+
+    The model (`bpe.measures.ngram`) is fitted on the tokenizer's ids of the first
+    `train_bytes` of the training file (whole documents), and a unigram model beside it; both
+    score each measured side's documents. Returns `model` (order, discounts per order, the
+    training sample and its tokens, seconds) and, per side, the bits per byte with its spread
+    over `DEFAULT_SPLITS` splits and the unigram bits per byte; None (logged) when the
+    training file cannot be read.
+    """
+    start = time.perf_counter()
+    try:
+        text, sample = read_training_sample(
+            ds.path, max_bytes=train_bytes, separator=ds.document_separator
+        )
+    except (FileNotFoundError, UnicodeDecodeError) as err:
+        logger.warning("no bits per byte: %s", err)
+        return None
+    train = [tokenizer.encode(doc) for doc in text.split(ds.document_separator) if doc]
+    if not any(train):
+        logger.warning("no bits per byte: the training sample of %s holds no text", ds.name)
+        return None
+    vocab_size = tokenizer.max_token_id + 1  # the uniform base covers every id
+    model = KneserNey.fit(train, vocab_size=vocab_size, order=order)
+    unigram = KneserNey.fit(train, vocab_size=vocab_size, order=1)
+    out: dict = {}
+    for m in measured:
+        if not m.docs:
+            out[m.side] = None
+            continue
+        ids = [tokenizer.encode(doc) for doc in m.docs]
+        sizes = [len(doc.encode("utf-8")) for doc in m.docs]
+        scored = bits_per_byte(model, ids, sizes)
+        base = bits_per_byte(unigram, ids, sizes, splits=1)
+        spread = scored["splits"]
+        out[m.side] = {
+            "dataset": m.dataset.name,
+            "source": m.origin.get("source"),
+            "docs": scored["docs"],
+            "bytes": scored["bytes"],
+            "tokens": scored["tokens"],
+            "bits_per_byte": round(scored["bits_per_byte"], 4),
+            "bits_per_token": round(scored["bits_per_token"], 4),
+            "unigram_bits_per_byte": round(base["bits_per_byte"], 4),
+            "splits": {
+                "values": [round(v, 4) for v in spread["values"]],
+                "min": round(spread["min"], 4),
+                "max": round(spread["max"], 4),
+                "std": round(spread["std"], 4),
+            },
+        }
+    out["model"] = {
+        "kind": "interpolated Kneser-Ney",
+        "order": order,
+        "discounts": [round(d, 4) for d in model.discounts[1:]],
+        "vocab_size": vocab_size,
+        "train": {**sample, "docs": len(train), "tokens": model.train_tokens},
+        "splits": DEFAULT_SPLITS,
+        "seconds": round(time.perf_counter() - start, 3),
+    }
+    logger.info(
+        "bits per byte (%d-gram Kneser-Ney on %d training tokens): %s",
+        order, model.train_tokens,
+        ", ".join(f"{k} {v['bits_per_byte']}" for k, v in out.items() if k != "model" and v),
+    )  # fmt: skip
+    return out
 
 
 def parent_comparison(

@@ -218,6 +218,13 @@ OTHER_GPT2_COMPRESSION_RATIO = key("compression.other.gpt2_ratio")
 BYTES_PER_SECOND = key("throughput.bytes_per_second")
 EFFICIENCY = key("efficiency.own")
 UNDERTRAINED = key("undertrained")
+BITS_PER_BYTE_SECTION = key("bits_per_byte")
+BPB_ORDER = key("bits_per_byte.model.order")
+BITS_PER_BYTE = key("bits_per_byte.own.bits_per_byte")
+BITS_PER_BYTE_MIN = key("bits_per_byte.own.splits.min")
+BITS_PER_BYTE_MAX = key("bits_per_byte.own.splits.max")
+UNIGRAM_BITS_PER_BYTE = key("bits_per_byte.own.unigram_bits_per_byte")
+OTHER_BITS_PER_BYTE = key("bits_per_byte.other.bits_per_byte")
 
 #: Every key above, for the contract test.
 KEYS: dict[str, Key] = {n: v for n, v in globals().items() if isinstance(v, Key)}
