@@ -65,6 +65,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .reports                  reports/: trainers, datasets, vocabularies
       .vocab_report             efficiency and under-trained sections shared by reports
       .vocabularies             vocabulary overlap across runs
+      .variants_report          reports/variants.md: the BPE family side by side
       .figures                  matplotlib figures
       .markdown                 Markdown tables and number formatting
       .tracking                 MLflow: a run or a sweep logged to a tracking store

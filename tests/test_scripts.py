@@ -81,6 +81,11 @@ SMALLEST: dict[str, Smallest] = {
     "make_scale_corpus.py": Smallest(
         runs=(("--size", "300K", "--out", "{tmp}/owt_300K.txt"),), writes=("owt_300K.txt",)
     ),
+    "make_variants_report.py": Smallest(
+        runs=(("--quick", "--out", "{tmp}/reports", "--experiments-dir", "{tmp}/experiments"),),
+        writes=("reports/variants.md",),
+        slow=True,
+    ),
     "make_vocab_report.py": Smallest(
         runs=(("--quick", "--out", "{tmp}/reports", "--experiments-dir", "{tmp}/experiments"),),
         writes=("reports/vocabularies.md", "reports/figures/vocabularies_topk_overlap.png"),

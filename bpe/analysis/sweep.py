@@ -26,6 +26,7 @@ from bpe.analysis.loader import complete, load_tidy, merges_agree, shown_stages
 from bpe.analysis.markdown import fmt, table
 from bpe.analysis.vocab_report import section_sweep_usage
 from bpe.runs import schema
+from bpe.runs.stages import VARIANT_ORDER
 from bpe.util.io import atomic_write_text
 
 logger = logging.getLogger(__name__)
@@ -65,20 +66,24 @@ def input_groups(runs: pd.DataFrame) -> list[tuple[str, int, pd.DataFrame]]:
     followed by its short sha256 (or file name, for runs without one) when several inputs share
     that label. Runs whose input is unknown are left out: nothing says they saw the same text.
     Sorted by label, then vocab size. Runs of another split pattern or parent (`init_from`)
-    form their own groups, labelled `[pattern]` / `[from parent]`.
+    form their own groups, labelled `[pattern]` / `[from parent]`, and so do runs of another
+    member of the BPE family (`[picky]`, `[superbpe]`).
     """
     done = complete(runs)
-    # Runs with another split pattern or parent learn other merges by design: never one group.
-    done = done.assign(_parent=done["init_from"].fillna(""))
+    # Runs with another split pattern, parent or variant learn other merges by design: never
+    # one group.
+    done = done.assign(_parent=done["init_from"].fillna(""), _variant=variant_column(done))
     groups = []
-    by = ["input_key", "vocab_size", "pattern", "_parent"]
-    for (key, vocab, pattern, parent), group in done.groupby(by, sort=True):
+    by = ["input_key", "vocab_size", "pattern", "_parent", "_variant"]
+    for (key, vocab, pattern, parent, variant), group in done.groupby(by, sort=True):
         label = "/".join(sorted({str(d) for d in group["dataset"]}))
-        if pattern != "gpt2":
+        if variant != "bpe":
+            label += f" [{variant}]"
+        elif pattern != "gpt2":
             label += f" [{pattern}]"
         if parent:
             label += f" [from {Path(parent).name}]"
-        groups.append((label, str(key), int(vocab), group.drop(columns="_parent")))
+        groups.append((label, str(key), int(vocab), group.drop(columns=["_parent", "_variant"])))
     keys_per_label: dict[str, set[str]] = {}
     for label, key, _, _ in groups:
         keys_per_label.setdefault(label, set()).add(key)
@@ -89,6 +94,19 @@ def input_groups(runs: pd.DataFrame) -> list[tuple[str, int, pd.DataFrame]]:
             label += f" ({kind} {value[:12] if kind == 'sha256' else Path(value).name})"
         out.append((label, vocab, group))
     return sorted(out, key=lambda g: (g[0], g[1]))
+
+
+def variant_column(runs: pd.DataFrame) -> pd.Series:
+    """Each run's variant ("bpe" for runs from before the BPE family)."""
+    if "variant" not in runs:
+        return pd.Series("bpe", index=runs.index)
+    return runs["variant"].fillna("bpe")
+
+
+def trainer_label(row: pd.Series) -> str:
+    """A job's trainer, with its variant when it is not plain BPE: `indexed (picky)`."""
+    variant = row.get("variant") or "bpe"
+    return str(row["trainer"]) if variant == "bpe" else f"{row['trainer']} ({variant})"
 
 
 def merge_agreement(runs: pd.DataFrame) -> list[tuple[str, int, list[str], bool]]:
@@ -329,10 +347,39 @@ def render_sweep(sweep_dir: Path, frame: pd.DataFrame, runs: pd.DataFrame, fig_l
         *section_skipped(facts),
         *section_findings(facts),
         *section_patterns(runs),
+        *section_variants(runs),
         *section_sweep_usage(runs, frame),
         *section_figures(facts),
     ]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def section_variants(runs: pd.DataFrame) -> list[str]:
+    """The BPE family side by side per input and vocab size (sweeps over 2+ variants only)."""
+    done = complete(runs)
+    if done.empty or variant_column(done).nunique() < 2:
+        return []
+    done = done.assign(_variant=variant_column(done))
+    order = {v: k for k, v in enumerate(VARIANT_ORDER)}
+    rows = []
+    for (dataset, vocab), group in done.groupby(["dataset", "vocab_size"], sort=True):
+        for _, r in group.sort_values("_variant", key=lambda s: s.map(order)).iterrows():
+            rows.append([
+                dataset, fmt(vocab, "d"), r["_variant"], r["trainer"], fmt(r["compression"], ".3f"),
+                fmt(r["merges"], ".0f"), fmt(r["train_seconds"], ".2f"), fmt(r["peak_mb"], ".1f"),
+            ])  # fmt: skip
+    header = ["dataset", "vocab", "variant", "trainer", "bytes/token", "merges", "train s",
+              "peak MB"]  # fmt: skip
+    return [
+        "## Variants",
+        "",
+        "The members of the BPE family at the same vocab size (bytes/token on held-out "
+        "documents: higher is fewer tokens; a PickyBPE run makes more merges than its vocab "
+        "holds, as removed tokens free their slots).",
+        "",
+        table(rows, header),
+        "",
+    ]
 
 
 def section_header(facts: SweepFacts) -> list[str]:
@@ -360,8 +407,8 @@ def section_jobs(facts: SweepFacts) -> list[str]:
     rows = []
     for _, r in facts.runs.iterrows():
         rows.append([
-            _job_label(r, facts.sweep_dir), r["dataset"], r["trainer"], fmt(r["vocab_size"], "d"),
-            r["status"], fmt(r["merge_seconds"], ".3f"),
+            _job_label(r, facts.sweep_dir), r["dataset"], trainer_label(r),
+            fmt(r["vocab_size"], "d"), r["status"], fmt(r["merge_seconds"], ".3f"),
             fmt(r["total_seconds"], ".3f") + (" ¹" if r["pretoken_cache"] == "hit" else ""),
             fmt(r["peak_mb"], ".1f"), fmt(r["merges"], ".0f"),
             (r["merges_sha256"] or "")[:12] if isinstance(r["merges_sha256"], str) else "n/a",

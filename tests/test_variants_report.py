@@ -1,0 +1,55 @@
+"""reports/variants.md: the renderer on fixed rows (golden), and rows read from real runs."""
+
+from __future__ import annotations
+
+import os
+
+from bpe.analysis.variants_report import VariantRow, count_superwords, render_variants
+from tests.conftest import ROOT
+
+GOLDEN = ROOT / "tests" / "golden" / "reports" / "variants.md"
+UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
+
+
+def _row(variant: str, vocab: int, bpt: float, under: float, **kw) -> VariantRow:
+    defaults = dict(
+        dataset="tinystories_sample", vocab_size=vocab, variant=variant, trainer="indexed",
+        bytes_per_token=bpt, renyi=0.5, undertrained_share=under,
+        longest=(" something", " beautiful"), train_seconds=1.5, peak_mb=120.0, merges=vocab - 257,
+    )  # fmt: skip
+    return VariantRow(**{**defaults, **kw})
+
+
+ROWS = [
+    _row("picky", 1000, 3.108, 0.0, removals=47, merges=790),
+    _row("bpe", 1000, 3.071, 0.001, superwords=0),
+    _row("superbpe", 1000, 3.457, 0.002, stage_two_unique_ratio=9.9,
+         stage_two_longest_bytes=38, superwords=61, longest=(" once upon a time",)),
+    _row("bpe", 4000, 3.851, 0.055, dataset="owt_sample"),
+    _row("picky", 4000, 3.904, 0.0, dataset="owt_sample", removals=210),
+]  # fmt: skip
+
+
+def test_the_report_matches_its_golden_file():
+    text = render_variants(ROWS, command="test", source="2026-01-01_00-00-00_000000")
+    if UPDATE:
+        GOLDEN.write_text(text, "utf-8")
+    assert text == GOLDEN.read_text("utf-8")
+
+
+def test_the_papers_directions_are_checked_on_our_numbers():
+    text = render_variants(ROWS, command="test", source="s")
+    assert "tinystories_sample @ 1000: 3.457 bytes/token against 3.071" in text
+    assert "agrees with the paper" in text
+    worse = [_row("bpe", 1000, 3.2, 0.0), _row("picky", 1000, 3.1, 0.01, removals=3)]
+    assert "disagrees with the paper" in render_variants(worse, command="t", source="s")
+    assert "did not measure bits per byte" in text
+    with_bpb = [_row("bpe", 1000, 3.0, 0.0, bits_per_byte=1.9),
+                _row("superbpe", 1000, 3.4, 0.0, bits_per_byte=1.8)]  # fmt: skip
+    assert "**superbpe** (bpe 1.900, superbpe 1.800)" in render_variants(
+        with_bpb, command="t", source="s"
+    )
+
+
+def test_superwords_are_tokens_that_span_a_space_between_words():
+    assert count_superwords([b" the", b"  ", b" by the", b"of the way", b"a\n b"]) == 2
