@@ -26,6 +26,7 @@ from bpe.pretokenize.readers import (
     plan_parts,
     resolve_source,
 )
+from bpe.tokenizer.gpt2_format import merges_sha256
 from bpe.training import train_bpe, train_bpe_detailed
 from bpe.util.io import DATA_DIR
 
@@ -301,3 +302,60 @@ def test_dask_counts_parquet_row_groups_as_tasks(corpora):
     assert got.backend == "dask" and got.num_chunks == 12
     assert got.counts == pretokenize_file(corpora["text"], [EOT], num_workers=1).counts
     assert got.records == len(sample_docs())
+
+
+# -- bpe-train ---------------------------------------------------------------------------------
+
+FAST = ["progress=false", "num_workers=1", "analysis.max_docs=5", "vocab_size=300",
+        "analysis.throughput_seconds=0.02", "analysis.gpt2_baseline=false"]  # fmt: skip
+
+
+def _bpe_train(tmp_path: Path, *overrides: str) -> Path:
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "bpe.cli.train", f"experiments_dir={tmp_path / 'exp'}", *FAST,
+         *overrides],
+        capture_output=True, text=True, cwd=ROOT, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = (tmp_path / "exp").iterdir()
+    (run,) = [p for p in runs if not p.is_symlink() and (p / "metrics.json").is_file()]
+    return run
+
+
+def test_bpe_train_on_a_folder_of_parquet_shards(tmp_path):
+    docs = sample_docs(90)
+    folder = parquet_shards(tmp_path / "shards", docs, shards=3)
+    run = _bpe_train(tmp_path, f"dataset.path={folder}", "dataset=owt_sample")
+    assert run.name.endswith("_custom-shards_heap_v300")
+    metrics = json.loads((run / "metrics.json").read_text("utf-8"))
+    source = metrics["lineage"]["input"]
+    assert [Path(f["path"]).name for f in source["files"]] == [
+        "shard-000.parquet",
+        "shard-001.parquet",
+        "shard-002.parquet",
+    ]
+    assert source["format"] == "parquet" and source["records"] == 90
+    assert source["digest"] == "manifest" and source["text_field"] == "text"
+    own = metrics["compression"]["own"]
+    assert own["source"] == "input_tail" and own["file"].endswith("shard-002.parquet")
+    reference = train_bpe(write_text(tmp_path / "docs.txt", docs), 300, [EOT], num_workers=1)
+    assert metrics["merges_sha256"] == merges_sha256(reference[1])
+    report = (run / "ANALYSIS.md").read_text("utf-8")
+    assert "(3 files, " in report and "parquet; " in report and "in 90 records)" in report
+    assert "its last 5 documents, from shard-002.parquet" in report
+
+
+def test_bpe_train_glob_with_a_jsonl_zst_heldout(tmp_path):
+    folder = parquet_shards(tmp_path / "shards", sample_docs(60), shards=2)
+    held = write_jsonl(tmp_path / "held.jsonl.zst", sample_docs(70)[60:])
+    run = _bpe_train(tmp_path, f"dataset.path={folder}/*.parquet", f"dataset.heldout_path={held}",
+                     "dataset=owt_sample")  # fmt: skip
+    metrics = json.loads((run / "metrics.json").read_text("utf-8"))
+    assert metrics["compression"]["own"]["source"] == "heldout"
+    assert metrics["compression"]["own"]["docs"] == 5
+    assert metrics["lineage"]["input"]["records"] == 60

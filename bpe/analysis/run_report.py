@@ -228,7 +228,7 @@ def section_header(metrics: dict, env: dict) -> list[str]:
         ["finished", metrics.get("finished_at")],
         ["code", f"{sha}{' (dirty, see diff.patch)' if git.get('dirty') else ''}"],
         ["python / cpus", f"{env.get('python', 'n/a')} / {env.get('usable_cpus', 'n/a')}"],
-        ["input", f"{run.get('input_path')} ({counts.get('bytes', 'n/a')} bytes)"],
+        ["input", _input_cell(run.get("input_path"), counts.get("bytes", "n/a"), metrics)],
         ["merges sha256", metrics.get("merges_sha256")],
     ]
     header_rows += _lineage_rows(metrics)
@@ -591,9 +591,14 @@ def section_compression(metrics: dict) -> list[str]:
                            "bytes/token (GPT-2)", "ours / GPT-2"]), ""]  # fmt: skip
     own, other = comp.get("own"), comp.get("other")
     if own and own.get("source") == "input_tail":
+        where = (
+            f"from byte {own.get('offset', 'n/a')} on"
+            if "file" not in own
+            else f"its last {own['docs']} documents, from {Path(own['file']).name}"
+        )
         lines += [
             f"*{own['dataset']} has no held-out file, so its own compression was measured on the "
-            f"end of the training input (from byte {own.get('offset', 'n/a')} on, "
+            f"end of the training input ({where}, "
             f"{own['bytes']} bytes), which training saw: it overstates how well this tokenizer "
             "compresses unseen text of the kind. Pass `dataset.heldout_path=...` to measure on "
             "unseen text.*",
@@ -743,6 +748,33 @@ def section_siblings(metrics: dict, sibs: list[dict]) -> list[str]:
     headers = ["run", "trainer", "vocab", "merge s", "total s", "peak MB",
                "their merge time / ours", "merges vs this run"]  # fmt: skip
     return [*lines, table(rows, headers), "", _sibling_summary(sibs, metrics), ""]
+
+
+def _input_cell(path: str | None, text_bytes: object, metrics: dict) -> str:
+    """`path (N bytes)`; for a corpus of several files or of records also how many files, their
+    size on disk, their format and the records read: `shards (3 files, 1.20 GB, parquet; ...)`.
+    """
+    files = schema.get(metrics, schema.INPUT_FILES, default=[])
+    fmt_name = schema.get(metrics, schema.INPUT_FORMAT, default="text")
+    if len(files) <= 1 and fmt_name == "text":
+        return f"{path} ({text_bytes} bytes)"
+    disk = schema.get(metrics, schema.INPUT_BYTES, default=0)
+    records = schema.get(metrics, schema.INPUT_RECORDS)
+    said = f"{len(files)} file{'s' if len(files) != 1 else ''}, {_disk(disk)}, {fmt_name}"
+    read = f"{text_bytes} bytes of text" + (f" in {records} records" if records else "")
+    return f"{path} ({said}; {read})"
+
+
+def _disk(num_bytes: float) -> str:
+    """`1.20 GB`, `2.50 MB`, `12.0 KB`: a size on disk in the largest unit below it.
+
+    >>> _disk(1_572_791), _disk(3e9)
+    ('1.57 MB', '3.00 GB')
+    """
+    for unit, scale in (("GB", 1e9), ("MB", 1e6)):
+        if num_bytes >= scale:
+            return f"{num_bytes / scale:.2f} {unit}"
+    return f"{num_bytes / 1e3:.1f} KB"
 
 
 def _lineage_rows(metrics: dict) -> list[list]:

@@ -27,7 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bpe.pretokenize.datasets import Dataset, measured_sides
+from bpe.pretokenize.datasets import Dataset, is_pattern, measured_sides
+from bpe.pretokenize.readers import Corpus, corpus_manifest, resolve_source
 from bpe.tokenizer.gpt2_format import load_merges, merges_sha256
 from bpe.util.io import IN_CHECKOUT, PROJECT_ROOT, atomic_write_text, sha256_file
 
@@ -50,50 +51,88 @@ def file_identity(path: str | os.PathLike) -> dict:
 
 
 def heldout_files(ds: Dataset) -> dict[str, Path]:
-    """The held-out files a run is measured on: its dataset's and its cross-domain dataset's.
+    """The held-out inputs a run is measured on: its dataset's and its cross-domain dataset's.
 
     Missing ones are left out (with a log line), as the measurements skip them too.
     """
     out: dict[str, Path] = {}
     for _, side in measured_sides(ds):
-        if side.heldout_path is not None and Path(side.heldout_path).is_file():
-            out[side.name] = Path(side.heldout_path)
+        held = side.heldout_path
+        if held is not None and (Path(held).exists() or is_pattern(Path(held))):
+            out[side.name] = Path(held)
         else:
-            logger.info("dataset %s has no held-out file at %s", side.name, side.heldout_path)
+            logger.info("dataset %s has no held-out file at %s", side.name, held)
     return out
 
 
+def source_identity(corpus: Corpus, *, manifest: dict | None = None) -> dict:
+    """`{"path", "bytes", "sha256", "files", "format", "text_field"}` of a corpus.
+
+    `sha256` is the file's own for one plain text file, else the digest of the manifest
+    (`bpe.pretokenize.readers.corpus_manifest`: every file's sha256 and format, and the text
+    field); `files` lists each file's path, bytes, sha256 and format.
+    """
+    manifest = manifest if manifest is not None else corpus_manifest(corpus)
+    return {
+        "path": corpus.source,
+        "bytes": corpus.num_bytes,
+        "sha256": manifest["sha256"],
+        "digest": "file" if corpus.is_plain_text_file else "manifest",
+        "files": manifest["files"],
+        "format": manifest["format"],
+        "text_field": manifest["text_field"],
+    }
+
+
 def dataset_lineage(
-    ds: Dataset, *, input_sha256: str | None = None, input_seconds: float | None = None
+    ds: Dataset,
+    *,
+    input_sha256: str | None = None,
+    input_seconds: float | None = None,
+    manifest: dict | None = None,
+    records: int | None = None,
 ) -> dict:
-    """sha256 of a dataset's training file and of the held-out files a run is measured on.
+    """sha256 of a dataset's training input and of the held-out inputs a run is measured on.
 
     Args:
         ds: the run's dataset.
-        input_sha256: the training file's sha256 when training already hashed it (the pretoken
-            cache key needs it): the file is then not read a second time.
+        input_sha256: the training input's sha256 when training already hashed it (the
+            pretoken cache key needs it): the files are then not read a second time.
         input_seconds: how long that hash took (recorded as the input's `seconds`).
+        manifest: the input's manifest when training made it (every file's sha256).
+        records: the documents training read from record formats (None for text).
 
     Returns:
-        `{"input": {path, bytes, sha256, seconds, hashed_by}, "heldout": {dataset name: {path,
-        bytes, sha256}}}`; `hashed_by` is "training" when the hash was passed in, "lineage"
-        when it was computed here; the held-out files are the dataset's own and its `other`
-        dataset's (missing ones are left out, with a log line).
+        `{"input": {path, bytes, sha256, digest, files, format, text_field, records, seconds,
+        hashed_by}, "heldout": {dataset name: {path, bytes, sha256, ...}}}`; `hashed_by` is
+        "training" when the hashes were passed in, "lineage" when computed here; `files` lists
+        every input file (path, bytes, sha256, format) and `sha256` is the one file's, or
+        for several files or records the manifest's digest (`digest` says which). The held-out
+        inputs are the dataset's own and its `other` dataset's (missing ones are left out).
     """
     t0 = time.perf_counter()
-    if input_sha256 is None:
-        source = file_identity(ds.path)
-        source["seconds"] = round(time.perf_counter() - t0, 6)
-        source["hashed_by"] = "lineage"
-    else:
-        p = Path(ds.path)
-        if not p.is_file():
-            raise FileNotFoundError(f"{str(p)!r} is not a file; check the path")
-        source = {"path": str(p), "bytes": p.stat().st_size, "sha256": input_sha256}
-        source["seconds"] = None if input_seconds is None else round(input_seconds, 6)
-        source["hashed_by"] = "training"
-    heldout = {name: file_identity(path) for name, path in heldout_files(ds).items()}
+    corpus = ds.corpus()
+    if manifest is None and input_sha256 is not None and corpus.is_plain_text_file:
+        f = corpus.files[0]
+        manifest = corpus_manifest(corpus, hashes=[input_sha256])
+        assert manifest["files"][0]["path"] == f.path  # invariant: one file, hashed by training
+    hashed_by = "training" if manifest is not None else "lineage"
+    source = source_identity(corpus, manifest=manifest)
+    if hashed_by == "lineage":
+        input_seconds = time.perf_counter() - t0
+    source["records"] = records
+    source["seconds"] = None if input_seconds is None else round(input_seconds, 6)
+    source["hashed_by"] = hashed_by
+    heldout = {name: _identity(ds, path) for name, path in heldout_files(ds).items()}
     return {"input": source, "heldout": heldout}
+
+
+def _identity(ds: Dataset, path: Path) -> dict:
+    """A held-out input's identity: `file_identity` of a file, `source_identity` otherwise."""
+    if path.is_file():
+        return file_identity(path)
+    corpus = resolve_source(str(path), format=ds.format, text_field=ds.text_field)
+    return source_identity(corpus)
 
 
 def code_version() -> dict:

@@ -41,6 +41,7 @@ from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 
 from bpe.pretokenize import EOT, PATTERNS, resolve_pattern, validate_special_tokens
 from bpe.pretokenize.dask_backend import check_backend
+from bpe.pretokenize.readers import FORMATS
 from bpe.trainers import check_trainer
 from bpe.trainers.common import check_vocab_size
 from bpe.trainers.variants import check_threshold, check_trainer_supports, check_variant
@@ -75,8 +76,14 @@ class DatasetConfig:
     """What to train on (`conf/dataset/*.yaml`)."""
 
     name: str = _key("dataset name used in run directory names and reports")
-    path: str = _key("training text file (relative: from the cwd, else the bundled data)")
+    path: str = _key(
+        "corpus: a file, folder, glob or hf:owner/name/pattern (relative: from the cwd, else "
+        "the bundled data)"
+    )
     heldout_path: str | None = _key("held-out documents for compression/throughput", None)
+    format: str = _key("auto (by suffix, then content) | text | jsonl | parquet | arrow", "auto")
+    text_field: str = _key("JSON field or parquet/Arrow column holding each document", "text")
+    max_files: int | None = _key("train on the corpus's first N files only", None, minimum=1)
     special_tokens: list[str] = _key(
         "special tokens: a list of distinct strings of 2+ bytes, e.g. ['<|endoftext|>']", []
     )
@@ -295,6 +302,9 @@ def check_config(cfg: DictConfig) -> None:
             f"analysis.bpb_order={order!r} is not supported: use one of {list(BPB_ORDERS)} "
             "(a bigram model says little; beyond 5 the counts of a few MB are too sparse)"
         )
+    fmt = _select(cfg, "dataset.format")
+    if fmt is not None and fmt not in FORMATS:
+        raise ValueError(f"dataset.format={fmt!r} is unknown; choose one of {list(FORMATS)}")
     backend = cfg.get("pretokenize")
     if backend is not None:
         check_backend(str(backend.get("backend", "processes")), backend.get("scheduler"))

@@ -29,6 +29,7 @@ What it does not do: format anything; missing inputs give null values plus a log
 from __future__ import annotations
 
 import codecs
+import itertools
 import logging
 import time
 from collections import Counter
@@ -36,7 +37,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from bpe.encode.lineage import dataset_lineage
-from bpe.experiment.usage import usage_metrics
+from bpe.experiment.usage import training_sample, usage_metrics
 from bpe.formats.exports import export_refusal, tiktoken_mismatches
 from bpe.measures import (
     TOKEN_KINDS,
@@ -49,8 +50,9 @@ from bpe.measures import (
     token_kind,
 )
 from bpe.measures.ngram import DEFAULT_ORDER, DEFAULT_SPLITS, KneserNey, bits_per_byte
-from bpe.measures.vocab_stats import read_training_sample
-from bpe.pretokenize.datasets import Dataset, measured_sides
+from bpe.pretokenize.datasets import Dataset, is_pattern, measured_sides
+from bpe.pretokenize.readers import iter_documents
+from bpe.pretokenize.readers import tail_documents as corpus_tail_documents
 from bpe.tokenizer import Tokenizer
 from bpe.tokenizer.gpt2_format import render
 from bpe.training import TrainResult
@@ -100,6 +102,8 @@ def evaluate(result: TrainResult, ds: Dataset, analysis: Mapping) -> dict:
         ds,
         input_sha256=result.input_sha256,
         input_seconds=result.pretoken_cache.get("hash_seconds"),
+        manifest=result.input_manifest,
+        records=result.pretokenized.records,
     )
     # every measure below reads the same documents, read once here
     texts = [doc for side in measured for doc in side.docs or ()]
@@ -160,9 +164,7 @@ def bits_per_byte_metrics(
     """
     start = time.perf_counter()
     try:
-        text, sample = read_training_sample(
-            ds.path, max_bytes=train_bytes, separator=ds.document_separator
-        )
+        text, sample = training_sample(ds, max_bytes=train_bytes)
     except (FileNotFoundError, UnicodeDecodeError) as err:
         logger.warning("no bits per byte: %s", err)
         return None
@@ -328,9 +330,11 @@ def _docs(ds: Dataset, max_docs: int) -> tuple[list[str] | None, dict]:
     """The documents a dataset is measured on, and where they come from (for metrics.json)."""
     path = ds.heldout_path
     if path is None:
-        if not ds.path.is_file():
+        if not ds.path.exists() and not ds.is_pattern:
             logger.warning("dataset %s has no input at %s: skipping it", ds.name, ds.path)
             return None, {}
+        if not ds.is_plain_text:
+            return _corpus_tail(ds, max_docs)
         docs, offset = tail_documents(
             ds.path, ds.document_separator, fraction=TAIL_FRACTION,
             max_bytes=TAIL_MAX_BYTES, max_docs=max_docs,
@@ -340,11 +344,30 @@ def _docs(ds: Dataset, max_docs: int) -> tuple[list[str] | None, dict]:
             "training)", ds.name, offset,
         )  # fmt: skip
         return docs, {"source": "input_tail", "offset": offset, "seen_in_training": True}
-    if not path.is_file():
+    if not path.exists() and not is_pattern(path):
         logger.warning("dataset %s has no held-out file at %s: skipping it", ds.name, path)
         return None, {}
-    docs = load_documents(path, ds.document_separator, max_docs=max_docs)
+    if path.is_file() and ds.format in ("auto", "text"):
+        heldout = ds.heldout_corpus()
+        if heldout is not None and heldout.is_plain_text_file:
+            docs = load_documents(path, ds.document_separator, max_docs=max_docs)
+            return docs, {"source": "heldout", "seen_in_training": False}
+    heldout = ds.heldout_corpus()
+    assert heldout is not None  # invariant: heldout_path is set
+    docs = list(itertools.islice(iter_documents(heldout, ds.document_separator), max_docs))
     return docs, {"source": "heldout", "seen_in_training": False}
+
+
+def _corpus_tail(ds: Dataset, max_docs: int) -> tuple[list[str], dict]:
+    """The last documents of a corpus of several files or of records (seen in training)."""
+    docs, file = corpus_tail_documents(
+        ds.corpus(), ds.document_separator, max_bytes=TAIL_MAX_BYTES, max_docs=max_docs
+    )
+    logger.info(
+        "dataset %s has no held-out file: measuring its last %d documents (from %s; seen in "
+        "training)", ds.name, len(docs), file,
+    )  # fmt: skip
+    return docs, {"source": "input_tail", "file": file, "seen_in_training": True}
 
 
 def corpus_metrics(

@@ -26,6 +26,7 @@ from bpe.measures.vocab_stats import (
     undertrained_tokens,
 )
 from bpe.pretokenize.datasets import Dataset
+from bpe.pretokenize.readers import head_text
 from bpe.tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)
@@ -37,6 +38,15 @@ class MeasuredSide(Protocol):
     side: str
     dataset: Dataset
     docs: list[str] | None
+
+
+def training_sample(ds: Dataset, *, max_bytes: int) -> tuple[str, dict]:
+    """The first whole documents of a run's training input, up to `max_bytes`, and what they
+    are (`bpe.measures.vocab_stats.read_training_sample` for a text file; the first records or
+    files of any other corpus, joined by the document separator)."""
+    if ds.is_plain_text:
+        return read_training_sample(ds.path, max_bytes=max_bytes, separator=ds.document_separator)
+    return head_text(ds.corpus(), ds.document_separator, max_bytes=max_bytes)
 
 
 def usage_metrics(
@@ -78,9 +88,12 @@ def usage_metrics(
 
     undertrained = None
     try:
-        text, sample = read_training_sample(
-            ds.path, max_bytes=sample_bytes, separator=ds.document_separator
-        )
+        if ds.is_plain_text:
+            text, sample = read_training_sample(
+                ds.path, max_bytes=sample_bytes, separator=ds.document_separator
+            )
+        else:  # a corpus of several files or of records: its first whole documents
+            text, sample = head_text(ds.corpus(), ds.document_separator, max_bytes=sample_bytes)
     except (FileNotFoundError, UnicodeDecodeError) as err:
         logger.warning("no under-trained tokens: %s", err)
     else:

@@ -1,4 +1,4 @@
-"""Named corpora: where each dataset's training file and held-out documents live.
+"""Named corpora: where each dataset's training input and held-out documents live.
 
 What it does: turns a dataset config (`bpe/conf/dataset/*.yaml`) into a `Dataset` with absolute
 paths, resolving relative paths against the cwd, then the bundled data inside the package, then
@@ -11,12 +11,18 @@ A config whose `path` is not its named dataset's own training file (`dataset.pat
 names), and it keeps the named dataset's held-out file only if that was overridden too; without
 one, runs measure compression on a slice of the input itself (see `bpe.experiment.evaluate`).
 
-What it does not do: download anything (see `scripts/download_data.py`) or read text (see
-`bpe.pretokenize` and `bpe.measures.load_documents`).
+The input may be any corpus `bpe.pretokenize.readers` reads (a file of any format, a folder, a
+glob, `hf:owner/name/pattern`), read with the config's `format`, `text_field` and `max_files`
+(`Dataset.corpus`).
+
+What it does not do: download anything (see `scripts/download_data.py`; `hf:` sources are
+fetched by the readers) or read text (see `bpe.pretokenize.readers` and
+`bpe.measures.load_documents`).
 """
 
 from __future__ import annotations
 
+import glob
 import logging
 import os
 from collections.abc import Mapping
@@ -26,6 +32,7 @@ from pathlib import Path
 import yaml
 
 from bpe.pretokenize import EOT
+from bpe.pretokenize.readers import DEFAULT_TEXT_FIELD, HUB_PREFIX, Corpus, resolve_source
 from bpe.util.io import CONF_DIR, IN_CHECKOUT, PACKAGE_DIR, PROJECT_ROOT, safe_name
 
 logger = logging.getLogger(__name__)
@@ -52,14 +59,46 @@ class Dataset:
     download: str | None = None
     #: the path is not the named dataset's own training file (`dataset.path=` was overridden)
     custom: bool = False
+    #: how the corpus is read (`bpe.pretokenize.readers.resolve_source`)
+    format: str = "auto"
+    text_field: str = DEFAULT_TEXT_FIELD
+    max_files: int | None = None
 
     def check(self) -> None:
-        """Raise FileNotFoundError, saying how to get it, when the training file is missing."""
-        _check_file(self.path, self, "training file")
+        """Raise FileNotFoundError, saying how to get it, when the training input is missing
+        (a file, folder or glob that names nothing); ValueError when it cannot be read."""
+        if not is_pattern(self.path):
+            _check_file(self.path, self, "training file", allow_dir=True)
+        self.corpus()
 
     def check_heldout(self) -> None:
         if self.heldout_path is not None:
-            _check_file(self.heldout_path, self, "held-out file")
+            _check_file(self.heldout_path, self, "held-out file", allow_dir=True)
+
+    def corpus(self) -> Corpus:
+        """The training input as a `Corpus` (its files listed, each format decided)."""
+        return self._resolve(self.path, max_files=self.max_files)
+
+    def heldout_corpus(self) -> Corpus | None:
+        """The held-out input as a `Corpus`, or None without one."""
+        return None if self.heldout_path is None else self._resolve(self.heldout_path)
+
+    def _resolve(self, path: Path, *, max_files: int | None = None) -> Corpus:
+        return resolve_source(
+            str(path), format=self.format, text_field=self.text_field, max_files=max_files
+        )
+
+    @property
+    def is_pattern(self) -> bool:
+        """Whether the input is a glob or a Hub source (no single path to look at)."""
+        return is_pattern(self.path)
+
+    @property
+    def is_plain_text(self) -> bool:
+        """Whether the training input is one plain UTF-8 text file (read as before readers)."""
+        if is_pattern(self.path) or not self.path.is_file():
+            return False
+        return self.format in ("auto", "text") and self.corpus().is_plain_text_file
 
 
 def resolve(path: str | os.PathLike) -> Path:
@@ -73,9 +112,11 @@ def resolve(path: str | os.PathLike) -> Path:
     >>> resolve("data/owt_sample.txt").relative_to(PACKAGE_DIR).as_posix()
     'data/owt_sample.txt'
     """
+    if str(path).startswith(HUB_PREFIX):
+        return Path(str(path))  # a Hub source, not a local path
     p = Path(path).expanduser()
-    if p.is_absolute() or p.exists():
-        return p.resolve()
+    if p.is_absolute() or p.exists() or glob.has_magic(str(path)):
+        return p.absolute() if glob.has_magic(str(path)) else p.resolve()
     bundled = PACKAGE_DIR / p
     if bundled.exists():
         return bundled.resolve()
@@ -115,6 +156,9 @@ def from_config(cfg: Mapping) -> Dataset:
         cross_domain=cfg.get("cross_domain", cfg.get("other")),
         download=None if custom else cfg.get("download"),
         custom=custom,
+        format=str(cfg.get("format") or "auto"),
+        text_field=str(cfg.get("text_field") or DEFAULT_TEXT_FIELD),
+        max_files=cfg.get("max_files"),
     )
 
 
@@ -129,7 +173,22 @@ def input_name(name: str, path: str | os.PathLike) -> str:
     named = _named_config(name)
     if named is None or resolve(path) == resolve(named["path"]):
         return safe_name(name)  # part of a path: a name like "../x" must not climb out
-    return f"{CUSTOM_PREFIX}{safe_name(Path(path).stem, max_chars=40)}"
+    return f"{CUSTOM_PREFIX}{safe_name(_stem(path), max_chars=40)}"
+
+
+def _stem(path: str | os.PathLike) -> str:
+    """What names an input: a file's stem, a folder's name, a glob's folder, a Hub repo's name.
+
+    >>> _stem("shards/*.parquet"), _stem("hf:HuggingFaceFW/fineweb-edu/sample/*.parquet")
+    ('shards', 'fineweb-edu')
+    """
+    text = str(path)
+    if text.startswith(HUB_PREFIX):
+        return text[len(HUB_PREFIX) :].strip("/").split("/")[1:2][0] if "/" in text else text
+    p = Path(text)
+    while glob.has_magic(p.name) and p.parent != p:
+        p = p.parent
+    return p.stem if p.suffix and not glob.has_magic(text) else p.name
 
 
 def _named_config(name: str) -> dict | None:
@@ -166,8 +225,13 @@ def measured_sides(ds: Dataset) -> list[tuple[str, Dataset]]:
     return sides
 
 
-def _check_file(path: Path, ds: Dataset, what: str) -> None:
-    if path.is_file():
+def is_pattern(path: Path) -> bool:
+    """A glob or a Hub source: checked by resolving it, not by looking for one file."""
+    return glob.has_magic(str(path)) or str(path).startswith(HUB_PREFIX)
+
+
+def _check_file(path: Path, ds: Dataset, what: str, *, allow_dir: bool = False) -> None:
+    if path.is_file() or (allow_dir and path.is_dir()):
         return
     if ds.custom:
         hint = "check dataset.path (relative paths are tried from the current directory first)"

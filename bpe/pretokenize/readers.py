@@ -775,6 +775,67 @@ def iter_documents(corpus: Corpus, separator: str) -> Iterator[str]:
         yield pending
 
 
+def tail_documents(
+    corpus: Corpus, separator: str, *, max_bytes: int, max_docs: int | None = None
+) -> tuple[list[str], str]:
+    """The last documents of a corpus (at most `max_bytes` of them, and `max_docs`), in order,
+    and the file they come from.
+
+    Reads the last part of the last file (`plan_parts`), going back part by part until one
+    document is found; a part that starts inside a text file loses its first document, which
+    the cut may have split. A compressed stream is one part: its file is read whole.
+    """
+    last = len(corpus.files) - 1
+    only_last = Corpus(corpus.files[last:], text_field=corpus.text_field, source=corpus.source)
+    parts = plan_parts(only_last, [separator], max_chunk_bytes=DEFAULT_BLOCK_BYTES)
+    for part in reversed(parts):
+        docs: list[str] = []
+        pending = ""
+        for piece in read_part(only_last, part, [separator]):
+            if piece.is_record:
+                docs.append(piece.text)
+                continue
+            split = (pending + piece.text).split(separator)
+            pending = split.pop()
+            docs.extend(split)
+        docs.append(pending)
+        if part.kind == "bytes" and not part.first_in_file and only_last.files[0].format == "text":
+            docs = docs[1:]
+        docs = [d for d in docs if d]
+        kept: list[str] = []
+        size = 0
+        for doc in reversed(docs):
+            size += len(doc.encode("utf-8"))
+            if kept and (size > max_bytes or (max_docs is not None and len(kept) >= max_docs)):
+                break
+            kept.append(doc)
+        if kept:
+            return kept[::-1], corpus.files[last].path
+    return [], corpus.files[last].path
+
+
+def head_text(corpus: Corpus, separator: str, *, max_bytes: int) -> tuple[str, dict]:
+    """The first whole documents of a corpus, joined by `separator`, up to `max_bytes`; and what
+    they are (`file`, `bytes`, `file_bytes`, `whole_file`, as `read_training_sample` says).
+
+    A first document longer than `max_bytes` is taken whole.
+    """
+    out: list[str] = []
+    size = 0
+    whole = True
+    for doc in iter_documents(corpus, separator):
+        n = len(doc.encode("utf-8")) + (len(separator.encode("utf-8")) if out else 0)
+        if out and size + n > max_bytes:
+            whole = False
+            break
+        out.append(doc)
+        size += n
+    text = separator.join(out)
+    first = Path(corpus.files[0].path).name if corpus.files else ""
+    info = {"file": first, "bytes": size, "file_bytes": corpus.num_bytes, "whole_file": whole}
+    return text, info
+
+
 def _decode(data: bytes, f: InputFile, offset: int, *, decompressed: bool = False) -> str:
     try:
         return data.decode("utf-8")

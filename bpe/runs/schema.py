@@ -207,6 +207,10 @@ VARIANT_REMOVALS = key("variant.removals")
 VARIANT_STAGE_TWO = key("variant.stage_two")
 INIT_FROM_PATH = key("init_from.path", always=False)  # continued runs only
 INPUT_SHA256 = key("lineage.input.sha256")
+INPUT_FILES = key("lineage.input.files", always=False)  # runs since corpus readers
+INPUT_FORMAT = key("lineage.input.format", always=False)
+INPUT_RECORDS = key("lineage.input.records", always=False)
+INPUT_BYTES = key("lineage.input.bytes")
 TIKTOKEN_MISMATCHES = key("tiktoken.mismatches")
 LONGEST_TOKENS = key("longest_tokens")
 TOKEN_KINDS = key("token_kinds")
