@@ -359,3 +359,44 @@ def test_bpe_train_glob_with_a_jsonl_zst_heldout(tmp_path):
     assert metrics["compression"]["own"]["source"] == "heldout"
     assert metrics["compression"]["own"]["docs"] == 5
     assert metrics["lineage"]["input"]["records"] == 60
+
+
+# -- bpe-encode --------------------------------------------------------------------------------
+
+
+def test_bpe_encode_of_shards_gives_the_ids_of_the_text_file(corpora, tmp_path):
+    import numpy as np
+
+    from bpe.cli.encode import main as bpe_encode
+    from bpe.encode.npy import encode_file_to_npy
+    from bpe.tokenizer import Tokenizer
+
+    vocab, merges = train_bpe(corpora["text"], 320, [EOT], num_workers=1)
+    tok = Tokenizer(vocab, merges, [EOT])
+    expected = np.array(tok.encode(Path(corpora["text"]).read_text("utf-8")))
+    for name in ("txt.gz", "jsonl.zst", "jsonl", "directory", "glob", "parquet"):
+        out = tmp_path / f"{name}.npy"
+        result = encode_file_to_npy(
+            corpora[name], tok, out, num_workers=2, chunk_bytes=8 * 1024, min_parallel_bytes=1
+        )
+        assert np.array_equal(np.load(out), expected), name
+        sidecar = json.loads(Path(result["sidecar"]).read_text("utf-8"))
+        assert sidecar["input"]["files"][0]["sha256"], name
+    run = tmp_path / "run"
+    tok.save_pretrained(run)
+    out = tmp_path / "cli.npy"
+    code = bpe_encode(["--tokenizer", str(run), "--input", str(corpora["directory"]),
+                       "--out", str(out), "--no-progress"])  # fmt: skip
+    assert code == 0 and np.array_equal(np.load(out), expected)
+    sidecar = json.loads((tmp_path / "cli.npy.json").read_text("utf-8"))
+    assert len(sidecar["input"]["files"]) == 3 and sidecar["input"]["separator"] == EOT
+
+
+def test_bpe_encode_refuses_a_separator_the_tokenizer_lacks(corpora, tmp_path):
+    from bpe.encode.npy import encode_file_to_npy
+    from bpe.tokenizer import Tokenizer
+
+    tok = Tokenizer({i: bytes([i]) for i in range(256)}, [], [])
+    with pytest.raises(ValueError, match="pass the one that separates documents with --separator"):
+        encode_file_to_npy(corpora["parquet"], tok, tmp_path / "x.npy")
+    assert not (tmp_path / "x.npy").exists()

@@ -1,4 +1,7 @@
-"""`bpe-encode --tokenizer RUN_DIR --input FILE --out IDS.npy`: a corpus as an array of ids.
+"""`bpe-encode --tokenizer RUN_DIR --input CORPUS --out IDS.npy`: a corpus as an array of ids.
+
+CORPUS is a text file, or any corpus `bpe.pretokenize.readers` reads: `.gz`/`.zst`/`.xz`/`.bz2`
+text, JSON lines, parquet, a `datasets` save_to_disk directory, a folder or a quoted glob.
 
 The command line only: `bpe.encode.npy.encode_file_to_npy` does the work (and its docstring
 says how). Exit status 0; 2 with one error line on bad input; 1 when a worker process was lost
@@ -23,6 +26,7 @@ from bpe.encode.npy import (
 )
 from bpe.pretokenize import EOT
 from bpe.pretokenize.chunks import ChunkWorkerError
+from bpe.pretokenize.readers import DEFAULT_TEXT_FIELD, FORMATS
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +34,8 @@ logger = logging.getLogger(__name__)
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="bpe-encode",
-        description="Encode a UTF-8 text file into a .npy array of token ids (uint16 by default).",
+        description="Encode a corpus (a text file, compressed text, JSON lines, parquet, a folder "
+        "or a glob of them) into a .npy array of token ids (uint16 by default).",
     )
     parser.add_argument(
         "--tokenizer",
@@ -39,7 +44,29 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="RUN_DIR_OR_FILES",
         help="a run directory with vocab.json and merges.txt, or the two files",
     )
-    parser.add_argument("--input", required=True, help="UTF-8 text file to encode")
+    parser.add_argument(
+        "--input",
+        required=True,
+        help="corpus to encode: a UTF-8 text file, .gz/.zst/.xz/.bz2 text, JSON lines, parquet, "
+        "a datasets save_to_disk directory, a folder, or a quoted glob such as 'shards/*.parquet'",
+    )
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="auto",
+        help="how to read the input (auto: by suffix, then content)",
+    )
+    parser.add_argument(
+        "--text-field",
+        default=DEFAULT_TEXT_FIELD,
+        help="JSON field or parquet/Arrow column holding each document (default: text)",
+    )
+    parser.add_argument(
+        "--separator",
+        default=None,
+        metavar="TOKEN",
+        help=f"special token put between documents of records and files (default: {EOT})",
+    )
     parser.add_argument(
         "--out",
         required=True,
@@ -113,10 +140,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             tokenizer_dir=args.tokenizer[0] if len(args.tokenizer) == 1 else vocab_path.parent,
             command=shlex.join(["bpe-encode", *(sys.argv[1:] if argv is None else argv)]),
             force=args.force,
+            format=args.format,
+            text_field=args.text_field,
+            separator=args.separator,
             dropout=args.dropout,
             seed=args.seed,
         )
     except (
+        ConnectionError,
         FileNotFoundError,
         FileExistsError,
         IsADirectoryError,

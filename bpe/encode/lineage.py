@@ -175,8 +175,18 @@ def encode_sidecar(
     command: str | None = None,
     dropout: float = 0.0,
     seed: int | None = None,
+    corpus: Corpus | None = None,
 ) -> dict:
-    """The sidecar record of one `bpe-encode` output (see the module docstring for its keys)."""
+    """The sidecar record of one `bpe-encode` output (see the module docstring for its keys).
+
+    For a corpus of several files or of records (`corpus`), `input` lists every file as a
+    run's lineage does (`source_identity`: path, bytes, sha256 and format of each, the
+    manifest digest).
+    """
+    if corpus is not None and not corpus.is_plain_text_file:
+        source = source_identity(corpus)
+    else:
+        source = {**file_identity(input_path), "path": str(Path(input_path).resolve())}
     return {
         "sidecar_version": SIDECAR_VERSION,
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -190,7 +200,7 @@ def encode_sidecar(
             "vocab_size": tokenizer.vocab_size,
             "special_tokens": dict(tokenizer.special_tokens),
         },
-        "input": {**file_identity(input_path), "path": str(Path(input_path).resolve())},
+        "input": source,
         "command": command,
         "code": code_version(),
     }

@@ -25,6 +25,7 @@ BPE-dropout (`Tokenizer.encode`); the ids are the same whatever the chunks and w
 
 from __future__ import annotations
 
+import glob
 import io
 import logging
 import os
@@ -39,7 +40,7 @@ from bpe.encode import lineage
 from bpe.encode.lineage import load  # noqa: F401  (re-exported: bpe.encode.npy.load)
 from bpe.formats import exports
 from bpe.formats.pretrained import vocab_special_tokens
-from bpe.pretokenize import check_input_file
+from bpe.pretokenize import EOT, check_input_file
 from bpe.pretokenize.chunks import (
     DEFAULT_MIN_PARALLEL_BYTES,
     Chunk,
@@ -47,11 +48,19 @@ from bpe.pretokenize.chunks import (
     plan,
     read_chunk_text,
 )
+from bpe.pretokenize.readers import (
+    DEFAULT_TEXT_FIELD,
+    Corpus,
+    Part,
+    plan_parts,
+    read_part,
+    resolve_source,
+)
 from bpe.tokenizer import Tokenizer
 from bpe.tokenizer.dropout import check_dropout
 from bpe.tokenizer.gpt2_format import load_tokenizer_files
 from bpe.util.io import atomic_open
-from bpe.util.workers import WorkerPlan
+from bpe.util.workers import WorkerPlan, plan_workers, start_method_for
 
 logger = logging.getLogger(__name__)
 
@@ -288,8 +297,16 @@ def encode_file_to_npy(
     force: bool = False,
     dropout: float = 0.0,
     seed: int = 0,
+    format: str = "auto",  # noqa: A002 - the config key's name
+    text_field: str = DEFAULT_TEXT_FIELD,
+    separator: str | None = None,
 ) -> dict:
-    """Encode a UTF-8 text file into a 1-D `.npy` array of token ids, written atomically.
+    """Encode a corpus into a 1-D `.npy` array of token ids, written atomically.
+
+    A UTF-8 text file is encoded as it is. Any other corpus `bpe.pretokenize.readers` reads (a
+    compressed file, JSON lines, parquet, a folder, a glob) is encoded as the text file holding
+    its documents joined by `separator` would be: its ids, with the separator's id between
+    documents (and between files); see `encode_corpus_to_npy`.
 
     The output never replaces the input (`check_output`), and replaces an existing file only
     when it is a previous output of ours (a `.npy` with its sidecar) or `force=True`.
@@ -312,6 +329,10 @@ def encode_file_to_npy(
             The python backend only.
         seed: dropout's seed. The ids depend on (file, tokenizer, dropout, seed) only, not on
             the chunks or the worker count. Both are recorded in the sidecar.
+        format: "auto", "text", "jsonl", "parquet" or "arrow" (`resolve_source`).
+        text_field: the JSON field or parquet/Arrow column holding each document's text.
+        separator: the special token between documents of a corpus (default: `<|endoftext|>`
+            when the tokenizer has it, else its only special token).
 
     Returns:
         dict with `num_tokens`, `num_bytes`, `num_chunks`, `num_workers`, `start_method`,
@@ -332,6 +353,14 @@ def encode_file_to_npy(
     ...     np.load(Path(tmp) / "ids.npy").tolist(), result["num_tokens"]
     ([256, 99, 256], 3)
     """
+    corpus = _corpus_of(input_path, format=format, text_field=text_field)
+    if corpus is not None:
+        return encode_corpus_to_npy(
+            corpus, tokenizer, out_path, num_workers=num_workers, dtype=dtype,
+            chunk_bytes=chunk_bytes, min_parallel_bytes=min_parallel_bytes, progress=progress,
+            backend=backend, tokenizer_dir=tokenizer_dir, command=command, force=force,
+            dropout=dropout, separator=separator,
+        )  # fmt: skip
     dt, src, size = _check_arguments(
         input_path, tokenizer, out_path, dtype=dtype, backend=backend, chunk_bytes=chunk_bytes,
         force=force, dropout=dropout, seed=seed,
@@ -381,6 +410,157 @@ def encode_file_to_npy(
         "start_method": workers.start_method,
         "seconds": seconds,
         "backend": backend,
+        "sidecar": str(sidecar),
+    }
+
+
+def _corpus_of(input_path: str | os.PathLike, *, format: str, text_field: str) -> Corpus | None:  # noqa: A002
+    """The corpus the input names, or None when it is one plain text file (or empty, or
+    missing: the text path's checks say so)."""
+    src = Path(input_path)
+    if src.is_file() and (src.stat().st_size == 0 or format in ("auto", "text")):
+        if src.stat().st_size == 0:
+            return None
+        corpus = resolve_source(src, format=format, text_field=text_field)
+        return None if corpus.is_plain_text_file else corpus
+    if not src.exists() and not glob.has_magic(str(input_path)):
+        return None
+    return resolve_source(input_path, format=format, text_field=text_field)
+
+
+def corpus_separator(tokenizer: Tokenizer, separator: str | None) -> tuple[str, int]:
+    """The special token put between documents, and its id.
+
+    Raises:
+        ValueError: the separator is not a special token of the tokenizer (or none was given
+            and the tokenizer has no `<|endoftext|>` and not exactly one special token).
+    """
+    specials = dict(tokenizer.special_tokens)
+    if separator is None:
+        if EOT in specials:
+            separator = EOT
+        elif len(specials) == 1:
+            separator = next(iter(specials))
+        else:
+            raise ValueError(
+                f"the tokenizer's special tokens {sorted(specials)!r} hold no {EOT!r}; pass the "
+                "one that separates documents with --separator"
+            )
+    if separator not in specials:
+        raise ValueError(
+            f"separator {separator!r} is not a special token of the tokenizer (its special "
+            f"tokens: {sorted(specials)!r}); pass --separator with one of them, or "
+            "--special-tokens to add it"
+        )
+    return separator, int(specials[separator])
+
+
+def _encode_part(context: tuple[Tokenizer, Corpus, str, int, str], part: Part) -> tuple:
+    """The ids of one part, with the separator's id before every document but the corpus's
+    first (and before a file's first text), and the bytes of text it read."""
+    tokenizer, corpus, separator, sep_id, dtype = context
+    specials = list(tokenizer.special_tokens)
+    ids: list[int] = []
+    num_bytes = 0
+    text_file = corpus.files[part.file].format == "text"
+    need_sep = part.index > 0 and (part.first_in_file or not text_file)
+    for piece in read_part(corpus, part, specials, pattern=tokenizer.pattern):
+        if need_sep:
+            ids.append(sep_id)
+        ids.extend(tokenizer.encode(piece.text))
+        num_bytes += piece.num_bytes
+        need_sep = piece.is_record
+    return np.array(ids, dtype=dtype), num_bytes
+
+
+def encode_corpus_to_npy(
+    corpus: Corpus,
+    tokenizer: Tokenizer,
+    out_path: str | os.PathLike,
+    *,
+    num_workers: int | None = None,
+    dtype: str = "uint16",
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    min_parallel_bytes: int = DEFAULT_MIN_PARALLEL_BYTES,
+    progress: bool = False,
+    backend: str = "python",
+    tokenizer_dir: str | os.PathLike | None = None,
+    command: str | None = None,
+    force: bool = False,
+    dropout: float = 0.0,
+    separator: str | None = None,
+) -> dict:
+    """Encode a corpus's parts (`plan_parts`) in worker processes into one `.npy`, in order.
+
+    The ids are those of the text file holding the corpus's documents joined by `separator`
+    (records are documents; a text file's own special tokens separate its documents; files
+    are separated too). Takes and returns what `encode_file_to_npy` does; `num_bytes` is the
+    bytes of text read. The python backend only, without dropout.
+
+    Raises:
+        ValueError: the separator is not a special token of the tokenizer, dropout was asked
+            for, a reader's error (naming the file), or ids too large for dtype.
+    """
+    dt = check_dtype(tokenizer, dtype)
+    sep, sep_id = corpus_separator(tokenizer, separator)
+    for f in corpus.files:
+        check_output(f.path, out_path, force=force)
+    if dropout:
+        raise ValueError(
+            f"dropout={dropout!r} is applied to one text file only; decompress or convert "
+            f"{corpus.source!r} to a text file first, or encode without --dropout"
+        )
+    if backend != "python":
+        logger.info("backend=%r encodes text files; a corpus of %s is encoded with python",
+                    backend, "+".join(corpus.kinds))  # fmt: skip
+    if chunk_bytes < 1:
+        raise ValueError(f"chunk_bytes={chunk_bytes!r} must be >= 1")
+    start_time = time.perf_counter()
+    wanted = plan_workers(num_workers, num_bytes=corpus.num_bytes,
+                          min_parallel_bytes=min_parallel_bytes)  # fmt: skip
+    parts = plan_parts(
+        corpus, list(tokenizer.special_tokens), max_chunk_bytes=chunk_bytes, min_parts=wanted,
+        pattern=tokenizer.pattern,
+    )  # fmt: skip
+    workers = min(wanted, max(len(parts), 1))
+    plan_ = WorkerPlan(workers, start_method_for(workers))
+    logger.info(
+        "encoding %s (%s) in %d parts with %d worker(s) (%s), %r between documents -> %s",
+        corpus.source, corpus.describe(), len(parts), plan_.workers, plan_.start_method, sep,
+        out_path,
+    )  # fmt: skip
+    context = (tokenizer, corpus, sep, sep_id, dt.name)
+    results = map_chunks(_encode_part, context, parts, plan_, ordered=True)
+    read = [0]
+
+    def arrays() -> Iterator[np.ndarray]:
+        for ids, num_bytes in results:
+            read[0] += num_bytes
+            yield ids
+
+    target = Path(out_path)
+    with closing(results):
+        num_tokens = _write(target, dt, arrays(), parts, size=corpus.num_bytes, progress=progress)
+    seconds = time.perf_counter() - start_time
+    record = lineage.encode_sidecar(
+        tokenizer=tokenizer, input_path=corpus.source, num_tokens=num_tokens, dtype=dt.name,
+        backend="python", tokenizer_dir=tokenizer_dir, command=command, corpus=corpus,
+    )  # fmt: skip
+    record["input"]["separator"] = sep
+    sidecar = lineage.write_sidecar(target, record)
+    logger.info(
+        "wrote %d tokens (%s) to %s in %.2f s (%.2f MB/s of text)",
+        num_tokens, dt.name, target, seconds, read[0] / seconds / 1e6 if seconds else 0.0,
+    )  # fmt: skip
+    return {
+        "path": str(target),
+        "num_tokens": num_tokens,
+        "num_bytes": read[0],
+        "num_chunks": len(parts),
+        "num_workers": plan_.workers,
+        "start_method": plan_.start_method,
+        "seconds": seconds,
+        "backend": "python",
         "sidecar": str(sidecar),
     }
 
@@ -451,7 +631,7 @@ def _write(
     target: Path,
     dt: np.dtype,
     arrays: Iterable[np.ndarray],
-    chunks: list[Chunk],
+    chunks: Sequence[Chunk] | Sequence[Part],
     *,
     size: int,
     progress: bool,
