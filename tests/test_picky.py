@@ -19,6 +19,7 @@ from bpe.tokenizer.removals import Removal, Replay, as_removals, check_history
 from bpe.trainers import learn_merges, picky
 from bpe.trainers.common import prepare
 from bpe.trainers.variants import SUPPORTED_TRAINERS
+from tests.complexity import assert_linear
 from tests.conftest import DATA, EOT, FIXTURES, ROOT
 
 # small alphabets make long shared substrings, so merges use up their parents often
@@ -108,6 +109,27 @@ def test_a_threshold_outside_0_1_is_refused(threshold):
     with pytest.raises(ValueError, match=r"variant.threshold=.* must be in \(0, 1\]"):
         train_bpe_detailed(FIXTURES / "corpus.en", 400, [EOT], trainer="indexed",
                            variant=picky_variant(threshold))  # fmt: skip
+
+
+long_pretoken = st.text(alphabet="ab", min_size=65, max_size=300).map(str.encode)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(corpus=corpora, extra=st.integers(1, 40), threshold=thresholds, data=long_pretoken)
+def test_long_pretokens_replay_as_short_ones_do(corpus, extra, threshold, data):
+    out = learn_merges("indexed", corpus, 257 + extra, [EOT], picky_threshold=threshold)
+    replay = Replay(out.merges, as_removals(out.removals))
+    assert replay.tokens(data) == replay._tokens_scan(data)
+    assert b"".join(replay.tokens(data)) == data
+
+
+def test_replaying_a_long_pretoken_grows_as_n_log_n():
+    result = train_bpe_detailed(FIXTURES / "corpus.en", 600, [EOT], trainer="indexed",
+                                variant=picky_variant(0.6))  # fmt: skip
+    assert result.removals
+    replay = Replay(result.merges, as_removals(result.removals))
+    text = (FIXTURES / "corpus.en").read_bytes().replace(b" ", b"")  # one long "word"
+    assert_linear(lambda n: replay.tokens(text[:n]), 10_000, what="replaying a long pretoken")
 
 
 def test_replay_applies_events_in_order_and_never_goes_back():

@@ -34,10 +34,6 @@ REPORT_FILE = "variants.md"
 #: How many of the longest tokens each row shows.
 LONGEST = 3
 
-#: metrics.json keys a run may hold for bits per byte (newest first): the report shows the
-#: column when any run has one.
-BITS_PER_BYTE_KEYS = ("bits_per_byte.own.bits_per_byte", "bits_per_byte.own.mean")
-
 
 @dataclass(frozen=True)
 class VariantRow:
@@ -58,15 +54,8 @@ class VariantRow:
     stage_two_unique_ratio: float | None = None  # superbpe: unique pretokens vs stage one
     stage_two_longest_bytes: int | None = None  # superbpe
     superwords: int | None = None  # tokens spanning a space between words (`count_superwords`)
-    bits_per_byte: float | None = None
-
-
-def _bits_per_byte(metrics: dict) -> float | None:
-    for dotted in BITS_PER_BYTE_KEYS:
-        value = schema.get(metrics, schema.key(dotted, always=False))
-        if isinstance(value, int | float):
-            return float(value)
-    return None
+    bits_per_byte: float | None = None  # n-gram model of the ids, held-out text (lower: better)
+    bits_per_byte_spread: tuple[float, float] | None = None  # min and max over the splits
 
 
 #: A word boundary inside a token: what makes a superword (" by the", "once upon").
@@ -104,8 +93,15 @@ def row_of(metrics: dict, tidy_row: dict, *, superwords: int | None = None) -> V
         stage_two_unique_ratio=two.get("unique_ratio"),
         stage_two_longest_bytes=two.get("longest_pretoken_bytes"),
         superwords=superwords,
-        bits_per_byte=_bits_per_byte(metrics),
+        bits_per_byte=schema.get(metrics, schema.BITS_PER_BYTE),
+        bits_per_byte_spread=_spread(metrics),
     )
+
+
+def _spread(metrics: dict) -> tuple[float, float] | None:
+    low = schema.get(metrics, schema.BITS_PER_BYTE_MIN)
+    high = schema.get(metrics, schema.BITS_PER_BYTE_MAX)
+    return None if low is None or high is None else (float(low), float(high))
 
 
 def _number(value: object) -> float | None:
@@ -140,6 +136,15 @@ def _groups(rows: Sequence[VariantRow]) -> dict[tuple[str, int], dict[str, Varia
     return out
 
 
+def _bpb(r: VariantRow) -> str:
+    if r.bits_per_byte is None:
+        return "n/a"
+    if r.bits_per_byte_spread is None:
+        return f"{r.bits_per_byte:.3f}"
+    low, high = r.bits_per_byte_spread
+    return f"{r.bits_per_byte:.3f} ({low:.3f}-{high:.3f})"
+
+
 def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.2f}%"
 
@@ -154,7 +159,7 @@ def section_table(rows: Sequence[VariantRow]) -> list[str]:
         body.append([
             r.dataset, fmt(r.vocab_size, "d"), r.variant, fmt(r.bytes_per_token, ".3f"),
             fmt(r.renyi, ".3f"), _pct(r.undertrained_share),
-            *([fmt(r.bits_per_byte, ".3f")] if with_bpb else []),
+            *([_bpb(r)] if with_bpb else []),
             " · ".join(f"`{t}`" for t in r.longest) or "n/a",
             fmt(r.train_seconds, ".2f"), fmt(r.peak_mb, ".1f"), fmt(r.merges, ".0f"),
         ])  # fmt: skip
@@ -164,9 +169,11 @@ def section_table(rows: Sequence[VariantRow]) -> list[str]:
         "Bytes/token is measured on held-out documents (higher: fewer tokens for the same "
         "text); the Rényi efficiency (α = 2.5) on the same documents; under-trained is the "
         "share of the vocab made of learned tokens that never occur when the training sample is "
-        "encoded (a model would never see them); train s is stages 1-3, peak MB the run's whole "
-        "process tree. A PickyBPE run makes more merges than its vocab holds: removed tokens "
-        "free their slots for later merges.",
+        "encoded (a model would never see them); bits/byte (where measured) is an interpolated "
+        "Kneser-Ney n-gram model of the ids trained on the training sample and scored on the "
+        "held-out documents, with its spread over splits; train s is stages 1-3, peak MB the "
+        "run's whole process tree. A PickyBPE run makes more merges than its vocab holds: "
+        "removed tokens free their slots for later merges.",
         "",
         table(body, header),
         "",
@@ -265,7 +272,9 @@ def section_bits_per_byte(rows: Sequence[VariantRow]) -> list[str]:
             "",
         ]
     lines = ["## Which one would a model prefer?", "",
-             "Bits per byte of an n-gram model over each tokenizer's ids (lower is better):",
+             "Bits per byte of an n-gram model over each tokenizer's ids, the measure that "
+             "compares tokenizers fairly (lower is better; a SuperBPE replication saw per-token "
+             "loss rise while per-byte loss stayed flat):",
              ""]  # fmt: skip
     for (dataset, vocab), group in _groups(rows).items():
         measured = {v: r.bits_per_byte for v, r in group.items() if r.bits_per_byte is not None}

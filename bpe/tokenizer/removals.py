@@ -18,9 +18,9 @@ current one are never applied again, even when a removal brings their pair back.
 training pretoken this is exactly the segmentation training left, so the counts that decided
 each merge and removal are the counts of the encoded training text.
 
-What it costs: each step scans the pretoken (O(length) per applied event), so a pretoken of
-n bytes costs O(n^2) at worst. Plain BPE's encoder is linear for long pretokens; PickyBPE's
-replay is not yet (the tokenizer caches pretokens, so real text pays it once per pretoken).
+What it costs: a short pretoken is scanned whole per applied event (the fastest for real
+text); one over `LONG_PRETOKEN` bytes queues its positions by event time, so its cost grows as
+n log n with its length (a doubling test holds it to that).
 
 What it does not do: train (`bpe.trainers.picky`) or export (tokenizer.json and tiktoken
 cannot express a removal; `bpe.formats.exports` refuses them for a PickyBPE tokenizer).
@@ -32,6 +32,8 @@ import json
 import os
 from bisect import bisect_right
 from collections.abc import Iterable, Mapping, Sequence
+from fractions import Fraction
+from heapq import heappop, heappush
 from pathlib import Path
 from typing import NamedTuple
 
@@ -180,6 +182,13 @@ class Replay:
 
     def tokens(self, data: bytes) -> list[bytes]:
         """The tokens (as bytes) of one pretoken."""
+        if len(data) > LONG_PRETOKEN:
+            return self._tokens_long(data)
+        return self._tokens_scan(data)
+
+    def _tokens_scan(self, data: bytes) -> list[bytes]:
+        """`tokens` by a scan of the whole pretoken per event: O(n) per event, the fastest for
+        the short pretokens of real text."""
         tokens = [bytes([b]) for b in data]
         cursor = -1
         merge_times, removal_times = self._merge_times, self._removal_times
@@ -198,6 +207,108 @@ class Replay:
             else:
                 tokens = _merge(tokens, *event)
 
+    def _tokens_long(self, data: bytes) -> list[bytes]:
+        """`tokens` for long pretokens: each event visits only the positions queued for it.
+
+        The tokens form a linked list; each adjacent pair is queued under its next merge time
+        and each token under its next removal time (after the current event) when it appears,
+        so a merge or removal touches only its own occurrences (stale entries are skipped) and
+        the cost grows as n log n with the pretoken's length, not n^2. Positions carry an order
+        label (ints, then fractions between neighbours for the parts of a split), so a merge of
+        a token with itself still runs left to right.
+        """
+        n = len(data)
+        tok: list[bytes] = [bytes([b]) for b in data]
+        nxt = [*range(1, n), _END]
+        prv = [_END, *range(n - 1)]
+        label: list[Fraction | int] = list(range(n))
+        alive = [True] * n
+        buckets: dict[int, list[int]] = {}
+        times: list[int] = []
+        merge_times, removal_times = self._merge_times, self._removal_times
+        cursor = -1
+
+        def queue(t: int, i: int) -> None:
+            if t == _NEVER:
+                return
+            bucket = buckets.get(t)
+            if bucket is None:
+                buckets[t] = [i]
+                heappush(times, t)
+            else:
+                bucket.append(i)
+
+        def queue_pair(i: int) -> None:
+            if i != _END and nxt[i] != _END:
+                queue(_next_time(merge_times.get((tok[i], tok[nxt[i]])), cursor), i)
+
+        for i in range(n - 1):
+            queue_pair(i)
+        while times:
+            cursor = heappop(times)
+            positions = sorted(buckets.pop(cursor), key=label.__getitem__)
+            event = self._events[cursor]
+            if isinstance(event, Removal):
+                for i in positions:
+                    if not alive[i] or tok[i] != event.token:
+                        continue  # stale
+                    last = _split_at(i, event.parts, tok, nxt, prv, label, alive)
+                    queue_pair(prv[i])
+                    k = i
+                    while True:
+                        queue(_next_time(removal_times.get(tok[k]), cursor), k)
+                        queue_pair(k)
+                        if k == last:
+                            break
+                        k = nxt[k]
+                continue
+            left, right = event
+            for i in positions:
+                j = nxt[i]
+                if not alive[i] or j == _END or tok[i] != left or tok[j] != right:
+                    continue  # stale: merged away or changed since it was queued
+                tok[i] = left + right
+                alive[j] = False
+                k = nxt[i] = nxt[j]
+                if k != _END:
+                    prv[k] = i
+                queue_pair(i)
+                queue(_next_time(removal_times.get(tok[i]), cursor), i)
+                queue_pair(prv[i])
+        out = []
+        i = 0
+        while i != _END:
+            out.append(tok[i])
+            i = nxt[i]
+        return out
+
+
+def _split_at(i: int, parts, tok, nxt, prv, label, alive) -> int:
+    """Replace the token at node i by `parts`: node i holds the first part, new nodes the rest
+    (labelled between i and its successor). Returns the node of the last part."""
+    after = nxt[i]
+    high = label[after] if after != _END else label[i] + 1
+    step = Fraction(high - label[i]) / len(parts)
+    tok[i] = parts[0]
+    last = i
+    for k, part in enumerate(parts[1:], start=1):
+        node = len(tok)
+        tok.append(part)
+        alive.append(True)
+        label.append(label[i] + k * step)
+        nxt.append(after)
+        prv.append(last)
+        nxt[last] = node
+        last = node
+    if after != _END:
+        prv[after] = last
+    return last
+
+
+_END = -1  # no next / no previous node
+
+#: Pretokens longer than this (in bytes) are replayed by `Replay._tokens_long`.
+LONG_PRETOKEN = 64
 
 _NEVER = 1 << 62
 
