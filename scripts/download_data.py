@@ -1,7 +1,7 @@
 """Download the full datasets into data/full/ (the bundled samples need no download).
 
     python scripts/download_data.py tinystories     TinyStoriesV2-GPT4 train (2.1 GB) + valid
-    python scripts/download_data.py owt             CS336 OpenWebText sample train (11 GB) + valid
+    python scripts/download_data.py owt             CS336 OpenWebText sample train (.txt.gz) + valid
     python scripts/download_data.py all
 
 Files come from the Hugging Face Hub through `huggingface_hub` (the `download` extra): a
@@ -9,7 +9,8 @@ progress bar per file, a dropped connection resumes where it stopped (an HTTP Ra
 and downloads land in the Hub cache (`HF_HUB_CACHE`, or `--cache-dir`), so a second run, or a
 run after deleting data/full/, needs no network. `HF_ENDPOINT` points it at a mirror. Each file
 is then placed at its dataset path (a hard link to the cached copy when the filesystem allows,
-else a copy; `.gz` files are decompressed), written under a temporary name and renamed, so a
+else a copy; a `.gz` file is decompressed only when its target is not `.gz`: OWT stays compressed,
+as training reads it directly), written under a temporary name and renamed, so a
 broken step never looks finished. Without network access it stops, after a short timeout, with
 a message saying what failed and how to get the file another way.
 
@@ -45,8 +46,9 @@ SOURCES = {
         ("roneneldan/TinyStories", "TinyStoriesV2-GPT4-valid.txt", "TinyStoriesV2-GPT4-valid.txt"),
     ],
     "owt": [
-        ("stanford-cs336/owt-sample", "owt_train.txt.gz", "owt_train.txt"),
-        ("stanford-cs336/owt-sample", "owt_valid.txt.gz", "owt_valid.txt"),
+        # kept compressed: training and bpe-encode read .gz directly (bpe.pretokenize.readers)
+        ("stanford-cs336/owt-sample", "owt_train.txt.gz", "owt_train.txt.gz"),
+        ("stanford-cs336/owt-sample", "owt_valid.txt.gz", "owt_valid.txt.gz"),
     ],
 }  # fmt: skip
 
@@ -95,11 +97,11 @@ def download(
             f"cannot download {url} ({type(err).__name__}: {_first_line(err)}). "
             f"If this machine is offline or cannot reach {constants.ENDPOINT}: set HF_ENDPOINT "
             "to a Hub mirror you can reach and rerun; or fetch the file elsewhere and copy it "
-            "(decompressed if it ends in .gz) to "
+            "to "
             f"{str(target)!r}; or point dataset.path at your copy "
             "(e.g. bpe-train dataset=tinystories dataset.path=/path/to/file.txt)"
         ) from None
-    _place(cached, target, gunzip=filename.endswith(".gz"))
+    _place(cached, target, gunzip=filename.endswith(".gz") and target.suffix != ".gz")
     logger.info("%s -> %s", url, target)
     return target
 

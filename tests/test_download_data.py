@@ -21,6 +21,7 @@ import pytest
 import yaml
 from huggingface_hub import constants
 
+from bpe.pretokenize.readers import iter_documents, resolve_source
 from tests.conftest import ROOT
 
 SCRIPT = ROOT / "scripts" / "download_data.py"
@@ -163,14 +164,17 @@ def test_dropped_connection_resumes_with_a_range_request(tmp_path):
     assert "resume" in proc.stderr.lower()
 
 
-def test_gz_files_are_decompressed_into_place(tmp_path):
+def test_gz_files_stay_compressed_and_read_as_text(tmp_path):
     text = {"owt_train.txt": b"web text <|endoftext|>\n" * 300, "owt_valid.txt": b"valid\n"}
     served = {f"{name}.gz": gzip.compress(body) for name, body in text.items()}
     with FakeHub(_hub_files("stanford-cs336/owt-sample", served)) as hub:
         proc = _run(tmp_path, hub.endpoint, "owt")
     assert proc.returncode == 0, proc.stderr
     for name, body in text.items():
-        assert (tmp_path / "full" / name).read_bytes() == body
+        placed = tmp_path / "full" / f"{name}.gz"
+        assert placed.read_bytes() == served[f"{name}.gz"]
+        docs = list(iter_documents(resolve_source(placed), "<|endoftext|>"))
+        assert "".join(docs) == body.decode().replace("<|endoftext|>", "")
 
 
 def test_offline_error_says_what_failed_and_how_to_fix_it(tmp_path):
@@ -182,7 +186,7 @@ def test_offline_error_says_what_failed_and_how_to_fix_it(tmp_path):
     error = proc.stderr
     assert f"cannot download http://127.0.0.1:{port}/datasets/stanford-cs336/owt-sample" in error
     assert "HF_ENDPOINT" in error
-    assert repr(str(tmp_path / "full" / "owt_train.txt")) in error
+    assert repr(str(tmp_path / "full" / "owt_train.txt.gz")) in error
     assert "dataset.path=" in error
     assert not (tmp_path / "full").exists() or not any((tmp_path / "full").iterdir())
 
