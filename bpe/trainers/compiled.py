@@ -128,7 +128,9 @@ def _run(kernels: ModuleType, state: MergeState, tick: Callable[[], object], *, 
     first_id = len(state.vocab)
     tbytes, toff = _token_bytes(state, first_id + state.num_merges)
     k.heapify(hcnt, hpair, n_pairs, pleft, pright, tbytes, toff)
-    pstamp = np.full(len(pleft), -1, dtype=np.int32)
+    max_tokens = first_id + state.num_merges
+    by_left, by_right = np.full(max_tokens, -1, np.int32), np.full(max_tokens, -1, np.int32)
+    drop_left, drop_right = np.zeros(max_tokens, np.int64), np.zeros(max_tokens, np.int64)
     out_left = np.empty(state.num_merges, dtype=np.int32)
     out_right = np.empty(state.num_merges, dtype=np.int32)
     out_count = np.empty(state.num_merges, dtype=np.int64)
@@ -138,9 +140,10 @@ def _run(kernels: ModuleType, state: MergeState, tick: Callable[[], object], *, 
     done = 0
     while done < state.num_merges:
         status = k.merge_batch(
-            ids, nxt, prv, word_of, wcount, pleft, pright, pcount, pstart, plen, pstamp,
-            hkeys, hvals, pool, hcnt, hpair, tbytes, toff, out_left, out_right, out_count,
-            sc, first_id, min(state.num_merges, done + batch),
+            ids, nxt, prv, word_of, wcount, pleft, pright, pcount, pstart, plen,
+            hkeys, hvals, pool, hcnt, hpair, tbytes, toff, by_left, by_right, drop_left,
+            drop_right, out_left, out_right, out_count, sc, first_id,
+            min(state.num_merges, done + batch),
         )  # fmt: skip
         now = int(sc[k.MERGES_DONE])
         lefts, rights = out_left[done:now].tolist(), out_right[done:now].tolist()
@@ -154,8 +157,8 @@ def _run(kernels: ModuleType, state: MergeState, tick: Callable[[], object], *, 
             n = int(sc[k.N_PAIRS])
             if sc[k.NEED_PAIRS] > len(pleft):
                 size = _room(sc[k.NEED_PAIRS])
-                pleft, pright, pcount, pstart, plen, pstamp = (
-                    _resized(a, size) for a in (pleft, pright, pcount, pstart, plen, pstamp)
+                pleft, pright, pcount, pstart, plen = (
+                    _resized(a, size) for a in (pleft, pright, pcount, pstart, plen)
                 )
             if 2 * sc[k.NEED_PAIRS] > len(hkeys):
                 hkeys, hvals = k.rehash(pleft, pright, n, _power_of_two(3 * sc[k.NEED_PAIRS]))
@@ -193,6 +196,4 @@ def _power_of_two(n: int) -> int:
 def _resized(arr: np.ndarray, size: int) -> np.ndarray:
     out = np.empty(size, dtype=arr.dtype)
     out[: len(arr)] = arr
-    if arr.dtype == np.int32 and size > len(arr):
-        out[len(arr) :] = -1  # pstamp's "never created in a merge" (harmless elsewhere)
     return out
