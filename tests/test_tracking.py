@@ -152,6 +152,8 @@ def test_run_record_reads_a_run_directory_without_mlflow():
     assert record.params["vocab_size"] == "300"
     assert record.metrics["timings.merge"] == pytest.approx(0.0707)
     assert record.metrics["compression.other.ratio"] == pytest.approx(1.4116)
+    assert record.metrics["bits_per_byte.own.bits_per_byte"] == pytest.approx(3.6631)
+    assert record.metrics["bits_per_byte.model.order"] == 3.0
     assert "memory.timeline" not in " ".join(record.metrics)
     assert record.start_ms is not None and record.end_ms - record.start_ms == 2500
     assert {(p.name, folder) for p, folder in record.artifacts} >= {

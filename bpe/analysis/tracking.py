@@ -51,7 +51,8 @@ ARTIFACTS_NAME = "mlruns"  # under experiments_dir
 
 # Sections of metrics.json whose numeric leaves become MLflow metrics.
 METRIC_SECTIONS = ("timings", "memory", "counts", "compression", "throughput", "token_kinds",
-                   "tiktoken", "leading_space_share", "learned_tokens")  # fmt: skip
+                   "tiktoken", "leading_space_share", "learned_tokens",
+                   "bits_per_byte")  # fmt: skip
 # Keys of metrics.json's "run" section logged as params (what a run was asked to do).
 RUN_PARAMS = ("dataset", "trainer", "vocab_size", "profiler", "num_workers", "seed",
               "special_tokens", "input_path", "input_name", "pretokenizer", "init_from",
