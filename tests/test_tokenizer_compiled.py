@@ -180,6 +180,15 @@ def test_pickle_keeps_the_merge_backend(pairs):
     assert pickle.loads(pickle.dumps(python)).merge_backend == "python"
 
 
+def test_the_tokenizer_knows_the_kernels_id_limit():
+    from bpe.tokenizer import _KERNEL_MAX_ID
+    from bpe.tokenizer.compiled import MAX_ID
+
+    assert _KERNEL_MAX_ID == MAX_ID
+    with pytest.raises(ValueError, match="up to 2097151"):
+        build_tables({}, [], [MAX_ID + 1] * 256)
+
+
 def test_an_unknown_merge_backend_is_named():
     with pytest.raises(ValueError, match=r"merge_backend='rust' is not one of"):
         Tokenizer({i: bytes([i]) for i in range(256)}, [], merge_backend="rust")

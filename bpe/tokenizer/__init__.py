@@ -84,6 +84,8 @@ _AUTO_LOAD_AFTER = 4096
 # "auto": fewer cold pretokens than this in one group go through Python even once the kernel is
 # loaded (a kernel call's fixed cost, packing and unpacking, is some tens of microseconds).
 _AUTO_MIN_BATCH = 16
+# The largest id (and merge count) the kernel takes (`bpe.tokenizer.compiled.MAX_ID`).
+_KERNEL_MAX_ID = (1 << 21) - 1
 # Pretokens gathered (over a text's special-token parts) before their cold ones are merged in
 # one call: large enough to amortise the call, small enough to bound the memory they hold.
 _GROUP_PRETOKENS = 1 << 16
@@ -322,8 +324,11 @@ class Tokenizer:
         self._cache = _PretokenCache(self._bpe, cache_size)
         # The compiled cold path: its tables are built on first use (`_merge_compiled`).
         self._compiled: Callable[[list[str]], list[tuple[int, ...]]] | None = None
+        # subtle: the kernel packs ids and ranks into 21 bits each (2 million ids), and does not
+        # replay PickyBPE's removals: those tokenizers merge in Python, whatever was asked
+        fits = max(self.max_token_id, len(self._merged)) <= _KERNEL_MAX_ID
         self._compiled_ok = (
-            merge_backend != "python" and self._replay is None and _numba_installed()
+            merge_backend != "python" and self._replay is None and fits and _numba_installed()
         )
         self._cold_seen = 0  # cold pretokens met by "auto" before it loads the kernel
         self._group_pretokens = _GROUP_PRETOKENS if self._compiled_ok else 0
