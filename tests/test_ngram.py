@@ -182,3 +182,11 @@ def test_an_unsupported_order_fails_before_any_run_directory(tmp_path):
     assert proc.returncode != 0
     assert "analysis.bpb_order=7 is not supported: use one of [3, 4, 5]" in proc.stderr
     assert not list(tmp_path.iterdir())
+
+
+def test_analysis_says_why_bits_per_byte_is_missing():
+    from bpe.analysis.run_report import section_bits_per_byte
+
+    assert "it predates the bits-per-byte measure" in " ".join(section_bits_per_byte({}))
+    unreadable = " ".join(section_bits_per_byte({"bits_per_byte": None}))
+    assert "its training file could not be read" in unreadable

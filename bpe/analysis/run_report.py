@@ -629,7 +629,12 @@ def section_bits_per_byte(metrics: dict) -> list[str]:
     lines = ["## Bits per byte (an n-gram model of the ids)", ""]
     bpb = schema.get(metrics, schema.BITS_PER_BYTE_SECTION)
     if not bpb:
-        return [*lines, "Not measured for this run (it predates the bits-per-byte measure).", ""]
+        why = (
+            "its training file could not be read (train.log says why)"
+            if schema.has(metrics, schema.BITS_PER_BYTE_SECTION)
+            else "it predates the bits-per-byte measure"
+        )
+        return [*lines, f"Not measured for this run ({why}).", ""]
     model = bpb.get("model") or {}
     order = model.get("order")
     rows = []
