@@ -15,7 +15,8 @@ def _row(variant: str, vocab: int, bpt: float, under: float, **kw) -> VariantRow
     defaults = dict(
         dataset="tinystories_sample", vocab_size=vocab, variant=variant, trainer="indexed",
         bytes_per_token=bpt, renyi=0.5, undertrained_share=under,
-        longest=(" something", " beautiful"), train_seconds=1.5, peak_mb=120.0, merges=vocab - 257,
+        longest=(" something", " beautiful"), train_seconds=1.5, merge_seconds=0.5, peak_mb=120.0,
+        merges=vocab - 257,
     )  # fmt: skip
     return VariantRow(**{**defaults, **kw})
 
@@ -24,7 +25,8 @@ ROWS = [
     _row("picky", 1000, 3.108, 0.0, removals=47, merges=790),
     _row("bpe", 1000, 3.071, 0.001, superwords=0),
     _row("superbpe", 1000, 3.457, 0.002, stage_two_unique_ratio=9.9,
-         stage_two_longest_bytes=38, superwords=61, longest=(" once upon a time",)),
+         stage_two_longest_bytes=38, stage_two_counts_mb=5.2, superwords=61,
+         longest=(" once upon a time",)),
     _row("bpe", 4000, 3.851, 0.055, dataset="owt_sample"),
     _row("picky", 4000, 3.904, 0.0, dataset="owt_sample", removals=210),
 ]  # fmt: skip

@@ -48,14 +48,17 @@ class VariantRow:
     undertrained_share: float | None  # learned tokens never produced on the training sample
     longest: tuple[str, ...]
     train_seconds: float | None
+    merge_seconds: float | None  # stages 2-3 (both stages of a SuperBPE run)
     peak_mb: float | None
     merges: int | None
     removals: int | None = None  # picky
     stage_two_unique_ratio: float | None = None  # superbpe: unique pretokens vs stage one
     stage_two_longest_bytes: int | None = None  # superbpe
+    stage_two_counts_mb: float | None = None  # superbpe: what stage two's counts hold
     superwords: int | None = None  # tokens spanning a space between words (`count_superwords`)
     bits_per_byte: float | None = None  # n-gram model of the ids, held-out text (lower: better)
     bits_per_byte_spread: tuple[float, float] | None = None  # min and max over the splits
+    bits_per_byte_order: int | None = None  # the n-gram model's order
 
 
 #: A word boundary inside a token: what makes a superword (" by the", "once upon").
@@ -87,14 +90,17 @@ def row_of(metrics: dict, tidy_row: dict, *, superwords: int | None = None) -> V
         undertrained_share=under.get("intermediate_only_share"),
         longest=tuple(clip(str(t.get("text", "")), 24) for t in longest[:LONGEST]),
         train_seconds=_number(tidy_row.get("train_seconds")),
+        merge_seconds=_number(tidy_row.get("merge_seconds")),
         peak_mb=_number(tidy_row.get("peak_mb")),
         merges=schema.get(metrics, schema.MERGES),
         removals=schema.get(metrics, schema.VARIANT_REMOVALS),
         stage_two_unique_ratio=two.get("unique_ratio"),
         stage_two_longest_bytes=two.get("longest_pretoken_bytes"),
+        stage_two_counts_mb=two.get("counts_mb"),
         superwords=superwords,
         bits_per_byte=schema.get(metrics, schema.BITS_PER_BYTE),
         bits_per_byte_spread=_spread(metrics),
+        bits_per_byte_order=schema.get(metrics, schema.BPB_ORDER),
     )
 
 
@@ -152,8 +158,8 @@ def _pct(x: float | None) -> str:
 def section_table(rows: Sequence[VariantRow]) -> list[str]:
     with_bpb = any(r.bits_per_byte is not None for r in rows)
     header = ["dataset", "vocab", "variant", "bytes/token", "Rényi eff.", "under-trained",
-              *(["bits/byte"] if with_bpb else []), "longest tokens", "train s", "peak MB",
-              "merges"]  # fmt: skip
+              *(["bits/byte"] if with_bpb else []), "longest tokens", "merge s", "train s",
+              "peak MB", "merges"]  # fmt: skip
     body = []
     for r in rows:
         body.append([
@@ -161,7 +167,8 @@ def section_table(rows: Sequence[VariantRow]) -> list[str]:
             fmt(r.renyi, ".3f"), _pct(r.undertrained_share),
             *([_bpb(r)] if with_bpb else []),
             " · ".join(f"`{t}`" for t in r.longest) or "n/a",
-            fmt(r.train_seconds, ".2f"), fmt(r.peak_mb, ".1f"), fmt(r.merges, ".0f"),
+            fmt(r.merge_seconds, ".2f"), fmt(r.train_seconds, ".2f"), fmt(r.peak_mb, ".1f"),
+            fmt(r.merges, ".0f"),
         ])  # fmt: skip
     return [
         "## The runs",
@@ -171,9 +178,11 @@ def section_table(rows: Sequence[VariantRow]) -> list[str]:
         "share of the vocab made of learned tokens that never occur when the training sample is "
         "encoded (a model would never see them); bits/byte (where measured) is an interpolated "
         "Kneser-Ney n-gram model of the ids trained on the training sample and scored on the "
-        "held-out documents, with its spread over splits; train s is stages 1-3, peak MB the "
-        "run's whole process tree. A PickyBPE run makes more merges than its vocab holds: "
-        "removed tokens free their slots for later merges.",
+        "held-out documents, with its spread over splits; merge s is stages 2-3 (both stages "
+        "of a SuperBPE run), train s adds stage 1, which the pretoken cache serves for all but "
+        "the first run on a dataset (SuperBPE's stage two counts its own pattern), and peak MB "
+        "is the run's whole process tree, the analysis stage included. A PickyBPE run makes "
+        "more merges than its vocab holds: removed tokens free their slots for later merges.",
         "",
         table(body, header),
         "",
@@ -212,9 +221,10 @@ def section_superbpe(rows: Sequence[VariantRow]) -> list[str]:
             f"; {_pct(fewer)} fewer tokens): {verdict} with the paper. "
             f"{fmt(sup.superwords, 'd')} of its tokens span two or more words. Stage two counted "
             f"{fmt(sup.stage_two_unique_ratio, '.1f')}x the unique pretokens of stage one "
-            f"(longest {fmt(sup.stage_two_longest_bytes, 'd')} bytes); training took "
-            f"{fmt(sup.train_seconds, '.2f')} s against {fmt(bpe.train_seconds, '.2f')} s and "
-            f"peaked at {fmt(sup.peak_mb, '.1f')} MB against {fmt(bpe.peak_mb, '.1f')} MB."
+            f"(longest {fmt(sup.stage_two_longest_bytes, 'd')} bytes, their counts about "
+            f"{fmt(sup.stage_two_counts_mb, '.1f')} MB); merging took "
+            f"{fmt(sup.merge_seconds, '.2f')} s against {fmt(bpe.merge_seconds, '.2f')} s, and "
+            f"the run peaked at {fmt(sup.peak_mb, '.1f')} MB against {fmt(bpe.peak_mb, '.1f')} MB."
         )
     if not found:
         lines.append("- No dataset has both a bpe and a superbpe run at one vocab size.")
@@ -282,7 +292,23 @@ def section_bits_per_byte(rows: Sequence[VariantRow]) -> list[str]:
             continue
         best = min(measured, key=measured.__getitem__)
         listed = ", ".join(f"{v} {measured[v]:.3f}" for v in VARIANT_ORDER if v in measured)
-        lines.append(f"- {dataset} @ {vocab}: **{best}** ({listed}).")
+        compressing = {v: r.bytes_per_token for v, r in group.items() if r.bytes_per_token}
+        densest = max(compressing, key=compressing.__getitem__) if compressing else best
+        note = (
+            ""
+            if densest == best
+            else f"; {densest} compresses best, so bytes/token alone would have picked it"
+        )
+        lines.append(f"- {dataset} @ {vocab}: **{best}** ({listed}){note}.")
+    orders = sorted({r.bits_per_byte_order for r in rows if r.bits_per_byte_order})
+    order = "/".join(map(str, orders)) or "n"
+    lines += [
+        "",
+        f"The proxy is small: an {order}-gram model of token ids trained on a few MB, where a "
+        "superword token stands for more text than a subword, so the model's context covers "
+        "more bytes but its counts are sparser. The SuperBPE paper measured downstream tasks "
+        "with 8B-parameter models; read this as what a small count-based model prefers.",
+    ]
     return [*lines, ""]
 
 
