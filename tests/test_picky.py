@@ -16,7 +16,7 @@ from bpe import Tokenizer, train_bpe_detailed
 from bpe.formats.exports import export_refusal
 from bpe.runs import layout, schema
 from bpe.tokenizer.removals import Removal, Replay, as_removals, check_history
-from bpe.trainers import learn_merges, picky
+from bpe.trainers import TRAINERS, learn_merges, picky
 from bpe.trainers.common import prepare
 from bpe.trainers.variants import SUPPORTED_TRAINERS
 from tests.complexity import assert_linear
@@ -97,9 +97,10 @@ def test_removed_tokens_are_never_bytes_or_specials_and_their_parts_spell_them()
     assert len(result.vocab) == 800 and sorted(result.vocab) == list(range(800))
 
 
-def test_the_heap_trainer_refuses_picky_naming_the_trainers_that_run_it():
+@pytest.mark.parametrize("trainer", sorted(set(TRAINERS) - set(SUPPORTED_TRAINERS["picky"])))
+def test_the_other_trainers_refuse_picky_naming_the_trainers_that_run_it(trainer):
     with pytest.raises(ValueError, match=r"variant=picky runs on the naive and indexed"):
-        train_bpe_detailed(FIXTURES / "corpus.en", 400, [EOT], trainer="heap", variant="picky")
+        train_bpe_detailed(FIXTURES / "corpus.en", 400, [EOT], trainer=trainer, variant="picky")
     with pytest.raises(ValueError, match=r"trainer=indexed"):
         learn_merges("heap", {b"ab": 2}, 300, picky_threshold=0.9)
 

@@ -14,6 +14,7 @@ from bpe import Tokenizer, train_bpe_detailed
 from bpe.formats.exports import tiktoken_mismatches, to_hf_tokenizer
 from bpe.pretokenize import STAGE_TWO_PATTERN, find_pretokens, pattern_name
 from bpe.runs import layout, schema
+from bpe.trainers import TRAINERS
 from bpe.trainers.variants import Variant
 from tests.conftest import DATA, EOT, FIXTURES, ROOT
 
@@ -38,11 +39,11 @@ def test_the_stage_two_pattern_joins_words_but_not_across_punctuation_or_digits(
     assert all(len(p.split()) <= 4 for p in find_pretokens(HELDOUT, STAGE_TWO_PATTERN))
 
 
-@pytest.mark.parametrize("trainer", ["naive", "indexed", "heap"])
-def test_stage_one_is_a_plain_run_to_the_transition_size(trainer):
+def test_stage_one_is_a_plain_run_to_the_transition_size(trainer_name):
     variant = Variant("superbpe", transition_vocab=330)
-    sup = train_bpe_detailed(FIXTURES / "corpus.en", 360, [EOT], trainer=trainer, variant=variant)
-    plain = train_bpe_detailed(FIXTURES / "corpus.en", 330, [EOT], trainer=trainer)
+    sup = train_bpe_detailed(FIXTURES / "corpus.en", 360, [EOT], trainer=trainer_name,
+                             variant=variant)  # fmt: skip
+    plain = train_bpe_detailed(FIXTURES / "corpus.en", 330, [EOT], trainer=trainer_name)
     assert sup.merges[: len(plain.merges)] == plain.merges
     assert {i: sup.vocab[i] for i in plain.vocab} == plain.vocab
     assert sup.merge_counts[: len(plain.merges)] == plain.merge_counts
@@ -52,8 +53,8 @@ def test_stage_one_is_a_plain_run_to_the_transition_size(trainer):
 def test_every_trainer_learns_the_same_superwords():
     variant = Variant("superbpe", transition_vocab=330)
     runs = [train_bpe_detailed(FIXTURES / "corpus.en", 380, [EOT], trainer=t, variant=variant)
-            for t in ("naive", "indexed", "heap")]  # fmt: skip
-    assert runs[0].merges == runs[1].merges == runs[2].merges
+            for t in TRAINERS]  # fmt: skip
+    assert all(run.merges == runs[0].merges for run in runs)
 
 
 def test_stage_two_makes_superwords_and_compresses_more(superbpe):

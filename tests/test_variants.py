@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from hydra import compose, initialize_config_dir
 
@@ -10,7 +13,7 @@ from bpe import train_bpe_detailed
 from bpe.experiment.runner import variant_of
 from bpe.trainers.variants import VARIANTS, Variant, as_variant, check_variant
 from bpe.util.io import CONF_DIR
-from tests.conftest import EOT, FIXTURES
+from tests.conftest import EOT, FIXTURES, ROOT
 
 
 def _compose(*overrides: str):
@@ -43,3 +46,14 @@ def test_bpe_variant_changes_nothing():
     named = train_bpe_detailed(FIXTURES / "corpus.en", 400, [EOT], num_workers=1, variant="bpe")
     assert named.merges == plain.merges and named.vocab == plain.vocab
     assert named.variant == Variant("bpe") and named.variant_facts == {}
+
+
+def test_a_variant_the_trainer_cannot_run_fails_before_anything_is_created(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "bpe.cli.train", "variant=picky", "debug=fast",
+         f"experiments_dir={tmp_path}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "variant=picky runs on the naive and indexed trainers only" in proc.stderr
+    assert not any(tmp_path.iterdir())

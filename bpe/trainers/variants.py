@@ -113,7 +113,7 @@ def check_trainer_supports(variant: str, trainer: str) -> None:
         raise ValueError(
             f"variant={variant} runs on the {' and '.join(allowed)} trainers only, not "
             f"trainer={trainer!r}: use trainer={allowed[-1]} (its removals need token counts "
-            "the heap trainer does not keep)"
+            "and token -> words, which only those trainers keep)"
         )
 
 
