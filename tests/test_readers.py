@@ -11,6 +11,7 @@ import bz2
 import gzip
 import json
 import lzma
+import os
 from collections import Counter
 from pathlib import Path
 
@@ -400,3 +401,47 @@ def test_bpe_encode_refuses_a_separator_the_tokenizer_lacks(corpora, tmp_path):
     with pytest.raises(ValueError, match="pass the one that separates documents with --separator"):
         encode_file_to_npy(corpora["parquet"], tok, tmp_path / "x.npy")
     assert not (tmp_path / "x.npy").exists()
+
+
+# -- Hub sources ---------------------------------------------------------------------------------
+
+
+def test_an_unreachable_hub_fails_fast_naming_the_fixes(tmp_path):
+    """Offline (a closed port as the Hub), the FineWeb-Edu config fails within seconds."""
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import ROOT
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "HF_ENDPOINT": f"http://127.0.0.1:{port}",
+           "HF_HUB_CACHE": str(tmp_path / "hub")}  # fmt: skip
+    code = (
+        "import yaml; from bpe.pretokenize.datasets import load_named\n"
+        "load_named('fineweb_edu_10bt').check()\n"
+    )
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                          env=env, timeout=120)  # fmt: skip
+    assert time.perf_counter() - t0 < 30
+    assert proc.returncode != 0
+    assert "ConnectionError: cannot fetch 'sample/10BT/*.parquet' of the Hub dataset " in (
+        proc.stderr
+    )
+    assert "HF_ENDPOINT" in proc.stderr and "dataset.path" in proc.stderr
+
+
+def test_hub_sources_parse_and_name_runs():
+    from bpe.pretokenize.datasets import input_name
+    from bpe.pretokenize.readers import parse_hub_source
+
+    assert parse_hub_source("hf:a/b") == ("a/b", "**")
+    with pytest.raises(ValueError, match="must read hf:owner/name"):
+        parse_hub_source("hf:nothing")
+    assert input_name("owt_sample", "hf:HuggingFaceFW/fineweb-edu/sample/10BT/*.parquet") == (
+        "custom-fineweb-edu"
+    )

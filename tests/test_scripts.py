@@ -50,6 +50,11 @@ SMALLEST: dict[str, Smallest] = {
         runs=(("--quick",),),
         prints=("| TinyStories | 0.30 |", "| OWT | 0.30 |", "| tiktoken GPT-2 | - |"),
     ),
+    "bench_readers.py": Smallest(  # no timing asserted: the formats must read the same text
+        runs=(("--smoke", "--out", "{tmp}/readers.md"),),
+        prints=("| txt.gz |", "| jsonl.zst |", "| parquet |", "## count (0.5 MB of text)"),
+        writes=("readers.md",),
+    ),
     "bench_scale.py": Smallest(
         covered_by=("tests/test_scale_bench.py::test_quick_benchmark_writes_results_and_report",),
     ),

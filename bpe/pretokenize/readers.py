@@ -403,25 +403,26 @@ def hub_files(source: str, *, max_files: int | None = None, timeout: float = 10.
 
     Lists the repository once, keeps the files matching the pattern in sorted order (the first
     `max_files`), and fetches each into the Hub cache with `huggingface_hub` (resumable; cached
-    files need no network). `HF_ENDPOINT` names a mirror.
+    files need no network). `HF_ENDPOINT` names a mirror. The Hub is first asked once, within
+    `timeout` seconds: offline, that fails fast, and files already in the cache are used.
 
     Raises:
-        ConnectionError: the Hub cannot be reached (says how to get the files another way).
+        ConnectionError: the Hub cannot be reached and the cache holds no matching file (says
+            how to get the files another way).
         FileNotFoundError: no file of the repository matches the pattern.
     """
     repo, pattern = parse_hub_source(source)
+    hub = require("huggingface_hub", for_what=f"{source!r}")
     try:
-        from huggingface_hub import HfApi, hf_hub_download
-    except ImportError:
-        raise ValueError(
-            f"reading {source!r} needs huggingface_hub; install it: {EXTRA_HINT}"
-        ) from None
-    from huggingface_hub.utils import HfHubHTTPError
-
-    try:
-        names = sorted(HfApi().list_repo_files(repo, repo_type="dataset"))
-    except (OSError, HfHubHTTPError, ValueError) as err:
-        raise ConnectionError(_offline_message(source, repo, pattern, err)) from None
+        _probe_hub(hub, repo, timeout)
+        names = sorted(hub.HfApi().list_repo_files(repo, repo_type="dataset"))
+    except Exception as err:  # noqa: BLE001 - the client's errors differ between versions
+        cached = _cached_hub_files(hub, repo, pattern)
+        if not cached:
+            raise ConnectionError(_offline_message(source, repo, pattern, err)) from None
+        logger.warning("the Hub is unreachable (%s): using the %d cached file(s) of %s",
+                       type(err).__name__, len(cached), source)  # fmt: skip
+        return cached[:max_files] if max_files is not None else cached
     names = [n for n in names if fnmatch.fnmatchcase(n, pattern)]
     if not names:
         raise FileNotFoundError(
@@ -433,10 +434,37 @@ def hub_files(source: str, *, max_files: int | None = None, timeout: float = 10.
     out = []
     for name in names:
         try:
-            out.append(Path(hf_hub_download(repo, name, repo_type="dataset", etag_timeout=timeout)))
-        except (OSError, HfHubHTTPError, ValueError) as err:
+            path = hub.hf_hub_download(repo, name, repo_type="dataset", etag_timeout=timeout)
+        except Exception as err:  # noqa: BLE001 - as above
             raise ConnectionError(_offline_message(source, repo, name, err)) from None
+        out.append(Path(path))
     return out
+
+
+def _probe_hub(hub: Any, repo: str, timeout: float) -> None:
+    """One request to the Hub within `timeout` seconds (the client itself retries for half a
+    minute before it gives up); raises what the request raised."""
+    import urllib.request
+
+    constants = importlib.import_module("huggingface_hub.constants")
+    url = f"{constants.ENDPOINT.rstrip('/')}/api/datasets/{repo}"
+    with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - the Hub's URL
+        response.read(1)
+
+
+def _cached_hub_files(hub: Any, repo: str, pattern: str) -> list[Path]:
+    """The files of `repo` matching `pattern` that the Hub cache already holds, sorted."""
+    try:
+        root = hub.snapshot_download(
+            repo, repo_type="dataset", allow_patterns=[pattern], local_files_only=True
+        )
+    except Exception:  # noqa: BLE001 - nothing cached
+        return []
+    base = Path(root)
+    return sorted(
+        p for p in base.rglob("*") if p.is_file() and fnmatch.fnmatchcase(
+            p.relative_to(base).as_posix(), pattern)
+    )  # fmt: skip
 
 
 def _offline_message(source: str, repo: str, what: str, err: Exception) -> str:
