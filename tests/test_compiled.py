@@ -72,6 +72,21 @@ def test_random_corpora_with_ties_give_naives_merges(counts, extra, specials):
     )
 
 
+@settings(max_examples=100, deadline=None)
+@given(
+    counts=st.dictionaries(
+        st.text(alphabet="ab", min_size=9, max_size=30).map(str.encode),
+        st.integers(min_value=1, max_value=3),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_ties_between_tokens_sharing_their_first_8_bytes_are_settled_by_the_rest(counts):
+    """Two letters and long words: tied candidates whose tokens agree on 8+ bytes, where the
+    kernels' 8-byte prefix keys are equal and the bytes after them decide."""
+    assert learn_merges("compiled", counts, 400, []) == learn_merges("heap", counts, 400, [])
+
+
 @settings(max_examples=60, deadline=None)
 @given(text=st.text(max_size=400), cut=st.sampled_from(SPECIALS))
 def test_random_text_with_special_tokens_gives_heaps_merges(text, cut):

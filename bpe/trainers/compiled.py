@@ -79,7 +79,10 @@ def compile_kernels() -> CompileInfo:
     """
     kernels = load_kernels()
     start = time.perf_counter()
-    dispatchers = [kernels.count_pairs, kernels.heapify, kernels.merge_batch, kernels.rehash]
+    dispatchers = [
+        kernels.count_pairs, kernels.prefix_keys, kernels.heapify, kernels.merge_batch,
+        kernels.rehash,
+    ]  # fmt: skip
     before = sum(sum(d.stats.cache_misses.values()) for d in dispatchers)
     state = MergeState(["ab", "ab"], [1, 2], {}, [], 1)
     state.vocab.update({i: bytes([i]) for i in range(256)})
@@ -126,9 +129,11 @@ def _run(kernels: ModuleType, state: MergeState, tick: Callable[[], object], *, 
      n_pairs, pool_used) = k.count_pairs(ids, lengths, wcount)  # fmt: skip
     del lengths
     first_id = len(state.vocab)
-    tbytes, toff = _token_bytes(state, first_id + state.num_merges)
-    k.heapify(hcnt, hpair, n_pairs, pleft, pright, tbytes, toff)
     max_tokens = first_id + state.num_merges
+    tbytes, toff = _token_bytes(state, max_tokens)
+    tkey = np.zeros(max_tokens, dtype=np.uint64)
+    k.prefix_keys(tbytes, toff, first_id, tkey)
+    k.heapify(hcnt, hpair, n_pairs, pleft, pright, tbytes, toff, tkey)
     by_left, by_right = np.full(max_tokens, -1, np.int32), np.full(max_tokens, -1, np.int32)
     drop_left, drop_right = np.zeros(max_tokens, np.int64), np.zeros(max_tokens, np.int64)
     out_left = np.empty(state.num_merges, dtype=np.int32)
@@ -141,7 +146,7 @@ def _run(kernels: ModuleType, state: MergeState, tick: Callable[[], object], *, 
     while done < state.num_merges:
         status = k.merge_batch(
             ids, nxt, prv, word_of, wcount, pleft, pright, pcount, pstart, plen,
-            hkeys, hvals, pool, hcnt, hpair, tbytes, toff, by_left, by_right, drop_left,
+            hkeys, hvals, pool, hcnt, hpair, tbytes, toff, tkey, by_left, by_right, drop_left,
             drop_right, out_left, out_right, out_count, sc, first_id,
             min(state.num_merges, done + batch),
         )  # fmt: skip

@@ -17,7 +17,7 @@ The data, for T token positions (every word laid end to end), P pairs and V toke
     hkeys, hvals    [2^k]      open-addressing hash table (left << 32 | right) -> pair id
     hcnt, hpair     [heap]     binary max-heap of (count when pushed, pair id), lazily
                                invalidated exactly as `bpe.trainers.heap` does
-    tbytes, toff               every token's bytes in one buffer: token t is
+    tbytes, toff, tkey               every token's bytes in one buffer: token t is
                                `tbytes[toff[t] : toff[t + 1]]` (ties compare bytes)
 
 THE candidate order (`bpe.trainers.common.candidate_key`) is `_better`: higher count, then
@@ -123,10 +123,14 @@ def rehash(pleft, pright, n_pairs, capacity):
 
 
 @njit(**_JIT)
-def _compare_tokens(tbytes, toff, x, y):
+def _compare_tokens(tbytes, toff, tkey, x, y):
     """-1, 0 or 1 as token x's bytes are smaller, equal or greater (a proper prefix is smaller)."""
     if x == y:
         return 0
+    # the first 8 bytes, big-endian and zero-padded: they decide unless they are equal
+    kx, ky = tkey[x], tkey[y]
+    if kx != ky:
+        return 1 if kx > ky else -1
     i, end_x = toff[x], toff[x + 1]
     j, end_y = toff[y], toff[y + 1]
     while i < end_x and j < end_y:
@@ -142,16 +146,40 @@ def _compare_tokens(tbytes, toff, x, y):
 
 
 @njit(**_JIT)
-def _better(c1, p1, c2, p2, pleft, pright, tbytes, toff):
+def prefix_keys(tbytes, toff, n_tokens, tkey):
+    """Fill `tkey[t]` for tokens 0..n_tokens-1 (see `_prefix_key`)."""
+    for t in range(n_tokens):
+        tkey[t] = _prefix_key(tbytes, toff[t], toff[t + 1])
+
+
+@njit(**_JIT)
+def _prefix_key(tbytes, start, end):
+    """A token's first 8 bytes as a big-endian uint64, zero-padded: comparing two keys orders
+    the tokens as their bytes do, unless the keys are equal (then the bytes decide).
+
+    Why: most heap comparisons are ties on the count, and comparing two uint64 costs one
+    load each where the byte loop loads two offsets and then the bytes (without the keys,
+    comparing bytes took about a quarter of the kernels' time on a 64 MiB corpus).
+    """
+    key = np.uint64(0)
+    for k in range(8):
+        key <<= np.uint64(8)
+        if start + k < end:
+            key |= np.uint64(tbytes[start + k])
+    return key
+
+
+@njit(**_JIT)
+def _better(c1, p1, c2, p2, pleft, pright, tbytes, toff, tkey):
     """Whether candidate (c1, pair p1) comes before (c2, pair p2) in THE candidate order."""
     if c1 != c2:
         return c1 > c2
     a1, a2 = pleft[p1], pleft[p2]
-    cmp = _compare_tokens(tbytes, toff, a1, a2)
+    cmp = _compare_tokens(tbytes, toff, tkey, a1, a2)
     if cmp != 0:
         return cmp > 0
     b1, b2 = pright[p1], pright[p2]
-    cmp = _compare_tokens(tbytes, toff, b1, b2)
+    cmp = _compare_tokens(tbytes, toff, tkey, b1, b2)
     if cmp != 0:
         return cmp > 0
     # equal bytes (possible only in a parent's vocab): the smaller ids, as the key's ids say
@@ -161,7 +189,7 @@ def _better(c1, p1, c2, p2, pleft, pright, tbytes, toff):
 
 
 @njit(**_JIT)
-def _sift_down(hcnt, hpair, size, i, pleft, pright, tbytes, toff):
+def _sift_down(hcnt, hpair, size, i, pleft, pright, tbytes, toff, tkey):
     c, p = hcnt[i], hpair[i]
     while True:
         child = 2 * i + 1
@@ -169,10 +197,10 @@ def _sift_down(hcnt, hpair, size, i, pleft, pright, tbytes, toff):
             break
         other = child + 1
         if other < size and _better(
-            hcnt[other], hpair[other], hcnt[child], hpair[child], pleft, pright, tbytes, toff
+            hcnt[other], hpair[other], hcnt[child], hpair[child], pleft, pright, tbytes, toff, tkey
         ):
             child = other
-        if not _better(hcnt[child], hpair[child], c, p, pleft, pright, tbytes, toff):
+        if not _better(hcnt[child], hpair[child], c, p, pleft, pright, tbytes, toff, tkey):
             break
         hcnt[i], hpair[i] = hcnt[child], hpair[child]
         i = child
@@ -180,12 +208,12 @@ def _sift_down(hcnt, hpair, size, i, pleft, pright, tbytes, toff):
 
 
 @njit(**_JIT)
-def _push(hcnt, hpair, size, c, p, pleft, pright, tbytes, toff):
+def _push(hcnt, hpair, size, c, p, pleft, pright, tbytes, toff, tkey):
     """Push (c, p) onto a heap of `size` entries (room checked by the caller); returns the size."""
     i = size
     while i > 0:
         parent = (i - 1) // 2
-        if not _better(c, p, hcnt[parent], hpair[parent], pleft, pright, tbytes, toff):
+        if not _better(c, p, hcnt[parent], hpair[parent], pleft, pright, tbytes, toff, tkey):
             break
         hcnt[i], hpair[i] = hcnt[parent], hpair[parent]
         i = parent
@@ -285,17 +313,17 @@ def count_pairs(ids, lengths, wcount):
 
 
 @njit(**_JIT)
-def heapify(hcnt, hpair, size, pleft, pright, tbytes, toff):
+def heapify(hcnt, hpair, size, pleft, pright, tbytes, toff, tkey):
     """Turn `size` entries into a heap (Floyd's bottom-up construction, O(size))."""
     for i in range(size // 2 - 1, -1, -1):
-        _sift_down(hcnt, hpair, size, i, pleft, pright, tbytes, toff)
+        _sift_down(hcnt, hpair, size, i, pleft, pright, tbytes, toff, tkey)
 
 
 @njit(**_JIT)
 def merge_batch(
     tok, nxt, prv, word_of, wcount,
     pleft, pright, pcount, pstart, plen,
-    hkeys, hvals, pool, hcnt, hpair, tbytes, toff,
+    hkeys, hvals, pool, hcnt, hpair, tbytes, toff, tkey,
     by_left, by_right, drop_left, drop_right,
     out_left, out_right, out_count, sc, first_id, stop_at,
 ):  # fmt: skip
@@ -321,7 +349,7 @@ def merge_batch(
             else:
                 size -= 1
                 hcnt[0], hpair[0] = hcnt[size], hpair[size]
-            _sift_down(hcnt, hpair, size, 0, pleft, pright, tbytes, toff)
+            _sift_down(hcnt, hpair, size, 0, pleft, pright, tbytes, toff, tkey)
         sc[HEAP_SIZE] = size
         if size == 0:
             return EXHAUSTED
@@ -350,7 +378,7 @@ def merge_batch(
         out_left[m], out_right[m], out_count[m] = a, b, hcnt[0]
         size -= 1
         hcnt[0], hpair[0] = hcnt[size], hpair[size]
-        _sift_down(hcnt, hpair, size, 0, pleft, pright, tbytes, toff)
+        _sift_down(hcnt, hpair, size, 0, pleft, pright, tbytes, toff, tkey)
         end = sc[TBYTES_USED]
         for src in range(toff[a], toff[a + 1]):
             tbytes[end] = tbytes[src]
@@ -360,10 +388,11 @@ def merge_batch(
             end += 1
         toff[new + 1] = end
         sc[TBYTES_USED] = end
+        tkey[new] = _prefix_key(tbytes, toff[new], end)
         size = _merge(
             best, a, b, new, n_at, n_new, tok, nxt, prv, word_of, wcount,
             pleft, pright, pcount, pstart, plen, hkeys, hvals, pool, hcnt, hpair, size,
-            tbytes, toff, by_left, by_right, drop_left, drop_right, sc,
+            tbytes, toff, tkey, by_left, by_right, drop_left, drop_right, sc,
         )  # fmt: skip
         sc[HEAP_SIZE] = size
         sc[MERGES_DONE] = m + 1
@@ -374,7 +403,7 @@ def merge_batch(
 def _merge(
     best, a, b, new, n_at, n_new, tok, nxt, prv, word_of, wcount,
     pleft, pright, pcount, pstart, plen, hkeys, hvals, pool, hcnt, hpair, size,
-    tbytes, toff, by_left, by_right, drop_left, drop_right, sc,
+    tbytes, toff, tkey, by_left, by_right, drop_left, drop_right, sc,
 ):  # fmt: skip
     """Merge every occurrence of pair `best` = (a, b) into `new`, left to right; returns the
     heap's new size.
@@ -483,7 +512,9 @@ def _merge(
         plen[p] += 1
     for q in range(n_made):
         if made_count[q] > 0:
-            size = _push(hcnt, hpair, size, made_count[q], n_pairs + q, pleft, pright, tbytes, toff)
+            size = _push(
+                hcnt, hpair, size, made_count[q], n_pairs + q, pleft, pright, tbytes, toff, tkey
+            )
     sc[N_PAIRS] = n_pairs + n_made
     sc[POOL_USED] = used
     return size
