@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 
+import pandas as pd
+
+from bpe.analysis.sweep import input_groups, merge_agreement, trainer_label
 from bpe.analysis.variants_report import VariantRow, count_superwords, render_variants
 from tests.conftest import ROOT
 
@@ -55,3 +58,17 @@ def test_the_papers_directions_are_checked_on_our_numbers():
 
 def test_superwords_are_tokens_that_span_a_space_between_words():
     assert count_superwords([b" the", b"  ", b" by the", b"of the way", b"a\n b"]) == 2
+
+
+def test_sweeps_never_compare_merges_across_variants():
+    runs = pd.DataFrame({
+        "status": ["complete"] * 3, "input_key": ["sha256:x"] * 3, "vocab_size": [1000] * 3,
+        "pattern": ["gpt2"] * 3, "init_from": [None] * 3, "dataset": ["tinystories_sample"] * 3,
+        "trainer": ["indexed", "heap", "indexed"], "variant": ["bpe", "bpe", "picky"],
+        "merges_sha256": ["aa", "aa", "bb"],
+    })  # fmt: skip
+    assert merge_agreement(runs) == [("tinystories_sample", 1000, ["heap", "indexed"], True)]
+    labels = [label for label, _, _ in input_groups(runs)]
+    assert labels == ["tinystories_sample", "tinystories_sample [picky]"]
+    assert trainer_label(runs.iloc[2]) == "indexed (picky)"
+    assert trainer_label(runs.iloc[0]) == "indexed"

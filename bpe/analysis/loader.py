@@ -211,6 +211,13 @@ TIDY_COLUMNS = {
 }
 
 
+def variant_column(runs: pd.DataFrame) -> pd.Series:
+    """Each run's variant in a `tidy` frame ("bpe" for runs from before the BPE family)."""
+    if "variant" not in runs:
+        return pd.Series("bpe", index=runs.index)
+    return runs["variant"].fillna("bpe")
+
+
 def tidy(frame: pd.DataFrame) -> pd.DataFrame:
     """The report-friendly view of `load_runs`: one row per run, short column names.
 

@@ -30,7 +30,7 @@ from pathlib import Path
 import pandas as pd
 
 from bpe.analysis import figures
-from bpe.analysis.loader import complete, load_tidy, trainer_order
+from bpe.analysis.loader import complete, load_tidy, trainer_order, variant_column
 from bpe.analysis.markdown import clip, fmt, table
 from bpe.analysis.run_report import write_run_report
 from bpe.analysis.sweep import merge_agreement
@@ -451,11 +451,14 @@ def write_all_reports(
     if not force:
         check_overwrite(out, made_from)
     fig_dir = out / "figures"
-    examples = example_runs(runs)
-    vocabularies = write_vocabularies(pick_runs(runs), out, root=root, command=COMMAND)
+    # the trainers, datasets and vocabularies reports are about plain BPE; the other members
+    # of the family have their own (reports/variants.md, scripts/make_variants_report.py)
+    plain = runs[variant_column(runs) == "bpe"]
+    examples = example_runs(plain)
+    vocabularies = write_vocabularies(pick_runs(plain), out, root=root, command=COMMAND)
     written = [
-        _write(out / "trainers.md", render_trainers(runs, root, fig_dir)),
-        _write(out / "datasets.md", render_datasets(runs, frame, root, fig_dir)),
+        _write(out / "trainers.md", render_trainers(plain, root, fig_dir)),
+        _write(out / "datasets.md", render_datasets(plain, frame, root, fig_dir)),
         *([vocabularies] if vocabularies else []),
         *_copy_run_reports(examples, out / "runs"),
         _write(

@@ -34,6 +34,7 @@ from bpe.analysis.loader import (
     observed,
     shown_stages,
     tidy,
+    variant_column,
 )
 from bpe.analysis.markdown import clip, fmt, table
 from bpe.analysis.vocab_report import section_efficiency, section_glossary, section_undertrained
@@ -98,11 +99,14 @@ def run_input_key(metrics: dict) -> str | None:
 
 
 def sibling_rows(run_dir: Path, metrics: dict) -> list[dict]:
-    """Complete runs on the same input in the experiments dir, other than this one."""
+    """Complete runs on the same input and variant in the experiments dir, other than this
+    one."""
     root = experiments_root(run_dir)
     runs = complete(tidy(load_runs(root)))
     mine_key = run_input_key(metrics)
     runs = runs[runs["input_key"] == mine_key] if mine_key else runs.iloc[0:0]
+    # another member of the BPE family learns other merges by design: not a sibling
+    runs = runs[variant_column(runs) == schema.get(metrics, schema.VARIANT_NAME, default="bpe")]
     mine = _merges_lines(run_dir) or []  # a run that failed early has no merges.txt
     rows = []
     for _, r in runs.iterrows():

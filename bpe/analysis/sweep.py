@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from bpe.analysis import figures
-from bpe.analysis.loader import complete, load_tidy, merges_agree, shown_stages
+from bpe.analysis.loader import complete, load_tidy, merges_agree, shown_stages, variant_column
 from bpe.analysis.markdown import fmt, table
 from bpe.analysis.vocab_report import section_sweep_usage
 from bpe.runs import schema
@@ -94,13 +94,6 @@ def input_groups(runs: pd.DataFrame) -> list[tuple[str, int, pd.DataFrame]]:
             label += f" ({kind} {value[:12] if kind == 'sha256' else Path(value).name})"
         out.append((label, vocab, group))
     return sorted(out, key=lambda g: (g[0], g[1]))
-
-
-def variant_column(runs: pd.DataFrame) -> pd.Series:
-    """Each run's variant ("bpe" for runs from before the BPE family)."""
-    if "variant" not in runs:
-        return pd.Series("bpe", index=runs.index)
-    return runs["variant"].fillna("bpe")
 
 
 def trainer_label(row: pd.Series) -> str:
