@@ -193,3 +193,34 @@ def test_exports_refuse_a_picky_tokenizer_clearly(picky_run):
 def test_a_picky_parent_cannot_be_continued(picky_run, tmp_path):
     with pytest.raises(ValueError, match="is a PickyBPE tokenizer"):
         train_bpe_detailed(FIXTURES / "corpus.en", 1200, [EOT], init_from=picky_run)
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=st.text(max_size=200))
+def test_a_picky_tokenizer_round_trips_any_text(picky_run, text):
+    tok = _loaded(picky_run)
+    if any(0xD800 <= ord(c) <= 0xDFFF for c in text):
+        return  # a lone surrogate has no UTF-8: encode refuses it, as for every tokenizer
+    assert tok.decode(tok.encode(text)) == text
+
+
+_LOADED: dict[Path, Tokenizer] = {}
+
+
+def _loaded(run: Path) -> Tokenizer:
+    if run not in _LOADED:
+        _LOADED[run] = Tokenizer.from_pretrained(run)
+    return _LOADED[run]
+
+
+def test_bpe_encode_with_a_picky_run_falls_back_to_our_encoder(picky_run, tmp_path):
+    import numpy as np
+
+    from bpe.encode.npy import encode_file_to_npy
+
+    tok = _loaded(picky_run)
+    out = tmp_path / "ids.npy"
+    encode_file_to_npy(DATA / "tinystories_heldout.txt", tok, out, backend="tiktoken",
+                       num_workers=1)  # fmt: skip
+    text = (DATA / "tinystories_heldout.txt").read_text("utf-8")
+    assert np.load(out).tolist() == tok.encode(text)
