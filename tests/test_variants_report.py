@@ -72,3 +72,17 @@ def test_sweeps_never_compare_merges_across_variants():
     assert labels == ["tinystories_sample", "tinystories_sample [picky]"]
     assert trainer_label(runs.iloc[2]) == "indexed (picky)"
     assert trainer_label(runs.iloc[0]) == "indexed"
+
+
+def test_bpe_compare_labels_name_the_variant_when_it_differs():
+    from bpe.analysis.compare import Side, side_labels
+
+    vocab = {i: bytes([i]) for i in range(256)}
+    facts = {"input": "tinystories_sample", "pattern": "gpt2 split", "trainer": "indexed",
+             "vocab": "v256", "init_from": "from scratch"}  # fmt: skip
+    sides = [
+        Side(label="", source=f"run{k}", kind="run", vocab=vocab, merges=[], special_tokens=[],
+             facts={**facts, "variant": variant})
+        for k, variant in enumerate(("bpe", "picky"))
+    ]  # fmt: skip
+    assert side_labels(sides) == ["bpe", "picky"]
