@@ -131,6 +131,7 @@ def train_bpe_detailed(
     format: str = "auto",  # noqa: A002 - the config key's name
     text_field: str = DEFAULT_TEXT_FIELD,
     max_files: int | None = None,
+    max_bytes: int | None = None,
 ) -> TrainResult:
     """Train a byte-level BPE tokenizer on a corpus and report how it went.
 
@@ -165,6 +166,7 @@ def train_bpe_detailed(
         format: "auto" (by suffix, then content), "text", "jsonl", "parquet" or "arrow".
         text_field: the JSON field or parquet/Arrow column holding each document's text.
         max_files: train on the first this many files of the corpus only.
+        max_bytes: train on the corpus's first whole files, up to this many bytes on disk.
 
     Raises:
         FileNotFoundError: input_path does not exist.
@@ -195,7 +197,13 @@ def train_bpe_detailed(
     corpus = (
         input_path
         if isinstance(input_path, Corpus)
-        else resolve_source(input_path, format=format, text_field=text_field, max_files=max_files)
+        else resolve_source(
+            input_path,
+            format=format,
+            text_field=text_field,
+            max_files=max_files,
+            max_bytes=max_bytes,
+        )  # fmt: skip
     )
     if corpus.is_plain_text_file:
         check_input_file(corpus.files[0].path)
@@ -427,7 +435,7 @@ def train_bpe(
 
     The `(vocab, merges)` view of `train_bpe_detailed`, which takes the same arguments: the
     keyword options (trainer, num_workers, progress, pattern, init_from, cache_dir, backend,
-    scheduler, log_interval, variant, format, text_field, max_files) are forwarded as
+    scheduler, log_interval, variant, format, text_field, max_files, max_bytes) are forwarded as
     given, so the two cannot drift apart.
 
     >>> import tempfile

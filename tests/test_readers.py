@@ -445,3 +445,22 @@ def test_hub_sources_parse_and_name_runs():
     assert input_name("owt_sample", "hf:HuggingFaceFW/fineweb-edu/sample/10BT/*.parquet") == (
         "custom-fineweb-edu"
     )
+
+
+def test_bpe_train_reads_text_field_and_takes_a_prefix_of_files(tmp_path):
+    folder = tmp_path / "lines"
+    folder.mkdir()
+    write_jsonl(folder / "a.jsonl", sample_docs(20), field="body")
+    write_jsonl(folder / "b.jsonl", sample_docs(40)[20:], field="body")
+    run = _bpe_train(tmp_path, f"dataset.path={folder}", "dataset.text_field=body",
+                     "dataset.max_files=1", "dataset=owt_sample")  # fmt: skip
+    source = json.loads((run / "metrics.json").read_text("utf-8"))["lineage"]["input"]
+    assert source["records"] == 20 and source["text_field"] == "body"
+    assert [Path(f["path"]).name for f in source["files"]] == ["a.jsonl"]
+
+
+def test_max_bytes_keeps_whole_files_up_to_a_size(corpora):
+    shards = resolve_source(corpora["directory"]).files
+    corpus = resolve_source(corpora["directory"], max_bytes=shards[0].size + 1)
+    assert len(corpus.files) == 2
+    assert len(resolve_source(corpora["directory"], max_bytes=1).files) == 1

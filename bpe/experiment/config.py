@@ -84,6 +84,9 @@ class DatasetConfig:
     format: str = _key("auto (by suffix, then content) | text | jsonl | parquet | arrow", "auto")
     text_field: str = _key("JSON field or parquet/Arrow column holding each document", "text")
     max_files: int | None = _key("train on the corpus's first N files only", None, minimum=1)
+    max_bytes: int | None = _key(
+        "train on the corpus's first files, up to this many bytes on disk", None, minimum=1
+    )
     special_tokens: list[str] = _key(
         "special tokens: a list of distinct strings of 2+ bytes, e.g. ['<|endoftext|>']", []
     )

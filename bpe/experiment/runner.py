@@ -581,6 +581,10 @@ def _train_stage(cfg: DictConfig, ds: datasets.Dataset, run_dir: Path) -> TrainR
         "backend": str((cfg.get("pretokenize") or {}).get("backend", "processes")),
         "scheduler": (cfg.get("pretokenize") or {}).get("scheduler"),
         "variant": variant_of(cfg),
+        "format": ds.format,
+        "text_field": ds.text_field,
+        "max_files": ds.max_files,
+        "max_bytes": ds.max_bytes,
     }
     profiler = cfg.profiler.name
     if profiler == "scalene":

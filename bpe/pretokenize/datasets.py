@@ -63,6 +63,7 @@ class Dataset:
     format: str = "auto"
     text_field: str = DEFAULT_TEXT_FIELD
     max_files: int | None = None
+    max_bytes: int | None = None
 
     def check(self) -> None:
         """Raise FileNotFoundError, saying how to get it, when the training input is missing
@@ -77,16 +78,19 @@ class Dataset:
 
     def corpus(self) -> Corpus:
         """The training input as a `Corpus` (its files listed, each format decided)."""
-        return self._resolve(self.path, max_files=self.max_files)
+        return self._resolve(self.path, max_files=self.max_files, max_bytes=self.max_bytes)
 
     def heldout_corpus(self) -> Corpus | None:
         """The held-out input as a `Corpus`, or None without one."""
         return None if self.heldout_path is None else self._resolve(self.heldout_path)
 
-    def _resolve(self, path: Path, *, max_files: int | None = None) -> Corpus:
+    def _resolve(
+        self, path: Path, *, max_files: int | None = None, max_bytes: int | None = None
+    ) -> Corpus:
         return resolve_source(
-            str(path), format=self.format, text_field=self.text_field, max_files=max_files
-        )
+            str(path), format=self.format, text_field=self.text_field, max_files=max_files,
+            max_bytes=max_bytes,
+        )  # fmt: skip
 
     @property
     def is_pattern(self) -> bool:
@@ -159,6 +163,7 @@ def from_config(cfg: Mapping) -> Dataset:
         format=str(cfg.get("format") or "auto"),
         text_field=str(cfg.get("text_field") or DEFAULT_TEXT_FIELD),
         max_files=cfg.get("max_files"),
+        max_bytes=cfg.get("max_bytes"),
     )
 
 

@@ -173,6 +173,7 @@ def resolve_source(
     format: str = "auto",  # noqa: A002 - the config key's name
     text_field: str = DEFAULT_TEXT_FIELD,
     max_files: int | None = None,
+    max_bytes: int | None = None,
 ) -> Corpus:
     """The `Corpus` a path, directory, glob, list or `hf:` source names.
 
@@ -184,6 +185,8 @@ def resolve_source(
         format: one of `FORMATS`; `auto` decides per file.
         text_field: the JSON field or the parquet/Arrow column holding each document's text.
         max_files: keep only the first this many files (a prefix of the corpus).
+        max_bytes: keep whole files, in order, until their size on disk reaches this many
+            bytes (at least one file): a coarse prefix, by files.
 
     Raises:
         FileNotFoundError: a path that does not exist, or a glob that matches nothing.
@@ -201,6 +204,8 @@ def resolve_source(
         raise ValueError(f"dataset.text_field={text_field!r} must name a field, e.g. 'text'")
     if max_files is not None and (not isinstance(max_files, int) or max_files < 1):
         raise ValueError(f"dataset.max_files={max_files!r} must be a whole number >= 1, or null")
+    if max_bytes is not None and (not isinstance(max_bytes, int) or max_bytes < 1):
+        raise ValueError(f"dataset.max_bytes={max_bytes!r} must be a whole number >= 1, or null")
     items = [source] if isinstance(source, str | os.PathLike) else list(source)
     if not items:
         raise ValueError("the input names no file; pass a path, a directory, a glob or a list")
@@ -210,6 +215,10 @@ def resolve_source(
     if max_files is not None:
         paths = paths[:max_files]
     files = tuple(_input_file(p, fmt) for p, fmt in paths)
+    if max_bytes is not None:
+        sizes = [f.size for f in files]
+        keep = next((i + 1 for i in range(len(sizes)) if sum(sizes[: i + 1]) >= max_bytes), None)
+        files = files[:keep]
     if not files:
         raise ValueError(f"the input {_show(source)!r} holds no corpus file")
     label = ", ".join(str(i) for i in items) if len(items) > 1 else str(items[0])
