@@ -515,6 +515,8 @@ class Tokenizer:
     def _extend_with_group(
         self, ids: list[int], group: list[int | list[str]], pretoken_ids=None
     ) -> None:
+        if pretoken_ids is None and self._compiled_ok and self._all_cached(ids, group):
+            return
         if pretoken_ids is None:
             lookup = self._lookup([s for s in group if not isinstance(s, int)])
         for segment in group:
@@ -524,6 +526,26 @@ class Tokenizer:
                 ids.extend(chain.from_iterable(map(lookup, segment)))
             else:
                 ids.extend(pretoken_ids(segment))
+
+    def _all_cached(self, ids: list[int], group: list[int | list[str]]) -> bool:
+        """Extend ids with the group's if every pretoken is cached; else leave ids as they were.
+
+        The warm path of the compiled cold path: finding the cold pretokens (a set of the
+        group's pretokens, then the cache's misses) costs ~15% of a warm encode, so the cache is
+        tried first and the search runs only after a miss (in a cold text, at once).
+        """
+        mark = len(ids)
+        get = self._cache.get  # subtle: a miss gives None, which chain cannot iterate
+        try:
+            for segment in group:
+                if isinstance(segment, int):
+                    ids.append(segment)
+                else:
+                    ids.extend(chain.from_iterable(map(get, segment)))
+        except TypeError:
+            del ids[mark:]
+            return False
+        return True
 
     def _lookup(self, pretoken_lists: list[list[str]]) -> Callable[[str], tuple[int, ...]]:
         """pretoken -> ids for these pretokens, their cold ones merged first in one batch.
