@@ -164,10 +164,12 @@ def run_scalene(
     out_dir.mkdir(parents=True, exist_ok=True)
     profile_json = out_dir / "scalene.json"
     with tempfile.TemporaryDirectory() as tmp:
-        spec = Path(tmp) / "spec.json"
+        # pickled, not JSON: the keywords include typed values (a `Variant`, paths), and the
+        # child is this interpreter running this package, so it unpickles them as they were.
+        spec = Path(tmp) / "spec.pickle"
         result_path = Path(tmp) / "result.pickle"
-        spec.write_text(
-            json.dumps({**args, "progress": progress, "result_path": str(result_path)}), "utf-8"
+        spec.write_bytes(
+            pickle.dumps({**args, "progress": progress, "result_path": str(result_path)})
         )
         # --program-path: profile the whole package, not only the target's own directory.
         cmd = [sys.executable, "-m", "scalene", "run", "-o", str(profile_json),

@@ -1,6 +1,6 @@
 """Child-process target for `profiler=scalene`: train, then pickle the TrainResult.
 
-Run as `scalene run -o OUT.json scalene_target.py --- SPEC.json`, where SPEC.json holds the
+Run as `scalene run -o OUT.json scalene_target.py --- SPEC.pickle`, where SPEC.pickle holds the
 keyword arguments of `train_bpe_detailed` plus `result_path`. Not meant to be run by hand.
 Log records go to stderr as `CHILD_LOG_PREFIX level logger: message` lines (and progress bars,
 when asked), which the parent forwards to its own log as they come.
@@ -8,7 +8,6 @@ when asked), which the parent forwards to its own log as they come.
 
 from __future__ import annotations
 
-import json
 import logging
 import pickle
 import sys
@@ -20,8 +19,8 @@ CHILD_LOG_PREFIX = "bpe-child-log"
 
 
 def main(spec_path: str) -> None:
-    with open(spec_path, encoding="utf-8") as f:
-        spec = json.load(f)
+    with open(spec_path, "rb") as f:
+        spec = pickle.load(f)
     result_path = spec.pop("result_path")
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter(f"{CHILD_LOG_PREFIX} %(levelno)d %(name)s: %(message)s"))
