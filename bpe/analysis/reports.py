@@ -3,7 +3,7 @@
 What it does: loads every run under an experiments directory and writes
 
     reports/README.md     index: which reports exist, from how many runs, the command
-    reports/trainers.md   naive vs indexed vs heap: merge time, speedup, memory, identical merges
+    reports/trainers.md   every trainer: merge time, speedup, memory, identical merges
     reports/datasets.md   TinyStories vs OWT: longest tokens, token kinds, own- and cross-domain
                           compression against GPT-2
     reports/vocabularies.md   how the datasets' vocabularies differ and compare with GPT-2
@@ -338,8 +338,8 @@ def render_index(
         "",
         "| report | what it answers |",
         "| --- | --- |",
-        "| [trainers.md](trainers.md) | How much faster are indexed and heap than naive, how "
-        "much memory do they use, and do all three produce identical merges? |",
+        "| [trainers.md](trainers.md) | How much faster is each trainer than naive, how much "
+        "memory does each use, and do they all produce identical merges? |",
         "| [datasets.md](datasets.md) | What do TinyStories and OpenWebText vocabularies look "
         "like, and how well does each compress its own and the other domain vs GPT-2? |",
         *(
