@@ -93,6 +93,11 @@ class TrainResult:
     compile_cached: bool | None = None
     #: PickyBPE's removals (`bpe.trainers.common.TrainerOutput.removals`); empty otherwise
     removals: list = field(default_factory=list)
+    #: the vocab ladder (`rungs=`): for each rung's vocab size, the seconds from the start of
+    #: the merge stage (stages 2-3) to the merge that reached it; empty otherwise
+    rung_seconds: dict[int, float] = field(default_factory=dict)
+    #: a run cut from a ladder (`bpe.experiment.ladder`): metrics.json's `ladder` section
+    ladder: dict | None = None
 
     def tokenizer(self) -> Tokenizer:
         """The trained tokenizer (its pattern and, for PickyBPE, its removals)."""
@@ -132,6 +137,7 @@ def train_bpe_detailed(
     text_field: str = DEFAULT_TEXT_FIELD,
     max_files: int | None = None,
     max_bytes: int | None = None,
+    rungs: Sequence[int] = (),
 ) -> TrainResult:
     """Train a byte-level BPE tokenizer on a corpus and report how it went.
 
@@ -167,6 +173,8 @@ def train_bpe_detailed(
         text_field: the JSON field or parquet/Arrow column holding each document's text.
         max_files: train on the first this many files of the corpus only.
         max_bytes: train on the corpus's first whole files, up to this many bytes on disk.
+        rungs: smaller vocab sizes to time on the way (the vocab ladder): the result's
+            `rung_seconds` says when the merge stage reached each (plain BPE from scratch).
 
     Raises:
         FileNotFoundError: input_path does not exist.
@@ -186,6 +194,12 @@ def train_bpe_detailed(
         raise ValueError(
             f"variant={chosen.name} cannot continue a parent tokenizer (init_from=): train "
             "from scratch, or continue with variant=bpe"
+        )
+    marks = [int(v) - 256 - len(specials) for v in rungs]
+    if marks and (chosen.name != "bpe" or init_from is not None):
+        raise ValueError(
+            f"rungs={list(rungs)!r} time plain BPE from scratch only (variant={chosen.name}, "
+            f"init_from={init_from!r}): drop rungs="
         )
     stage_one_size = vocab_size
     if chosen.name == "superbpe":
@@ -217,11 +231,13 @@ def train_bpe_detailed(
         )  # fmt: skip
     _log_stage_1(counted, cache, regex_pattern, timings["pretokenize"], corpus)
     compiled = _compile(trainer, timings)
+    reached: dict[int, float] = {}
     with _timed(timings, "merge"):
         # the counts are handed over, not kept: the trainer frees them once it has built its words
         output = learn_merges(
             trainer, counted.take_counts(), stage_one_size, specials, progress=progress,
             parent=parent, log_interval=log_interval, picky_threshold=chosen.threshold,
+            marks=marks, reached=reached,
         )  # fmt: skip
     facts: dict = {"removals": len(output.removals)} if chosen.name == "picky" else {}
     if chosen.name == "superbpe":
@@ -259,6 +275,9 @@ def train_bpe_detailed(
         removals=output.removals,
         variant_facts=facts,
         compile_cached=None if compiled is None else compiled.cached,
+        rung_seconds={
+            int(v): reached.get(m, timings["merge"]) for v, m in zip(rungs, marks, strict=True)
+        },
     )
 
 

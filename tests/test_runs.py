@@ -59,6 +59,32 @@ def test_a_compiling_trainers_run_holds_its_compile_keys(tmp_path):
     assert set(metrics["compile"]) == set(schema.CompileRecord.__annotations__)
 
 
+def test_a_vocab_ladder_runs_hold_its_ladder_keys(tmp_path):
+    """The keys only runs cut from a vocab ladder have (`always=False`), against real ones."""
+    from bpe.analysis.loader import load_tidy
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "bpe.cli.train", "-m", "debug=fast", "progress=false",
+         f"dataset.path={ROOT / 'tests' / 'fixtures' / 'corpus.en'}", "vocab_size=270,280",
+         f"experiments_dir={tmp_path}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (sweep,) = (tmp_path / "sweeps").iterdir()
+    for job in sorted(sweep.glob("*/" + layout.METRICS_FILE)):
+        metrics = json.loads(job.read_text("utf-8"))
+        ladder_keys = [k for n, k in schema.KEYS.items() if n.startswith("LADDER")]
+        for k in ladder_keys:
+            assert schema.has(metrics, k), k.dotted
+        assert set(metrics["ladder"]) == set(schema.LadderRecord.__annotations__)
+        assert schema.get(metrics, schema.LADDER_LARGEST_VOCAB) == 280
+        assert schema.get(metrics, schema.LADDER_RUNG_SECONDS) == schema.get(
+            metrics, schema.MERGE_SECONDS
+        )
+    _, runs = load_tidy(sweep, hint="a sweep directory")
+    assert set(runs["ladder_trained_in"]) == {min(runs["run_name"])}  # job 0 trained it
+
+
 def test_bits_per_byte_is_read_back_as_numbers(run):
     metrics = json.loads((run / layout.METRICS_FILE).read_text("utf-8"))
     for k in (schema.BITS_PER_BYTE, schema.UNIGRAM_BITS_PER_BYTE, schema.OTHER_BITS_PER_BYTE,

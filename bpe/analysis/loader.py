@@ -184,7 +184,10 @@ TIDY_COLUMNS = {
     "pretokenize_seconds": schema.PRETOKENIZE_SECONDS.column,
     # hit | miss | rebuilt | off | None (older runs)
     "pretoken_cache": schema.PRETOKEN_CACHE_STATUS.column,
+    # a run cut from a vocab ladder: the time the one training reached its vocab
     "merge_seconds": schema.MERGE_SECONDS.column,
+    # the job whose training a vocab-ladder run was cut from; None for a direct run
+    "ladder_trained_in": schema.LADDER_TRAINED_IN.column,
     # a compiling trainer's compile step (`compiled`); None for the Python trainers
     "compile_seconds": schema.COMPILE_SECONDS.column,
     "train_seconds": None,  # the TRAIN_STAGES, compile (and `read` in older runs)

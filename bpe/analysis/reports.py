@@ -87,6 +87,7 @@ def render_trainers(runs: pd.DataFrame, root: Path, out_dir: Path) -> str:
         "differ in how they find the next pair. Times are the merge stage (pre-tokenization is "
         "shared), the median over runs of the same configuration.",
         "",
+        *_ladder_note(clean),
     ]
     for dataset, group in clean.groupby("dataset", sort=True):
         lines += [f"## {dataset}", ""]
@@ -159,6 +160,19 @@ def render_trainers(runs: pd.DataFrame, root: Path, out_dir: Path) -> str:
                 figures.speedup_vs_vocab(group, fig, time_col="merge_seconds")
                 lines += [f"![speedup on {dataset}](figures/{fig.name})", ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _ladder_note(runs: pd.DataFrame) -> list[str]:
+    """What the times of runs cut from a vocab ladder are (none: nothing to say)."""
+    cut = runs.get("ladder_trained_in", pd.Series(dtype=object)).notna().sum()
+    if not cut:
+        return []
+    return [
+        f"{cut} of these runs were cut from a vocab ladder (one training to a sweep's largest "
+        "vocab): their merge time is the time that training had spent in stages 2-3 when it "
+        "reached their vocab.",
+        "",
+    ]
 
 
 # --------------------------------------------------------------------------------------------

@@ -336,6 +336,7 @@ def render_sweep(sweep_dir: Path, frame: pd.DataFrame, runs: pd.DataFrame, fig_l
         *section_header(facts),
         *section_jobs(facts),
         *section_notes(facts),
+        *section_ladder(facts),
         *section_failed(facts),
         *section_skipped(facts),
         *section_findings(facts),
@@ -439,6 +440,50 @@ def section_notes(facts: SweepFacts) -> list[str]:
     if runs["profiled"].any():
         lines += ["*Some jobs ran under a profiler: their times include its overhead.*", ""]
     return lines
+
+
+def section_ladder(facts: SweepFacts) -> list[str]:
+    """Which runs were cut from one training (the vocab ladder), and what their times mean."""
+    frame = facts.frame
+    if schema.LADDER_TRAINED_IN.column not in frame.columns:
+        return []
+    by_dir = frame.set_index("run_dir")
+    ladders: dict[str, list[tuple[str, int, float, float]]] = {}
+    for _, r in facts.runs.iterrows():
+        if r["run_dir"] not in by_dir.index:
+            continue
+        src = by_dir.loc[r["run_dir"]]
+        trained_in = src.get(schema.LADDER_TRAINED_IN.column)
+        if not isinstance(trained_in, str):
+            continue
+        largest = int(src[schema.LADDER_LARGEST_VOCAB.column])
+        ladders.setdefault(f"{trained_in}\0{largest}", []).append(
+            (
+                _job_label(r, facts.sweep_dir),
+                int(r["vocab_size"]),
+                src.get(schema.LADDER_RUNG_SECONDS.column),
+                src.get(schema.LADDER_MERGES_PER_SECOND.column),
+            )
+        )
+    if not ladders:
+        return []
+    lines = [
+        "## Vocab ladder",
+        "",
+        "BPE's merges are a prefix sequence, so these runs were cut from one training to the "
+        "largest vocab (`ladder: true`, the default; `ladder=false` trains each job directly). "
+        "Each cut run's *merge s* is the time at which that one training reached its vocab "
+        "(stages 2-3, as a direct run times them); its pre-tokenization is the training's.",
+        "",
+    ]
+    for both, rungs in ladders.items():
+        trained_in, largest = both.split("\0")
+        cut = ", ".join(
+            f"`{job}` (v{vocab}: {fmt(seconds, '.3f')} s, {fmt(rate, ',.0f')} merges/s)"
+            for job, vocab, seconds, rate in rungs
+        )
+        lines.append(f"- One training to v{largest} in `{trained_in}` served: {cut}.")
+    return [*lines, ""]
 
 
 def section_failed(facts: SweepFacts) -> list[str]:

@@ -197,6 +197,10 @@ class TrainConfig:
     experiments_dir: str = _key("where run directories go (relative to the cwd)")
     progress: bool = _key("tqdm bars: pre-tokenization in MB (MB/s, ETA), merges (merges/s)")
     cache: bool = _key("reuse pretoken counts of the same bytes/pattern/specials (false: count)")
+    ladder: bool = _key(
+        "a -m sweep over vocab_size trains once, to its largest, and cuts each rung (false: "
+        "train every job directly)"
+    )
     cache_dir: str = _key("caches (pretoken counts in its pretokens/); delete it to clear")
     analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
 

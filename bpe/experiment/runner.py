@@ -44,6 +44,7 @@ from omegaconf import DictConfig, OmegaConf
 from bpe.experiment import environment
 from bpe.experiment.config import check_config
 from bpe.experiment.evaluate import evaluate
+from bpe.experiment.ladder import climb, plan_for
 from bpe.experiment.memory import MemorySampler
 from bpe.experiment.metrics import MetricsFile
 from bpe.experiment.profilers import check_profiler, run_cprofile, run_scalene
@@ -57,6 +58,7 @@ from bpe.runs.schema import (
     BackendRecord,
     CompileRecord,
     Counts,
+    LadderRecord,
     PatternRecord,
     RunRecord,
     VariantRecord,
@@ -296,7 +298,7 @@ def run_experiment(cfg: DictConfig, *, report: ReportWriter | None) -> dict:
             with MemorySampler() as mem:
                 clock.sampler = mem
                 with clock.stage(TRAINING, timed=False):
-                    result = _train_stage(cfg, ds, run_dir)
+                    result = _train_stage(cfg, ds, run_dir, sweep_dir=sweep.get("sweep_dir"))
                 clock.split_training(result.timings)
                 with clock.stage(SAVE):
                     save_artifacts(result, run_dir)
@@ -472,6 +474,7 @@ def run_facts(
             if result.compile_cached is None
             else {"compile": CompileRecord(cached=result.compile_cached)}
         ),
+        **({} if result.ladder is None else {"ladder": LadderRecord(**result.ladder)}),
     }
 
 
@@ -568,7 +571,10 @@ def pretoken_cache_dir(cfg: DictConfig) -> str | None:
     return str(Path(str(cfg.cache_dir)) / "pretokens")
 
 
-def _train_stage(cfg: DictConfig, ds: datasets.Dataset, run_dir: Path) -> TrainResult:
+def _train_stage(
+    cfg: DictConfig, ds: datasets.Dataset, run_dir: Path, *, sweep_dir: str | None = None
+) -> TrainResult:
+    """The training call (under the profiler), or this job's rung of a vocab ladder."""
     kwargs = {
         "input_path": str(ds.path),
         "vocab_size": int(cfg.vocab_size),
@@ -586,6 +592,17 @@ def _train_stage(cfg: DictConfig, ds: datasets.Dataset, run_dir: Path) -> TrainR
         "max_files": ds.max_files,
         "max_bytes": ds.max_bytes,
     }
+    plan = plan_for(
+        cfg, sweep_dir=sweep_dir, pattern=kwargs["pattern"], launcher=_launcher(cfg)["name"]
+    )
+    if plan is not None:
+        ladder_kwargs = {**kwargs, "vocab_size": plan.largest, "rungs": plan.rungs}
+        return climb(
+            plan,
+            lambda: train_bpe_detailed(**ladder_kwargs, progress=bool(cfg.get("progress", False))),
+            run_name=run_dir.name,
+            run_dir=run_dir,
+        )
     profiler = cfg.profiler.name
     if profiler == "scalene":
         return run_scalene(

@@ -93,6 +93,21 @@ class CompileRecord(TypedDict):
     cached: bool  # machine code loaded from Numba's cache (False: compiled in this run)
 
 
+class LadderRecord(TypedDict):
+    """metrics.json's `ladder`, written by runs cut from a vocab ladder only
+    (`bpe.experiment.ladder`): one training to the sweep's largest vocab served this run."""
+
+    key: str  # the ladder's directory under <sweep_dir>/.ladder/
+    trained_in: str  # the run (job) whose process trained the ladder
+    trained_in_dir: str
+    trained_here: bool  # this job's process trained it
+    largest_vocab: int  # the vocab the one training went to
+    rung_merges: int  # this run's merges: the training's first this many
+    rung_seconds: float  # merge stage time when the training reached them (= timings.merge)
+    merges_per_second: float | None  # rung_merges / rung_seconds
+    ladder_merge_seconds: float  # the whole training's merge stage
+
+
 #: The sections the runner writes as typed structures, by their metrics.json key (in every
 #: run; `CompileRecord` only in a compiling trainer's).
 SECTIONS: dict[str, type] = {
@@ -205,6 +220,12 @@ VARIANT_THRESHOLD = key("variant.threshold")
 VARIANT_TRANSITION_VOCAB = key("variant.transition_vocab")
 VARIANT_REMOVALS = key("variant.removals")
 VARIANT_STAGE_TWO = key("variant.stage_two")
+# runs cut from a vocab ladder only (`LadderRecord`)
+LADDER = key("ladder", always=False)
+LADDER_TRAINED_IN = key("ladder.trained_in", always=False)
+LADDER_LARGEST_VOCAB = key("ladder.largest_vocab", always=False)
+LADDER_RUNG_SECONDS = key("ladder.rung_seconds", always=False)
+LADDER_MERGES_PER_SECOND = key("ladder.merges_per_second", always=False)
 INIT_FROM_PATH = key("init_from.path", always=False)  # continued runs only
 INPUT_SHA256 = key("lineage.input.sha256")
 INPUT_FILES = key("lineage.input.files", always=False)  # runs since corpus readers

@@ -32,6 +32,7 @@ What it does not do: pre-tokenize (stage 1, `bpe.pretokenize`) or time the stage
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import closing
 from functools import partial
@@ -117,6 +118,8 @@ def learn_merges(
     parent: Parent | None = None,
     log_interval: float = LOG_INTERVAL_S,
     picky_threshold: float | None = None,
+    marks: Sequence[int] = (),
+    reached: dict[int, float] | None = None,
 ) -> TrainerOutput:
     """Run stages 2 and 3 with the trainer `name`: learn merges from counted pretokens.
 
@@ -134,6 +137,12 @@ def learn_merges(
             pairs, then merges done, merges/s and ETA (`bpe.util.progress.Progress`).
         picky_threshold: run PickyBPE with this intersection-over-self threshold
             (`bpe.trainers.picky`; naive and indexed only); None runs plain BPE.
+        marks: merge counts to time (the vocab ladder, `bpe.experiment.ladder`): when the
+            trainer's tick reports the merge that reaches one, `reached[mark]` gets the seconds
+            since this call began (stages 2-3 so far, as a run of that many merges would time
+            them). The compiled trainer ticks after each batch of merges, so its times are
+            late by at most one batch.
+        reached: the dict those times go into (required with marks).
 
     Returns:
         `vocab` (special tokens, then the 256 bytes, then one token per merge), `merges` in
@@ -162,6 +171,9 @@ def learn_merges(
         stage_label(3), total=None, unit="merge", logger=logger, waiting=stage_label(2),
         bar=f"stages 2-3 ({name})" if progress else None, interval=log_interval,
     )  # fmt: skip
+    t0 = time.perf_counter()
+    if marks and reached is None:
+        raise ValueError("learn_merges(marks=...) needs reached={} to record the times in")
     with closing(meter):
         # no workers fork in stages 2-3, so the heartbeat runs from the start: building words
         # and the pair index can take many seconds at scale without a single tick
@@ -171,7 +183,8 @@ def learn_merges(
         # handed the counts over (`PretokenCounts.take_counts`) gets their memory back.
         del pretoken_counts
         meter.set_total(state.num_merges)
-        merge_loop(state, meter.update)
+        tick = meter.update if not marks else _MarkClock(meter.update, marks, reached, t0).tick
+        merge_loop(state, tick)
     if picky_threshold is not None:
         logger.info(
             "%s (picky): %d merges, %d tokens removed (threshold %g)",
@@ -190,6 +203,25 @@ def learn_merges(
             state.num_merges,
         )
     return finish(state)
+
+
+class _MarkClock:
+    """A tick that also records when the merge count reaches each mark (few ops per merge)."""
+
+    def __init__(
+        self, tick: Callable[[], object], marks: Sequence[int], reached: dict, t0: float
+    ) -> None:
+        self._tick, self._reached, self._t0 = tick, reached, t0
+        self._pending = sorted({m for m in marks if m > 0}, reverse=True)
+        self._done = 0
+        for m in [m for m in marks if m <= 0]:
+            reached[m] = 0.0
+
+    def tick(self) -> None:
+        self._tick()
+        self._done += 1
+        while self._pending and self._pending[-1] <= self._done:
+            self._reached[self._pending.pop()] = time.perf_counter() - self._t0
 
 
 def _prepare(
