@@ -48,6 +48,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .liveness                 who writes a run and whether it still lives (crashed)
     bpe.experiment              writes run directories (bpe-train's work)
       .runner                   run_experiment: open, record, train, save, analyse, report
+      .ladder                   a vocab sweep: one training, every rung cut from its prefix
       .config                   the typed schema of bpe-train's config
       .rundir                   run directory names, exclusive creation, the latest link
       .metrics                  metrics.json, written atomically, status last
