@@ -122,3 +122,25 @@ def test_sweep_md_names_the_backend_and_flags_a_mix():
                           "metrics.backend.scheduler": [None, "tcp://head:8786"]})  # fmt: skip
     note = backend_note(mixed)
     assert "differ between jobs" in note and "dask on tcp://head:8786, processes" in note
+
+
+def test_sweep_md_says_files_size_and_format_of_a_parquet_folder(tmp_path):
+    """A sweep over parquet shards written from the bundled sample: each job's row names the
+    input as "3 files, X, parquet", the same words its ANALYSIS.md uses."""
+    from bpe.analysis.markdown import input_summary
+    from tests.test_readers import parquet_shards, sample_docs
+
+    folder = parquet_shards(tmp_path / "shards", sample_docs(60), shards=3)
+    fast = ["debug=fast", f"dataset.path={folder}"]
+    proc, sweep = _sweep(tmp_path / "exp", "trainer=naive,heap", "vocab_size=300", fast=fast)
+    assert proc.returncode == 0, proc.stderr
+    report = (sweep / "SWEEP.md").read_text("utf-8")
+    jobs = sorted(p for p in sweep.iterdir() if (p / "metrics.json").is_file())
+    assert len(jobs) == 2
+    for job in jobs:
+        said = input_summary(json.loads((job / "metrics.json").read_text("utf-8")))
+        assert said is not None and said.startswith("3 files, ") and said.endswith(", parquet")
+        row = next(line for line in report.splitlines() if line.startswith(f"| {job.name} "))
+        assert f"({said})" in row
+        assert f"({said}; " in (job / "ANALYSIS.md").read_text("utf-8")
+    assert "heap, naive produced identical merges" in report

@@ -30,6 +30,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from bpe.analysis.markdown import input_summary
 from bpe.runs import schema
 from bpe.runs.layout import METRICS_FILE
 from bpe.runs.liveness import explain, observed_status
@@ -87,7 +88,8 @@ def observed(metrics: dict) -> dict:
 
 
 def read_run(run_dir: Path) -> dict:
-    """One run as a nested dict: run_dir, run_name, status, status_reason, config, metrics, env.
+    """One run as a nested dict: run_dir, run_name, status, status_reason, config, metrics, env,
+    and input_summary (`bpe.analysis.markdown.input_summary`: None for a single text file).
 
     Raises:
         ValueError: a file is not valid JSON / YAML (names the file).
@@ -97,6 +99,7 @@ def read_run(run_dir: Path) -> dict:
     shown = observed(record["metrics"])
     record["status"] = shown.get("status") or "unknown"
     record["status_reason"] = shown.get("status_reason")
+    record["input_summary"] = input_summary(record["metrics"])
     record["env"] = _read_json(run_dir / "environment.json", required=False) or {}
     config_path = run_dir / ".hydra" / "config.yaml"
     if config_path.is_file():
@@ -172,6 +175,9 @@ TIDY_COLUMNS = {
     # older runs: the dataset name)
     "dataset": None,
     "input_path": schema.INPUT_PATH.column,
+    # "3 files, 1.57 MB, parquet" for a corpus of several files or of records; None for one
+    # plain text file (`bpe.analysis.markdown.input_summary`)
+    "input_summary": "input_summary",
     "input_key": None,  # `input_key` of input_sha256 and input_path: runs compare within one
     "trainer": schema.TRAINER.column,
     "variant": schema.VARIANT_NAME.column,  # runs before the BPE family trained plain BPE

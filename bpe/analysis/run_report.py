@@ -36,7 +36,7 @@ from bpe.analysis.loader import (
     tidy,
     variant_column,
 )
-from bpe.analysis.markdown import clip, fmt, table
+from bpe.analysis.markdown import clip, fmt, input_summary, table
 from bpe.analysis.vocab_report import section_efficiency, section_glossary, section_undertrained
 from bpe.measures import TOKEN_KINDS, pile_projection, token_kind
 from bpe.runs import schema
@@ -761,29 +761,15 @@ def section_siblings(metrics: dict, sibs: list[dict]) -> list[str]:
 
 def _input_cell(path: str | None, text_bytes: object, metrics: dict) -> str:
     """`path (N bytes)`; for a corpus of several files or of records also how many files, their
-    size on disk, their format and the records read: `shards (3 files, 1.20 GB, parquet; ...)`.
+    size on disk, their format (`input_summary`) and the records read:
+    `shards (3 files, 1.20 GB, parquet; ...)`.
     """
-    files = schema.get(metrics, schema.INPUT_FILES, default=[])
-    fmt_name = schema.get(metrics, schema.INPUT_FORMAT, default="text")
-    if len(files) <= 1 and fmt_name == "text":
+    said = input_summary(metrics)
+    if said is None:
         return f"{path} ({text_bytes} bytes)"
-    disk = schema.get(metrics, schema.INPUT_BYTES, default=0)
     records = schema.get(metrics, schema.INPUT_RECORDS)
-    said = f"{len(files)} file{'s' if len(files) != 1 else ''}, {_disk(disk)}, {fmt_name}"
     read = f"{text_bytes} bytes of text" + (f" in {records} records" if records else "")
     return f"{path} ({said}; {read})"
-
-
-def _disk(num_bytes: float) -> str:
-    """`1.20 GB`, `2.50 MB`, `12.0 KB`: a size on disk in the largest unit below it.
-
-    >>> _disk(1_572_791), _disk(3e9)
-    ('1.57 MB', '3.00 GB')
-    """
-    for unit, scale in (("GB", 1e9), ("MB", 1e6)):
-        if num_bytes >= scale:
-            return f"{num_bytes / scale:.2f} {unit}"
-    return f"{num_bytes / 1e3:.1f} KB"
 
 
 def _lineage_rows(metrics: dict) -> list[list]:

@@ -401,7 +401,7 @@ def section_jobs(facts: SweepFacts) -> list[str]:
     rows = []
     for _, r in facts.runs.iterrows():
         rows.append([
-            _job_label(r, facts.sweep_dir), r["dataset"], trainer_label(r),
+            _job_label(r, facts.sweep_dir), _dataset_cell(r), trainer_label(r),
             fmt(r["vocab_size"], "d"), r["status"], fmt(r["merge_seconds"], ".3f"),
             fmt(r["total_seconds"], ".3f") + (" ¹" if r["pretoken_cache"] == "hit" else ""),
             fmt(r["peak_mb"], ".1f"), fmt(r["merges"], ".0f"),
@@ -412,6 +412,13 @@ def section_jobs(facts: SweepFacts) -> list[str]:
     header = ["job", "dataset", "trainer", "vocab", "status", f"merge s{warn}", f"total s{warn}",
               "peak MB", "merges", "merges sha256", "bytes/token", "bits/byte"]  # fmt: skip
     return ["## Jobs", "", table(rows, header), ""]
+
+
+def _dataset_cell(row: pd.Series) -> object:
+    """The input's name, and for a corpus of several files or of records what it holds:
+    `custom-shards (3 files, 1.57 MB, parquet)`; a single text file shows its name alone."""
+    said = row.get("input_summary")
+    return f"{row['dataset']} ({said})" if isinstance(said, str) and said else row["dataset"]
 
 
 def section_notes(facts: SweepFacts) -> list[str]:
