@@ -7,6 +7,8 @@ sampled from training through the report, status kept honest):
                 (naming this process), set aside room for a failure record, environment, validate
     pretokenize, merge    `train_bpe_detailed` (optionally under a profiler), timed by training;
                 pretoken counts cached under `<cache_dir>/pretokens` unless cache=false
+                (a job of a sweep over vocab_size cuts its rung from one shared training
+                instead: `bpe.experiment.ladder`)
     save        vocab.json, merges.txt, tokenizer.json (+ HF configs), tokenizer.tiktoken,
                 merge_counts.json (atomic)
     analysis    vocab metrics, compression, throughput, input and held-out sha256, tiktoken
