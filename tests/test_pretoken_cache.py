@@ -267,8 +267,12 @@ def _sweep(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:
 
 
 def test_a_vocab_sweep_pretokenizes_once(tmp_path):
-    """Default num_workers on the bundled TinyStories sample: job 0 counts, job 1 loads."""
-    proc = _sweep(tmp_path, "vocab_size=300,400")
+    """Default num_workers on the bundled TinyStories sample: job 0 counts, job 1 loads.
+
+    ladder=false: a sweep over vocab_size alone is otherwise one training cut at each rung
+    (tests/test_ladder.py); here each job trains, and the second finds the first's counts.
+    """
+    proc = _sweep(tmp_path, "vocab_size=300,400", "ladder=false")
     assert proc.returncode == 0, proc.stderr
     (sweep_dir,) = tmp_path.glob("sweeps/*")
     job_dirs = sorted(p.parent for p in sweep_dir.glob("*/metrics.json"))
