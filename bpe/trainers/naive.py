@@ -25,17 +25,30 @@ def merge_loop(state: MergeState, tick: Callable[[], object]) -> None:
     """Per merge: stage 2 (count pairs) from scratch, then stage 3 (select and merge)."""
     words = [word_ids(word) for word in state.words]  # plain lists of ids: easy to read
     for _ in range(state.num_merges):
-        # Stage 2, count pairs: every adjacent pair, weighted by how often its word occurs.
-        pair_counts: dict[Pair, int] = defaultdict(int)
-        for word, n in zip(words, state.counts, strict=True):
-            for pair in iter_pairs(word):
-                pair_counts[pair] += n
+        # Stage 2, count pairs (from scratch, every merge).
+        pair_counts = count_pairs(words, state.counts)
         if not pair_counts:
             return
         # Stage 3, select and merge: the best pair (THE candidate order), merged in every word.
-        left, right = min(
-            pair_counts, key=lambda p: candidate_key(pair_counts[p], *p, state.token_keys)
-        )
+        left, right = best_pair(pair_counts, state)
         new_id = state.add_merge(left, right, pair_counts[(left, right)])
         words = [merge_word(word, left, right, new_id) for word in words]
         tick()
+
+
+def count_pairs(words: list[list[int]], counts: list[int]) -> dict[Pair, int]:
+    """Stage 2, count pairs: every adjacent pair, weighted by how often its word occurs.
+
+    >>> dict(count_pairs([[1, 2, 1, 2], [2, 1]], [3, 5]))
+    {(1, 2): 6, (2, 1): 8}
+    """
+    pair_counts: dict[Pair, int] = defaultdict(int)
+    for word, n in zip(words, counts, strict=True):
+        for pair in iter_pairs(word):
+            pair_counts[pair] += n
+    return pair_counts
+
+
+def best_pair(pair_counts: dict[Pair, int], state: MergeState) -> Pair:
+    """The pair THE candidate order puts first (highest count, then the greater bytes)."""
+    return min(pair_counts, key=lambda p: candidate_key(pair_counts[p], *p, state.token_keys))

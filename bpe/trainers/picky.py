@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import logging
 from array import array
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable, Iterable
 from itertools import chain
 
@@ -48,10 +48,10 @@ from bpe.trainers.common import (
     Pair,
     TrainerOutput,
     candidate_key,
-    iter_pairs,
     merge_word,
     word_ids,
 )
+from bpe.trainers.naive import best_pair, count_pairs
 from bpe.trainers.pair_index import PairIndex
 
 logger = logging.getLogger(__name__)
@@ -170,15 +170,10 @@ def naive_merge_loop(state: MergeState, tick: Callable[[], object], *, threshold
     words = [word_ids(word) for word in state.words]
     made = 0
     while not rule.done() and check_merge_budget(rule, made):
-        pair_counts: dict[Pair, int] = defaultdict(int)
-        for word, n in zip(words, state.counts, strict=True):
-            for pair in iter_pairs(word):
-                pair_counts[pair] += n
+        pair_counts = count_pairs(words, state.counts)
         if not pair_counts:
             return
-        left, right = min(
-            pair_counts, key=lambda p: candidate_key(pair_counts[p], *p, state.token_keys)
-        )
+        left, right = best_pair(pair_counts, state)
         new_id = rule.merge(left, right, pair_counts[(left, right)])
         # a token that was already present (made again) had occurrences before this merge
         before = sum(n * w.count(new_id) for w, n in zip(words, state.counts, strict=True))
