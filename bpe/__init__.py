@@ -6,6 +6,8 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
 
     bpe.pretokenize             stage 1, count pretokens: special tokens, splitting, counting
       .patterns                 the named split patterns (gpt2, cl100k, o200k)
+      .engines                  regex or the compiled scanner (GPT-2's pattern, Numba extra)
+      .scan_kernels             the scanner's Numba kernel: GPT-2's pattern as a state machine
       .chunks                   plan chunks at safe cuts; the process pool that maps over them
       .cache                    counts saved by input sha256 + settings, loaded by later runs
       .dask_backend             the same chunks as tasks on a Dask cluster

@@ -51,6 +51,7 @@ from bpe.pretokenize.chunks import (
     read_chunk_text,
 )
 from bpe.pretokenize.dask_backend import TreeCount, check_backend, dask_cluster
+from bpe.pretokenize.engines import check_engine, count_texts_compiled
 from bpe.pretokenize.patterns import (
     CL100K_PATTERN,
     GPT2_PATTERN,
@@ -245,13 +246,23 @@ def iter_pretokens(text: str, *, pattern: str = GPT2_PATTERN) -> Iterator[str]:
 
 
 def count_pretokens(
-    text: str, special_tokens: Sequence[str] = (), *, pattern: str = GPT2_PATTERN
+    text: str,
+    special_tokens: Sequence[str] = (),
+    *,
+    pattern: str = GPT2_PATTERN,
+    engine: str = "regex",
 ) -> Counter[bytes]:
     """Count the UTF-8 bytes of every pretoken in text; special tokens are dropped, not counted.
+
+    `engine="compiled"` counts with the compiled scanner (GPT-2's pattern only, needs Numba;
+    `bpe.pretokenize.engines`): the same counts.
 
     >>> count_pretokens("the cat<|eot|>the", ["<|eot|>"])
     Counter({b'the': 2, b' cat': 1})
     """
+    if engine == "compiled":
+        check_engine(engine, pattern)
+        return count_texts_compiled([text], special_token_regex(special_tokens))
     counts: Counter[str] = Counter()
     pieces = split_on_special_tokens(text, special_tokens)
     for piece in pieces[::2]:

@@ -1,0 +1,208 @@
+"""Pre-tokenization engines: `regex` for any split pattern, `compiled` for GPT-2's (Numba).
+
+What it does:
+    * names the engines (`ENGINES`) and what `auto` means (`resolve_engine`): the compiled
+      scanner when the pattern is GPT-2's, Numba is installed and the trainer is `compiled`
+      (whoever trains with Numba has paid for loading it), the `regex` module otherwise;
+    * `load_scanner`: imports the kernel (`bpe.pretokenize.scan_kernels`), builds its table of
+      character classes from the `regex` module itself (letters, numbers, whitespace over all
+      code points, about 0.05 s), and compiles the kernel or loads it from Numba's cache, once
+      per process, timed (`ScannerInfo`);
+    * `count_texts_compiled`: the pretoken counts of texts with the compiled scanner, special
+      tokens split off first (a pretoken never crosses one, nor the end of a text); the
+      counts equal `bpe.pretokenize.count_pretokens`' exactly (tested on random Unicode and
+      on every bundled corpus), so the pretoken cache does not record the engine.
+
+What it does not do: other patterns (cl100k, o200k, custom and SuperBPE's stay with `regex`),
+chunks or workers (`bpe.pretokenize.pretokenize_file` decides where the scanner runs).
+Importing it imports neither NumPy nor Numba (the tokenizer imports this package).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+import logging
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+import regex
+
+from bpe.pretokenize.patterns import GPT2_PATTERN
+
+if TYPE_CHECKING:
+    import numpy as np
+
+logger = logging.getLogger(__name__)
+
+#: The engine choices (`pretokenize.engine=` in the config, `engine=` in `train_bpe`).
+ENGINES = ("auto", "regex", "compiled")
+#: The trainer whose runs use the compiled scanner under `auto`.
+AUTO_TRAINER = "compiled"
+#: What to run when Numba is missing.
+INSTALL_HINT = "pip install 'bpe-lab[compiled]'"
+#: Code points in Unicode (the class table's length).
+CODE_POINTS = 0x110000
+
+
+def numba_installed() -> bool:
+    """Whether Numba can be imported (without importing it)."""
+    return importlib.util.find_spec("numba") is not None
+
+
+def check_engine(engine: str, pattern: str) -> None:
+    """Raise unless `engine` is known and can split `pattern`.
+
+    >>> check_engine("auto", GPT2_PATTERN)
+    >>> check_engine("compiled", r"\\S+|\\s+")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: pretokenize.engine='compiled' splits GPT-2's pattern only; ...
+    """
+    if engine not in ENGINES:
+        raise ValueError(f"pretokenize.engine={engine!r} is unknown; choose one of {ENGINES}")
+    if engine == "compiled":
+        if pattern != GPT2_PATTERN:
+            raise ValueError(
+                "pretokenize.engine='compiled' splits GPT-2's pattern only; use "
+                "pretokenize.engine=auto or regex with this pattern"
+            )
+        if not numba_installed():
+            raise ImportError(
+                f"pretokenize.engine='compiled' needs Numba, which is not installed; install "
+                f"it with: {INSTALL_HINT} (or use pretokenize.engine=regex: same counts)"
+            )
+
+
+def resolve_engine(engine: str, *, pattern: str, trainer: str | None = None) -> str:
+    """The engine, "regex" or "compiled", that `engine` chooses for this pattern and trainer.
+
+    >>> resolve_engine("auto", pattern=GPT2_PATTERN, trainer="heap")
+    'regex'
+    >>> resolve_engine("regex", pattern=GPT2_PATTERN, trainer="compiled")
+    'regex'
+    """
+    check_engine(engine, pattern)
+    if engine == "auto":
+        use = trainer == AUTO_TRAINER and pattern == GPT2_PATTERN and numba_installed()
+        return "compiled" if use else "regex"
+    return engine
+
+
+@functools.cache
+def char_classes() -> np.ndarray:
+    """The class of every code point for the kernel: other, letter, number or whitespace.
+
+    Taken from the `regex` module (`\\p{L}`, `\\p{N}`, `\\s`) so that both engines read the
+    same Unicode tables; the three classes are disjoint (checked).
+    """
+    import numpy as np
+
+    kernels = _kernels()
+    every = np.arange(CODE_POINTS, dtype=np.uint32).tobytes().decode("utf-32-le", "surrogatepass")
+    table = np.full(CODE_POINTS, kernels.OTHER, dtype=np.uint8)
+    classes = {kernels.SPACE: r"\s", kernels.NUMBER: r"\p{N}", kernels.LETTER: r"\p{L}"}
+    for cls, prop in classes.items():
+        for m in regex.finditer(prop + "+", every):
+            assert (table[m.start() : m.end()] == kernels.OTHER).all()  # invariant: disjoint
+            table[m.start() : m.end()] = cls
+    return table
+
+
+@functools.cache
+def _kernels() -> ModuleType:
+    try:
+        return importlib.import_module("bpe.pretokenize.scan_kernels")
+    except ImportError as err:
+        raise ImportError(
+            f"pretokenize.engine='compiled' needs Numba ({err}); install it with: "
+            f"{INSTALL_HINT} (or use pretokenize.engine=regex: same counts)"
+        ) from err
+
+
+@dataclass(frozen=True)
+class ScannerInfo:
+    """How `load_scanner` went: seconds (import, table, compile or cache load) and whether
+    Numba's cache had the machine code."""
+
+    seconds: float
+    cached: bool
+
+
+_loaded: ScannerInfo | None = None
+
+
+def load_scanner() -> ScannerInfo:
+    """Import, build and compile the scanner (or load it from Numba's cache), once per process.
+
+    Later calls return the first call's `ScannerInfo`: the work is done once. A process forked
+    after this call inherits the loaded scanner.
+    """
+    global _loaded
+    if _loaded is not None:
+        return _loaded
+    import numpy as np
+
+    start = time.perf_counter()
+    kernels = _kernels()
+    table = char_classes()
+    before = sum(kernels.count_spans.stats.cache_misses.values())
+    # subtle: text arrives read-only (`np.frombuffer` over bytes), which Numba types apart from
+    # a writable array: warm up with the same kind, or the first real call compiles again
+    cps = np.frombuffer("a b".encode("utf-32-le"), dtype=np.uint32)
+    kernels.count_spans(cps, table, np.zeros(1, np.int64), np.full(1, 3, np.int64))
+    cached = sum(kernels.count_spans.stats.cache_misses.values()) == before
+    _loaded = ScannerInfo(seconds=time.perf_counter() - start, cached=cached)
+    logger.debug("compiled scanner ready in %.3f s (cached: %s)", _loaded.seconds, cached)
+    return _loaded
+
+
+def count_texts_compiled(
+    texts: Sequence[str], special_regex: regex.Pattern | None = None
+) -> Counter[bytes]:
+    """The GPT-2 pretoken counts of `texts`, each split on special tokens, with the scanner.
+
+    Equal to adding up `bpe.pretokenize.count_pretokens(text, specials)` over the texts;
+    `special_regex` is `bpe.pretokenize.special_token_regex(specials)`. The texts are joined
+    into one array of code points and scanned in one call; no pretoken crosses a text's end.
+
+    >>> from bpe.pretokenize import special_token_regex
+    >>> eot = special_token_regex(["<|eot|>"])
+    >>> counts = count_texts_compiled(["the cat<|eot|>the", "cat"], eot)
+    >>> sorted(counts.items())
+    [(b' cat', 1), (b'cat', 1), (b'the', 2)]
+    """
+    import numpy as np
+
+    load_scanner()
+    text = texts[0] if len(texts) == 1 else "".join(texts)
+    lo: list[int] = []
+    hi: list[int] = []
+    offset = 0
+    for piece in texts:
+        at = offset
+        if special_regex is not None:
+            for m in special_regex.finditer(piece):
+                lo.append(at)
+                hi.append(offset + m.start())
+                at = offset + m.end()
+        offset += len(piece)
+        lo.append(at)
+        hi.append(offset)
+    # lone surrogates pass through here and fail below, in `str.encode`, as with `regex`
+    cps = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    starts, lengths, counts = _kernels().count_spans(
+        cps, char_classes(), np.array(lo, np.int64), np.array(hi, np.int64)
+    )
+    out: Counter[bytes] = Counter()
+    # distinct pretokens only reach Python: one slice and one encode each
+    dict.update(out, {
+        text[s : s + n].encode("utf-8"): c
+        for s, n, c in zip(starts.tolist(), lengths.tolist(), counts.tolist(), strict=True)
+    })  # fmt: skip
+    return out
