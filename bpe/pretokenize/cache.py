@@ -3,9 +3,10 @@
 What it does:
     * `cache_key`: the content address of one pre-tokenization: sha256 over the input's sha256
       (for a corpus of several files or of records, its manifest's digest, which covers every
-      file's sha256, format and the text field), the split pattern, the special tokens and
-      `CODE_VERSION`. Equal keys mean equal counts;
-      one changed byte of input, another pattern or another set of specials is another key;
+      file's sha256, format and the text field), the split pattern, the special tokens,
+      `CODE_VERSION` and, when documents are held out of training, where reading stopped.
+      Equal keys mean equal counts; one changed byte of input, another pattern or another set
+      of specials is another key;
     * `save_counts` / `load_counts`: the counts in one compact binary file (not a pickle): a
       small JSON header naming the key fields, then a uint64 counts array, a uint64 offsets
       array and one blob of the pretokens' bytes, and a trailing sha256 of everything before
@@ -54,7 +55,7 @@ import logging
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -120,11 +121,18 @@ class CacheInfo:
         return asdict(self)
 
 
-def cache_key(input_sha256: str, pattern: str, special_tokens: Sequence[str]) -> str:
+def cache_key(
+    input_sha256: str,
+    pattern: str,
+    special_tokens: Sequence[str],
+    *,
+    stop: Mapping | None = None,
+) -> str:
     """The content address of the pretoken counts of one input under one pattern and specials.
 
     The specials are a set for counting (longest first is applied inside), so their order does
-    not change the key.
+    not change the key. `stop` is where reading ended (`bpe.pretokenize.readers.Stop.as_dict`:
+    the documents held out of training); a corpus read whole keeps the key it always had.
 
     >>> a = cache_key("00" * 32, r"\\w+|\\W+", ["<|a|>", "<|b|>"])
     >>> a == cache_key("00" * 32, r"\\w+|\\W+", ["<|b|>", "<|a|>"])
@@ -138,6 +146,8 @@ def cache_key(input_sha256: str, pattern: str, special_tokens: Sequence[str]) ->
         "pattern": pattern,
         "special_tokens": sorted(special_tokens),
     }
+    if stop is not None:
+        record["stop"] = dict(stop)
     text = json.dumps(record, sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -303,7 +313,8 @@ def pretokenize_cached(
         raise ValueError("pretokenize_cached of a Corpus needs its manifest's input_sha256")
     sha = input_sha256 or sha256_file(path)  # type: ignore[arg-type]
     info = CacheInfo(status="miss", hash_seconds=time.perf_counter() - t0)
-    info.key = cache_key(sha, pattern, special_tokens)
+    stop = path.stop.as_dict() if isinstance(path, Corpus) and path.stop is not None else None
+    info.key = cache_key(sha, pattern, special_tokens, stop=stop)
     target = cache_path(cache_dir, info.key)
     info.path = str(target)
     if target.is_file():
@@ -346,6 +357,7 @@ def pretokenize_cached(
         "num_files": counted.num_files,
         "pattern": pattern,
         "special_tokens": sorted(special_tokens),
+        "stop": stop,
     }
     try:
         info.file_bytes = save_counts(target, counted.counts, header)

@@ -7,7 +7,8 @@ record at a time) and adds the counts up. The workers and their start method fol
 policy of `bpe.util.workers`; with `backend="dask"` each part is one task of
 `bpe.pretokenize.dask_backend.TreeCount`. A corpus that is one plain text file goes to
 `bpe.pretokenize.pretokenize_file` unchanged, so its chunks, logs and counts are those of
-before corpus readers.
+before corpus readers. A corpus with a `stop` (documents held out of training,
+`bpe.pretokenize.readers.find_holdout`) is read up to it, whatever its files.
 
 The counts equal those of one text file holding the same documents joined by a special token
 (pretokens never cross a record, a file, or a special token): tested for every format.
@@ -110,7 +111,7 @@ def pretokenize_corpus(
     """
     specials = tuple(validate_special_tokens(special_tokens))
     check_backend(backend, scheduler)
-    if corpus.is_plain_text_file:
+    if corpus.is_plain_text_file and corpus.stop is None:
         return pretokenize_file(
             corpus.files[0].path, specials, num_workers=num_workers,
             max_chunk_bytes=max_chunk_bytes, min_parallel_bytes=min_parallel_bytes,

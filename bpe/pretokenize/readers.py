@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import bz2
 import codecs
+import collections
 import fnmatch
 import glob
 import gzip
@@ -117,6 +118,28 @@ class InputFile:
 
 
 @dataclass(frozen=True)
+class Stop:
+    """Where training stops reading a corpus: the held-out documents start here.
+
+    Files after `file` are not read at all; file `file` is read up to `offset`: a decompressed
+    byte offset (`unit` "bytes": text, just after a document separator; JSON lines, the start
+    of a line) or a row (`unit` "rows": parquet, Arrow). `docs` and `bytes` say what is held
+    out (its documents and their UTF-8 bytes).
+    """
+
+    file: int
+    offset: int
+    unit: str
+    docs: int
+    bytes: int
+
+    def as_dict(self) -> dict:
+        """The stop as metrics.json and the pretoken cache key record it."""
+        return {"file": self.file, "offset": self.offset, "unit": self.unit,
+                "docs": self.docs, "bytes": self.bytes}  # fmt: skip
+
+
+@dataclass(frozen=True)
 class Corpus:
     """An ordered list of input files and the settings they are read with."""
 
@@ -124,6 +147,9 @@ class Corpus:
     text_field: str = DEFAULT_TEXT_FIELD
     #: the source as it was named (a path, a glob, a list, hf:...)
     source: str = ""
+    #: where reading stops (the held-out documents start there: `find_holdout`); None reads
+    #: every document
+    stop: Stop | None = None
 
     @property
     def num_bytes(self) -> int:
@@ -612,6 +638,8 @@ class Part:
     end: int
     size: int
     path: str = field(default="", compare=False)
+    #: reading stops at this decompressed byte offset or row of the file (`Corpus.stop`)
+    limit: int | None = None
 
     @property
     def first_in_file(self) -> bool:
@@ -639,16 +667,41 @@ def plan_parts(
     tokens, else where no pretoken of `pattern` can span); plain JSON lines after a newline;
     parquet files into runs of row groups of about `max_chunk_bytes` on disk; compressed
     files and Arrow files are one part each (a stream is read from its start).
-    Each file gets a share of `min_parts` in proportion to its size.
+    Each file gets a share of `min_parts` in proportion to its size. A corpus with a `stop`
+    plans no part past it: the parts of the stop's file end at its offset (a byte range is
+    cut there, a stream or a run of row groups carries it as `limit`), later files are left out.
     """
     total = max(corpus.num_bytes, 1)
+    stop = corpus.stop
     parts: list[Part] = []
     for i, f in enumerate(corpus.files):
+        limit = None
+        if stop is not None and i >= stop.file:
+            if i > stop.file or stop.offset == 0:
+                break
+            limit = stop.offset
         share = max(1, round(min_parts * f.size / total)) if min_parts > 1 else 1
-        for kind, start, end, size in _file_parts(f, special_tokens, max_chunk_bytes, share,
-                                                  corpus.text_field, pattern):  # fmt: skip
-            parts.append(Part(len(parts), i, kind, start, end, size, f.path))
+        planned = _file_parts(f, special_tokens, max_chunk_bytes, share, corpus.text_field, pattern)
+        if limit is not None:
+            planned = _trim(f, planned, limit)
+        for kind, start, end, size in planned:
+            parts.append(Part(len(parts), i, kind, start, end, size, f.path, limit=limit))
     return parts
+
+
+def _trim(
+    f: InputFile, planned: list[tuple[str, int, int, int]], limit: int
+) -> list[tuple[str, int, int, int]]:
+    """The planned parts of a file that hold anything before `limit` (a byte or a row)."""
+    if f.format == "parquet":
+        meta = _parquet_file(f.path).metadata
+        first_rows = [0]
+        for i in range(meta.num_row_groups):
+            first_rows.append(first_rows[-1] + meta.row_group(i).num_rows)
+        return [p for p in planned if first_rows[p[1]] < limit]
+    if planned and planned[0][0] == "bytes":  # plain text or JSON lines: cut the ranges
+        return [(k, a, min(b, limit), min(b, limit) - a) for k, a, b, _ in planned if a < limit]
+    return planned
 
 
 def _file_parts(
@@ -756,6 +809,9 @@ class Piece:
     text: str
     num_bytes: int
     is_record: bool
+    #: where it starts in its file: decompressed byte offset (text, JSON lines) or row
+    #: (parquet, Arrow)
+    at: int = 0
 
 
 def read_part(
@@ -778,13 +834,13 @@ def read_part(
         if part.kind == "bytes":
             yield _text_range(f, part.start, part.end)
         else:
-            yield from _text_stream(f, special_tokens, pattern, block_bytes)
+            yield from _text_stream(f, special_tokens, pattern, block_bytes, limit=part.limit)
     elif f.format == "jsonl":
         yield from _jsonl_records(f, corpus.text_field, part)
     elif f.format == "parquet":
-        yield from _parquet_records(f, corpus.text_field, part.start, part.end)
+        yield from _parquet_records(f, corpus.text_field, part.start, part.end, limit=part.limit)
     elif f.format == "arrow":
-        yield from _arrow_records(f, corpus.text_field)
+        yield from _arrow_records(f, corpus.text_field, limit=part.limit)
     else:  # pragma: no cover - resolve_source admits no other format
         raise AssertionError(f.format)
 
@@ -851,6 +907,186 @@ def tail_documents(
     return [], corpus.files[last].path
 
 
+@dataclass(frozen=True)
+class Holdout:
+    """The documents held out of training (`find_holdout`): where they start, and their text."""
+
+    stop: Stop
+    docs: tuple[str, ...]
+    #: the file the held-out documents start in
+    file: str
+
+
+def find_holdout(
+    corpus: Corpus, separator: str, *, fraction: float, max_bytes: int
+) -> Holdout | None:
+    """The last whole documents of a corpus, held out of training, and where they start.
+
+    The held-out documents are the corpus's last non-empty documents whose UTF-8 bytes add up
+    to at most `fraction` of the corpus's size on disk and at most `max_bytes`: the last
+    documents of the last file, then of the file before when the last one is held out whole.
+    At least one document is left to train on. Returns None when nothing is held out: a zero
+    `fraction`, a last document larger than the budget, or a corpus of one document.
+
+    Training reads `dataclasses.replace(corpus, stop=holdout.stop)`, which ends just before
+    the first held-out document (`plan_parts`); evaluation measures `holdout.docs`: the same
+    boundary for both. Cost: plain text and parquet are read backwards from their end (about
+    the held-out bytes, plus one row group); a compressed file, JSON lines and an Arrow file
+    are read once from their start (a rolling window of the budget is kept, not the file).
+
+    Raises:
+        ValueError: fraction outside [0, 1) or max_bytes < 1; a reader's error.
+
+    >>> import tempfile
+    >>> path = Path(tempfile.mkdtemp()) / "docs.txt"
+    >>> _ = path.write_text("one<|endoftext|>two<|endoftext|>three", encoding="utf-8")
+    >>> held = find_holdout(resolve_source(path), "<|endoftext|>", fraction=0.5, max_bytes=9)
+    >>> held.docs, held.stop.offset, held.stop.unit
+    (('two', 'three'), 16, 'bytes')
+    """
+    if not 0 <= fraction < 1:
+        raise ValueError(
+            f"dataset.heldout_fraction={fraction!r} must be in [0, 1) (0 holds nothing out)"
+        )
+    if not isinstance(max_bytes, int) or max_bytes < 1:
+        raise ValueError(f"dataset.heldout_max_bytes={max_bytes!r} must be a whole number >= 1")
+    budget = min(int(corpus.num_bytes * fraction), max_bytes)
+    if not separator or budget < 1:
+        return None
+    held: list[tuple[int, int, str, int]] = []  # (file, at, text, bytes), last document first
+    used = 0
+    for i in reversed(range(len(corpus.files))):
+        if used >= budget:
+            break
+        docs, whole = _file_tail(corpus, i, separator, budget - used)
+        held.extend((i, at, text, n) for at, text, n in reversed(docs))
+        used += sum(n for _, _, n in docs)
+        if not whole:
+            break
+    else:  # every document fits: the first one is trained on
+        if held:
+            held.pop()
+    if not held:
+        return None
+    held.reverse()
+    file, at = held[0][0], held[0][1]
+    unit = "rows" if corpus.files[file].format in ("parquet", "arrow") else "bytes"
+    stop = Stop(file, at, unit, docs=len(held), bytes=sum(h[3] for h in held))
+    return Holdout(stop, tuple(h[2] for h in held), corpus.files[file].path)
+
+
+_Doc = tuple[int, str, int]  # (where it starts in its file, its text, its UTF-8 bytes)
+
+
+def _file_tail(corpus: Corpus, index: int, separator: str, budget: int) -> tuple[list[_Doc], bool]:
+    """The last documents of one file within `budget` bytes, in order, and whether they are
+    all of its documents."""
+    f = corpus.files[index]
+    if f.kind == "text":
+        return _take_from_end(_text_docs_reversed(f, separator, budget), budget)
+    if f.format == "parquet":
+        return _take_from_end(_parquet_docs_reversed(f, corpus.text_field), budget)
+    kept: collections.deque[_Doc] = collections.deque()
+    used = 0
+    whole = True
+    for doc in _file_docs(corpus, index, separator):
+        kept.append(doc)
+        used += doc[2]
+        while kept and used > budget:
+            used -= kept.popleft()[2]
+            whole = False
+    return list(kept), whole
+
+
+def _take_from_end(docs: Iterator[_Doc | None], budget: int) -> tuple[list[_Doc], bool]:
+    """The longest run of documents (given last first; None: one larger than any budget
+    left) within `budget` bytes, in order, and whether the run is all of them."""
+    kept: list[_Doc] = []
+    used = 0
+    for doc in docs:
+        if doc is None or used + doc[2] > budget:
+            return kept[::-1], False
+        kept.append(doc)
+        used += doc[2]
+    return kept[::-1], True
+
+
+def _text_docs_reversed(
+    f: InputFile, separator: str, budget: int, block: int = 1 << 20
+) -> Iterator[_Doc | None]:
+    """A plain text file's non-empty documents from its end backwards; None once a document
+    holds more than `budget` bytes (so at most about `budget + block` bytes are read)."""
+    sep = separator.encode("utf-8")
+    with open(f.path, "rb") as fh:
+        pos = f.size  # the file offset of buf[0]
+        buf = b""
+        end = 0  # buf[:end] is still to be split
+        hi = 0  # a separator not yet found lies within buf[:hi] (the rest was searched)
+        while True:
+            idx = buf.rfind(sep, 0, hi)
+            if idx != -1:
+                start = idx + len(sep)
+                if end > start:
+                    yield pos + start, _decode(buf[start:end], f, pos + start), end - start
+                end = hi = idx
+                continue
+            if pos == 0:
+                if end:
+                    yield 0, _decode(buf[:end], f, 0), end
+                return
+            if end > budget:
+                yield None
+                return
+            new = max(0, pos - block)
+            fh.seek(new)
+            data = fh.read(pos - new)
+            buf = data + buf[:end]
+            end += len(data)
+            hi = min(end, len(data) + len(sep) - 1)
+            pos = new
+
+
+def _parquet_docs_reversed(f: InputFile, text_field: str) -> Iterator[_Doc]:
+    """A parquet file's non-empty records from its last row group backwards (one row group
+    in memory at a time)."""
+    pf = _parquet_file(f.path)
+    _check_column(pf.schema_arrow.names, text_field, f.path)
+    meta = pf.metadata
+    first = [0]
+    for g in range(meta.num_row_groups):
+        first.append(first[-1] + meta.row_group(g).num_rows)
+    for g in reversed(range(meta.num_row_groups)):
+        column = pf.read_row_group(g, columns=[text_field]).column(0)
+        pieces = list(_column_records(column, f, text_field, first[g]))
+        for piece in reversed(pieces):
+            if piece.text:
+                yield piece.at, piece.text, piece.num_bytes
+
+
+def _file_docs(corpus: Corpus, index: int, separator: str) -> Iterator[_Doc]:
+    """One file's non-empty documents from its start, each with where it starts."""
+    f = corpus.files[index]
+    only = Corpus((f,), text_field=corpus.text_field, source=corpus.source)
+    part = Part(0, 0, "file", 0, 1, f.size, f.path)
+    sep_bytes = len(separator.encode("utf-8"))
+    pending, pending_at = "", 0
+    for piece in read_part(only, part, [separator]):
+        if piece.is_record:
+            if piece.text:
+                yield piece.at, piece.text, piece.num_bytes
+            continue
+        *done, last = (pending + piece.text).split(separator)
+        at = pending_at
+        for doc in done:
+            n = len(doc.encode("utf-8"))
+            if doc:
+                yield at, doc, n
+            at += n + sep_bytes
+        pending, pending_at = last, at
+    if pending:
+        yield pending_at, pending, len(pending.encode("utf-8"))
+
+
 def head_text(corpus: Corpus, separator: str, *, max_bytes: int) -> tuple[str, dict]:
     """The first whole documents of a corpus, joined by `separator`, up to `max_bytes`; and what
     they are (`file`, `bytes`, `file_bytes`, `whole_file`, as `read_training_sample` says).
@@ -889,31 +1125,41 @@ def _text_range(f: InputFile, start: int, end: int) -> Piece:
     with open(f.path, "rb") as fh:
         fh.seek(start)
         data = fh.read(end - start)
-    return Piece(_decode(data, f, start), len(data), False)
+    return Piece(_decode(data, f, start), len(data), False, start)
 
 
 def _text_stream(
-    f: InputFile, specials: Sequence[str], pattern: str, block_bytes: int
+    f: InputFile,
+    specials: Sequence[str],
+    pattern: str,
+    block_bytes: int,
+    *,
+    limit: int | None = None,
 ) -> Iterator[Piece]:
     """A (compressed) text stream in pieces of about `block_bytes`, each cut where
-    `bpe.pretokenize.chunks` cuts a file (a special token's start, else a safe character cut)."""
+    `bpe.pretokenize.chunks` cuts a file (a special token's start, else a safe character cut);
+    it ends at decompressed byte `limit` when given (just after a document separator)."""
     encoded = [t.encode("utf-8") for t in specials]
     longest = max((len(t) for t in encoded), default=0)
     buf = b""
     offset = 0  # decompressed offset of buf[0]
     with _open_stream(f) as stream:
         while True:
-            block = _read_block(stream, block_bytes, f, offset + len(buf))
+            want = block_bytes
+            if limit is not None:
+                want = max(0, min(block_bytes, limit - offset - len(buf)))
+            block = _read_block(stream, want, f, offset + len(buf)) if want else b""
             if block:
                 buf += block
             # look for a cut in the last quarter, never within `longest` bytes of the end, so a
             # special token that the next block completes is never cut
-            limit = len(buf) - longest - 1
-            if block and limit > 0 and len(buf) >= block_bytes:
-                lead = max(0, limit - max(block_bytes // 4, 1))
-                cut = _safe_cut(buf, lead, limit - lead, encoded, pattern)
+            last = len(buf) - longest - 1
+            if block and last > 0 and len(buf) >= block_bytes:
+                lead = max(0, last - max(block_bytes // 4, 1))
+                cut = _safe_cut(buf, lead, last - lead, encoded, pattern)
                 if cut is not None and cut > 0:
-                    yield Piece(_decode(buf[:cut], f, offset, decompressed=True), cut, False)
+                    text = _decode(buf[:cut], f, offset, decompressed=True)
+                    yield Piece(text, cut, False, offset)
                     offset += cut
                     buf = buf[cut:]
                 elif len(buf) > 4 * block_bytes:
@@ -924,10 +1170,10 @@ def _text_stream(
             if not block:
                 break
     if buf:
-        yield Piece(_decode(buf, f, offset, decompressed=True), len(buf), False)
+        yield Piece(_decode(buf, f, offset, decompressed=True), len(buf), False, offset)
 
 
-def _record_text(value: Any, f: InputFile, field: str, where: str) -> Piece:
+def _record_text(value: Any, f: InputFile, field: str, where: str, at: int = 0) -> Piece:
     if not isinstance(value, str):
         raise ValueError(
             f"{f.path!r} {where}: field {field!r} holds {type(value).__name__} "
@@ -941,7 +1187,7 @@ def _record_text(value: Any, f: InputFile, field: str, where: str) -> Piece:
             f"{f.path!r} {where}: the text holds a lone surrogate {value[err.start]!r} at "
             f"character {err.start}, which is not valid UTF-8; fix the record"
         ) from None
-    return Piece(value, n, True)
+    return Piece(value, n, True, at)
 
 
 def _jsonl_records(f: InputFile, text_field: str, part: Part) -> Iterator[Piece]:
@@ -955,6 +1201,8 @@ def _jsonl_records(f: InputFile, text_field: str, part: Part) -> Iterator[Piece]
         for line in lines:
             start = offset
             offset += len(line)
+            if part.limit is not None and start >= part.limit:
+                return
             if not line.strip():
                 continue
             where = f"line at byte {start}" + (" (decompressed)" if f.compression else "")
@@ -971,7 +1219,7 @@ def _jsonl_records(f: InputFile, text_field: str, part: Part) -> Iterator[Piece]
                     f"{f.path!r} {where} has no field {text_field!r} (found: {found}); set "
                     "dataset.text_field (bpe-encode --text-field) to the field holding the text"
                 )
-            yield _record_text(record[text_field], f, text_field, where)
+            yield _record_text(record[text_field], f, text_field, where, start)
 
 
 def _lines(stream: BinaryIO, f: InputFile, limit: int | None) -> Iterator[bytes]:
@@ -990,14 +1238,22 @@ def _lines(stream: BinaryIO, f: InputFile, limit: int | None) -> Iterator[bytes]
         yield line
 
 
-def _parquet_records(f: InputFile, text_field: str, start: int, end: int) -> Iterator[Piece]:
+def _parquet_records(
+    f: InputFile, text_field: str, start: int, end: int, *, limit: int | None = None
+) -> Iterator[Piece]:
+    """The records of row groups [start, end), up to row `limit` of the file when given."""
     pf = _parquet_file(f.path)
     _check_column(pf.schema_arrow.names, text_field, f.path)
     row = sum(pf.metadata.row_group(i).num_rows for i in range(start))
     groups = list(range(start, end))
     for batch in pf.iter_batches(batch_size=BATCH_ROWS, row_groups=groups, columns=[text_field]):
-        yield from _column_records(batch.column(0), f, text_field, row)
+        column = batch.column(0)
+        if limit is not None and row + len(column) > limit:
+            column = column.slice(0, max(0, limit - row))
+        yield from _column_records(column, f, text_field, row)
         row += batch.num_rows
+        if limit is not None and row >= limit:
+            return
 
 
 def _column_records(column: Any, f: InputFile, text_field: str, row: int) -> Iterator[Piece]:
@@ -1012,10 +1268,10 @@ def _column_records(column: Any, f: InputFile, text_field: str, row: int) -> Ite
     for i, value in enumerate(column.to_pylist()):
         if isinstance(value, bytes):
             value = _decode(value, f, 0) if value else ""
-        yield _record_text(value, f, text_field, f"row {row + i}")
+        yield _record_text(value, f, text_field, f"row {row + i}", row + i)
 
 
-def _arrow_records(f: InputFile, text_field: str) -> Iterator[Piece]:
+def _arrow_records(f: InputFile, text_field: str, *, limit: int | None = None) -> Iterator[Piece]:
     pa = require("pyarrow", for_what=f"Arrow file {f.path!r}")
     source = pa.memory_map(f.path)
     try:
@@ -1030,10 +1286,14 @@ def _arrow_records(f: InputFile, text_field: str) -> Iterator[Piece]:
     row = 0
     for batch in batches:
         column = batch.column(schema.get_field_index(text_field))
+        if limit is not None and row + len(column) > limit:
+            column = column.slice(0, max(0, limit - row))
         for start in range(0, len(column), BATCH_ROWS):
             piece = column.slice(start, BATCH_ROWS)
             yield from _column_records(piece, f, text_field, row + start)
         row += batch.num_rows
+        if limit is not None and row >= limit:
+            return
 
 
 # ---------------------------------------------------------------------------------------------
