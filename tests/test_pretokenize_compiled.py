@@ -8,6 +8,7 @@ linearly. Skipped without Numba (the `compiled` extra; `dev` installs it).
 
 from __future__ import annotations
 
+import json
 import random
 from collections import Counter
 
@@ -21,8 +22,12 @@ from bpe.pretokenize import (
     EOT,
     GPT2_PATTERN,
     count_pretokens,
+    group_chunks,
+    pretokenize_file,
     special_token_regex,
 )
+from bpe.pretokenize.chunks import Chunk
+from bpe.pretokenize.corpus import pretokenize_corpus
 from bpe.pretokenize.engines import (
     char_classes,
     check_engine,
@@ -30,6 +35,9 @@ from bpe.pretokenize.engines import (
     load_scanner,
     resolve_engine,
 )
+from bpe.pretokenize.readers import resolve_source
+from bpe.runs.stages import COMPILE
+from bpe.training import train_bpe_detailed
 from tests.complexity import assert_linear
 from tests.conftest import ROOT
 
@@ -137,3 +145,69 @@ def test_the_scanner_is_linear_in_the_text():
 
     load_scanner()
     assert_linear(work, 4 * len(base), what="the compiled scanner")
+
+
+# -- in the pipeline: files, corpora, workers, training -------------------------------------------
+
+
+def test_default_workers_on_the_bundled_owt_sample():
+    """What a user gets: `pretokenize_file` with default workers, the regex engine's counts."""
+    path = ROOT / "data" / "owt_sample.txt"
+    expected = pretokenize_file(path, [EOT]).counts
+    compiled = pretokenize_file(path, [EOT], engine="compiled")
+    assert compiled.engine == "compiled" and compiled.counts == expected
+    # below COMPILED_MIN_PARALLEL_BYTES the scanner runs in this process (measured faster)
+    assert compiled.num_workers == 1 and compiled.start_method == "in-process"
+
+
+@pytest.mark.parametrize("method", ["fork", "forkserver"])
+def test_groups_of_chunks_counted_in_workers_equal_the_regex_counts(method, monkeypatch):
+    """Worker processes (forked with the scanner loaded, or started fresh) each count a group
+    of chunks into one table."""
+    path = ROOT / "tests" / "fixtures" / "corpus.en"
+    if method == "forkserver":  # what the run harness's memory thread makes the policy choose
+        monkeypatch.setattr("bpe.pretokenize.chunks.start_method_for", lambda n: "forkserver")
+    monkeypatch.setattr("bpe.pretokenize.GROUP_BYTES", 16 * 1024)  # several groups per worker
+    kw = {"num_workers": 2, "max_chunk_bytes": 4 * 1024, "min_parallel_bytes": 0}
+    compiled = pretokenize_file(path, [EOT], engine="compiled", **kw)
+    assert compiled.counts == pretokenize_file(path, [EOT], **kw).counts
+    assert compiled.num_workers == 2 and compiled.start_method == method
+
+
+def test_group_chunks_covers_the_chunks_in_order():
+    chunks = [Chunk(i, 7 * i, 7 * i + 7) for i in range(23)]
+    for workers in (1, 2, 5, 23, 40):
+        groups = group_chunks(chunks, workers)
+        assert groups[0].start == 0 and groups[-1].end == chunks[-1].end
+        assert all(a.end == b.start for a, b in zip(groups, groups[1:]))
+        assert len(groups) == min(workers, len(chunks))
+
+
+def test_a_corpus_of_records_counts_as_with_regex(tmp_path):
+    docs = [f"doc {i}: it's {i * 7} o'clock\u3000\u2028 caf\u00e9 \U0001f600!" for i in range(300)]
+    path = tmp_path / "docs.jsonl"
+    path.write_text("".join(json.dumps({"text": d}) + "\n" for d in docs), encoding="utf-8")
+    corpus = resolve_source(path)
+    compiled = pretokenize_corpus(corpus, [EOT], engine="compiled")
+    regexed = pretokenize_corpus(corpus, [EOT])
+    assert compiled.counts == regexed.counts and compiled.records == 300
+    assert (compiled.engine, regexed.engine) == ("compiled", "regex")
+
+
+def test_training_with_the_compiled_engine_gives_the_same_merges():
+    path = ROOT / "data" / "tinystories_sample.txt"
+    reference = train_bpe_detailed(path, 600, [EOT], trainer="heap", engine="regex")
+    assert reference.pretokenized.engine == "regex" and COMPILE not in reference.timings
+    for trainer, engine in (("heap", "compiled"), ("compiled", "auto"), ("compiled", "regex")):
+        result = train_bpe_detailed(path, 600, [EOT], trainer=trainer, engine=engine)
+        assert result.merges == reference.merges, (trainer, engine)
+        uses = "regex" if engine == "regex" else "compiled"
+        assert result.pretokenized.engine == uses, (trainer, engine)
+        # the scanner's load is timed as compile in the process's first use only (this test
+        # process loaded it before), the trainer's kernels in every compiled run
+        assert (COMPILE in result.timings) == (trainer == "compiled")
+
+
+def test_a_pattern_the_scanner_does_not_know_is_refused_before_any_work():
+    with pytest.raises(ValueError, match="GPT-2's pattern only"):
+        train_bpe_detailed(ROOT / "nowhere.txt", 300, pattern="cl100k", engine="compiled")

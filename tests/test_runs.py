@@ -43,6 +43,7 @@ def test_every_key_a_reader_uses_is_in_a_real_run(run):
     assert not missing, f"metrics.json of a complete run lacks {missing}"
     assert schema.get(metrics, schema.STATUS) == "complete"
     assert schema.get(metrics, schema.LAUNCHER_NAME) == "basic"  # the key MLflow once lost
+    assert schema.get(metrics, schema.PATTERN_ENGINE) == "regex"  # heap, engine=auto
 
 
 def test_a_compiling_trainers_run_holds_its_compile_keys(tmp_path):
@@ -57,6 +58,8 @@ def test_a_compiling_trainers_run_holds_its_compile_keys(tmp_path):
     for k in (schema.COMPILE_SECONDS, schema.COMPILE_CACHED):
         assert schema.has(metrics, k), k.dotted
     assert set(metrics["compile"]) == set(schema.CompileRecord.__annotations__)
+    # `pretokenize.engine=auto`: a compiled run splits GPT-2's pattern with the compiled scanner
+    assert schema.get(metrics, schema.PATTERN_ENGINE) == "compiled"
 
 
 def test_a_vocab_ladder_runs_hold_its_ladder_keys(tmp_path):

@@ -41,6 +41,7 @@ from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 
 from bpe.pretokenize import EOT, PATTERNS, resolve_pattern, validate_special_tokens
 from bpe.pretokenize.dask_backend import check_backend
+from bpe.pretokenize.engines import check_engine
 from bpe.pretokenize.readers import FORMATS
 from bpe.trainers import check_trainer
 from bpe.trainers.common import check_vocab_size
@@ -134,11 +135,16 @@ class PretokenizerConfig:
 
 @dataclass
 class PretokenizeConfig:
-    """Where pre-tokenization runs (`pretokenize:` in conf/config.yaml)."""
+    """Where and how pre-tokenization runs (`pretokenize:` in conf/config.yaml)."""
 
     backend: str = _key("processes (this machine) | dask (tasks on a Dask cluster)", "processes")
     scheduler: str | None = _key(
         "dask only: tcp://host:8786 of a running cluster; null = a LocalCluster", None
+    )
+    engine: str = _key(
+        "auto (compiled for trainer=compiled + gpt2) | regex | compiled (gpt2 only, Numba): "
+        "same counts",
+        "auto",
     )
 
 
@@ -326,6 +332,21 @@ def check_config(cfg: DictConfig) -> None:
             resolve_pattern(pre.get("pattern") or "")
         except ValueError as err:
             raise ValueError(f"pretokenizer.pattern: {err}") from None
+    _check_engine(cfg)
+
+
+def _check_engine(cfg: DictConfig) -> None:
+    """`pretokenize.engine` is known, and `compiled` has GPT-2's pattern and Numba."""
+    engine = (cfg.get("pretokenize") or {}).get("engine")
+    if engine is None:
+        return
+    pre = cfg.get("pretokenizer") or {}
+    name = pre.get("name", "gpt2")
+    pattern = PATTERNS.get(name, pre.get("pattern") or "")
+    try:
+        check_engine(str(engine), pattern)
+    except ImportError as err:
+        raise ValueError(str(err)) from None
 
 
 def _check_variant(cfg: DictConfig) -> None:

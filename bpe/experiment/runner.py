@@ -466,7 +466,9 @@ def run_facts(
         ),
         "merges_sha256": result.merges_sha256,
         "pretoken_cache": result.pretoken_cache,
-        "pattern": PatternRecord(name=pattern_name(result.pattern), regex=result.pattern),
+        "pattern": PatternRecord(
+            name=pattern_name(result.pattern), regex=result.pattern, engine=stage1.engine
+        ),
         # where stage 1 ran: "LocalCluster(n)" or the address a dask run used
         "backend": BackendRecord(name=stage1.backend, scheduler=stage1.scheduler),
         "stopped_early": len(result.vocab) < int(cfg.vocab_size),
@@ -588,6 +590,7 @@ def _train_stage(
         "cache_dir": pretoken_cache_dir(cfg),
         "backend": str((cfg.get("pretokenize") or {}).get("backend", "processes")),
         "scheduler": (cfg.get("pretokenize") or {}).get("scheduler"),
+        "engine": str((cfg.get("pretokenize") or {}).get("engine", "auto")),
         "variant": variant_of(cfg),
         "format": ds.format,
         "text_field": ds.text_field,

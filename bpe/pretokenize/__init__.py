@@ -51,7 +51,14 @@ from bpe.pretokenize.chunks import (
     read_chunk_text,
 )
 from bpe.pretokenize.dask_backend import TreeCount, check_backend, dask_cluster
-from bpe.pretokenize.engines import check_engine, count_texts_compiled
+from bpe.pretokenize.engines import (
+    PretokenTable,
+    ScannerInfo,
+    check_engine,
+    count_texts_compiled,
+    load_scanner,
+    resolve_engine,
+)
 from bpe.pretokenize.patterns import (
     CL100K_PATTERN,
     GPT2_PATTERN,
@@ -64,9 +71,11 @@ from bpe.util.progress import LOG_INTERVAL_S, Progress
 # Re-exported: callers name the patterns through this module too.
 __all__ = [
     "CL100K_PATTERN",
+    "COMPILED_MIN_PARALLEL_BYTES",
     "EOT",
     "GPT2_PATTERN",
     "GPT2_REGEX",
+    "GROUP_BYTES",
     "O200K_PATTERN",
     "PATTERNS",
     "PretokenCounts",
@@ -76,7 +85,9 @@ __all__ = [
     "compiled_pattern",
     "count_pretokens",
     "find_pretokens",
+    "group_chunks",
     "iter_pretokens",
+    "min_parallel_for",
     "pattern_name",
     "pretokenize_file",
     "resolve_pattern",
@@ -377,9 +388,12 @@ def check_input_file(path: str | os.PathLike) -> Path:
     return p
 
 
-def _count_chunk(context: tuple[str, tuple[str, ...], str], chunk: Chunk) -> Counter[bytes]:
-    path, specials, pattern = context
-    return count_pretokens(read_chunk_text(path, chunk.start, chunk.end), specials, pattern=pattern)
+def _count_chunk(context: tuple, chunk: Chunk) -> Counter[bytes]:
+    """Count one chunk; context: (path, specials, pattern) and optionally the engine."""
+    path, specials, pattern = context[:3]
+    engine = context[3] if len(context) > 3 else "regex"
+    text = read_chunk_text(path, chunk.start, chunk.end)
+    return count_pretokens(text, specials, pattern=pattern, engine=engine)
 
 
 @dataclass
@@ -401,6 +415,13 @@ class PretokenCounts:
     records: int | None = None
     #: input files read (`bpe.pretokenize.corpus`; 1 for one text file)
     num_files: int = 1
+    #: the engine that split the text: "regex" or "compiled" (`bpe.pretokenize.engines`)
+    engine: str = "regex"
+    #: compiled engine only: seconds spent importing Numba and compiling (or loading from
+    #: Numba's cache) the scanner in this process, included in the stage's time, and whether
+    #: the cache had it; None when nothing was loaded (regex, or loaded earlier in the process)
+    compile_seconds: float | None = None
+    compile_cached: bool | None = None
 
     def __post_init__(self) -> None:
         self._totals: tuple[int, int] | None = None
@@ -435,13 +456,14 @@ def pretokenize_file(
     *,
     num_workers: int | None = None,
     max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
-    min_parallel_bytes: int = DEFAULT_MIN_PARALLEL_BYTES,
+    min_parallel_bytes: int | None = None,
     progress: bool = False,
     pattern: str = GPT2_PATTERN,
     backend: str = "processes",
     scheduler: str | None = None,
     label: str = "pre-tokenization",
     log_interval: float = LOG_INTERVAL_S,
+    engine: str = "regex",
 ) -> PretokenCounts:
     """Count the pretokens of a file, in `num_workers` processes over safely cut chunks.
 
@@ -456,7 +478,8 @@ def pretokenize_file(
         num_workers: processes; None means the number of usable CPUs; 1 runs in-process;
             capped at the usable CPUs and the number of chunks.
         max_chunk_bytes: upper bound on a chunk's size (guide, not exact: cuts move forward).
-        min_parallel_bytes: files smaller than this are counted in-process.
+        min_parallel_bytes: files smaller than this are counted in-process; None means
+            256 KiB with the regex engine, `COMPILED_MIN_PARALLEL_BYTES` with the compiled one.
         progress: show a tqdm bar in bytes (MB, MB/s, ETA), advanced as chunks finish.
         pattern: the split pattern (a regex; `resolve_pattern` turns a name into one). Chunks
             are cut only where `bpe.pretokenize.chunks` proved the cut safe for this pattern.
@@ -469,6 +492,8 @@ def pretokenize_file(
             `path`; None starts a LocalCluster for this call.
         label: how the progress lines name this stage (training says "stage 1 (...)").
         log_interval: seconds between INFO progress lines (`bpe.util.progress.Progress`).
+        engine: "regex" (any pattern), "compiled" (GPT-2's pattern with the Numba scanner,
+            `bpe.pretokenize.engines`; identical counts) or "auto" (here: regex).
 
     Raises:
         FileNotFoundError / ValueError: missing, empty or non-UTF-8 file; bad special tokens;
@@ -480,6 +505,7 @@ def pretokenize_file(
     """
     specials = tuple(validate_special_tokens(special_tokens))
     check_backend(backend, scheduler)
+    engine = resolve_engine(engine, pattern=pattern)
     p = check_input_file(path)
     size = p.stat().st_size
     # one meter (bar and INFO lines, in bytes) for either backend; each starts it when its
@@ -491,8 +517,11 @@ def pretokenize_file(
     if backend == "dask":
         with closing(meter):
             return _pretokenize_on_dask(
-                p, specials, size, num_workers, max_chunk_bytes, meter, pattern, scheduler
-            )
+                p, specials, size, num_workers, max_chunk_bytes, meter, pattern, scheduler,
+                engine,
+            )  # fmt: skip
+    if min_parallel_bytes is None:
+        min_parallel_bytes = min_parallel_for(engine)
     chunks, workers = plan(
         p,
         specials,
@@ -509,8 +538,7 @@ def pretokenize_file(
         workers.workers,
         workers.start_method,
     )
-    bmp_pretoken_regex(pattern)  # compile once here, so forked workers inherit it
-    compiled_pattern(pattern)
+    scanner = _prepare_engine(engine, pattern)
     total: Counter[bytes] = Counter()
     # subtle: a worker forked from this process while another thread runs could inherit a
     # lock that thread holds, so with fork the meter's thread (and bar) start once the workers
@@ -518,16 +546,93 @@ def pretokenize_file(
     # interpreter: the clock runs at once, as starting them can take seconds on a busy machine.
     if workers.start_method != "fork":
         meter.start()
+    if engine == "compiled":
+        # one table per group of chunks: distinct pretokens reach Python once per group,
+        # not once per chunk (see `group_chunks`)
+        tasks = group_chunks(chunks, workers.workers)
+        fn, context = _count_group, (str(p), specials, tuple(chunks))
+    else:
+        tasks, fn, context = chunks, _count_chunk, (str(p), specials, pattern, engine)
     results = map_chunks(
-        _count_chunk, (str(p), specials, pattern), chunks, workers, ordered=False,
-        with_chunks=True, on_start=meter.start,
+        fn, context, tasks, workers, ordered=False, with_chunks=True, on_start=meter.start,
     )  # fmt: skip
     with closing(results), closing(meter):
         # Counter addition is commutative: arrival order cannot change the counts.
         for chunk, counts in results:
             total.update(counts)
             meter.update(chunk.size)
-    return PretokenCounts(total, size, len(chunks), workers.workers, workers.start_method)
+    return PretokenCounts(
+        total, size, len(chunks), workers.workers, workers.start_method, engine=engine,
+        compile_seconds=scanner.seconds if scanner and scanner.now else None,
+        compile_cached=scanner.cached if scanner and scanner.now else None,
+    )  # fmt: skip
+
+
+#: Bytes of text one table of the compiled scanner counts before its counts go to the parent.
+GROUP_BYTES = 64 * 1024 * 1024
+#: Below this size the compiled engine counts in this process (the `min_parallel_bytes` of
+#: the regex engine is 256 KiB). Measured on a shared 2-core machine (load 5-6), GPT-2
+#: pattern, stage 1 alone, wall / CPU seconds of the whole process tree:
+#:     OWT sample (2.5 MB):  in-process 1.4-1.8 / 1.2-1.4;  2 forked workers 1.3-2.1 / 1.0-1.5
+#:     64 MiB OWT-like:      in-process 5.9-6.4 / 4.0-4.3;  2 forked workers 7.3-8.8 / 4.7-6.0
+#: (forkserver workers, the start method under the run harness's memory thread, each import
+#: Numba again: 5.7 s and 11-13 s wall). Scanning at ~50 MB/s, a worker pays for itself only
+#: when its share takes seconds; larger inputs use the workers of the usual policy.
+COMPILED_MIN_PARALLEL_BYTES = 256 * 1024 * 1024
+
+
+def min_parallel_for(engine: str) -> int:
+    """The input size from which an engine counts in worker processes by default.
+
+    >>> min_parallel_for("regex") == DEFAULT_MIN_PARALLEL_BYTES
+    True
+    """
+    return COMPILED_MIN_PARALLEL_BYTES if engine == "compiled" else DEFAULT_MIN_PARALLEL_BYTES
+
+
+def group_chunks(chunks: Sequence[Chunk], workers: int) -> list[Chunk]:
+    """Consecutive chunks joined into groups of about equal size: one per worker, more when
+    a group would exceed `GROUP_BYTES` (so progress moves and a slow worker is caught up).
+
+    Why: merging one chunk's counts into the total costs a dict update per distinct pretoken
+    of the chunk, about as much as the compiled scanner spends on the chunk; a group counts
+    its chunks into one table, so each distinct pretoken is merged once per group.
+
+    >>> group_chunks([Chunk(i, 10 * i, 10 * i + 10) for i in range(5)], 2)
+    [Chunk(index=0, start=0, end=30), Chunk(index=1, start=30, end=50)]
+    """
+    total = sum(c.size for c in chunks)
+    n = min(len(chunks), max(workers, -(-total // GROUP_BYTES), 1))
+    groups: list[Chunk] = []
+    first = 0
+    done = 0
+    for i, chunk in enumerate(chunks):
+        done += chunk.size
+        if done * n >= total * (len(groups) + 1) or i == len(chunks) - 1:
+            groups.append(Chunk(len(groups), chunks[first].start, chunk.end))
+            first = i + 1
+    return groups
+
+
+def _count_group(context: tuple[str, tuple[str, ...], tuple[Chunk, ...]], group: Chunk) -> Counter:
+    """Count the chunks of one group (`group_chunks`) into one compiled table."""
+    path, specials, chunks = context
+    load_scanner()  # a no-op when forked from a parent that loaded it
+    table = PretokenTable()
+    special = special_token_regex(specials)
+    for chunk in chunks:
+        if group.start <= chunk.start < group.end:
+            table.add([read_chunk_text(path, chunk.start, chunk.end)], special)
+    return table.counts()
+
+
+def _prepare_engine(engine: str, pattern: str) -> ScannerInfo | None:
+    """Compile the pattern (or load the scanner) here, once, so that forked workers inherit it."""
+    if engine == "compiled":
+        return load_scanner()
+    bmp_pretoken_regex(pattern)
+    compiled_pattern(pattern)
+    return None
 
 
 def _pretokenize_on_dask(
@@ -539,6 +644,7 @@ def _pretokenize_on_dask(
     meter: Progress,
     pattern: str,
     scheduler: str | None,
+    engine: str = "regex",
 ) -> PretokenCounts:
     """`pretokenize_file` on a Dask cluster: chunks planned here, counted and added up there.
 
@@ -561,7 +667,8 @@ def _pretokenize_on_dask(
         # path is made absolute (workers have their own cwd) but symlinks are kept: a shared
         # file system may be linked under another name on this machine than on the nodes.
         shared = os.path.abspath(p)
-        tree = TreeCount(cluster.client, _count_chunk, (shared, specials, pattern), chunks)
+        context = (shared, specials, pattern, engine)
+        tree = TreeCount(cluster.client, _count_chunk, context, chunks)
         meter.start()
         try:
             for chunk in tree:
@@ -573,5 +680,6 @@ def _pretokenize_on_dask(
             ) from None
         assert tree.total is not None  # invariant: set when the iteration ends
         return PretokenCounts(
-            tree.total, size, len(chunks), cluster.workers, "dask", "dask", cluster.label
-        )
+            tree.total, size, len(chunks), cluster.workers, "dask", "dask", cluster.label,
+            engine=engine,
+        )  # fmt: skip

@@ -82,6 +82,8 @@ logger = logging.getLogger(__name__)
 #: The version of pre-tokenization the cached counts come from. Bump it whenever counting can
 #: give different counts for the same bytes, pattern and specials (`bpe.pretokenize`'s
 #: splitting or decoding, `bpe.pretokenize.chunks`' cuts): every older cache file then misses.
+#: The engine (`bpe.pretokenize.engines`: regex or compiled) is not in the key: both give the
+#: same counts by construction (tested on random Unicode and every bundled corpus).
 CODE_VERSION = 1
 
 #: What a run's pre-tokenization was: counted and saved ("miss"), loaded ("hit"), counted
@@ -337,6 +339,7 @@ def pretokenize_cached(
             counted = PretokenCounts(
                 counts, int(header.get("num_bytes", 0)), 0, 0, start_method="cache",
                 records=header.get("records"), num_files=int(header.get("num_files", 1)),
+                engine="cache",
             )  # fmt: skip
             return counted, info, sha
     counted = count()

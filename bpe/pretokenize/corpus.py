@@ -24,6 +24,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from contextlib import closing
 
+import regex
+
 from bpe.pretokenize import (
     DEFAULT_MAX_CHUNK_BYTES,
     GPT2_PATTERN,
@@ -31,13 +33,15 @@ from bpe.pretokenize import (
     bmp_pretoken_regex,
     compiled_pattern,
     find_pretokens,
+    min_parallel_for,
     pretokenize_file,
     special_token_regex,
     split_on_special_tokens,
     validate_special_tokens,
 )
-from bpe.pretokenize.chunks import DEFAULT_MIN_PARALLEL_BYTES, map_chunks
+from bpe.pretokenize.chunks import map_chunks
 from bpe.pretokenize.dask_backend import TreeCount, check_backend, dask_cluster
+from bpe.pretokenize.engines import PretokenTable, load_scanner, resolve_engine
 from bpe.pretokenize.readers import Corpus, Part, Piece, plan_parts, read_part
 from bpe.util.progress import LOG_INTERVAL_S, Progress
 from bpe.util.workers import WorkerPlan, plan_workers, start_method_for
@@ -52,9 +56,16 @@ _RECORDS = ("records",)
 
 
 def count_pieces(
-    pieces: Iterable[Piece], special_tokens: Sequence[str], *, pattern: str = GPT2_PATTERN
+    pieces: Iterable[Piece],
+    special_tokens: Sequence[str],
+    *,
+    pattern: str = GPT2_PATTERN,
+    engine: str = "regex",
 ) -> tuple[Counter[bytes], int, int]:
     """Pretoken counts of pieces (each split on special tokens first), their bytes and records.
+
+    `engine="compiled"` counts them with the compiled scanner (`bpe.pretokenize.engines`),
+    batches of pieces per call: the same counts.
 
     >>> counts, n, records = count_pieces([Piece("a b", 3, True), Piece("b<|x|>a", 7, True)],
     ...                                   ["<|x|>"])
@@ -62,6 +73,8 @@ def count_pieces(
     ([(b' b', 1), (b'a', 2), (b'b', 1)], 10, 2)
     """
     compiled = special_token_regex(special_tokens)
+    if engine == "compiled":
+        return _count_pieces_compiled(pieces, compiled)
     counts: Counter[str] = Counter()
     num_bytes = records = 0
     for piece in pieces:
@@ -73,10 +86,35 @@ def count_pieces(
     return Counter({tok.encode("utf-8"): n for tok, n in counts.items()}), num_bytes, records
 
 
-def _count_part(context: tuple[Corpus, tuple[str, ...], str, int], part: Part) -> Counter:
-    corpus, specials, pattern, block_bytes = context
+#: Characters of pieces the compiled scanner takes in one call (records are often small).
+_BATCH_CHARS = 1 << 22
+
+
+def _count_pieces_compiled(
+    pieces: Iterable[Piece], special: regex.Pattern | None
+) -> tuple[Counter[bytes], int, int]:
+    load_scanner()
+    table = PretokenTable()
+    num_bytes = records = 0
+    batch: list[str] = []
+    chars = 0
+    for piece in pieces:
+        num_bytes += piece.num_bytes
+        records += piece.is_record
+        batch.append(piece.text)
+        chars += len(piece.text)
+        if chars >= _BATCH_CHARS:
+            table.add(batch, special)
+            batch, chars = [], 0
+    if batch:
+        table.add(batch, special)
+    return table.counts(), num_bytes, records
+
+
+def _count_part(context: tuple[Corpus, tuple[str, ...], str, int, str], part: Part) -> Counter:
+    corpus, specials, pattern, block_bytes, engine = context
     pieces = read_part(corpus, part, specials, pattern=pattern, block_bytes=block_bytes)
-    counts, num_bytes, records = count_pieces(pieces, specials, pattern=pattern)
+    counts, num_bytes, records = count_pieces(pieces, specials, pattern=pattern, engine=engine)
     tagged: Counter = counts  # type: ignore[assignment]
     tagged[_TEXT_BYTES] = num_bytes
     tagged[_RECORDS] = records
@@ -89,13 +127,14 @@ def pretokenize_corpus(
     *,
     num_workers: int | None = None,
     max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
-    min_parallel_bytes: int = DEFAULT_MIN_PARALLEL_BYTES,
+    min_parallel_bytes: int | None = None,
     progress: bool = False,
     pattern: str = GPT2_PATTERN,
     backend: str = "processes",
     scheduler: str | None = None,
     label: str = "pre-tokenization",
     log_interval: float = LOG_INTERVAL_S,
+    engine: str = "regex",
 ) -> PretokenCounts:
     """Count the pretokens of a corpus: its parts in `num_workers` processes, or on Dask.
 
@@ -111,18 +150,22 @@ def pretokenize_corpus(
     """
     specials = tuple(validate_special_tokens(special_tokens))
     check_backend(backend, scheduler)
+    engine = resolve_engine(engine, pattern=pattern)
     if corpus.is_plain_text_file and corpus.stop is None:
         return pretokenize_file(
             corpus.files[0].path, specials, num_workers=num_workers,
             max_chunk_bytes=max_chunk_bytes, min_parallel_bytes=min_parallel_bytes,
             progress=progress, pattern=pattern, backend=backend, scheduler=scheduler,
-            label=label, log_interval=log_interval,
+            label=label, log_interval=log_interval, engine=engine,
         )  # fmt: skip
+    scanner = load_scanner() if engine == "compiled" else None
+    if min_parallel_bytes is None:
+        min_parallel_bytes = min_parallel_for(engine)
     meter = Progress(
         label, total=corpus.num_bytes, unit="B", logger=logger, bar=label if progress else None,
         interval=log_interval,
     )  # fmt: skip
-    context = (corpus, specials, pattern, max_chunk_bytes)
+    context = (corpus, specials, pattern, max_chunk_bytes, engine)
     with closing(meter):
         if backend == "dask":
             total, parts, workers, method, label_ = _on_dask(
@@ -145,7 +188,9 @@ def pretokenize_corpus(
     return PretokenCounts(
         total, num_bytes, len(parts), workers, method,
         backend=backend, scheduler=label_, records=records if corpus.has_records else None,
-        num_files=len(corpus.files),
+        num_files=len(corpus.files), engine=engine,
+        compile_seconds=scanner.seconds if scanner and scanner.now else None,
+        compile_cached=scanner.cached if scanner and scanner.now else None,
     )  # fmt: skip
 
 
@@ -156,7 +201,7 @@ def _on_processes(
     min_parallel_bytes: int,
     meter: Progress,
 ) -> tuple[Counter, list[Part], int, str]:
-    _, specials, pattern, max_chunk_bytes = context
+    _, specials, pattern, max_chunk_bytes, _ = context
     workers = plan_workers(
         num_workers, num_bytes=corpus.num_bytes, min_parallel_bytes=min_parallel_bytes
     )
@@ -196,7 +241,7 @@ def _on_dask(
 ) -> tuple[Counter, list[Part], int, str, str]:
     """The parts as Dask tasks (one each), added up in a tree on the workers. The files must
     be at the same absolute paths on every worker (a shared file system)."""
-    _, specials, pattern, max_chunk_bytes = context
+    _, specials, pattern, max_chunk_bytes, _ = context
     with dask_cluster(scheduler, num_workers=num_workers) as cluster:
         parts = plan_parts(
             corpus, specials, max_chunk_bytes=max_chunk_bytes, min_parts=cluster.threads,

@@ -132,6 +132,9 @@ class ScannerInfo:
 
     seconds: float
     cached: bool
+    #: False when an earlier call of this process (or of the parent it was forked from)
+    #: did the work: seconds are then the first call's, not spent again
+    now: bool = True
 
 
 _loaded: ScannerInfo | None = None
@@ -140,26 +143,85 @@ _loaded: ScannerInfo | None = None
 def load_scanner() -> ScannerInfo:
     """Import, build and compile the scanner (or load it from Numba's cache), once per process.
 
-    Later calls return the first call's `ScannerInfo`: the work is done once. A process forked
-    after this call inherits the loaded scanner.
+    Later calls return the first call's `ScannerInfo` with `now=False`: the work is done
+    once. A process forked after this call inherits the loaded scanner.
     """
     global _loaded
     if _loaded is not None:
-        return _loaded
-    import numpy as np
-
+        return ScannerInfo(_loaded.seconds, _loaded.cached, now=False)
     start = time.perf_counter()
     kernels = _kernels()
-    table = char_classes()
-    before = sum(kernels.count_spans.stats.cache_misses.values())
+    before = sum(kernels.count_into.stats.cache_misses.values())
+    table = PretokenTable()
     # subtle: text arrives read-only (`np.frombuffer` over bytes), which Numba types apart from
     # a writable array: warm up with the same kind, or the first real call compiles again
-    cps = np.frombuffer("a b".encode("utf-32-le"), dtype=np.uint32)
-    kernels.count_spans(cps, table, np.zeros(1, np.int64), np.full(1, 3, np.int64))
-    cached = sum(kernels.count_spans.stats.cache_misses.values()) == before
+    table.add(["a b"])
+    cached = sum(kernels.count_into.stats.cache_misses.values()) == before
     _loaded = ScannerInfo(seconds=time.perf_counter() - start, cached=cached)
     logger.debug("compiled scanner ready in %.3f s (cached: %s)", _loaded.seconds, cached)
     return _loaded
+
+
+class PretokenTable:
+    """Pretoken counts kept by the compiled scanner, added to text after text.
+
+    The distinct pretokens live as code points in one array (`bpe.pretokenize.scan_kernels`
+    says how), so a table can count many chunks and reach Python once, in `counts`: one
+    slice and one encode per distinct pretoken, however many chunks held it.
+
+    >>> from bpe.pretokenize import special_token_regex
+    >>> table = PretokenTable()
+    >>> table.add(["the cat<|eot|>the", "cat"], special_token_regex(["<|eot|>"]))
+    >>> sorted(table.counts().items())
+    [(b' cat', 1), (b'cat', 1), (b'the', 2)]
+    """
+
+    def __init__(self, capacity: int = 1 << 13) -> None:
+        import numpy as np
+
+        self.slots = np.zeros((capacity, 4), np.int64)
+        self.pool = np.empty(4 * capacity, np.uint32)
+        self.used = np.zeros(2, np.int64)
+
+    def add(self, texts: Sequence[str], special_regex: regex.Pattern | None = None) -> None:
+        """Count the pretokens of `texts`, each split on special tokens (`special_regex`,
+        from `bpe.pretokenize.special_token_regex`); no pretoken crosses a text's end."""
+        import numpy as np
+
+        text = texts[0] if len(texts) == 1 else "".join(texts)
+        lo: list[int] = []
+        hi: list[int] = []
+        offset = 0
+        for piece in texts:
+            at = offset
+            if special_regex is not None:
+                for m in special_regex.finditer(piece):
+                    lo.append(at)
+                    hi.append(offset + m.start())
+                    at = offset + m.end()
+            offset += len(piece)
+            lo.append(at)
+            hi.append(offset)
+        # lone surrogates pass here and fail in `counts` (`str.encode`), as with `regex`
+        cps = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+        self.slots, self.pool = _kernels().count_into(
+            cps, char_classes(), np.array(lo, np.int64), np.array(hi, np.int64), self.slots,
+            self.pool, self.used,
+        )  # fmt: skip
+
+    def counts(self) -> Counter[bytes]:
+        """The counts so far, keyed by each pretoken's UTF-8 bytes."""
+        k = _kernels()
+        text = self.pool[: int(self.used[1])].tobytes().decode("utf-32-le", "surrogatepass")
+        taken = self.slots[self.slots[:, k.LENGTH] != 0]
+        taken = taken[taken[:, k.OFFSET].argsort()]  # in order of first occurrence
+        out: Counter[bytes] = Counter()
+        dict.update(out, {
+            text[o : o + length].encode("utf-8"): c
+            for o, length, c in zip(taken[:, k.OFFSET].tolist(), taken[:, k.LENGTH].tolist(),
+                                    taken[:, k.COUNT].tolist(), strict=True)
+        })  # fmt: skip
+        return out
 
 
 def count_texts_compiled(
@@ -168,41 +230,9 @@ def count_texts_compiled(
     """The GPT-2 pretoken counts of `texts`, each split on special tokens, with the scanner.
 
     Equal to adding up `bpe.pretokenize.count_pretokens(text, specials)` over the texts;
-    `special_regex` is `bpe.pretokenize.special_token_regex(specials)`. The texts are joined
-    into one array of code points and scanned in one call; no pretoken crosses a text's end.
-
-    >>> from bpe.pretokenize import special_token_regex
-    >>> eot = special_token_regex(["<|eot|>"])
-    >>> counts = count_texts_compiled(["the cat<|eot|>the", "cat"], eot)
-    >>> sorted(counts.items())
-    [(b' cat', 1), (b'cat', 1), (b'the', 2)]
+    `special_regex` is `bpe.pretokenize.special_token_regex(specials)`.
     """
-    import numpy as np
-
     load_scanner()
-    text = texts[0] if len(texts) == 1 else "".join(texts)
-    lo: list[int] = []
-    hi: list[int] = []
-    offset = 0
-    for piece in texts:
-        at = offset
-        if special_regex is not None:
-            for m in special_regex.finditer(piece):
-                lo.append(at)
-                hi.append(offset + m.start())
-                at = offset + m.end()
-        offset += len(piece)
-        lo.append(at)
-        hi.append(offset)
-    # lone surrogates pass through here and fail below, in `str.encode`, as with `regex`
-    cps = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-    starts, lengths, counts = _kernels().count_spans(
-        cps, char_classes(), np.array(lo, np.int64), np.array(hi, np.int64)
-    )
-    out: Counter[bytes] = Counter()
-    # distinct pretokens only reach Python: one slice and one encode each
-    dict.update(out, {
-        text[s : s + n].encode("utf-8"): c
-        for s, n, c in zip(starts.tolist(), lengths.tolist(), counts.tolist(), strict=True)
-    })  # fmt: skip
-    return out
+    table = PretokenTable()
+    table.add(texts, special_regex)
+    return table.counts()

@@ -61,10 +61,12 @@ class Counts(TypedDict):
 
 
 class PatternRecord(TypedDict):
-    """metrics.json's `pattern`: the split pattern's name (`bpe.pretokenize.pattern_name`)."""
+    """metrics.json's `pattern`: the split pattern's name (`bpe.pretokenize.pattern_name`),
+    and the engine that split stage 1's text (`bpe.pretokenize.engines`)."""
 
     name: str
     regex: str
+    engine: str  # regex | compiled | cache (counts loaded, nothing split); runs since engines
 
 
 class BackendRecord(TypedDict):
@@ -198,8 +200,9 @@ PRETOKEN_CACHE_LOAD_SECONDS = key("pretoken_cache.load_seconds")
 TIMINGS = key("timings")
 PRETOKENIZE_SECONDS = key("timings.pretokenize")
 MERGE_SECONDS = key("timings.merge")
-COMPILE_SECONDS = key("timings.compile", always=False)  # compiling trainers only
-COMPILE_CACHED = key("compile.cached", always=False)  # compiling trainers only
+# compiling trainers, and runs whose stage 1 loaded the compiled pre-tokenizer, only
+COMPILE_SECONDS = key("timings.compile", always=False)
+COMPILE_CACHED = key("compile.cached", always=False)
 TOTAL_SECONDS = key("timings.total")
 PEAK_MB = key("memory.peak_mb")
 PEAK_MB_PER_STAGE = key("memory.per_stage_peak_mb")
@@ -213,6 +216,7 @@ START_METHOD = key("counts.start_method")
 MERGES_SHA256 = key("merges_sha256")
 STOPPED_EARLY = key("stopped_early")
 PATTERN_NAME = key("pattern.name")
+PATTERN_ENGINE = key("pattern.engine", always=False)  # runs from before engines lack it
 # runs from before the BPE family lack the section: they trained plain BPE
 VARIANT = key("variant")
 VARIANT_NAME = key("variant.name")

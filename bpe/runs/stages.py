@@ -28,7 +28,9 @@ STAGE_TIMINGS: dict[str, tuple[int, ...]] = {"pretokenize": (1,), "merge": (2, 3
 TRAIN_STAGES = tuple(STAGE_TIMINGS)
 #: The timing of a trainer that compiles its merge loop before running it (`compiled`: Numba
 #: compiles, or loads its cached machine code): recorded between `pretokenize` and `merge`,
-#: so `merge` stays the loop alone. Runs of the Python trainers record no such key.
+#: so `merge` stays the loop alone. The compiled pre-tokenizer's load (Numba's import, its
+#: scanner compiled or loaded), done at the start of stage 1, is added to it and taken out of
+#: `pretokenize`. Runs without either record no such key.
 COMPILE = "compile"
 #: The run stages by name (`bpe.experiment.runner` runs them in this order). `TRAINING` is
 #: the one training call: its memory samples and its time are split into `TRAIN_STAGES` once
