@@ -10,14 +10,25 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
+from hydra import compose, initialize_config_dir
 
+from bpe.analysis.run_report import write_run_report
+from bpe.experiment import runner
 from bpe.pretokenize import EOT
 from bpe.pretokenize.cache import cache_key
 from bpe.pretokenize.corpus import pretokenize_corpus
 from bpe.pretokenize.readers import find_holdout, iter_documents, plan_parts, resolve_source
+from bpe.tokenizer.gpt2_format import merges_sha256
 from bpe.training import train_bpe, train_bpe_detailed
+from bpe.util.io import CONF_DIR, DATA_DIR
+from bpe.util.workers import default_num_workers
+from tests.conftest import ROOT
 from tests.test_readers import parquet_shards, sample_docs, write_jsonl, write_parquet, write_text
 
 pytest.importorskip("pyarrow")
@@ -139,3 +150,102 @@ def test_the_library_trains_on_the_whole_input(inputs):
     assert train_bpe(inputs["text"], 300, [EOT], num_workers=1) == train_bpe(
         resolve_source(inputs["text"]), 300, [EOT], num_workers=1
     )
+
+
+# -- runs: bpe-train / run_experiment hold the last documents out ------------------------------
+
+
+def make_cfg(tmp_path: Path, source, *overrides: str):
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        return compose(
+            "config",
+            overrides=[
+                f"experiments_dir={tmp_path / 'exp'}", "debug=fast", "vocab_size=300",
+                f"dataset.path={source}", "analysis.max_docs=1000",
+                "analysis.bpb_train_bytes=50000", "analysis.train_sample_bytes=50000",
+                *overrides,
+            ],
+        )  # fmt: skip
+
+
+def reference(tmp_path: Path, first: list[str], **options) -> tuple:
+    path = write_text(tmp_path / "first.txt", first)
+    return train_bpe(path, options.pop("vocab_size", 300), [EOT], num_workers=1, **options)
+
+
+def check_run(metrics: dict, docs: list[str], n: int, *, records: bool = False) -> None:
+    """The run read the first documents only, and measured exactly the last n, which it says
+    it held out."""
+    own = metrics["compression"]["own"]
+    assert own["source"] == "input_tail" and own["seen_in_training"] is False
+    assert own["heldout_docs"] == own["docs"] == n
+    assert own["heldout_bytes"] == own["bytes"] == sum(len(d.encode()) for d in docs[-n:])
+    trained = sum(len(d.encode()) for d in docs[:-n])
+    separators = 0 if records else len(EOT.encode()) * (len(docs) - n)  # one after each
+    assert metrics["counts"]["bytes"] == trained + separators
+    assert metrics["bits_per_byte"]["own"]["seen_in_training"] is False
+
+
+def test_every_trainer_trains_on_the_first_documents_only(inputs, trainer_name, tmp_path):
+    docs = sample_docs(DOCS)
+    cfg = make_cfg(tmp_path, inputs["text"], f"trainer={trainer_name}")
+    report = write_run_report if trainer_name == "heap" else None  # one report is enough
+    metrics = runner.run_experiment(cfg, report=report)
+    n = metrics["compression"]["own"]["heldout_docs"]
+    vocab, merges = reference(tmp_path, docs[:-n])
+    assert 1 <= n < DOCS // 4
+    assert metrics["merges_sha256"] == merges_sha256(merges)
+    assert len(vocab) == metrics["counts"]["vocab"]
+    check_run(metrics, docs, n)
+    if trainer_name != "heap":
+        return
+    text = (Path(metrics["run"]["dir"]) / "ANALYSIS.md").read_text("utf-8")
+    mb = metrics["compression"]["own"]["heldout_bytes"] / 1e6
+    assert f"held out: the last {n} documents ({mb:.2f} MB) of the input, not trained on" in text
+    assert "seen in training" not in text
+
+
+@pytest.mark.parametrize("name", ["shards", "jsonl.zst", "txt.gz"])
+def test_runs_on_shards_and_compressed_files_hold_out_the_same_documents(inputs, name, tmp_path):
+    docs = sample_docs(DOCS)
+    cfg = make_cfg(tmp_path, inputs[name], "dataset.heldout_fraction=0.12")
+    metrics = runner.run_experiment(cfg, report=None)
+    n = metrics["compression"]["own"]["heldout_docs"]
+    _, holdout = held(inputs[name], fraction=0.12, max_bytes=256 << 10)
+    assert n == holdout.stop.docs
+    assert metrics["merges_sha256"] == merges_sha256(reference(tmp_path, docs[:-n])[1])
+    check_run(metrics, docs, n, records=name != "txt.gz")
+    assert metrics["compression"]["own"]["offset_unit"] == holdout.stop.unit
+
+
+def test_dask_tasks_stop_before_the_held_out_documents(inputs, tmp_path):
+    pytest.importorskip("distributed")
+    docs = sample_docs(DOCS)
+    corpus, holdout = held([inputs["text"], inputs["shards"]], fraction=0.06)
+    assert holdout.stop.file == len(corpus.files) - 1  # inside the last shard
+    training = dataclasses.replace(corpus, stop=holdout.stop)
+    got = pretokenize_corpus(training, [EOT], backend="dask", num_workers=2, max_chunk_bytes=1)
+    first = write_text(tmp_path / "first.txt", docs + docs[: DOCS - holdout.stop.docs])
+    assert got.counts == pretokenize_corpus(resolve_source(first), [EOT], num_workers=1).counts
+
+
+def test_what_a_user_gets_the_bundled_sample_without_held_out_file(tmp_path):
+    """Default workers, the bundled OWT sample (2.5 MB: workers start), no held-out file."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "bpe.cli.train", "debug=fast", "num_workers=null",
+         "vocab_size=300", "dataset=owt_sample", "dataset.heldout_path=null",
+         f"experiments_dir={tmp_path}"],
+        capture_output=True, text=True, cwd=ROOT, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    metrics = json.loads((tmp_path / "latest" / "metrics.json").read_text("utf-8"))
+    docs = [d for d in (DATA_DIR / "owt_sample.txt").read_text("utf-8").split(EOT) if d]
+    n = metrics["compression"]["own"]["heldout_docs"]
+    assert metrics["counts"]["workers"] == default_num_workers()  # every usable CPU
+    assert n == find_holdout(resolve_source(DATA_DIR / "owt_sample.txt"), EOT, fraction=0.05,
+                             max_bytes=256 << 10).stop.docs  # fmt: skip
+    first = write_text(tmp_path / "first.txt", docs[:-n])
+    assert metrics["merges_sha256"] == merges_sha256(train_bpe(first, 300, [EOT])[1])
+    own = metrics["compression"]["own"]
+    assert own["seen_in_training"] is False and own["docs"] == min(n, 10)  # analysis.max_docs
+    assert own["bytes"] == sum(len(d.encode()) for d in docs[-min(n, 10) :])

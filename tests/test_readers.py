@@ -340,15 +340,18 @@ def test_bpe_train_on_a_folder_of_parquet_shards(tmp_path):
         "shard-001.parquet",
         "shard-002.parquet",
     ]
-    assert source["format"] == "parquet" and source["records"] == 90
-    assert source["digest"] == "manifest" and source["text_field"] == "text"
     own = metrics["compression"]["own"]
     assert own["source"] == "input_tail" and own["file"].endswith("shard-002.parquet")
-    reference = train_bpe(write_text(tmp_path / "docs.txt", docs), 300, [EOT], num_workers=1)
-    assert metrics["merges_sha256"] == merges_sha256(reference[1])
+    n = own["heldout_docs"]  # the last documents, held out of training
+    assert 1 <= n < 30 and not own["seen_in_training"]
+    assert source["format"] == "parquet" and source["records"] == 90 - n
+    assert source["digest"] == "manifest" and source["text_field"] == "text"
+    first = write_text(tmp_path / "docs.txt", docs[:-n])
+    assert metrics["merges_sha256"] == merges_sha256(train_bpe(first, 300, [EOT], num_workers=1)[1])
     report = (run / "ANALYSIS.md").read_text("utf-8")
-    assert "(3 files, " in report and "parquet; " in report and "in 90 records)" in report
-    assert "its last 5 documents, from shard-002.parquet" in report
+    assert "(3 files, " in report and "parquet; " in report and f"in {90 - n} records)" in report
+    assert f"held out: the last {n} documents (" in report
+    assert "5 of them were measured here (from shard-002.parquet)" in report
 
 
 def test_bpe_train_glob_with_a_jsonl_zst_heldout(tmp_path):
@@ -454,8 +457,10 @@ def test_bpe_train_reads_text_field_and_takes_a_prefix_of_files(tmp_path):
     write_jsonl(folder / "b.jsonl", sample_docs(40)[20:], field="body")
     run = _bpe_train(tmp_path, f"dataset.path={folder}", "dataset.text_field=body",
                      "dataset.max_files=1", "dataset=owt_sample")  # fmt: skip
-    source = json.loads((run / "metrics.json").read_text("utf-8"))["lineage"]["input"]
-    assert source["records"] == 20 and source["text_field"] == "body"
+    metrics = json.loads((run / "metrics.json").read_text("utf-8"))
+    source = metrics["lineage"]["input"]
+    held = metrics["compression"]["own"]["heldout_docs"]  # the last records of a.jsonl
+    assert held >= 1 and source["records"] == 20 - held and source["text_field"] == "body"
     assert [Path(f["path"]).name for f in source["files"]] == ["a.jsonl"]
 
 

@@ -63,12 +63,18 @@ def test_a_compiling_trainers_run_holds_its_compile_keys(tmp_path):
 
 
 def test_a_vocab_ladder_runs_hold_its_ladder_keys(tmp_path):
-    """The keys only runs cut from a vocab ladder have (`always=False`), against real ones."""
+    """The keys only runs cut from a vocab ladder have (`always=False`), against real ones;
+    and those of an input without held-out file, whose last documents a ladder holds out too
+    (its one training reads the first documents only)."""
     from bpe.analysis.loader import load_tidy
+    from bpe.pretokenize import EOT
+    from bpe.tokenizer.gpt2_format import merges_sha256
+    from bpe.training import train_bpe
 
+    corpus = ROOT / "tests" / "fixtures" / "tinystories_sample.txt"  # 6 documents
     proc = subprocess.run(
         [sys.executable, "-m", "bpe.cli.train", "-m", "debug=fast", "progress=false",
-         f"dataset.path={ROOT / 'tests' / 'fixtures' / 'corpus.en'}", "vocab_size=270,280",
+         f"dataset.path={corpus}", "dataset.heldout_fraction=0.3", "vocab_size=270,280",
          f"experiments_dir={tmp_path}"],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
@@ -84,6 +90,18 @@ def test_a_vocab_ladder_runs_hold_its_ladder_keys(tmp_path):
         assert schema.get(metrics, schema.LADDER_RUNG_SECONDS) == schema.get(
             metrics, schema.MERGE_SECONDS
         )
+        for k in (schema.HELDOUT_DOCS, schema.HELDOUT_BYTES, schema.HELDOUT_FILE):
+            assert schema.has(metrics, k), k.dotted
+        own = metrics["compression"]["own"]
+        assert set(schema.HeldOutTail.__annotations__) <= set(own)
+        assert schema.get(metrics, schema.OWN_SOURCE) == "input_tail"
+        assert metrics["compression"]["own"]["seen_in_training"] is False
+        docs = corpus.read_text("utf-8").split(EOT)
+        n = schema.get(metrics, schema.HELDOUT_DOCS)
+        first = tmp_path / f"first-{n}.txt"
+        first.write_text(EOT.join(docs[:-n]), "utf-8")
+        merges = train_bpe(first, int(metrics["run"]["vocab_size"]), [EOT], num_workers=1)[1]
+        assert metrics["merges_sha256"] == merges_sha256(merges)
     _, runs = load_tidy(sweep, hint="a sweep directory")
     assert set(runs["ladder_trained_in"]) == {min(runs["run_name"])}  # job 0 trained it
 

@@ -569,6 +569,31 @@ def shown(token: dict, key: str, how=str) -> str:
     return clip(cell, CELL_WIDTH)
 
 
+def _origin(side: dict, name: str) -> str:
+    """Where a measured side's documents come from, for a table cell.
+
+    >>> _origin({"source": "input_tail", "seen_in_training": False}, "own")
+    'held out: the end of the training input, not trained on'
+    """
+    if side.get("source") != "input_tail":
+        return f"{'same' if name == 'own' else 'other'} domain"
+    if side.get("seen_in_training", True):
+        return "end of the training input, seen in training"
+    return "held out: the end of the training input, not trained on"
+
+
+def _held_out(side: dict) -> str:
+    """`held out: the last 40 documents (0.21 MB) of the input, not trained on`.
+
+    >>> _held_out({"heldout_docs": 40, "heldout_bytes": 210_000})
+    'held out: the last 40 documents (0.21 MB) of the input, not trained on'
+    """
+    return (
+        f"held out: the last {side.get('heldout_docs')} documents "
+        f"({fmt(side.get('heldout_bytes', 0) / 1e6, '.2f')} MB) of the input, not trained on"
+    )
+
+
 def section_compression(metrics: dict) -> list[str]:
     lines = ["## Compression", ""]
     comp = metrics.get("compression") or {}
@@ -580,10 +605,7 @@ def section_compression(metrics: dict) -> list[str]:
             continue
         ratio = c.get("ratio")
         base = c.get("gpt2_ratio")
-        if c.get("source") == "input_tail":
-            where = f"{c['dataset']} (end of the training input, seen in training)"
-        else:
-            where = f"{c['dataset']} ({'same' if side == 'own' else 'other'} domain)"
+        where = f"{c['dataset']} ({_origin(c, side)})"
         rows.append([
             where,
             c["docs"], c["bytes"],
@@ -594,7 +616,15 @@ def section_compression(metrics: dict) -> list[str]:
     lines += [table(rows, ["held-out documents", "docs", "bytes", "bytes/token (ours)",
                            "bytes/token (GPT-2)", "ours / GPT-2"]), ""]  # fmt: skip
     own, other = comp.get("own"), comp.get("other")
-    if own and own.get("source") == "input_tail":
+    if own and own.get("source") == "input_tail" and not own.get("seen_in_training", True):
+        lines += [
+            f"*{own['dataset']} has no held-out file; {_held_out(own)}. {own['docs']} of them "
+            f"were measured here (from {Path(own['file']).name}). `dataset.heldout_fraction` "
+            "and `dataset.heldout_max_bytes` set how many are held out; "
+            "`dataset.heldout_path=...` names held-out text instead.*",
+            "",
+        ]
+    elif own and own.get("source") == "input_tail":
         where = (
             f"from byte {own.get('offset', 'n/a')} on"
             if "file" not in own
@@ -647,9 +677,7 @@ def section_bits_per_byte(metrics: dict) -> list[str]:
         if not b:
             continue
         spread = b.get("splits") or {}
-        where = f"{b['dataset']} ({'same' if side == 'own' else 'other'} domain)"
-        if b.get("source") == "input_tail":
-            where = f"{b['dataset']} (end of the training input, seen in training)"
+        where = f"{b['dataset']} ({_origin(b, side)})"
         rows.append([
             where, b["docs"], b["tokens"], fmt(b["bits_per_byte"], ".3f"),
             f"{fmt(spread.get('min'), '.3f')} to {fmt(spread.get('max'), '.3f')}",

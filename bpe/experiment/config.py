@@ -41,6 +41,7 @@ from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 
 from bpe.pretokenize import EOT, PATTERNS, resolve_pattern, validate_special_tokens
 from bpe.pretokenize.dask_backend import check_backend
+from bpe.pretokenize.datasets import HELDOUT_FRACTION, HELDOUT_MAX_BYTES
 from bpe.pretokenize.engines import check_engine
 from bpe.pretokenize.readers import FORMATS
 from bpe.trainers import check_trainer
@@ -82,6 +83,17 @@ class DatasetConfig:
         "the bundled data)"
     )
     heldout_path: str | None = _key("held-out documents for compression/throughput", None)
+    heldout_fraction: float = _key(
+        "without heldout_path: the input's last documents held out of training, up to this "
+        "share of its size on disk (0: train on everything, measure the seen tail)",
+        HELDOUT_FRACTION,
+        minimum=0,
+    )
+    heldout_max_bytes: int = _key(
+        "without heldout_path: at most this many bytes of documents held out",
+        HELDOUT_MAX_BYTES,
+        minimum=1,
+    )
     format: str = _key("auto (by suffix, then content) | text | jsonl | parquet | arrow", "auto")
     text_field: str = _key("JSON field or parquet/Arrow column holding each document", "text")
     max_files: int | None = _key("train on the corpus's first N files only", None, minimum=1)
@@ -314,6 +326,12 @@ def check_config(cfg: DictConfig) -> None:
         raise ValueError(
             f"analysis.bpb_order={order!r} is not supported: use one of {list(BPB_ORDERS)} "
             "(a bigram model says little; beyond 5 the counts of a few MB are too sparse)"
+        )
+    fraction = _select(cfg, "dataset.heldout_fraction")
+    if isinstance(fraction, int | float) and not fraction < 1:
+        raise ValueError(
+            f"dataset.heldout_fraction={fraction!r} is out of range: it must be < 1 (0 holds "
+            "nothing out; 0.05 holds out the last 5% of the input's documents)"
         )
     fmt = _select(cfg, "dataset.format")
     if fmt is not None and fmt not in FORMATS:

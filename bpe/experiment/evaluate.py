@@ -8,8 +8,10 @@ What it does:
     * `corpus_metrics`: compression ratio (bytes per token) on held-out documents of the run's
       own dataset and of its cross-domain dataset, encode throughput and the Pile projection,
       each next to GPT-2's tokenizer on the same documents. An input without a held-out file
-      (a custom `dataset.path`) is measured on the tail of the input itself, which training
-      saw; `compression.own.source` says which;
+      (a custom `dataset.path`) is measured on its last documents, which the run held out of
+      training (`bpe.pretokenize.datasets.Dataset.holdout`); with `heldout_fraction=0` (or
+      nothing to hold out) on the input's tail, which training saw. `compression.own.source`
+      and `seen_in_training` say which;
     * `evaluate`: both, for a `TrainResult` and the run's `analysis` config, plus the sha256 of
       the corpus and held-out files (`bpe.encode.lineage`), how many held-out pretokens the
       tiktoken export encodes differently (`bpe.formats.exports.tiktoken_mismatches`), and how the
@@ -50,9 +52,16 @@ from bpe.measures import (
     token_kind,
 )
 from bpe.measures.ngram import DEFAULT_ORDER, DEFAULT_SPLITS, KneserNey, bits_per_byte
-from bpe.pretokenize.datasets import Dataset, is_pattern, measured_sides
-from bpe.pretokenize.readers import iter_documents
+from bpe.pretokenize.datasets import (
+    HELDOUT_FRACTION,
+    HELDOUT_MAX_BYTES,
+    Dataset,
+    is_pattern,
+    measured_sides,
+)
+from bpe.pretokenize.readers import Holdout, Stop, iter_documents
 from bpe.pretokenize.readers import tail_documents as corpus_tail_documents
+from bpe.runs.schema import HeldOutTail
 from bpe.tokenizer import Tokenizer
 from bpe.tokenizer.gpt2_format import render
 from bpe.training import TrainResult
@@ -64,14 +73,16 @@ PREVIEW_BYTES = 64
 #: Training-file bytes the bits-per-byte n-gram model is fitted on (`analysis.bpb_train_bytes`):
 #: the whole bundled samples, and about 2 s of fitting and scoring.
 DEFAULT_BPB_TRAIN_BYTES = 4_000_000
-#: The share of an input without held-out file that compression is measured on (its end).
-TAIL_FRACTION = 0.05
-#: ... but at most this many bytes of it: about the size of the bundled held-out files, and a
-#: bounded cost (a cold encode of 256 KB of one repeated letter, one pretoken, takes ~1.3 s).
-TAIL_MAX_BYTES = 256 << 10
+#: When nothing of an input without held-out file is held out (`heldout_fraction=0`, one
+#: document), compression is measured on its end, seen in training: this share of it ...
+TAIL_FRACTION = HELDOUT_FRACTION
+#: ... but at most this many bytes (the same budget as a held-out tail's).
+TAIL_MAX_BYTES = HELDOUT_MAX_BYTES
 
 
-def evaluate(result: TrainResult, ds: Dataset, analysis: Mapping) -> dict:
+def evaluate(
+    result: TrainResult, ds: Dataset, analysis: Mapping, *, holdout: Holdout | None = None
+) -> dict:
     """Every measure of a trained run, as the metrics.json keys they are stored under.
 
     Args:
@@ -80,6 +91,9 @@ def evaluate(result: TrainResult, ds: Dataset, analysis: Mapping) -> dict:
         analysis: the run's `analysis` config (`longest_tokens`, `max_docs`,
             `throughput_seconds`, `gpt2_baseline`, `train_sample_bytes`, `bpb_train_bytes`,
             `bpb_order`); missing keys take their defaults.
+        holdout: the input's last documents that training did not read
+            (`bpe.pretokenize.datasets.Dataset.holdout`), when the dataset has no held-out
+            file: the own side is measured on them, and the training samples stop before them.
     """
     out = vocab_metrics(
         result.vocab,
@@ -87,7 +101,8 @@ def evaluate(result: TrainResult, ds: Dataset, analysis: Mapping) -> dict:
         top_k=int(analysis.get("longest_tokens", 20)),
     )
     tokenizer = result.tokenizer()
-    measured = measured_docs(ds, max_docs=int(analysis.get("max_docs", 200)))
+    measured = measured_docs(ds, max_docs=int(analysis.get("max_docs", 200)), holdout=holdout)
+    stop = None if holdout is None else holdout.stop
     out.update(
         corpus_metrics(
             tokenizer,
@@ -119,6 +134,7 @@ def evaluate(result: TrainResult, ds: Dataset, analysis: Mapping) -> dict:
             ds,
             measured,
             merge_counts=result.merge_counts,
+            stop=stop,
             **({} if sample_bytes is None else {"sample_bytes": int(sample_bytes)}),
         )
     )
@@ -128,6 +144,7 @@ def evaluate(result: TrainResult, ds: Dataset, analysis: Mapping) -> dict:
         measured,
         train_bytes=int(analysis.get("bpb_train_bytes", DEFAULT_BPB_TRAIN_BYTES)),
         order=int(analysis.get("bpb_order", DEFAULT_ORDER)),
+        stop=stop,
     )
     if result.init_from is not None:
         out["init_from"] = {
@@ -152,11 +169,13 @@ def bits_per_byte_metrics(
     *,
     train_bytes: int = DEFAULT_BPB_TRAIN_BYTES,
     order: int = DEFAULT_ORDER,
+    stop: Stop | None = None,
 ) -> dict | None:
     """metrics.json's `bits_per_byte`: a Kneser-Ney n-gram model of the run's ids, per side.
 
     The model (`bpe.measures.ngram`) is fitted on the tokenizer's ids of the first
-    `train_bytes` of the training file (whole documents), and a unigram model beside it; both
+    `train_bytes` of the training file (whole documents, never past `stop`, where the held-out
+    documents of an input without held-out file begin), and a unigram model beside it; both
     score each measured side's documents. Returns `model` (order, discounts per order, the
     training sample and its tokens, seconds) and, per side, the bits per byte with its spread
     over `DEFAULT_SPLITS` splits and the unigram bits per byte; None (logged) when the
@@ -164,7 +183,7 @@ def bits_per_byte_metrics(
     """
     start = time.perf_counter()
     try:
-        text, sample = training_sample(ds, max_bytes=train_bytes)
+        text, sample = training_sample(ds, max_bytes=train_bytes, stop=stop)
     except (FileNotFoundError, UnicodeDecodeError) as err:
         logger.warning("no bits per byte: %s", err)
         return None
@@ -188,6 +207,7 @@ def bits_per_byte_metrics(
         out[m.side] = {
             "dataset": m.dataset.name,
             "source": m.origin.get("source"),
+            "seen_in_training": m.origin.get("seen_in_training"),
             "docs": scored["docs"],
             "bytes": scored["bytes"],
             "tokens": scored["tokens"],
@@ -308,27 +328,61 @@ class MeasuredSide:
     #: None when the dataset has nothing to measure (a missing file: logged)
     docs: list[str] | None
     #: where the documents come from, for metrics.json: `source` (`heldout` or `input_tail`),
-    #: `seen_in_training`, and the tail's `offset`
+    #: `seen_in_training`, and where the tail starts (`offset`; `file`); a tail held out of
+    #: training also says how much was held out (`heldout_docs`, `heldout_bytes`)
     origin: dict
 
     @property
     def label(self) -> str:
         """The dataset's name, marked when its documents are the input's tail."""
-        tail = self.origin.get("source") == "input_tail"
-        return f"{self.dataset.name} (input tail)" if tail else self.dataset.name
+        if self.origin.get("source") != "input_tail":
+            return self.dataset.name
+        seen = self.origin.get("seen_in_training", True)
+        return f"{self.dataset.name} ({'input tail' if seen else 'held-out tail'})"
 
 
-def measured_docs(ds: Dataset, *, max_docs: int) -> list[MeasuredSide]:
-    """The documents every measure of a run reads, read once: own side first, then `other`."""
+def measured_docs(
+    ds: Dataset, *, max_docs: int, holdout: Holdout | None = None
+) -> list[MeasuredSide]:
+    """The documents every measure of a run reads, read once: own side first, then `other`.
+
+    The own side of a dataset without held-out file is `holdout`'s documents (the input's
+    last ones, which training did not read) when given.
+    """
     return [
-        MeasuredSide(side, dataset, *_docs(dataset, max_docs))
+        MeasuredSide(side, dataset, *_docs(dataset, max_docs, holdout if side == "own" else None))
         for side, dataset in measured_sides(ds)
     ]
 
 
-def _docs(ds: Dataset, max_docs: int) -> tuple[list[str] | None, dict]:
+def _held_out_tail(ds: Dataset, holdout: Holdout, max_docs: int) -> tuple[list[str], dict]:
+    """The held-out documents of an input without held-out file (the last `max_docs`)."""
+    stop = holdout.stop
+    docs = list(holdout.docs[max(0, len(holdout.docs) - max_docs) :])
+    logger.info(
+        "dataset %s has no held-out file: measuring %d of its last %d documents, held out of "
+        "training (from %s %d of %s)", ds.name, len(docs), stop.docs,
+        "byte" if stop.unit == "bytes" else "row", stop.offset, holdout.file,
+    )  # fmt: skip
+    origin = HeldOutTail(
+        source="input_tail",
+        seen_in_training=False,
+        file=holdout.file,
+        offset=stop.offset,
+        offset_unit=stop.unit,
+        heldout_docs=stop.docs,
+        heldout_bytes=stop.bytes,
+    )
+    return docs, dict(origin)
+
+
+def _docs(
+    ds: Dataset, max_docs: int, holdout: Holdout | None = None
+) -> tuple[list[str] | None, dict]:
     """The documents a dataset is measured on, and where they come from (for metrics.json)."""
     path = ds.heldout_path
+    if path is None and holdout is not None:
+        return _held_out_tail(ds, holdout, max_docs)
     if path is None:
         if not ds.path.exists() and not ds.is_pattern:
             logger.warning("dataset %s has no input at %s: skipping it", ds.name, ds.path)
@@ -382,7 +436,8 @@ def corpus_metrics(
     The cross-domain side is stored under `compression.other`: existing run directories and
     `bpe.analysis.loader.TIDY_COLUMNS` read that key.
     Each side records its `source`: `heldout` (the dataset's held-out file) or `input_tail`
-    (no held-out file: the end of the training input, from byte `offset`, seen in training).
+    (no held-out file: the input's last documents, from `offset`, held out of training, or,
+    when nothing was held out, seen in training: `seen_in_training` says which).
     """
     gpt2 = None
     if gpt2_baseline:

@@ -8,7 +8,8 @@ sampled from training through the report, status kept honest):
     pretokenize, merge    `train_bpe_detailed` (optionally under a profiler), timed by training;
                 pretoken counts cached under `<cache_dir>/pretokens` unless cache=false
                 (a job of a sweep over vocab_size cuts its rung from one shared training
-                instead: `bpe.experiment.ladder`)
+                instead: `bpe.experiment.ladder`); an input without held-out file is read
+                up to its last documents, which are held out (`hold_out`) and measured
     save        vocab.json, merges.txt, tokenizer.json (+ HF configs), tokenizer.tiktoken,
                 merge_counts.json (atomic)
     analysis    vocab metrics, compression, throughput, input and held-out sha256, tiktoken
@@ -30,6 +31,7 @@ What it does not do: parse the command line (see `bpe.cli.train`), or know how r
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -54,6 +56,7 @@ from bpe.experiment.rundir import check_fresh, check_writable, create_run_dir, u
 from bpe.formats.exports import export_refusal, save_exports
 from bpe.formats.init_from import check_parent, load_parent
 from bpe.pretokenize import datasets, pattern_name, resolve_pattern
+from bpe.pretokenize.readers import Holdout
 from bpe.runs.command import rerun_command
 from bpe.runs.layout import MERGE_COUNTS_FILE, METRICS_FILE, REMOVALS_FILE
 from bpe.runs.schema import (
@@ -300,12 +303,15 @@ def run_experiment(cfg: DictConfig, *, report: ReportWriter | None) -> dict:
             with MemorySampler() as mem:
                 clock.sampler = mem
                 with clock.stage(TRAINING, timed=False):
-                    result = _train_stage(cfg, ds, run_dir, sweep_dir=sweep.get("sweep_dir"))
+                    holdout = hold_out(ds)
+                    result = _train_stage(
+                        cfg, ds, run_dir, holdout=holdout, sweep_dir=sweep.get("sweep_dir")
+                    )
                 clock.split_training(result.timings)
                 with clock.stage(SAVE):
                     save_artifacts(result, run_dir)
                 with clock.stage(ANALYSIS):
-                    analysis = evaluate(result, ds, cfg.get("analysis") or {})
+                    analysis = evaluate(result, ds, cfg.get("analysis") or {}, holdout=holdout)
                 before_report = _before_report(mem.summary())
                 metrics.update(**run_facts(cfg, result, clock.timings, before_report), **analysis)
                 with clock.stage(REPORT, timed=False):
@@ -575,12 +581,47 @@ def pretoken_cache_dir(cfg: DictConfig) -> str | None:
     return str(Path(str(cfg.cache_dir)) / "pretokens")
 
 
+def hold_out(ds: datasets.Dataset) -> Holdout | None:
+    """The input's last documents this run holds out of training (`Dataset.holdout`), logged;
+    None with a held-out file or when nothing is held out (the log says why)."""
+    if ds.heldout_path is not None:
+        return None
+    t0 = time.perf_counter()
+    holdout = ds.holdout()
+    if holdout is None:
+        logger.warning(
+            "dataset %s has no held-out file and nothing of its input is held out "
+            "(dataset.heldout_fraction=%s, heldout_max_bytes=%d: a zero fraction, one "
+            "document, or a last document larger than that): training reads every document, "
+            "and compression is measured on the input's tail, seen in training",
+            ds.name, ds.heldout_fraction, ds.heldout_max_bytes,
+        )  # fmt: skip
+        return None
+    stop = holdout.stop
+    logger.info(
+        "dataset %s has no held-out file: its last %d documents (%d bytes, from %s %d of %s) "
+        "are held out of training and measured (found in %.3f s)",
+        ds.name, stop.docs, stop.bytes, "byte" if stop.unit == "bytes" else "row", stop.offset,
+        Path(holdout.file).name, time.perf_counter() - t0,
+    )  # fmt: skip
+    return holdout
+
+
 def _train_stage(
-    cfg: DictConfig, ds: datasets.Dataset, run_dir: Path, *, sweep_dir: str | None = None
+    cfg: DictConfig,
+    ds: datasets.Dataset,
+    run_dir: Path,
+    *,
+    holdout: Holdout | None = None,
+    sweep_dir: str | None = None,
 ) -> TrainResult:
-    """The training call (under the profiler), or this job's rung of a vocab ladder."""
+    """The training call (under the profiler), or this job's rung of a vocab ladder; training
+    stops before the held-out documents when there are any."""
+    source = (
+        str(ds.path) if holdout is None else dataclasses.replace(ds.corpus(), stop=holdout.stop)
+    )
     kwargs = {
-        "input_path": str(ds.path),
+        "input_path": source,
         "vocab_size": int(cfg.vocab_size),
         "special_tokens": list(ds.special_tokens),
         "trainer": str(cfg.trainer.name),

@@ -2,8 +2,8 @@
 
 What it does: `usage_metrics` encodes a capped sample of the run's training file and the
 measured documents of its own and cross-domain datasets (read once by
-`bpe.experiment.evaluate.measured_docs`: the held-out file, or the input's tail when there is
-none), and returns the metrics.json entries
+`bpe.experiment.evaluate.measured_docs`: the held-out file, or the input's last documents,
+held out of training, when there is none), and returns the metrics.json entries
 `efficiency` (per held-out side: fertility, Shannon and Rényi efficiency, vocab share used) and
 `undertrained` (intermediate-only, never-produced and self-unreachable learned tokens, with
 clipped examples). The formulas live in `bpe.measures`, the counting in `bpe.measures.vocab_stats`.
@@ -13,6 +13,7 @@ What it does not do: format anything; a missing file gives null entries and a lo
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import Counter
 from collections.abc import Sequence
@@ -26,7 +27,7 @@ from bpe.measures.vocab_stats import (
     undertrained_tokens,
 )
 from bpe.pretokenize.datasets import Dataset
-from bpe.pretokenize.readers import head_text
+from bpe.pretokenize.readers import Stop, head_text
 from bpe.tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)
@@ -40,10 +41,14 @@ class MeasuredSide(Protocol):
     docs: list[str] | None
 
 
-def training_sample(ds: Dataset, *, max_bytes: int) -> tuple[str, dict]:
+def training_sample(ds: Dataset, *, max_bytes: int, stop: Stop | None = None) -> tuple[str, dict]:
     """The first whole documents of a run's training input, up to `max_bytes`, and what they
     are (`bpe.measures.vocab_stats.read_training_sample` for a text file; the first records or
-    files of any other corpus, joined by the document separator)."""
+    files of any other corpus, joined by the document separator). With `stop` (documents held
+    out of training), none past it: the sample never holds a held-out document."""
+    if stop is not None:
+        corpus = dataclasses.replace(ds.corpus(), stop=stop)
+        return head_text(corpus, ds.document_separator, max_bytes=max_bytes)
     if ds.is_plain_text:
         return read_training_sample(ds.path, max_bytes=max_bytes, separator=ds.document_separator)
     return head_text(ds.corpus(), ds.document_separator, max_bytes=max_bytes)
@@ -56,6 +61,7 @@ def usage_metrics(
     *,
     merge_counts: Sequence[int],
     sample_bytes: int = DEFAULT_SAMPLE_BYTES,
+    stop: Stop | None = None,
 ) -> dict:
     """The `efficiency` and `undertrained` entries of metrics.json for one run.
 
@@ -66,6 +72,7 @@ def usage_metrics(
         merge_counts: the run's merge counts (ranks the under-trained examples).
         sample_bytes: at most this many bytes of the training file are encoded (whole
             documents); `undertrained.sample` records what was.
+        stop: where the documents held out of training begin (the sample stops there).
     """
     efficiency: dict[str, dict | None] = {}
     own_counts: Counter[int] = Counter()
@@ -88,12 +95,7 @@ def usage_metrics(
 
     undertrained = None
     try:
-        if ds.is_plain_text:
-            text, sample = read_training_sample(
-                ds.path, max_bytes=sample_bytes, separator=ds.document_separator
-            )
-        else:  # a corpus of several files or of records: its first whole documents
-            text, sample = head_text(ds.corpus(), ds.document_separator, max_bytes=sample_bytes)
+        text, sample = training_sample(ds, max_bytes=sample_bytes, stop=stop)
     except (FileNotFoundError, UnicodeDecodeError) as err:
         logger.warning("no under-trained tokens: %s", err)
     else:

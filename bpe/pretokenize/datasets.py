@@ -9,7 +9,8 @@ repository, the full datasets come from `scripts/download_data.py`.
 A config whose `path` is not its named dataset's own training file (`dataset.path=my.txt`) is a
 *custom input*: it is filed under `input_name` (`custom-<file stem>`, also in run directory
 names), and it keeps the named dataset's held-out file only if that was overridden too; without
-one, runs measure compression on a slice of the input itself (see `bpe.experiment.evaluate`).
+one, runs hold the input's last documents out of training and measure them (`Dataset.holdout`,
+`dataset.heldout_fraction` and `dataset.heldout_max_bytes`; see `bpe.experiment.evaluate`).
 
 The input may be any corpus `bpe.pretokenize.readers` reads (a file of any format, a folder, a
 glob, `hf:owner/name/pattern`), read with the config's `format`, `text_field` and `max_files`
@@ -32,13 +33,27 @@ from pathlib import Path
 import yaml
 
 from bpe.pretokenize import EOT
-from bpe.pretokenize.readers import DEFAULT_TEXT_FIELD, HUB_PREFIX, Corpus, resolve_source
+from bpe.pretokenize.readers import (
+    DEFAULT_TEXT_FIELD,
+    HUB_PREFIX,
+    Corpus,
+    Holdout,
+    find_holdout,
+    resolve_source,
+)
 from bpe.util.io import CONF_DIR, IN_CHECKOUT, PACKAGE_DIR, PROJECT_ROOT, safe_name
 
 logger = logging.getLogger(__name__)
 
 #: Prefix of `input_name` for a file that is not a named dataset's training file.
 CUSTOM_PREFIX = "custom-"
+#: An input without held-out file holds out its last documents, up to this share of its size
+#: (`dataset.heldout_fraction`) ...
+HELDOUT_FRACTION = 0.05
+#: ... and at most this many bytes of them (`dataset.heldout_max_bytes`): about the size of the
+#: bundled held-out files (110 and 250 KB), and a bounded evaluation (a cold encode of 256 KB of
+#: one repeated letter, one pretoken, takes ~1.3 s).
+HELDOUT_MAX_BYTES = 256 << 10
 # characters kept from a file stem in a run name (the rest become "-")
 
 
@@ -64,6 +79,10 @@ class Dataset:
     text_field: str = DEFAULT_TEXT_FIELD
     max_files: int | None = None
     max_bytes: int | None = None
+    #: without a held-out file: the share of the input (size on disk) and the bytes at most
+    #: of its last documents that runs hold out of training (`holdout`)
+    heldout_fraction: float = HELDOUT_FRACTION
+    heldout_max_bytes: int = HELDOUT_MAX_BYTES
 
     def check(self) -> None:
         """Raise FileNotFoundError, saying how to get it, when the training input is missing
@@ -79,6 +98,20 @@ class Dataset:
     def corpus(self) -> Corpus:
         """The training input as a `Corpus` (its files listed, each format decided)."""
         return self._resolve(self.path, max_files=self.max_files, max_bytes=self.max_bytes)
+
+    def holdout(self) -> Holdout | None:
+        """The input's last documents that a run holds out of training, and where they start.
+
+        None with a held-out file (`heldout_path`: nothing of the input is held out), with
+        `heldout_fraction=0`, or when nothing can be held out (`find_holdout`: one document,
+        or a last document larger than the budget).
+        """
+        if self.heldout_path is not None:
+            return None
+        return find_holdout(
+            self.corpus(), self.document_separator, fraction=self.heldout_fraction,
+            max_bytes=self.heldout_max_bytes,
+        )  # fmt: skip
 
     def heldout_corpus(self) -> Corpus | None:
         """The held-out input as a `Corpus`, or None without one."""
@@ -164,6 +197,8 @@ def from_config(cfg: Mapping) -> Dataset:
         text_field=str(cfg.get("text_field") or DEFAULT_TEXT_FIELD),
         max_files=cfg.get("max_files"),
         max_bytes=cfg.get("max_bytes"),
+        heldout_fraction=float(cfg.get("heldout_fraction", HELDOUT_FRACTION)),
+        heldout_max_bytes=int(cfg.get("heldout_max_bytes") or HELDOUT_MAX_BYTES),
     )
 
 

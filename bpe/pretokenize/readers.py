@@ -1026,12 +1026,17 @@ def _text_docs_reversed(
             idx = buf.rfind(sep, 0, hi)
             if idx != -1:
                 start = idx + len(sep)
+                if end - start > budget:
+                    yield None  # not decoded: it could not be held out anyway
+                    return
                 if end > start:
                     yield pos + start, _decode(buf[start:end], f, pos + start), end - start
                 end = hi = idx
                 continue
             if pos == 0:
-                if end:
+                if end > budget:
+                    yield None
+                elif end:
                     yield 0, _decode(buf[:end], f, 0), end
                 return
             if end > budget:
@@ -1246,7 +1251,9 @@ def _parquet_records(
     _check_column(pf.schema_arrow.names, text_field, f.path)
     row = sum(pf.metadata.row_group(i).num_rows for i in range(start))
     groups = list(range(start, end))
-    for batch in pf.iter_batches(batch_size=BATCH_ROWS, row_groups=groups, columns=[text_field]):
+    for batch in pf.iter_batches(
+        batch_size=BATCH_ROWS, row_groups=groups, columns=[text_field], use_threads=False
+    ):
         column = batch.column(0)
         if limit is not None and row + len(column) > limit:
             column = column.slice(0, max(0, limit - row))

@@ -110,6 +110,19 @@ class LadderRecord(TypedDict):
     ladder_merge_seconds: float  # the whole training's merge stage
 
 
+class HeldOutTail(TypedDict):
+    """Where `compression.own` (and `bits_per_byte.own`, `efficiency.own`) documents come from
+    when the dataset has no held-out file: the input's last documents, held out of training."""
+
+    source: str  # "input_tail"
+    seen_in_training: bool  # False: training stopped before them
+    file: str  # the file they start in
+    offset: int  # where in that file: a decompressed byte offset, or a row
+    offset_unit: str  # "bytes" or "rows"
+    heldout_docs: int  # documents held out (the measure reads at most analysis.max_docs)
+    heldout_bytes: int  # their UTF-8 bytes
+
+
 #: The sections the runner writes as typed structures, by their metrics.json key (in every
 #: run; `CompileRecord` only in a compiling trainer's).
 SECTIONS: dict[str, type] = {
@@ -241,6 +254,12 @@ LONGEST_TOKENS = key("longest_tokens")
 TOKEN_KINDS = key("token_kinds")
 COMPRESSION_RATIO = key("compression.own.ratio")
 GPT2_COMPRESSION_RATIO = key("compression.own.gpt2_ratio")
+OWN_SOURCE = key("compression.own.source")  # heldout | input_tail
+OWN_SEEN_IN_TRAINING = key("compression.own.seen_in_training")
+# inputs without held-out file whose last documents were held out (`HeldOutTail`)
+HELDOUT_DOCS = key("compression.own.heldout_docs", always=False)
+HELDOUT_BYTES = key("compression.own.heldout_bytes", always=False)
+HELDOUT_FILE = key("compression.own.file", always=False)
 OTHER_DATASET = key("compression.other.dataset")
 OTHER_COMPRESSION_RATIO = key("compression.other.ratio")
 OTHER_GPT2_COMPRESSION_RATIO = key("compression.other.gpt2_ratio")
