@@ -148,9 +148,10 @@ def test_trainers_agree_on_owt_5000():
     assert len(heap.merges) == 5000 - 257
     assert learn_merges("indexed", counts, 5000, [EOT]) == heap
     assert learn_merges("compiled", counts, 5000, [EOT]) == heap
-    # naive recounts the whole corpus per merge: compare it on the first 300 merges.
-    naive = learn_merges("naive", counts, 257 + 300, [EOT])
-    assert naive.merges == heap.merges[:300]
+    # naive recounts the whole corpus per merge (0.2 s a merge here): compare it on the first
+    # 100 merges; the TinyStories test above compares it on every merge.
+    naive = learn_merges("naive", counts, 257 + 100, [EOT])
+    assert naive.merges == heap.merges[:100]
 
 
 def _first_pair_loop(state: MergeState, tick) -> None:
