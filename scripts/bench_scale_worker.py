@@ -5,7 +5,8 @@ once and prints one JSON line: wall seconds (the training call only), CPU second
 process's own peak RSS, the merge count and a fingerprint of the merged tokens in order, and
 for ours the stage split and unique pretokens. IMPL is one of `SYSTEMS`:
 
-* `ours` (the heap trainer; `"trainer": NAME` picks another of ours, e.g. `compiled`);
+* `ours` (the heap trainer; `"trainer": NAME` picks another of ours, e.g. `compiled`, and
+  `"engine": "auto" | "regex" | "compiled"` stage 1's engine, `bpe.pretokenize.engines`);
 * `hf`: Hugging Face `tokenizers`' BpeTrainer set up as GPT-2 (`hf_gpt2_trainer`);
 * `rustbpe`: karpathy's rustbpe, `Tokenizer.train_from_iterator` with GPT-2's pattern;
 * `bpeasy`: `bpeasy.train_bpe` with GPT-2's pattern and no token length limit.
@@ -102,12 +103,12 @@ def _result(seconds: float, tokens: list[bytes], **extra) -> dict:
     }
 
 
-def run_ours(path: str, vocab_size: int, trainer: str = "heap") -> dict:
+def run_ours(path: str, vocab_size: int, trainer: str = "heap", engine: str = "auto") -> dict:
     from bpe import train_bpe_detailed
 
     start = time.perf_counter()
     # no cache directory: every run pre-tokenizes (a cache hit is not training)
-    result = train_bpe_detailed(path, vocab_size, [EOT], trainer=trainer)
+    result = train_bpe_detailed(path, vocab_size, [EOT], trainer=trainer, engine=engine)
     seconds = time.perf_counter() - start
     return _result(
         seconds,
@@ -119,6 +120,7 @@ def run_ours(path: str, vocab_size: int, trainer: str = "heap") -> dict:
         timings=result.timings,
         unique_pretokens=result.pretokenized.num_unique,
         num_workers=result.pretokenized.num_workers,
+        engine=result.pretokenized.engine,
     )
 
 
@@ -228,7 +230,7 @@ def run(spec: dict) -> dict:
     """One training run as `spec` says: impl (one of SYSTEMS), path, vocab_size."""
     impl, path, vocab_size = spec["impl"], spec["path"], spec["vocab_size"]
     if impl == "ours":
-        return run_ours(path, vocab_size, spec.get("trainer", "heap"))
+        return run_ours(path, vocab_size, spec.get("trainer", "heap"), spec.get("engine", "auto"))
     if impl == "compiled":
         return run_ours(path, vocab_size, "compiled")
     runs = {"hf": run_hf, "rustbpe": run_rustbpe, "bpeasy": run_bpeasy}

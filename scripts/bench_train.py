@@ -22,13 +22,22 @@ The TinyStories sample is the `tinystories_sample` dataset's training file
 (data/tinystories_train_sample.txt, 3.1 MB), the one `bpe-train` trains by default: it reaches
 vocab 10,000, which the 1.3 MB V2-only data/tinystories_sample.txt does not (7,568 merges).
 
-The exit status is 1 if any of our trainers' merges differ from the heap trainer's, or any
-system's merge count from heap's. Usage:
+Each of our runs says which engine split stage 1's text (`engine`: `regex`, or `compiled`, the
+Numba scanner `trainer=compiled` uses by default, `bpe.pretokenize.engines`); a kind
+`TRAINER:ENGINE` forces one (`compiled:regex` is the compiled merge loop after the regex
+pre-tokenizer). Times are wall seconds and CPU seconds of the process tree (workers
+included: on a shared machine CPU time measures the neighbours much less than wall time);
+`--corpus` measures chosen kinds on any file, with every ratio against rustbpe.
+
+The exit status is 1 if any of our trainers' merges differ from the heap trainer's (the first
+of ours in a `--corpus` row), or any system's merge count from it. Usage:
 
     python scripts/bench_train.py            # everything (indexed @ 32K takes a few minutes)
     python scripts/bench_train.py --quick    # skip indexed on OWT 32K and naive
     python scripts/bench_train.py --smoke    # seconds: ~300 KB of each sample, vocab 500
     python scripts/bench_train.py --repeats 3   # medians of 3 runs of each
+    python scripts/bench_train.py --corpus data/owt_sample.txt --vocab 32000 \
+        --kinds compiled compiled:regex heap rustbpe --repeats 3
 """
 
 from __future__ import annotations
@@ -57,14 +66,24 @@ REQUIRES = {"compiled": "numba", "hf": "tokenizers", "rustbpe": "rustbpe", "bpea
 
 def installed(kind: str) -> bool:
     """Whether the library `kind` needs is installed (ours need nothing beyond bpe)."""
-    need = REQUIRES.get(kind)
-    return need is None or importlib.util.find_spec(need) is not None
+    trainer, _, engine = kind.partition(":")
+    needs = [REQUIRES.get(trainer)] + (["numba"] if engine == "compiled" else [])
+    return all(n is None or importlib.util.find_spec(n) is not None for n in needs)
+
+
+def is_ours(kind: str) -> bool:
+    """Whether `kind` is one of our trainers, with or without a `:ENGINE` suffix."""
+    return kind.partition(":")[0] in OURS
 
 
 def measure(kind: str, path: str, vocab_size: int) -> dict:
     """One training run in a fresh interpreter, its process tree's memory sampled."""
     spec = {"path": path, "vocab_size": vocab_size}
-    spec |= {"impl": "ours", "trainer": kind} if kind in OURS else {"impl": kind}
+    trainer, _, engine = kind.partition(":")
+    if is_ours(kind):
+        spec |= {"impl": "ours", "trainer": trainer, "engine": engine or "auto"}
+    else:
+        spec |= {"impl": kind}
     out, sampled = run_sampled(
         [sys.executable, str(WORKER), json.dumps(spec)], what=f"{kind} on {path} @ {vocab_size}"
     )
@@ -91,7 +110,22 @@ def main(argv: list[str] | None = None) -> int:
         f"{SMOKE_VOCAB}",
     )
     parser.add_argument("--repeats", type=int, default=1, help="runs of each (medians shown)")
+    parser.add_argument("--corpus", type=Path, help="measure --kinds on this file only")
+    parser.add_argument("--vocab", type=int, default=32_000, help="--corpus: the vocab size")
+    parser.add_argument(
+        "--kinds",
+        nargs="+",
+        default=["compiled", "compiled:regex", "heap", "rustbpe"],
+        help="--corpus: ours (heap, compiled, ... with an optional :regex or :compiled engine) "
+        "and anchors (hf, rustbpe, bpeasy)",
+    )
     args = parser.parse_args(argv)
+    if args.corpus is not None:
+        kinds = [k for k in args.kinds if installed(k)]
+        if len(kinds) < len(args.kinds):
+            print(f"not installed, left out: {sorted(set(args.kinds) - set(kinds))}")
+        plan = [(args.corpus.name, str(args.corpus), args.vocab, kinds)]
+        return 0 if report(plan, repeats=max(1, args.repeats)) else 1
 
     ts = str(ROOT / "data" / "tinystories_train_sample.txt")
     owt = str(ROOT / "data" / "owt_sample.txt")
@@ -146,6 +180,13 @@ def _median(runs: list[dict], key: str) -> float:
     return statistics.median(r[key] for r in runs)
 
 
+def _spread(runs: list[dict], key: str) -> str:
+    """The median, and the range of the runs when there are several: `2.41 [2.30-2.95]`."""
+    values = [r[key] for r in runs]
+    median = f"{statistics.median(values):.2f}"
+    return median if len(values) < 2 else f"{median} [{min(values):.2f}-{max(values):.2f}]"
+
+
 def report(plan: list[tuple[str, str, int, list[str]]], *, repeats: int = 1) -> bool:
     """Measure every (sample, vocab, kind) of the plan, print the table and the ratios.
 
@@ -157,33 +198,43 @@ def report(plan: list[tuple[str, str, int, list[str]]], *, repeats: int = 1) -> 
     rows, ok = [], True
     for name, _path, vocab, kinds in plan:
         runs = results[(name, vocab)]
-        heap = runs["heap"][0]
-        heap_s = _median(runs["heap"], "seconds")
+        ref_kind = "heap" if "heap" in kinds else next(k for k in kinds if is_ours(k))
+        heap = runs[ref_kind][0]
+        heap_s = _median(runs[ref_kind], "seconds")
         for kind in kinds:
             first = runs[kind][0]
             same_count = all(r["merges"] == heap["merges"] for r in runs[kind])
             same = all(r["tokens_sha256"] == heap["tokens_sha256"] for r in runs[kind])
-            if kind in OURS:
+            if is_ours(kind):
                 ok &= same
             ok &= same_count
             compile_s = first.get("timings", {}).get("compile")
             rows.append(
-                [name, vocab, kind, f"{_median(runs[kind], 'seconds'):.2f}",
+                [name, vocab, kind, first.get("engine", ""),
+                 _spread(runs[kind], "seconds"), _spread(runs[kind], "cpu_s"),
                  f"{_median(runs[kind], 'peak_tree_mb'):.0f}", first["merges"],
-                 "yes" if same else ("NO" if kind in OURS else "no (own tie-break)"),
+                 "yes" if same else ("NO" if is_ours(kind) else "no (own tie-break)"),
                  f"{_median(runs[kind], 'seconds') / heap_s:.2f}",
                  "" if compile_s is None else f"{compile_s:.2f}",
-                 TIE_BREAKS["ours" if kind in OURS else kind]]
+                 TIE_BREAKS["ours" if is_ours(kind) else kind]]
             )  # fmt: skip
-    header = ["data", "vocab", "impl", "wall s", "peak tree MB (PSS)", "merges",
-              "same merges as heap", "time / heap", "compile s (in wall)",
-              "tie-break"]  # fmt: skip
+    header = ["data", "vocab", "impl", "stage 1 engine", "wall s", "CPU s",
+              "peak tree MB (PSS)", "merges", "same merges as heap (else our first)",
+              "time / heap", "compile s (in wall)", "tie-break"]  # fmt: skip
     from tabulate import tabulate
 
     print(tabulate(rows, headers=header, tablefmt="github"))
-    print(f"(medians of {repeats}; merge counts equal across systems: {_counts_note(rows)})")
+    print(
+        f"(medians of {repeats}, with [min-max] when repeated; merge counts equal across "
+        f"systems: {_counts_note(rows)})"
+    )
     for name, _path, vocab, kinds in plan:
         runs = results[(name, vocab)]
+        if "rustbpe" in kinds:
+            for m in (k for k in kinds if is_ours(k)):
+                wall = _median(runs[m], "seconds") / _median(runs["rustbpe"], "seconds")
+                cpu = _median(runs[m], "cpu_s") / _median(runs["rustbpe"], "cpu_s")
+                print(f"{name} @ {vocab}: {m} / rustbpe = {wall:.2f} wall, {cpu:.2f} CPU")
         mine = [k for k in ("heap", "compiled") if k in kinds]
         for m in mine:
             for anchor in (a for a in ANCHORS if a in kinds):
@@ -209,7 +260,7 @@ _TARGETS = {("heap", "hf"): " (target <= 1.5)", ("compiled", "rustbpe"): " (issu
 def _counts_note(rows: list[list]) -> str:
     groups: dict[tuple, set] = {}
     for row in rows:
-        groups.setdefault((row[0], row[1]), set()).add(row[5])
+        groups.setdefault((row[0], row[1]), set()).add(row[7])
     differ = [f"{n} @ {v}" for (n, v), counts in groups.items() if len(counts) > 1]
     return "no, at " + ", ".join(differ) if differ else "yes"
 

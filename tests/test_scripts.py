@@ -50,6 +50,9 @@ SMALLEST: dict[str, Smallest] = {
         runs=(("--quick",),),
         prints=("| TinyStories | 0.30 |", "| OWT | 0.30 |", "| tiktoken GPT-2 | - |"),
     ),
+    "bench_pretokenize.py": Smallest(
+        runs=(("--smoke",),), prints=("| regex |", "| compiled |", "compiled / regex:")
+    ),
     "bench_readers.py": Smallest(  # no timing asserted: the formats must read the same text
         runs=(("--smoke", "--out", "{tmp}/readers.md"),),
         prints=("| txt.gz |", "| jsonl.zst |", "| parquet |", "## count (0.5 MB of text)"),
