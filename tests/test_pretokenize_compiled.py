@@ -8,6 +8,7 @@ linearly. Skipped without Numba (the `compiled` extra; `dev` installs it).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 from collections import Counter
@@ -35,7 +36,7 @@ from bpe.pretokenize.engines import (
     load_scanner,
     resolve_engine,
 )
-from bpe.pretokenize.readers import resolve_source
+from bpe.pretokenize.readers import find_holdout, resolve_source
 from bpe.runs.stages import COMPILE
 from bpe.training import train_bpe_detailed
 from tests.complexity import assert_linear
@@ -211,3 +212,13 @@ def test_training_with_the_compiled_engine_gives_the_same_merges():
 def test_a_pattern_the_scanner_does_not_know_is_refused_before_any_work():
     with pytest.raises(ValueError, match="GPT-2's pattern only"):
         train_bpe_detailed(ROOT / "nowhere.txt", 300, pattern="cl100k", engine="compiled")
+
+
+def test_a_text_file_with_its_tail_held_out_counts_as_with_regex():
+    """What `bpe-train` trains on by default (the last documents held out): the corpus path."""
+    corpus = resolve_source(ROOT / "data" / "owt_sample.txt")
+    holdout = find_holdout(corpus, EOT, fraction=0.05, max_bytes=256 * 1024)
+    head = dataclasses.replace(corpus, stop=holdout.stop)
+    compiled = pretokenize_corpus(head, [EOT], engine="compiled")
+    assert compiled.counts == pretokenize_corpus(head, [EOT]).counts
+    assert compiled.num_workers == 1 and compiled.engine == "compiled"

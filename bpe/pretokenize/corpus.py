@@ -95,6 +95,14 @@ def _count_pieces_compiled(
 ) -> tuple[Counter[bytes], int, int]:
     load_scanner()
     table = PretokenTable()
+    num_bytes, records = _add_pieces(table, pieces, special)
+    return table.counts(), num_bytes, records
+
+
+def _add_pieces(
+    table: PretokenTable, pieces: Iterable[Piece], special: regex.Pattern | None
+) -> tuple[int, int]:
+    """Count pieces into a compiled table, in batches; returns their bytes and records."""
     num_bytes = records = 0
     batch: list[str] = []
     chars = 0
@@ -108,7 +116,7 @@ def _count_pieces_compiled(
             batch, chars = [], 0
     if batch:
         table.add(batch, special)
-    return table.counts(), num_bytes, records
+    return num_bytes, records
 
 
 def _count_part(context: tuple[Corpus, tuple[str, ...], str, int, str], part: Part) -> Counter:
@@ -216,6 +224,8 @@ def _on_processes(
         "pretokenizing %s (%s) in %d parts with %d worker(s) (%s)",
         corpus.source, corpus.describe(), len(parts), plan.workers, plan.start_method,
     )  # fmt: skip
+    if context[4] == "compiled" and plan.workers == 1:
+        return _in_one_table(corpus, context, parts, meter), parts, 1, plan.start_method
     bmp_pretoken_regex(pattern)  # compiled once here, so forked workers inherit it
     compiled_pattern(pattern)
     if plan.start_method != "fork":  # see pretokenize_file: no thread before a fork
@@ -230,6 +240,25 @@ def _on_processes(
             total.update(counts)
             meter.update(part.size)
     return total, parts, plan.workers, plan.start_method
+
+
+def _in_one_table(corpus: Corpus, context: tuple, parts: list[Part], meter: Progress) -> Counter:
+    """Every part counted here into one compiled table: each distinct pretoken reaches Python
+    once, not once per part (as `bpe.pretokenize.group_chunks` does for a file)."""
+    _, specials, pattern, block_bytes, _ = context
+    table = PretokenTable()
+    special = special_token_regex(specials)
+    num_bytes = records = 0
+    meter.start()
+    for part in parts:
+        pieces = read_part(corpus, part, specials, pattern=pattern, block_bytes=block_bytes)
+        n, r = _add_pieces(table, pieces, special)
+        num_bytes, records = num_bytes + n, records + r
+        meter.update(part.size)
+    tagged: Counter = table.counts()  # type: ignore[assignment]
+    tagged[_TEXT_BYTES] = num_bytes
+    tagged[_RECORDS] = records
+    return tagged
 
 
 def _on_dask(
