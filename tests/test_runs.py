@@ -13,11 +13,12 @@ import json
 import re
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
 
-from bpe.analysis.loader import TIDY_COLUMNS
+from bpe.analysis.loader import TIDY_COLUMNS, load_runs
 from bpe.runs import layout, schema
 from tests.conftest import ROOT
 
@@ -124,6 +125,15 @@ def test_every_file_of_a_complete_run_is_there(run):
     missing = [name for name in layout.COMPLETE_RUN_FILES if not (run / name).is_file()]
     assert not missing, f"a complete run lacks {missing}"
     assert layout.experiments_root(run) == run.parent
+
+
+def test_the_loader_reads_a_real_run_without_warnings(run):
+    """A real run has hundreds of nested keys: loading it must not warn (a fragmented frame)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        frame = load_runs(run)
+    assert list(frame.columns[:3]) == ["run_dir", "run_name", "status"]
+    assert len(frame.columns) > 150 and frame["status"].tolist() == ["complete"]
 
 
 def test_the_tidy_columns_come_from_the_schema():

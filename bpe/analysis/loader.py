@@ -161,7 +161,11 @@ def _flatten(records: Iterable[dict]) -> pd.DataFrame:
     if not records:
         return pd.DataFrame(columns=["run_dir", "run_name", "status"])
     frame = pd.json_normalize(records, sep=".")
-    frame.insert(2, "status", frame.pop("status").fillna("unknown"))
+    frame["status"] = frame["status"].fillna("unknown")
+    # `status` third, by selecting columns in order: inserting into a frame of hundreds of
+    # columns (a run's nested keys) would warn that the frame is fragmented
+    names = [c for c in frame.columns if c != "status"]
+    frame = frame[[*names[:2], "status", *names[2:]]]
     return frame.sort_values("run_dir", kind="stable").reset_index(drop=True)
 
 
