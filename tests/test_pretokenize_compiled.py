@@ -222,3 +222,19 @@ def test_a_text_file_with_its_tail_held_out_counts_as_with_regex():
     compiled = pretokenize_corpus(head, [EOT], engine="compiled")
     assert compiled.counts == pretokenize_corpus(head, [EOT]).counts
     assert compiled.num_workers == 1 and compiled.engine == "compiled"
+
+
+def test_groups_of_parts_counted_in_workers_equal_the_regex_counts(tmp_path, monkeypatch):
+    """A corpus of records above the in-process size: each worker counts a group of parts."""
+    monkeypatch.setattr("bpe.pretokenize.GROUP_BYTES", 16 * 1024)
+    docs = [f"record {i}: don't stop\u3000 at {i * 13}\u2028 \U0001f600 ok." for i in range(2000)]
+    for name in ("a.jsonl", "b.jsonl"):
+        (tmp_path / name).write_text(
+            "".join(json.dumps({"text": d}) + "\n" for d in docs), encoding="utf-8"
+        )
+    corpus = resolve_source(tmp_path)
+    kw = {"num_workers": 2, "max_chunk_bytes": 8 * 1024, "min_parallel_bytes": 0}
+    compiled = pretokenize_corpus(corpus, [EOT], engine="compiled", **kw)
+    regexed = pretokenize_corpus(corpus, [EOT], **kw)
+    assert compiled.counts == regexed.counts and compiled.records == regexed.records == 4000
+    assert compiled.num_workers == 2

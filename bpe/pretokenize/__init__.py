@@ -86,6 +86,7 @@ __all__ = [
     "count_pretokens",
     "find_pretokens",
     "group_chunks",
+    "group_ranges",
     "iter_pretokens",
     "min_parallel_for",
     "pattern_name",
@@ -601,15 +602,26 @@ def group_chunks(chunks: Sequence[Chunk], workers: int) -> list[Chunk]:
     >>> group_chunks([Chunk(i, 10 * i, 10 * i + 10) for i in range(5)], 2)
     [Chunk(index=0, start=0, end=30), Chunk(index=1, start=30, end=50)]
     """
-    total = sum(c.size for c in chunks)
-    n = min(len(chunks), max(workers, -(-total // GROUP_BYTES), 1))
-    groups: list[Chunk] = []
-    first = 0
-    done = 0
-    for i, chunk in enumerate(chunks):
-        done += chunk.size
-        if done * n >= total * (len(groups) + 1) or i == len(chunks) - 1:
-            groups.append(Chunk(len(groups), chunks[first].start, chunk.end))
+    return [
+        Chunk(g, chunks[r.start].start, chunks[r.stop - 1].end)
+        for g, r in enumerate(group_ranges([c.size for c in chunks], workers))
+    ]
+
+
+def group_ranges(sizes: Sequence[int], workers: int) -> list[range]:
+    """Index ranges that cut `sizes` into consecutive groups as `group_chunks` does.
+
+    >>> group_ranges([5, 5, 5, 5], 2)
+    [range(0, 2), range(2, 4)]
+    """
+    total = sum(sizes)
+    n = min(len(sizes), max(workers, -(-total // GROUP_BYTES), 1))
+    groups: list[range] = []
+    first = done = 0
+    for i, size in enumerate(sizes):
+        done += size
+        if done * n >= total * (len(groups) + 1) or i == len(sizes) - 1:
+            groups.append(range(first, i + 1))
             first = i + 1
     return groups
 

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import closing
+from dataclasses import dataclass
 
 import regex
 
@@ -33,6 +34,7 @@ from bpe.pretokenize import (
     bmp_pretoken_regex,
     compiled_pattern,
     find_pretokens,
+    group_ranges,
     min_parallel_for,
     pretokenize_file,
     special_token_regex,
@@ -230,9 +232,12 @@ def _on_processes(
     compiled_pattern(pattern)
     if plan.start_method != "fork":  # see pretokenize_file: no thread before a fork
         meter.start()
+    if context[4] == "compiled":  # one table per group of parts (`group_chunks` says why)
+        fn, tasks = _count_part_group, _part_groups(parts, plan.workers)
+    else:
+        fn, tasks = _count_part, parts
     results = map_chunks(
-        _count_part, context, parts, plan, ordered=False, with_chunks=True,
-        on_start=meter.start,
+        fn, context, tasks, plan, ordered=False, with_chunks=True, on_start=meter.start,
     )  # fmt: skip
     total: Counter = Counter()
     with closing(results):
@@ -245,20 +250,51 @@ def _on_processes(
 def _in_one_table(corpus: Corpus, context: tuple, parts: list[Part], meter: Progress) -> Counter:
     """Every part counted here into one compiled table: each distinct pretoken reaches Python
     once, not once per part (as `bpe.pretokenize.group_chunks` does for a file)."""
+    meter.start()
+    return _count_parts_compiled(corpus, context, parts, meter.update)
+
+
+def _count_parts_compiled(
+    corpus: Corpus, context: tuple, parts: Sequence[Part], done: Callable[[int], object]
+) -> Counter:
     _, specials, pattern, block_bytes, _ = context
+    load_scanner()  # a no-op here, or in a worker forked from a parent that loaded it
     table = PretokenTable()
     special = special_token_regex(specials)
     num_bytes = records = 0
-    meter.start()
     for part in parts:
         pieces = read_part(corpus, part, specials, pattern=pattern, block_bytes=block_bytes)
         n, r = _add_pieces(table, pieces, special)
         num_bytes, records = num_bytes + n, records + r
-        meter.update(part.size)
+        done(part.size)
     tagged: Counter = table.counts()  # type: ignore[assignment]
     tagged[_TEXT_BYTES] = num_bytes
     tagged[_RECORDS] = records
     return tagged
+
+
+@dataclass(frozen=True)
+class PartGroup:
+    """Consecutive parts one worker counts into one compiled table; quacks like a `Part`."""
+
+    index: int
+    parts: tuple[Part, ...]
+
+    @property
+    def size(self) -> int:
+        return sum(p.size for p in self.parts)
+
+    def describe(self) -> str:
+        return f"parts {self.parts[0].index}-{self.parts[-1].index} (group {self.index})"
+
+
+def _part_groups(parts: Sequence[Part], workers: int) -> list[PartGroup]:
+    ranges = group_ranges([p.size for p in parts], workers)
+    return [PartGroup(g, tuple(parts[r.start : r.stop])) for g, r in enumerate(ranges)]
+
+
+def _count_part_group(context: tuple, group: PartGroup) -> Counter:
+    return _count_parts_compiled(context[0], context, group.parts, lambda size: None)
 
 
 def _on_dask(
