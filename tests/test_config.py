@@ -81,11 +81,13 @@ def test_the_debug_preset_is_tiny_and_skips_the_gpt2_baseline():
         ("dataset.special_tokens=[x]", "single byte"),
         ("pretokenize.backend=ray", "pretokenize.backend='ray' is unknown; choose one of"),
         ("pretokenize.scheduler=tcp://head:8786", "only used by the dask backend"),
+        ("pretokenize.engine=fast", "pretokenize.engine='fast' is unknown; choose one of"),
+        ("pretokenizer=cl100k pretokenize.engine=compiled", "splits GPT-2's pattern only"),
     ],
 )
 def test_ranges_are_checked_with_the_key_named(override, message):
     with pytest.raises(ValueError, match=message.replace("|", r"\|")):
-        schema.check_config(_compose(override))
+        schema.check_config(_compose(*override.split()))
 
 
 def test_every_schema_key_has_a_meaning_and_config_yaml_sets_only_schema_keys():

@@ -85,6 +85,16 @@ def test_dask_counts_equal_the_processes_backend(scheduler, reference):
     assert (got.backend, got.scheduler, got.num_workers) == ("dask", scheduler, 2)
 
 
+def test_dask_with_the_compiled_engine_counts_the_same(scheduler, reference):
+    """Each Dask worker splits its chunks with the compiled scanner (loading it once)."""
+    pytest.importorskip("numba")
+    got = pretokenize_file(
+        SAMPLE, [EOT], backend="dask", scheduler=scheduler, max_chunk_bytes=4 * SMALL_CHUNKS,
+        engine="compiled",
+    )  # fmt: skip
+    assert got.counts == reference and got.engine == "compiled"
+
+
 @pytest.mark.parametrize("trainer", ["naive", "indexed", "heap"])
 def test_dask_merges_are_byte_identical(scheduler, default_runs, trainer):
     default = default_runs(trainer)
