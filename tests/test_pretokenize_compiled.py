@@ -238,3 +238,13 @@ def test_groups_of_parts_counted_in_workers_equal_the_regex_counts(tmp_path, mon
     regexed = pretokenize_corpus(corpus, [EOT], **kw)
     assert compiled.counts == regexed.counts and compiled.records == regexed.records == 4000
     assert compiled.num_workers == 2
+
+
+def test_a_lone_surrogate_fails_as_with_regex():
+    """JSON can carry a lone surrogate ("\\ud800"), which UTF-8 cannot encode: both engines
+    raise the same error rather than count a pretoken no file could hold."""
+    text = "ok \ud800 fine"
+    with pytest.raises(UnicodeEncodeError):
+        count_pretokens(text)
+    with pytest.raises(UnicodeEncodeError):
+        count_pretokens(text, engine="compiled")

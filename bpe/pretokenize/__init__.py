@@ -547,6 +547,14 @@ def pretokenize_file(
     # interpreter: the clock runs at once, as starting them can take seconds on a busy machine.
     if workers.start_method != "fork":
         meter.start()
+    if engine == "compiled" and workers.workers == 1:
+        with closing(meter):
+            total = _count_here(str(p), specials, chunks, meter)
+        return PretokenCounts(
+            total, size, len(chunks), 1, workers.start_method, engine=engine,
+            compile_seconds=scanner.seconds if scanner and scanner.now else None,
+            compile_cached=scanner.cached if scanner and scanner.now else None,
+        )  # fmt: skip
     if engine == "compiled":
         # one table per group of chunks: distinct pretokens reach Python once per group,
         # not once per chunk (see `group_chunks`)
@@ -635,6 +643,17 @@ def _count_group(context: tuple[str, tuple[str, ...], tuple[Chunk, ...]], group:
     for chunk in chunks:
         if group.start <= chunk.start < group.end:
             table.add([read_chunk_text(path, chunk.start, chunk.end)], special)
+    return table.counts()
+
+
+def _count_here(path: str, specials: tuple[str, ...], chunks: Sequence[Chunk], meter) -> Counter:
+    """Every chunk counted in this process into one compiled table (progress per chunk)."""
+    table = PretokenTable()
+    special = special_token_regex(specials)
+    meter.start()
+    for chunk in chunks:
+        table.add([read_chunk_text(path, chunk.start, chunk.end)], special)
+        meter.update(chunk.size)
     return table.counts()
 
 

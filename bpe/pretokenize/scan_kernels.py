@@ -186,3 +186,52 @@ def count_into(cps, cls, seg_lo, seg_hi, slots, pool, used):
     used[0] = n
     used[1] = pool_used
     return slots, pool
+
+
+@njit(**_JIT)
+def utf8_keys(slots, pool):
+    """The table's pretokens as UTF-8, in order of first occurrence.
+
+    Returns:
+        (bytes, ends, counts, surrogate): every pretoken's UTF-8 bytes end to end, where each
+        ends, its count, and whether some pretoken holds a lone surrogate (which UTF-8 cannot
+        encode: the caller then encodes in Python, which raises as the `regex` engine does).
+    """
+    taken = np.nonzero(slots[:, LENGTH])[0]
+    order = taken[np.argsort(slots[taken, OFFSET])]
+    total = 0
+    for e in order:
+        for q in range(slots[e, OFFSET], slots[e, OFFSET] + slots[e, LENGTH]):
+            c = pool[q]
+            total += 1 if c < 0x80 else 2 if c < 0x800 else 3 if c < 0x10000 else 4
+    out = np.empty(total, np.uint8)
+    ends = np.empty(len(order), np.int64)
+    counts = np.empty(len(order), np.int64)
+    surrogate = False
+    at = 0
+    for k in range(len(order)):
+        e = order[k]
+        for q in range(slots[e, OFFSET], slots[e, OFFSET] + slots[e, LENGTH]):
+            c = pool[q]
+            if c < 0x80:
+                out[at] = c
+                at += 1
+            elif c < 0x800:
+                out[at] = 0xC0 | (c >> 6)
+                out[at + 1] = 0x80 | (c & 0x3F)
+                at += 2
+            elif c < 0x10000:
+                surrogate |= 0xD800 <= c <= 0xDFFF
+                out[at] = 0xE0 | (c >> 12)
+                out[at + 1] = 0x80 | ((c >> 6) & 0x3F)
+                out[at + 2] = 0x80 | (c & 0x3F)
+                at += 3
+            else:
+                out[at] = 0xF0 | (c >> 18)
+                out[at + 1] = 0x80 | ((c >> 12) & 0x3F)
+                out[at + 2] = 0x80 | ((c >> 6) & 0x3F)
+                out[at + 3] = 0x80 | (c & 0x3F)
+                at += 4
+        ends[k] = at
+        counts[k] = slots[e, COUNT]
+    return out, ends, counts, surrogate
