@@ -304,7 +304,9 @@ def _pattern_lines(metrics: dict) -> list[str]:
     pattern = metrics.get("pattern")
     if pattern:
         # Not a table cell: the regex holds `|`.
-        lines += [f"Split pattern: **{pattern['name']}** `{pattern['regex']}`", ""]
+        engine = schema.get(metrics, schema.PATTERN_ENGINE)
+        split_by = " (split by the compiled scanner)" if engine == "compiled" else ""
+        lines += [f"Split pattern: **{pattern['name']}** `{pattern['regex']}`{split_by}", ""]
     parent = metrics.get("init_from")
     if parent:
         lines += [
@@ -399,16 +401,23 @@ def compile_sentence(metrics: dict) -> str:
 
     >>> compile_sentence({"timings": {"compile": 0.41}, "compile": {"cached": True}})
     "**compile** (0.410 s): the merge loop's machine code was loaded from Numba's cache."
+    >>> compile_sentence({"timings": {"compile": 1.2}, "compile": {"cached": True},
+    ...                   "run": {"trainer": "heap"}, "pattern": {"engine": "compiled"}})
+    "**compile** (1.200 s): the pre-tokenizer's machine code was loaded from Numba's cache."
     """
     seconds = fmt(schema.get(metrics, schema.COMPILE_SECONDS))
     cached = schema.get(metrics, schema.COMPILE_CACHED)
+    what = "the merge loop"
+    if schema.get(metrics, schema.PATTERN_ENGINE) == "compiled":  # stage 1's scanner too
+        compiled_loop = schema.get(metrics, schema.TRAINER) == "compiled"
+        what = "the pre-tokenizer and the merge loop" if compiled_loop else "the pre-tokenizer"
     if cached is None:
-        where = "the merge loop's machine code was compiled or loaded (not recorded which)"
+        where = f"{what}'s machine code was compiled or loaded (not recorded which)"
     elif cached:
-        where = "the merge loop's machine code was loaded from Numba's cache"
+        where = f"{what}'s machine code was loaded from Numba's cache"
     else:
         where = (
-            "the merge loop was compiled in this run (the first run after an install or a "
+            f"{what} was compiled in this run (the first run after an install or a "
             "change to the kernels; later runs load it from the cache in a fraction of this)"
         )
     return f"**compile** ({seconds} s): {where}."
