@@ -175,7 +175,7 @@ def test_reports_golden_and_deterministic(experiments, tmp_path):
     index = (out / "README.md").read_text("utf-8")
     assert "corrupt" in index and "failed" in index
     trainers = (out / "trainers.md").read_text("utf-8")
-    assert "all produced the same merges" in trainers and "heap vs naive" in trainers
+    assert "all produced the same merges" in trainers and "naive / heap time" in trainers
 
 
 def test_reports_all_refuses_reports_of_other_runs_unless_forced(experiments, tmp_path, caplog):

@@ -25,6 +25,7 @@ import hashlib
 import json
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -46,6 +47,16 @@ COMMAND = "bpe-report --all"
 MANIFEST = "manifest.json"
 #: Files whose presence means a directory holds generated reports.
 GENERATED = ("README.md", "trainers.md", "datasets.md", "vocabularies.md")
+#: Reports that scripts write beside these from their own runs or benchmarks, and what each
+#: answers: the index lists those present (`bpe-report` never rewrites them).
+SCRIPT_REPORTS = {
+    "variants.md": "Plain BPE, SuperBPE and PickyBPE side by side on the bundled samples "
+    "(`scripts/make_variants_report.py`).",
+    "scale.md": "Time and memory of ours against Hugging Face `tokenizers` as the corpus grows, "
+    "with projections to the full datasets (`scripts/bench_scale.py`).",
+    "anchors.md": "heap and compiled against the Rust trainers (HF `tokenizers`, rustbpe, "
+    "bpeasy) at 16 and 64 MiB (`scripts/bench_scale.py --name anchors`).",
+}
 #: The trainer the others are timed against in trainers.md (the default, and the fastest).
 REFERENCE = "heap"
 
@@ -85,7 +96,8 @@ def render_trainers(runs: pd.DataFrame, root: Path, out_dir: Path) -> str:
     lines += [
         "All trainers implement one contract and must produce identical merges; they "
         "differ in how they find the next pair. Times are the merge stage (pre-tokenization is "
-        "shared), the median over runs of the same configuration.",
+        f"shared), the median over runs of the same configuration; `X / {REFERENCE} time` is how "
+        f"many times longer X took than `{REFERENCE}` (below 1: X was faster).",
         "",
         *_ladder_note(clean),
     ]
@@ -112,7 +124,7 @@ def render_trainers(runs: pd.DataFrame, root: Path, out_dir: Path) -> str:
                 row.append(fmt(med["peak"].get((vocab, t)), ".0f"))
             rows.append(row)
         headers = ["vocab", *(f"{t} merge s" for t in trainers)]
-        headers += [f"{REFERENCE} vs {b}" for b in bases]
+        headers += [f"{b} / {REFERENCE} time" for b in bases]
         headers += [f"{t} peak MB" for t in trainers]
         lines += [table(rows, headers), ""]
         if stopped:
@@ -342,7 +354,10 @@ def render_index(
     examples: list[Path] = (),
     *,
     vocabularies: bool = False,
+    others: Sequence[str] = (),
 ) -> str:
+    """reports/README.md: what each report answers, the runs found, and (`others`) the reports
+    in the same directory that scripts write from their own runs (`SCRIPT_REPORTS`)."""
     status = runs["status"].value_counts().to_dict() if not runs.empty else {}
     lines = [
         "# Reports",
@@ -370,6 +385,7 @@ def render_index(
             "ANALYSIS.md): time, memory, longest tokens, compression, siblings. |"
             for p in examples
         ),
+        *(f"| [{name}]({name}) | {SCRIPT_REPORTS[name]} |" for name in others),
         "",
         f"Runs found: {len(runs)} ("
         + (", ".join(f"{status[s]} {s}" for s in sorted(status)) or "none")
@@ -477,7 +493,14 @@ def write_all_reports(
         *_copy_run_reports(examples, out / "runs"),
         _write(
             out / "README.md",
-            render_index(runs, frame, root, examples, vocabularies=vocabularies is not None),
+            render_index(
+                runs,
+                frame,
+                root,
+                examples,
+                vocabularies=vocabularies is not None,
+                others=[name for name in SCRIPT_REPORTS if (out / name).is_file()],
+            ),  # fmt: skip
         ),
         _write(out / MANIFEST, json.dumps(made_from, indent=1) + "\n"),
     ]
