@@ -79,8 +79,9 @@ class DatasetConfig:
 
     name: str = _key("dataset name used in run directory names and reports")
     path: str = _key(
-        "corpus: a file, folder, glob or hf:owner/name/pattern (relative: from the cwd, else "
-        "the bundled data)"
+        "corpus: a file, folder, glob, hf:owner/name/pattern or "
+        "hf-stream:owner/name[:config[:split]][@revision] (relative: from the cwd, else the "
+        "bundled data)"
     )
     heldout_path: str | None = _key("held-out documents for compression/throughput", None)
     heldout_fraction: float = _key(

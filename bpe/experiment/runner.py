@@ -588,8 +588,8 @@ def hold_out(ds: datasets.Dataset) -> Holdout | None:
         return None
     t0 = time.perf_counter()
     holdout = ds.holdout()
-    if holdout is None:
-        logger.warning(
+    if holdout is None:  # ANALYSIS.md says so too (seen in training): not a warning
+        logger.info(
             "dataset %s has no held-out file and nothing of its input is held out "
             "(dataset.heldout_fraction=%s, heldout_max_bytes=%d: a zero fraction, one "
             "document, or a last document larger than that): training reads every document, "

@@ -279,7 +279,8 @@ def load_counts(path: str | os.PathLike) -> tuple[Counter[bytes], dict]:
 def _stamp(path: str | os.PathLike | Corpus) -> list[tuple[int, int, int]]:
     """Size, modification time and inode of each input file: any change means other bytes may
     be read."""
-    paths = [f.path for f in path.files] if isinstance(path, Corpus) else [path]
+    # a streamed Hub dataset has no local file: its commit pins its bytes
+    paths = [f.path for f in path.files if f.hub is None] if isinstance(path, Corpus) else [path]
     return [(st.st_size, st.st_mtime_ns, st.st_ino) for st in map(os.stat, paths)]
 
 

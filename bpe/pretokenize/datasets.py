@@ -13,8 +13,9 @@ one, runs hold the input's last documents out of training and measure them (`Dat
 `dataset.heldout_fraction` and `dataset.heldout_max_bytes`; see `bpe.experiment.evaluate`).
 
 The input may be any corpus `bpe.pretokenize.readers` reads (a file of any format, a folder, a
-glob, `hf:owner/name/pattern`), read with the config's `format`, `text_field` and `max_files`
-(`Dataset.corpus`).
+glob, `hf:owner/name/pattern`, a Hub dataset streamed with `datasets`:
+`hf-stream:owner/name[:config[:split]][@revision]`), read with the config's `format`,
+`text_field` and `max_files` (`Dataset.corpus`).
 
 What it does not do: download anything (see `scripts/download_data.py`; `hf:` sources are
 fetched by the readers) or read text (see `bpe.pretokenize.readers` and
@@ -36,6 +37,8 @@ from bpe.pretokenize import EOT
 from bpe.pretokenize.readers import (
     DEFAULT_TEXT_FIELD,
     HUB_PREFIX,
+    HUB_PREFIXES,
+    STREAM_PREFIX,
     Corpus,
     Holdout,
     find_holdout,
@@ -149,7 +152,7 @@ def resolve(path: str | os.PathLike) -> Path:
     >>> resolve("data/owt_sample.txt").relative_to(PACKAGE_DIR).as_posix()
     'data/owt_sample.txt'
     """
-    if str(path).startswith(HUB_PREFIX):
+    if str(path).startswith(HUB_PREFIXES):
         return Path(str(path))  # a Hub source, not a local path
     p = Path(path).expanduser()
     if p.is_absolute() or p.exists() or glob.has_magic(str(path)):
@@ -223,6 +226,8 @@ def _stem(path: str | os.PathLike) -> str:
     ('shards', 'fineweb-edu')
     """
     text = str(path)
+    if text.startswith(STREAM_PREFIX):
+        return text[len(STREAM_PREFIX) :].split(":")[0].split("@")[0].strip("/").split("/")[-1]
     if text.startswith(HUB_PREFIX):
         return text[len(HUB_PREFIX) :].strip("/").split("/")[1:2][0] if "/" in text else text
     p = Path(text)
@@ -267,7 +272,7 @@ def measured_sides(ds: Dataset) -> list[tuple[str, Dataset]]:
 
 def is_pattern(path: Path) -> bool:
     """A glob or a Hub source: checked by resolving it, not by looking for one file."""
-    return glob.has_magic(str(path)) or str(path).startswith(HUB_PREFIX)
+    return glob.has_magic(str(path)) or str(path).startswith(HUB_PREFIXES)
 
 
 def _check_file(path: Path, ds: Dataset, what: str, *, allow_dir: bool = False) -> None:

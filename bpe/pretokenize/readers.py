@@ -6,8 +6,10 @@ What it does:
       its format and compression, plus the reader settings (the text field or column). A file,
       a directory (its corpus files, recursively, in sorted order; a `save_to_disk` directory of
       the `datasets` library as its Arrow files), a glob (`shards/*.parquet`), a list of any of
-      these, or `hf:owner/name/pattern` (parquet or other files of a Hub dataset repository,
-      fetched once into the Hub cache) are accepted;
+      these, `hf:owner/name/pattern` (parquet or other files of a Hub dataset repository,
+      fetched once into the Hub cache), or `hf-stream:owner/name[:config[:split]][@revision]`
+      (a Hub dataset read record by record with `datasets` in streaming mode, pinned to the
+      commit it resolved to; one part, read sequentially) are accepted;
     * formats (`FORMATS`): `text` (UTF-8, documents separated by a special token such as
       `<|endoftext|>`), `jsonl` (one JSON object per line, its text in `text_field`), `parquet`
       (a string column `text_field`), `arrow` (Arrow IPC files as `datasets` saves them); text
@@ -31,8 +33,10 @@ UTF-8 is an error naming the file and the byte offset, line or row.
 
 What it does not do: count pretokens (`bpe.pretokenize.corpus`), hash files for lineage (the
 caller does, through `corpus_manifest`), or download anything but the files a `hf:` source
-names. pyarrow and zstandard are imported only when a parquet/Arrow or `.zst` file is read (the
-`corpora` extra installs them); a missing one is an error naming `pip install 'bpe-lab[corpora]'`.
+names (an `hf-stream:` source is streamed by `datasets`, its files never stored whole).
+pyarrow and zstandard are imported only when a parquet/Arrow or `.zst` file is read (the
+`corpora` extra installs them; `datasets` too, for `hf-stream:`); a missing one is an error
+naming `pip install 'bpe-lab[corpora]'`.
 """
 
 from __future__ import annotations
@@ -79,6 +83,13 @@ DEFAULT_TEXT_FIELD = "text"
 EXTRA_HINT = "pip install 'bpe-lab[corpora]'"
 #: Prefix of a Hugging Face Hub source: `hf:owner/name/glob-of-files-in-the-repo`.
 HUB_PREFIX = "hf:"
+#: Prefix of a Hub dataset read with `datasets` in streaming mode:
+#: `hf-stream:owner/name[:config[:split]][@revision]` (`parse_stream_source`).
+STREAM_PREFIX = "hf-stream:"
+#: Both Hub prefixes: sources that name no local path.
+HUB_PREFIXES = (HUB_PREFIX, STREAM_PREFIX)
+#: The format of a streamed Hub dataset (records from `datasets`; not a `dataset.format` value).
+STREAM_FORMAT = "hf-stream"
 #: Records read from parquet or Arrow per batch (bounds the memory of a row group).
 BATCH_ROWS = 1024
 #: Bytes of a decompressed stream read per block before it is cut at a safe place.
@@ -94,6 +105,24 @@ _HUB_RE = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
 @dataclass(frozen=True)
+class StreamSource:
+    """A Hub dataset streamed with `datasets`: repo, config, split, the commit it was resolved
+    to, and its data files for the split (paths in the repo, in the order they are read)."""
+
+    repo: str
+    config: str | None
+    split: str
+    revision: str
+    files: tuple[str, ...]
+    #: whether `files` is a prefix chosen by max_files / max_bytes (then passed as data_files)
+    prefix: bool = False
+
+    def as_dict(self) -> dict:
+        return {"repo": self.repo, "config": self.config, "split": self.split,
+                "revision": self.revision, "files": list(self.files)}  # fmt: skip
+
+
+@dataclass(frozen=True)
 class InputFile:
     """One file of a corpus: its absolute path, format, compression and size on disk."""
 
@@ -101,6 +130,8 @@ class InputFile:
     format: str
     compression: str | None
     size: int
+    #: a streamed Hub dataset only (`STREAM_FORMAT`): `StreamSource`, what is read and from where
+    hub: StreamSource | None = None
 
     @property
     def kind(self) -> str:
@@ -235,6 +266,15 @@ def resolve_source(
     items = [source] if isinstance(source, str | os.PathLike) else list(source)
     if not items:
         raise ValueError("the input names no file; pass a path, a directory, a glob or a list")
+    streams = [str(i) for i in items if str(i).startswith(STREAM_PREFIX)]
+    if streams:
+        if len(items) > 1:
+            raise ValueError(
+                f"{streams[0]!r} streams a Hub dataset: pass it alone, not in a list with "
+                "other inputs"
+            )
+        stream = stream_file(streams[0], max_files=max_files, max_bytes=max_bytes)
+        return Corpus((stream,), text_field=text_field, source=streams[0])
     paths: list[tuple[Path, str]] = []
     for item in items:
         paths.extend(_expand(str(item), format, max_files))
@@ -502,13 +542,117 @@ def _cached_hub_files(hub: Any, repo: str, pattern: str) -> list[Path]:
     )  # fmt: skip
 
 
-def _offline_message(source: str, repo: str, what: str, err: Exception) -> str:
+def _offline_message(source: str, repo: str, what: str, err: Exception, *, stream=False) -> str:
+    verb = "stream split" if stream else "fetch"
     return (
-        f"cannot fetch {what!r} of the Hub dataset {repo!r} for {source!r} "
+        f"cannot {verb} {what!r} of the Hub dataset {repo!r} for {source!r} "
         f"({type(err).__name__}: {str(err)[:200]}); point HF_ENDPOINT at a Hub mirror you can "
         "reach, or download the files elsewhere and pass their directory or a glob as "
         "dataset.path"
     )
+
+
+def parse_stream_source(source: str) -> tuple[str, str | None, str, str | None]:
+    """(repo, config, split, revision) of `hf-stream:owner/name[:config[:split]][@revision]`.
+
+    The split defaults to `train`, the config to the dataset's default, the revision to `main`
+    (resolved to its commit when the source is resolved).
+
+    >>> parse_stream_source("hf-stream:HuggingFaceFW/fineweb-edu:sample-10BT")
+    ('HuggingFaceFW/fineweb-edu', 'sample-10BT', 'train', None)
+    >>> parse_stream_source("hf-stream:owner/name::validation@v1.0")
+    ('owner/name', None, 'validation', 'v1.0')
+    """
+    rest = source[len(STREAM_PREFIX) :].strip()
+    rest, _, revision = rest.partition("@")
+    repo, _, tail = rest.partition(":")
+    config, _, split = tail.partition(":")
+    if not _HUB_RE.match(repo.strip("/")) or ":" in split:
+        raise ValueError(
+            f"Hub stream {source!r} must read {STREAM_PREFIX}owner/name[:config[:split]]"
+            f"[@revision], e.g. '{STREAM_PREFIX}HuggingFaceFW/fineweb-edu:sample-10BT:train'"
+        )
+    return repo.strip("/"), config or None, split or "train", revision or None
+
+
+def stream_file(
+    source: str,
+    *,
+    max_files: int | None = None,
+    max_bytes: int | None = None,
+    timeout: float = 10.0,
+) -> InputFile:
+    """The `InputFile` of a Hub dataset streamed with `datasets` (`hf-stream:...`).
+
+    Asks the Hub once within `timeout` seconds (offline, that fails fast), resolves the
+    revision to its commit, and lists the split's data files with their sizes, as `datasets`
+    resolves them; `max_files` and `max_bytes` keep a prefix of them (whole files, as for local
+    files). Nothing is downloaded here: the records are streamed when the file is read.
+
+    Raises:
+        ConnectionError: the Hub cannot be reached (says how to get the data another way).
+        ValueError: a split the dataset lacks, a malformed source, `datasets` not installed.
+    """
+    repo, config, split, revision = parse_stream_source(source)
+    datasets = require("datasets", for_what=f"{source!r}")
+    hub = require("huggingface_hub", for_what=f"{source!r}")
+    try:
+        _probe_hub(hub, repo, timeout)
+        info = hub.HfApi().dataset_info(repo, revision=revision, files_metadata=True)
+        builder = datasets.load_dataset_builder(repo, config, revision=info.sha)
+    except Exception as err:  # noqa: BLE001 - the clients' errors differ between versions
+        raise ConnectionError(_offline_message(source, repo, split, err, stream=True)) from None
+    data_files = builder.config.data_files or {}
+    if split not in data_files:
+        raise ValueError(
+            f"the Hub dataset {repo!r} (config {config!r}) has no split {split!r} (its splits: "
+            f"{sorted(data_files)}); name one: {STREAM_PREFIX}{repo}:{config or ''}:<split>"
+        )
+    marker = f"@{info.sha}/"
+    names = [str(u).split(marker, 1)[1] if marker in str(u) else str(u) for u in data_files[split]]
+    sizes = {s.rfilename: s.size or 0 for s in info.siblings or []}
+    chosen = names[:max_files] if max_files is not None else names
+    if max_bytes is not None:
+        total, keep = 0, []
+        for name in chosen:
+            keep.append(name)
+            total += sizes.get(name, 0)
+            if total >= max_bytes:
+                break
+        chosen = keep
+    stream = StreamSource(
+        repo, config, split, info.sha, tuple(chosen), prefix=len(chosen) < len(names)
+    )
+    label = f"{STREAM_PREFIX}{repo}:{config or ''}:{split}@{info.sha}"
+    logger.info("%s: %d data file(s) of %s at commit %s, streamed with datasets", source,
+                len(chosen), repo, info.sha[:12])  # fmt: skip
+    return InputFile(label, STREAM_FORMAT, None, sum(sizes.get(n, 0) for n in chosen), stream)
+
+
+def _stream_records(f: InputFile, text_field: str, *, limit: int | None = None) -> Iterator[Piece]:
+    """The records of a streamed Hub dataset, in order, up to row `limit` when given."""
+    stream = f.hub
+    assert stream is not None  # invariant: a STREAM_FORMAT file carries its source
+    datasets = require("datasets", for_what=f"{f.path!r}")
+    options: dict[str, Any] = {"split": stream.split, "streaming": True,
+                               "revision": stream.revision}  # fmt: skip
+    if stream.prefix:  # a prefix of the files: name them
+        options["data_files"] = {stream.split: list(stream.files)}
+    try:
+        records = datasets.load_dataset(stream.repo, stream.config, **options)
+    except Exception as err:  # noqa: BLE001 - as in stream_file
+        raise ConnectionError(
+            _offline_message(f.path, stream.repo, stream.split, err, stream=True)
+        ) from None
+    for row, record in enumerate(records):
+        if limit is not None and row >= limit:
+            return
+        if text_field not in record:
+            raise ValueError(
+                f"{f.path!r} row {row} has no field {text_field!r} (found: {list(record)}); set "
+                "dataset.text_field to the field holding the text"
+            )
+        yield _record_text(record[text_field], f, text_field, f"row {row}", row)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -841,6 +985,8 @@ def read_part(
         yield from _parquet_records(f, corpus.text_field, part.start, part.end, limit=part.limit)
     elif f.format == "arrow":
         yield from _arrow_records(f, corpus.text_field, limit=part.limit)
+    elif f.format == STREAM_FORMAT:
+        yield from _stream_records(f, corpus.text_field, limit=part.limit)
     else:  # pragma: no cover - resolve_source admits no other format
         raise AssertionError(f.format)
 
@@ -970,7 +1116,7 @@ def find_holdout(
         return None
     held.reverse()
     file, at = held[0][0], held[0][1]
-    unit = "rows" if corpus.files[file].format in ("parquet", "arrow") else "bytes"
+    unit = "rows" if corpus.files[file].format in ("parquet", "arrow", STREAM_FORMAT) else "bytes"
     stop = Stop(file, at, unit, docs=len(held), bytes=sum(h[3] for h in held))
     return Holdout(stop, tuple(h[2] for h in held), corpus.files[file].path)
 
@@ -1308,6 +1454,14 @@ def _arrow_records(f: InputFile, text_field: str, *, limit: int | None = None) -
 # ---------------------------------------------------------------------------------------------
 
 
+def _file_sha256(f: InputFile) -> str:
+    """A file's sha256; for a streamed Hub dataset, that of what pins its bytes (the repo, the
+    commit, config, split and data files: a commit's files never change)."""
+    if f.hub is None:
+        return sha256_file(f.path)
+    return hashlib.sha256(json.dumps(f.hub.as_dict(), sort_keys=True).encode()).hexdigest()
+
+
 def corpus_manifest(corpus: Corpus, *, hashes: Sequence[str] | None = None) -> dict:
     """What a corpus is, for lineage and the pretoken cache key.
 
@@ -1317,11 +1471,12 @@ def corpus_manifest(corpus: Corpus, *, hashes: Sequence[str] | None = None) -> d
     field, in order): one changed byte in any shard, another order or another field is another
     digest. `hashes` are the files' sha256 when the caller has them.
     """
-    shas = list(hashes) if hashes is not None else [sha256_file(f.path) for f in corpus.files]
+    shas = list(hashes) if hashes is not None else [_file_sha256(f) for f in corpus.files]
     files = [
-        {"path": f.path, "bytes": f.size, "sha256": s, "format": f.kind}
+        {"path": f.path, "bytes": f.size, "sha256": s, "format": f.kind,
+         **({"hub": f.hub.as_dict()} if f.hub is not None else {})}
         for f, s in zip(corpus.files, shas, strict=True)
-    ]
+    ]  # fmt: skip
     if corpus.is_plain_text_file:
         digest = shas[0]
     else:
