@@ -207,6 +207,26 @@ def test_without_numba_the_python_trainers_train_and_compiled_says_how_to_instal
     assert "trainer 'compiled' needs Numba" in proc.stdout
 
 
+def test_without_numba_the_compiled_engine_says_how_to_install_and_auto_uses_regex(without_numba):
+    code = (
+        "import sys\n"
+        "from bpe import train_bpe_detailed\n"
+        f"path = {str(FIXTURES / 'corpus.en')!r}\n"
+        "r = train_bpe_detailed(path, 300, ['<|endoftext|>'], trainer='heap', engine='auto')\n"
+        "assert r.pretokenized.engine == 'regex' and 'numba' not in sys.modules\n"
+        "try:\n"
+        "    train_bpe_detailed(path, 300, ['<|endoftext|>'], trainer='heap', engine='compiled')\n"
+        "except ImportError as err:\n"
+        "    print(err)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=without_numba, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "pretokenize.engine='compiled' needs Numba" in proc.stdout
+    assert "pip install 'bpe-lab[compiled]'" in proc.stdout
+
+
 def test_without_numba_bpe_train_exits_2_before_making_a_run_directory(without_numba, tmp_path):
     runs = tmp_path / "runs"
     proc = subprocess.run(

@@ -178,9 +178,13 @@ def test_the_python_trainers_load_no_numba():
         "for name in ('naive', 'indexed', 'heap'):\n"
         "    check_trainer(name)\n"
         "    learn_merges(name, {b'low': 5, b'lowest': 2}, 260)\n"
+        # stage 1 too: pretokenize.engine=auto splits with regex for these trainers
+        f"train_bpe({str(ROOT / 'tests' / 'fixtures' / 'corpus.en')!r}, 270, ['<|endoftext|>'],"
+        " trainer='heap')\n"
     )
     assert not [m for m in loaded if m == "numba" or m.startswith("numba.")]
     assert "bpe.trainers.compiled_kernels" not in loaded
+    assert "bpe.pretokenize.scan_kernels" not in loaded
 
 
 def test_the_checker_sees_nested_and_relative_imports(tmp_path):

@@ -52,7 +52,10 @@ CODE_POINTS = 0x110000
 
 def numba_installed() -> bool:
     """Whether Numba can be imported (without importing it)."""
-    return importlib.util.find_spec("numba") is not None
+    try:
+        return importlib.util.find_spec("numba") is not None
+    except ImportError:  # a finder that refuses it outright
+        return False
 
 
 def check_engine(engine: str, pattern: str) -> None:
