@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -28,7 +25,6 @@ from bpe.tokenizer.gpt2_format import merges_sha256
 from bpe.training import train_bpe, train_bpe_detailed
 from bpe.util.io import CONF_DIR, DATA_DIR
 from bpe.util.workers import default_num_workers
-from tests.conftest import ROOT
 from tests.test_readers import parquet_shards, sample_docs, write_jsonl, write_parquet, write_text
 
 pytest.importorskip("pyarrow")
@@ -218,29 +214,14 @@ def test_runs_on_shards_and_compressed_files_hold_out_the_same_documents(inputs,
     assert metrics["compression"]["own"]["offset_unit"] == holdout.stop.unit
 
 
-def test_dask_tasks_stop_before_the_held_out_documents(inputs, tmp_path):
-    pytest.importorskip("distributed")
-    docs = sample_docs(DOCS)
-    corpus, holdout = held([inputs["text"], inputs["shards"]], fraction=0.06)
-    assert holdout.stop.file == len(corpus.files) - 1  # inside the last shard
-    training = dataclasses.replace(corpus, stop=holdout.stop)
-    got = pretokenize_corpus(training, [EOT], backend="dask", num_workers=2, max_chunk_bytes=1)
-    first = write_text(tmp_path / "first.txt", docs + docs[: DOCS - holdout.stop.docs])
-    assert got.counts == pretokenize_corpus(resolve_source(first), [EOT], num_workers=1).counts
-
-
 def test_what_a_user_gets_the_bundled_sample_without_held_out_file(tmp_path):
     """Default workers, the bundled OWT sample (2.5 MB: workers start), no held-out file."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "bpe.cli.train", "debug=fast", "num_workers=null",
-         "vocab_size=300", "dataset=owt_sample", "dataset.heldout_path=null",
-         f"experiments_dir={tmp_path}"],
-        capture_output=True, text=True, cwd=ROOT, timeout=600,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    metrics = json.loads((tmp_path / "latest" / "metrics.json").read_text("utf-8"))
+    cfg = make_cfg(tmp_path, "data/owt_sample.txt", "dataset=owt_sample", "num_workers=null",
+                   "dataset.heldout_path=null", "analysis.max_docs=10")  # fmt: skip
+    metrics = runner.run_experiment(cfg, report=None)
     docs = [d for d in (DATA_DIR / "owt_sample.txt").read_text("utf-8").split(EOT) if d]
     n = metrics["compression"]["own"]["heldout_docs"]
+    assert metrics["run"]["input_name"] == "owt_sample"  # the named dataset, its own file
     assert metrics["counts"]["workers"] == default_num_workers()  # every usable CPU
     assert n == find_holdout(resolve_source(DATA_DIR / "owt_sample.txt"), EOT, fraction=0.05,
                              max_bytes=256 << 10).stop.docs  # fmt: skip

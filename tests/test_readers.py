@@ -296,13 +296,32 @@ def test_describe_says_files_size_and_format():
 # -- Dask ----------------------------------------------------------------------------------------
 
 
-def test_dask_counts_parquet_row_groups_as_tasks(corpora):
-    pytest.importorskip("distributed")
+def test_dask_counts_parquet_row_groups_as_tasks(corpora, tmp_path):
+    """Row groups as tasks; and a corpus read up to held-out documents (inside the last
+    shard), on the same LocalCluster."""
+    distributed = pytest.importorskip("distributed")
+    import dataclasses
+
+    from bpe.pretokenize.readers import find_holdout
+
     corpus = resolve_source(corpora["directory"])
-    got = pretokenize_corpus(corpus, [EOT], backend="dask", num_workers=2, max_chunk_bytes=1)
+    holdout = find_holdout(corpus, EOT, fraction=0.1, max_bytes=1 << 20)
+    n = holdout.stop.docs
+    first = write_text(tmp_path / "first.txt", sample_docs()[:-n])
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
+    ) as cluster:
+        on = {"backend": "dask", "scheduler": cluster.scheduler_address}
+        got = pretokenize_corpus(corpus, [EOT], max_chunk_bytes=1, **on)
+        held = pretokenize_corpus(
+            dataclasses.replace(corpus, stop=holdout.stop), [EOT], max_chunk_bytes=1, **on
+        )
     assert got.backend == "dask" and got.num_chunks == 12
     assert got.counts == pretokenize_file(corpora["text"], [EOT], num_workers=1).counts
     assert got.records == len(sample_docs())
+    assert holdout.stop.file == 2  # inside the last shard
+    assert held.counts == pretokenize_file(first, [EOT], num_workers=1).counts
+    assert held.records == len(sample_docs()) - n
 
 
 # -- bpe-train ---------------------------------------------------------------------------------

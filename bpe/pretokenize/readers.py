@@ -45,6 +45,7 @@ import bz2
 import codecs
 import collections
 import fnmatch
+import functools
 import glob
 import gzip
 import hashlib
@@ -581,6 +582,15 @@ def stream_file(
     max_files: int | None = None,
     max_bytes: int | None = None,
     timeout: float = 10.0,
+) -> InputFile:
+    """`_resolve_stream`, once per process and arguments: every reader of a run sees the commit
+    the first resolution found, even if the branch moves meanwhile (and asks the Hub once)."""
+    return _resolve_stream(source, max_files, max_bytes, timeout)
+
+
+@functools.lru_cache(maxsize=16)
+def _resolve_stream(
+    source: str, max_files: int | None, max_bytes: int | None, timeout: float
 ) -> InputFile:
     """The `InputFile` of a Hub dataset streamed with `datasets` (`hf-stream:...`).
 
