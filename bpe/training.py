@@ -149,7 +149,8 @@ def train_bpe_detailed(
         input_path: the corpus: a UTF-8 text file (its bytes are used exactly as stored), a
             compressed one, JSON lines, parquet, a `datasets` save_to_disk directory, a
             directory, a glob, a list of these, or a resolved `Corpus`
-            (`bpe.pretokenize.readers.resolve_source`). Each record is one document: the
+            (`bpe.pretokenize.readers.resolve_source`; one with a `stop` is read up to it,
+            as runs do to hold out an input's last documents). Each record is one document: the
             merges equal those of one text file holding the documents joined by a special
             token.
         vocab_size: total vocab size: special tokens + 256 bytes + merges.
