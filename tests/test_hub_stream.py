@@ -66,8 +66,8 @@ READ = """
 import json, sys
 from bpe.pretokenize.readers import corpus_manifest, iter_documents, resolve_source
 out = {}
-for name, source, max_files in json.loads(sys.argv[1]):
-    corpus = resolve_source(source, max_files=max_files)
+for name, source, max_files, max_bytes in json.loads(sys.argv[1]):
+    corpus = resolve_source(source, max_files=max_files, max_bytes=max_bytes)
     out[name] = {"docs": list(iter_documents(corpus, "<|endoftext|>")),
                  "manifest": corpus_manifest(corpus), "describe": corpus.describe()}
 print(json.dumps(out))
@@ -77,9 +77,10 @@ print(json.dumps(out))
 def test_a_streamed_dataset_reads_its_documents_in_order_with_lineage(tmp_path):
     docs = sample_docs(DOCS)
     cases = [
-        ["default", f"hf-stream:{REPO}", None],
-        ["parquet", f"hf-stream:{PARQUET_REPO}::train", None],
-        ["first file", f"hf-stream:{REPO}:default@main", 1],
+        ["default", f"hf-stream:{REPO}", None, None],
+        ["parquet", f"hf-stream:{PARQUET_REPO}::train", None, None],
+        ["first file", f"hf-stream:{REPO}:default@main", 1, None],
+        ["first bytes", f"hf-stream:{REPO}", None, 1],  # whole files: the first one
     ]
     with DatasetHub(hub_repos()) as hub:
         proc = subprocess.run(
@@ -90,7 +91,7 @@ def test_a_streamed_dataset_reads_its_documents_in_order_with_lineage(tmp_path):
     got = json.loads(proc.stdout)
     assert got["default"]["docs"] == docs
     assert got["parquet"]["docs"] == docs
-    assert got["first file"]["docs"] == docs[: DOCS // 2]
+    assert got["first file"]["docs"] == got["first bytes"]["docs"] == docs[: DOCS // 2]
     (entry,) = got["first file"]["manifest"]["files"]
     assert entry["format"] == "hf-stream"
     assert entry["hub"] == {
