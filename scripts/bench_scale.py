@@ -7,7 +7,8 @@ size (default 10,000 and 32,000) trains each system of `SYSTEMS` that is install
 
 * ours: `bpe.train_bpe_detailed(..., trainer="heap")`, every CPU for pre-tokenization, no
   pretoken cache (the call never gets a cache directory, so no run measures a cache hit);
-  `compiled`: the same with trainer compiled (the `compiled` extra);
+  `compiled`: the same with trainer compiled (the `compiled` extra), whose stage 1 splits
+  GPT-2's pattern with the compiled scanner (`pretokenize.engine=auto`);
 * HF: `tokenizers` BpeTrainer with GPT-2's byte-level pre-tokenizer
   (`ByteLevel(add_prefix_space=False)`, its 256-symbol initial alphabet) and the same special
   token, fed the same documents streamed from the file;
