@@ -7,10 +7,10 @@ it is given the directory of such a sweep, then writes reports/variants.md with
 
     python scripts/make_variants_report.py                       # run the sweep, then report
     python scripts/make_variants_report.py --sweep-dir DIR       # report an existing sweep
-    python scripts/make_variants_report.py --quick --out /tmp/v  # vocab 300/400, debug=fast
+    python scripts/make_variants_report.py --quick --out OUT    # vocab 300, debug=fast
 
 `--quick` is a plumbing check, not the report: the same sweep on the TinyStories sample at
-vocab 300 and 400 with the `debug=fast` settings, written wherever `--out` says.
+vocab 300 with the `debug=fast` settings, written wherever `--out` says.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def run_sweep(root: Path, *, quick: bool) -> Path:
     """Run the bpe_family sweep under `root`; returns its sweep directory."""
-    extra = ["debug=fast", "dataset=tinystories_sample", "vocab_size=300,400"] if quick else []
+    extra = ["debug=fast", "dataset=tinystories_sample", "vocab_size=300"] if quick else []
     cmd = [sys.executable, "-m", "bpe.cli.train", "-m", "experiment=bpe_family", *extra,
            f"experiments_dir={root}", "progress=false"]  # fmt: skip
     subprocess.run(cmd, cwd=ROOT, check=True)
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sweep-dir", type=Path, default=None, help="an existing sweep")
     parser.add_argument("--experiments-dir", type=Path, default=None)
     parser.add_argument("--out", type=Path, default=ROOT / "reports")
-    parser.add_argument("--quick", action="store_true", help="vocab 300/400 with debug=fast")
+    parser.add_argument("--quick", action="store_true", help="vocab 300 with debug=fast")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     sweep = args.sweep_dir
