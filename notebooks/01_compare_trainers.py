@@ -11,13 +11,14 @@
 # %% [markdown]
 # # 01 · Comparing the trainers
 #
-# `naive`, `indexed` and `heap` implement one contract and must produce identical merges; they
-# differ only in how they find the next pair. This notebook reads every run under the
+# `naive`, `indexed`, `heap` and `compiled` (heap's algorithm compiled by Numba) implement one
+# contract and must produce identical merges; they differ only in how they find the next pair. This notebook reads every run under the
 # experiments directory (set `BPE_EXPERIMENTS` to point elsewhere) and answers:
 #
 # 1. How long does the merge stage take per trainer and vocab size?
-# 2. How much faster are `indexed` and `heap` than `naive`?
+# 2. How much faster is each trainer than `naive`?
 # 3. Did every trainer produce the same merges?
+# 4. What does `compiled` pay before it merges (compiling or loading its machine code)?
 #
 # Make runs first, e.g. `bpe-train -m experiment=compare_trainers`.
 
@@ -70,3 +71,16 @@ for dataset, vocab, trainers, same in merge_agreement(done):
 for dataset, group in done.groupby("dataset"):
     if group["vocab_size"].nunique() > 1:
         display(figures.time_vs_vocab(group, time_col="merge_seconds", title=dataset))
+
+# %% [markdown]
+# ## The compiled trainer's fixed cost
+#
+# `compiled` times loading (or, on a first run, compiling) its machine code as its own step,
+# never inside the merge time above; on small corpora it is as large as the merges.
+
+# %%
+compiled = done[done["trainer"] == "compiled"]
+if compiled.empty:
+    print("no compiled runs: run `bpe-train -m experiment=compare_trainers`")
+else:
+    display(compiled[["dataset", "vocab_size", "compile_seconds", "merge_seconds"]].round(3))
