@@ -12,8 +12,9 @@
 # # 01 · Comparing the trainers
 #
 # `naive`, `indexed`, `heap` and `compiled` (heap's algorithm compiled by Numba) implement one
-# contract and must produce identical merges; they differ only in how they find the next pair. This notebook reads every run under the
-# experiments directory (set `BPE_EXPERIMENTS` to point elsewhere) and answers:
+# contract and must produce identical merges; they differ only in how they find the next pair.
+# This notebook reads every run under the experiments directory (set `BPE_EXPERIMENTS` to point
+# elsewhere) and answers:
 #
 # 1. How long does the merge stage take per trainer and vocab size?
 # 2. How much faster is each trainer than `naive`?
