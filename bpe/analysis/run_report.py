@@ -643,8 +643,10 @@ def section_compression(metrics: dict) -> list[str]:
             f"*{own['dataset']} has no held-out file, so its own compression was measured on the "
             f"end of the training input ({where}, "
             f"{own['bytes']} bytes), which training saw: it overstates how well this tokenizer "
-            "compresses unseen text of the kind. Pass `dataset.heldout_path=...` to measure on "
-            "unseen text.*",
+            "compresses unseen text of the kind. Nothing was held out (`dataset.heldout_fraction"
+            "=0`, an input of one document, or a last document larger than "
+            "`dataset.heldout_max_bytes`): pass `dataset.heldout_path=...`, or split the input "
+            "into documents, to measure on unseen text.*",
             "",
         ]
     elif not own:
