@@ -166,8 +166,9 @@ def test_groups_of_chunks_counted_in_workers_equal_the_regex_counts(method, monk
     """Worker processes (forked with the scanner loaded, or started fresh) each count a group
     of chunks into one table."""
     path = ROOT / "tests" / "fixtures" / "corpus.en"
-    if method == "forkserver":  # what the run harness's memory thread makes the policy choose
-        monkeypatch.setattr("bpe.pretokenize.chunks.start_method_for", lambda n: "forkserver")
+    # pinned: the policy picks forkserver in a process with threads (a run's memory sampler, or
+    # whatever an earlier test in this process started) and fork otherwise
+    monkeypatch.setattr("bpe.pretokenize.chunks.start_method_for", lambda n: method)
     monkeypatch.setattr("bpe.pretokenize.GROUP_BYTES", 16 * 1024)  # several groups per worker
     kw = {"num_workers": 2, "max_chunk_bytes": 4 * 1024, "min_parallel_bytes": 0}
     compiled = pretokenize_file(path, [EOT], engine="compiled", **kw)
