@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -23,6 +24,34 @@ def console_env() -> dict[str, str]:
     env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")}
     env.pop("HYDRA_FULL_ERROR", None)
     return env
+
+
+#: Compiles every Numba kernel once (the trainer's, the pre-tokenizer's, the encoder's cold path)
+#: into Numba's cache beside the modules; a no-op when Numba is not installed.
+_WARM_NUMBA = """
+import importlib.util, sys
+if importlib.util.find_spec("numba") is None:
+    sys.exit(0)
+from bpe.trainers.compiled import compile_kernels
+from bpe.pretokenize.engines import load_scanner
+from bpe.tokenizer.compiled import build_tables, merge_pretokens
+compile_kernels()
+load_scanner()
+merge_pretokens(build_tables({(97, 98): 0}, [256], range(256)), ["ab", "ab" * 300])
+"""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under `-n`, fill Numba's cache before the workers start.
+
+    Otherwise each worker, and each subprocess a test starts before the cache is written,
+    compiles the same kernels at once (about 20 s of CPU each on a fresh clone). Tests of the
+    compile step itself use their own empty cache (`NUMBA_CACHE_DIR`).
+    """
+    if hasattr(config, "workerinput") or not config.getoption("numprocesses", default=None):
+        return
+    subprocess.run([sys.executable, "-c", _WARM_NUMBA], cwd=ROOT, capture_output=True,
+                   timeout=900, check=False)  # fmt: skip
 
 
 @pytest.fixture(params=sorted(TRAINERS))
