@@ -98,7 +98,7 @@ PROJECTIONS = (
     ("TinyStories (full)", 2.1e9, 10_000, None),
     ("OpenWebText (full)", corpus.OWT_FULL_BYTES, 32_000, corpus.OWT_FULL_UNIQUE),
 )
-#: issue 10's goals: memory from this size up, time ratio at these sizes
+#: the scale goals: memory from this size up, time ratio at these sizes
 MEMORY_FROM = "64M"
 TIME_SIZES = ("64M", "256M", "1G")
 TIME_RATIO = 0.6
@@ -433,7 +433,7 @@ def project(fits: list[dict]) -> list[dict]:
 
 
 def check_goals(rows: list[dict], fits: list[dict]) -> list[dict]:
-    """Issue 10's goals, each met / not met / not measured from the rows and fits."""
+    """The scale goals, each met / not met / not measured from the rows and fits."""
     memory_from = corpus.parse_size(MEMORY_FROM)
     mem_rows = [
         r for r in rows if corpus.parse_size(r["size"]) >= memory_from and r["memory_ratio"]
@@ -483,12 +483,12 @@ def check_goals(rows: list[dict], fits: list[dict]) -> list[dict]:
     return goals + compiled_goals(rows)
 
 
-#: issue 20's goals for the compiled trainer: time against rustbpe at this size and vocab
+#: the compiled trainer's goals: time against rustbpe at this size and vocab
 COMPILED_TIME_AT = ("64M", 32_000)
 
 
 def compiled_goals(rows: list[dict]) -> list[dict]:
-    """Issue 20's goals for trainer compiled, where the rows measured it (else none)."""
+    """The compiled trainer's goals, where the rows measured it (else none)."""
     if not any(r["compiled_seconds"] for r in rows):
         return []
     size, vocab = COMPILED_TIME_AT
@@ -505,12 +505,12 @@ def compiled_goals(rows: list[dict]) -> list[dict]:
 
     return [
         {
-            "goal": f"compiled time <= rustbpe's at {_binary(size)} @ {_vocab(vocab)} (issue 20)",
+            "goal": f"compiled time <= rustbpe's at {_binary(size)} @ {_vocab(vocab)}",
             "status": _status(timed, slow, []),
             "detail": cases(timed, "compiled_vs_rustbpe_time"),
         },
         {
-            "goal": "compiled peak process-tree memory <= heap's at every size (issue 20)",
+            "goal": "compiled peak process-tree memory <= heap's at every size",
             "status": _status(mem, big, []),
             "detail": cases(big, "compiled_vs_ours_memory")
             or _worst(mem, "compiled_vs_ours_memory"),
@@ -540,13 +540,13 @@ def _f(value: float | None, spec: str) -> str:
 
 
 def _binary(size: str) -> str:
-    """`16M` -> `16 MiB` (the issue's names for the sizes)."""
+    """`16M` -> `16 MiB` (binary units)."""
     label = corpus.size_label(corpus.parse_size(size))
     return f"{label[:-1]} {label[-1]}iB" if label[-1] in "KMG" else f"{label} B"
 
 
 def _vocab(vocab: int) -> str:
-    """`32000` -> `32K` as in the issue's table; small sizes stay numbers."""
+    """`32000` -> `32K` as in the goals' tables; small sizes stay numbers."""
     return f"{vocab // 1000}K" if vocab % 1000 == 0 else str(vocab)
 
 
@@ -833,7 +833,7 @@ def _section_goals(goals: list[dict]) -> list[str]:
 
     goal_rows = [[g["goal"], g["status"], g["detail"] or "n/a"] for g in goals]
     return [
-        "## Goals (issue 10, part 3; issue 20 where the compiled trainer ran)",
+        "## Goals (the scale goals; the compiled trainer's where it ran)",
         "",
         table(goal_rows, ["goal", "status", "measured (ours/HF, or exponent)"]),
         "",

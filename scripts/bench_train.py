@@ -252,8 +252,8 @@ def report(plan: list[tuple[str, str, int, list[str]]], *, repeats: int = 1) -> 
 
 
 _LABEL = {"hf": "HF", "rustbpe": "rustbpe", "bpeasy": "bpeasy"}
-#: the goals the issues set, printed beside the ratios they concern
-_TARGETS = {("heap", "hf"): " (target <= 1.5)", ("compiled", "rustbpe"): " (issue 20: <= 1.5 on "
+#: the project's goals, printed beside the ratios they concern
+_TARGETS = {("heap", "hf"): " (target <= 1.5)", ("compiled", "rustbpe"): " (goal: <= 1.5 on "
             "the OWT sample, <= 1 on a 64 MiB corpus)"}  # fmt: skip
 
 

@@ -30,7 +30,7 @@ so that the corpus's unique GPT-2 pretokens follow a target Heaps curve, unique 
   256 MiB and 1.56 M at 1 GiB. The calibrated generator predicts 0.146 / 0.303 / 0.678 /
   1.58 M and 7.0 M at 11.9 GB (within 12 % of the curve everywhere; the sample's own 39 K
   words make the low end a little high); measured (seed 0): 142,612 unique at 16 MiB,
-  294,930 at 64 MiB and 1,529,704 at 1 GiB, 2-3 % under the prediction. The issue's earlier
+  294,930 at 64 MiB and 1,529,704 at 1 GiB, 2-3 % under the prediction. The earlier benchmark's
   corpora had 0.10, 0.22 and 0.51 M at 16, 64 and 256 MiB: ours are 1.3-1.4x as novel there,
   and on the line that reaches the real OWT's count at its real size.
 * `--novelty none`: shuffled copies only (the vocabulary stops at the sample's).
@@ -77,7 +77,7 @@ from bpe.util.io import DATA_DIR, atomic_open
 
 #: The bundled samples a corpus can be built from.
 SOURCES = {"owt": DATA_DIR / "owt_sample.txt", "tinystories": DATA_DIR / "tinystories_sample.txt"}
-#: The full OpenWebText: its size in bytes and its unique GPT-2 pretokens (issue 10).
+#: The full OpenWebText: its size in bytes and its unique GPT-2 pretokens.
 OWT_FULL_BYTES = 11.9e9
 OWT_FULL_UNIQUE = 6.6e6
 #: Share of the replaceable words (space + letters) that become draws of the new-word process.
