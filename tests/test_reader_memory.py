@@ -110,6 +110,9 @@ def test_reading_a_large_shard_stays_within_a_block(big_files, name, pool):
     assert proc.returncode == 0, proc.stderr[-2000:]
     got = json.loads(proc.stdout)
     assert got["text"] >= TEXT_BYTES  # every document was read
-    assert got["second_half_kb"] * 1024 < decompressed / 16, (name, got)
-    bound = decompressed if (name, pool) == ("parquet", None) else decompressed / 4
+    # a reader that kept what it read would add half the file in the second half; mimalloc's
+    # arenas (pyarrow's default pool) may still step up a few MB there (3.9 MB seen on 33 MB)
+    arenas = (name, pool) == ("parquet", None)
+    assert got["second_half_kb"] * 1024 < decompressed / (4 if arenas else 16), (name, got)
+    bound = decompressed if arenas else decompressed / 4
     assert got["growth_kb"] * 1024 < bound, (name, got, decompressed)
