@@ -199,12 +199,16 @@ def test_without_numba_the_python_trainers_train_and_compiled_says_how_to_instal
         "except ImportError as err:\n"
         "    print(err)\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", code], env=without_numba, capture_output=True, text=True
-    )
+    out = _python_without_numba(code, without_numba)
+    assert "pip install 'bpe-lab[compiled]'" in out
+    assert "trainer 'compiled' needs Numba" in out
+
+
+def _python_without_numba(code: str, env: dict[str, str]) -> str:
+    """Run code in a fresh interpreter where `import numba` fails; return its stdout."""
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "pip install 'bpe-lab[compiled]'" in proc.stdout
-    assert "trainer 'compiled' needs Numba" in proc.stdout
+    return proc.stdout
 
 
 def test_without_numba_the_compiled_engine_says_how_to_install_and_auto_uses_regex(without_numba):
@@ -219,12 +223,9 @@ def test_without_numba_the_compiled_engine_says_how_to_install_and_auto_uses_reg
         "except ImportError as err:\n"
         "    print(err)\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", code], env=without_numba, capture_output=True, text=True
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "pretokenize.engine='compiled' needs Numba" in proc.stdout
-    assert "pip install 'bpe-lab[compiled]'" in proc.stdout
+    out = _python_without_numba(code, without_numba)
+    assert "pretokenize.engine='compiled' needs Numba" in out
+    assert "pip install 'bpe-lab[compiled]'" in out
 
 
 def test_without_numba_bpe_train_exits_2_before_making_a_run_directory(without_numba, tmp_path):
