@@ -91,8 +91,9 @@ def test_train_writes_a_complete_run_dir(tmp_path, trainer_name):
                     "## Compression", "## Throughput", "## Sibling runs"):  # fmt: skip
         assert section in report
     assert on_disk["merges_sha256"] in report
-    # ANALYSIS.md is written during the report stage: it shows the memory before it
-    assert f"**{on_disk['memory']['before_report']['peak_mb']:.1f} MB**" in report
+    # the memory headline is training's (what stages 1-3 added), analysis apart
+    assert f"added **{on_disk['memory']['training']['added_mb']:.1f} MB**" in report
+    assert f"peaked at {on_disk['memory']['analysis']['peak_mb']:.1f} MB" in report
     assert f"`{on_disk['longest_tokens'][0]['gpt2']}`" in report
     assert f"{on_disk['compression']['own']['ratio']:.3f}" in report
     assert "| status        | complete" in report

@@ -262,5 +262,6 @@ def test_peak_mb_includes_the_report_stage_and_complete_is_still_last(tmp_path):
     assert "report" in {stage for _, _, stage in memory["timeline"]}
     # the report shows the figures it could see, and says where the whole run's are
     analysis = (run / "ANALYSIS.md").read_text("utf-8")
-    assert f"**{memory['before_report']['peak_mb']:.1f} MB**" in analysis
+    assert f"added **{memory['training']['added_mb']:.1f} MB**" in analysis
+    assert memory["training"]["stage"] != "report"  # training's figure never includes it
     assert "report included" in analysis

@@ -18,7 +18,7 @@ def _row(variant: str, vocab: int, bpt: float, under: float, **kw) -> VariantRow
     defaults = dict(
         dataset="tinystories_sample", vocab_size=vocab, variant=variant, trainer="indexed",
         bytes_per_token=bpt, renyi=0.5, undertrained_share=under,
-        longest=(" something", " beautiful"), train_seconds=1.5, merge_seconds=0.5, peak_mb=120.0,
+        longest=(" something", " beautiful"), train_seconds=1.5, merge_seconds=0.5, merge_mb=120.0,
         merges=vocab - 257,
     )  # fmt: skip
     return VariantRow(**{**defaults, **kw})

@@ -202,7 +202,12 @@ TIDY_COLUMNS = {
     "compile_seconds": schema.COMPILE_SECONDS.column,
     "train_seconds": None,  # the TRAIN_STAGES, compile (and `read` in older runs)
     "total_seconds": schema.TOTAL_SECONDS.column,
-    "peak_mb": schema.PEAK_MB.column,
+    "peak_mb": schema.PEAK_MB.column,  # the whole run's (analysis and report included)
+    # the memory headline: what training added above the run's start (None in older runs)
+    "train_mb": schema.TRAINING_ADDED_MB.column,
+    "train_peak_mb": schema.TRAINING_PEAK_MB.column,
+    "merge_mb": schema.MERGE_ADDED_MB.column,  # what stages 2-3 added: where trainers differ
+    "analysis_peak_mb": schema.ANALYSIS_PEAK_MB.column,
     "merges": schema.MERGES.column,
     "vocab": schema.VOCAB.column,
     "merges_sha256": schema.MERGES_SHA256.column,

@@ -97,14 +97,17 @@ def render_trainers(runs: pd.DataFrame, root: Path, out_dir: Path) -> str:
         "All trainers implement one contract and must produce identical merges; they "
         "differ in how they find the next pair. Times are the merge stage (pre-tokenization is "
         f"shared), the median over runs of the same configuration; `X / {REFERENCE} time` is how "
-        f"many times longer X took than `{REFERENCE}` (below 1: X was faster).",
+        f"many times longer X took than `{REFERENCE}` (below 1: X was faster). `X merge MB` is "
+        "the memory the merge stage added to the process tree above the run's start (median), "
+        "so a job that ran late in a sweep, in a process earlier jobs had used, compares with "
+        "one that ran alone.",
         "",
         *_ladder_note(clean),
     ]
     for dataset, group in clean.groupby("dataset", sort=True):
         lines += [f"## {dataset}", ""]
         med = group.groupby(["vocab_size", "trainer"]).agg(
-            merge=("merge_seconds", "median"), peak=("peak_mb", "median"), n=("run_dir", "size")
+            merge=("merge_seconds", "median"), peak=("merge_mb", "median"), n=("run_dir", "size")
         )
         trainers = trainer_order(group["trainer"])
         bases = [t for t in trainers if t != REFERENCE] if REFERENCE in trainers else []
@@ -125,7 +128,7 @@ def render_trainers(runs: pd.DataFrame, root: Path, out_dir: Path) -> str:
             rows.append(row)
         headers = ["vocab", *(f"{t} merge s" for t in trainers)]
         headers += [f"{b} / {REFERENCE} time" for b in bases]
-        headers += [f"{t} peak MB" for t in trainers]
+        headers += [f"{t} merge MB" for t in trainers]
         lines += [table(rows, headers), ""]
         if stopped:
             lines += [

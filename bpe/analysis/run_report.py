@@ -42,7 +42,7 @@ from bpe.measures import TOKEN_KINDS, pile_projection, token_kind
 from bpe.runs import schema
 from bpe.runs.command import rerun_command
 from bpe.runs.layout import FIGURES, MERGES_FILE, METRICS_FILE, experiments_root
-from bpe.runs.stages import COMPILE, RETIRED_STAGES, RUN_STAGES, TIMED_STAGES, TRAIN_STAGES
+from bpe.runs.stages import COMPILE, RETIRED_STAGES, TIMED_STAGES, TRAIN_STAGES
 from bpe.util.io import atomic_write_text
 
 logger = logging.getLogger(__name__)
@@ -125,7 +125,7 @@ def sibling_rows(run_dir: Path, metrics: dict) -> list[dict]:
                 "profiled": bool(r["profiled"]),
                 "merge": _value(r["merge_seconds"]),
                 "total": _value(r["total_seconds"]),
-                "peak_mb": _value(r["peak_mb"]),
+                "train_mb": _value(r["train_mb"]),
                 "same_merges": same,
                 "agree": merges_verdict(same, mine, None if same else _merges_lines(other)),
             }
@@ -475,28 +475,56 @@ def section_memory(metrics: dict, figures_made: frozenset[str]) -> list[str]:
     per_stage = memory.get("per_stage_peak_mb") or {}
     if "before_report" in memory:
         per_stage = {s: mb for s, mb in per_stage.items() if s != "report"}
-    rows = [[s, fmt(per_stage[s], ".1f")] for s in shown_stages(per_stage)]
+    baseline = schema.get(metrics, schema.BASELINE_MB, default=None)
+    rows = [
+        [s, fmt(per_stage[s], ".1f"), fmt(None if baseline is None else per_stage[s] - baseline,
+                                          "+.1f")]
+        for s in shown_stages(per_stage)
+    ]  # fmt: skip
     lines = ["## Memory", ""]
-    lines += [table(rows, ["stage", "peak MB (process tree, PSS)"], colalign=("left", "right"))]
+    lines += [table(rows, ["stage", "peak MB (process tree, PSS)", "above the run's start"],
+                    colalign=("left", "right", "right"))]  # fmt: skip
     lines.append("")
     if memory:
-        lines.append(
-            f"Peak memory of the whole process tree was **{fmt(headline.get('peak_mb'), '.1f')} "
-            f"MB** (sampled every {memory.get('interval_s')} s; the parent's own peak RSS was "
-            f"{fmt(headline.get('ru_maxrss_mb'), '.1f')} MB, the largest worker's "
-            f"{fmt(headline.get('children_ru_maxrss_mb'), '.1f')} MB)."
-        )
+        lines += _memory_headline(metrics, headline)
         if "before_report" in memory:
             lines.append(
                 "These figures stop where the report stage (figures and this file) begins; "
                 "metrics.json's `memory` covers the whole run, report included."
             )
-        worst = max((s for s in per_stage if s in RUN_STAGES), key=per_stage.get, default=None)
-        if worst:
-            lines.append(f"The most memory-hungry stage was **{worst}**.")
         lines.append("")
     if "memory" in figures_made:
         lines += [f"![memory timeline]({FIGURES['memory']})", ""]
+    return lines
+
+
+def _memory_headline(metrics: dict, headline: dict) -> list[str]:
+    """Training's memory first (what it added, where it peaked), analysis apart; runs from
+    before training was reported apart get the whole tree's peak, labelled as such."""
+    memory = metrics.get("memory") or {}
+    added = schema.get(metrics, schema.TRAINING_ADDED_MB, default=None)
+    interval = f"sampled every {memory.get('interval_s')} s"
+    if added is None:
+        return [
+            f"Peak memory of the whole process tree, analysis included, was "
+            f"**{fmt(headline.get('peak_mb'), '.1f')} MB** ({interval}); this run predates "
+            "training's memory being reported apart."
+        ]
+    stage = schema.get(metrics, schema.TRAINING_PEAK_STAGE, default=None)
+    lines = [
+        f"Training (stages 1-3) added **{fmt(added, '.1f')} MB** to the process tree at its "
+        f"peak, in {stage} ({fmt(schema.get(metrics, schema.TRAINING_PEAK_MB), '.1f')} MB "
+        f"in all, above the {fmt(schema.get(metrics, schema.BASELINE_MB), '.1f')} MB the "
+        f"run's process held when it began; {interval}). What training adds is the figure to "
+        "compare across runs: the starting memory includes whatever the process loaded before "
+        "(in a sweep, earlier jobs' modules and caches)."
+    ]
+    analysis = schema.get(metrics, schema.ANALYSIS_PEAK_MB, default=None)
+    if analysis is not None:
+        lines.append(
+            f"Analysis (GPT-2's tokenizer, the held-out measures), not part of training, "
+            f"peaked at {fmt(analysis, '.1f')} MB."
+        )
     return lines
 
 
@@ -791,9 +819,9 @@ def section_siblings(metrics: dict, sibs: list[dict]) -> list[str]:
     for s in sibs:
         speed = fmt(s["merge"] / my_merge, ".2f") if s["merge"] and my_merge else "n/a"
         rows.append([s["rel"], s["trainer"], s["vocab_size"], fmt(s["merge"]), fmt(s["total"]),
-                     fmt(s["peak_mb"], ".1f"), speed + (" (profiled)" if s["profiled"] else ""),
+                     fmt(s["train_mb"], ".1f"), speed + (" (profiled)" if s["profiled"] else ""),
                      s["agree"]])  # fmt: skip
-    headers = ["run", "trainer", "vocab", "merge s", "total s", "peak MB",
+    headers = ["run", "trainer", "vocab", "merge s", "total s", "training MB added",
                "their merge time / ours", "merges vs this run"]  # fmt: skip
     return [*lines, table(rows, headers), "", _sibling_summary(sibs, metrics), ""]
 

@@ -293,14 +293,21 @@ def _figures(runs: pd.DataFrame, frame: pd.DataFrame, out_dir: Path) -> list[tup
         for _, row in done.iterrows():
             label = f"{row['trainer']} v{row['vocab_size']}"
             src = frame.loc[frame["run_dir"] == row["run_dir"]].iloc[0]
+            base = src.get(schema.BASELINE_MB.column)
+            if base is None or pd.isna(base):
+                continue  # older runs: absolute peaks do not compare across a sweep's jobs
             values[label] = {
-                c.rsplit(".", 1)[1]: float(src[c]) for c in stage_cols if pd.notna(src[c])
+                c.rsplit(".", 1)[1]: max(0.0, float(src[c]) - float(base))
+                for c in stage_cols
+                if pd.notna(src[c]) and c.rsplit(".", 1)[1] != "setup"
             }
-        figures.stage_bars(
-            values, out_dir / "memory_by_stage.png", ylabel="peak MB (process tree)",
-            title="Peak memory per stage",
-        )  # fmt: skip
-        made.append(("Peak memory per stage", "figures/memory_by_stage.png"))
+        if values:
+            figures.stage_bars(
+                values, out_dir / "memory_by_stage.png",
+                ylabel="MB added above the run's start (process tree)",
+                title="Memory each stage added",
+            )  # fmt: skip
+            made.append(("Memory each stage added", "figures/memory_by_stage.png"))
     return made
 
 
@@ -360,10 +367,10 @@ def section_variants(runs: pd.DataFrame) -> list[str]:
         for _, r in group.sort_values("_variant", key=lambda s: s.map(order)).iterrows():
             rows.append([
                 dataset, fmt(vocab, "d"), r["_variant"], r["trainer"], fmt(r["compression"], ".3f"),
-                fmt(r["merges"], ".0f"), fmt(r["train_seconds"], ".2f"), fmt(r["peak_mb"], ".1f"),
+                fmt(r["merges"], ".0f"), fmt(r["train_seconds"], ".2f"), fmt(r["train_mb"], ".1f"),
             ])  # fmt: skip
     header = ["dataset", "vocab", "variant", "trainer", "bytes/token", "merges", "train s",
-              "peak MB"]  # fmt: skip
+              "training MB added"]  # fmt: skip
     return [
         "## Variants",
         "",
@@ -404,13 +411,15 @@ def section_jobs(facts: SweepFacts) -> list[str]:
             _job_label(r, facts.sweep_dir), _dataset_cell(r), trainer_label(r),
             fmt(r["vocab_size"], "d"), r["status"], fmt(r["merge_seconds"], ".3f"),
             fmt(r["total_seconds"], ".3f") + (" ¹" if r["pretoken_cache"] == "hit" else ""),
-            fmt(r["peak_mb"], ".1f"), fmt(r["merges"], ".0f"),
+            fmt(r["train_mb"], ".1f") + (" ¹" if r["pretoken_cache"] == "hit" else ""),
+            fmt(r["merges"], ".0f"),
             (r["merges_sha256"] or "")[:12] if isinstance(r["merges_sha256"], str) else "n/a",
             fmt(r["compression"], ".3f"), fmt(r["bits_per_byte"], ".3f"),
         ])  # fmt: skip
     warn = facts.warn
     header = ["job", "dataset", "trainer", "vocab", "status", f"merge s{warn}", f"total s{warn}",
-              "peak MB", "merges", "merges sha256", "bytes/token", "bits/byte"]  # fmt: skip
+              "training MB added", "merges", "merges sha256", "bytes/token",
+              "bits/byte"]  # fmt: skip
     return ["## Jobs", "", table(rows, header), ""]
 
 
@@ -428,20 +437,26 @@ def section_notes(facts: SweepFacts) -> list[str]:
     if (runs["pretoken_cache"] == "hit").any():
         lines += [
             "¹ Pretoken cache hit: the job loaded its pretoken counts instead of counting them, "
-            "so its total holds no pre-tokenization; compare totals only between jobs marked "
-            "alike (merge seconds compare across both).",
+            "so its total and its training memory hold no pre-tokenization; compare them only "
+            "between jobs marked alike (merge seconds compare across both).",
             "",
         ]
     lines += [facts.launcher_line, ""]
+    lines += [
+        "Training MB added: what the job's training (stages 1-3) added to its process tree "
+        "above the memory the process held when the job began, so a job that ran late in a "
+        "process earlier jobs used compares with one that ran alone; metrics.json's "
+        "`memory.peak_mb` is the whole run's, analysis included.",
+        "",
+    ]
     backends = backend_note(frame)
     if backends is not None:
         lines += [backends, ""]
-    launched = frame.get(schema.LAUNCHER_NAME.column, pd.Series(dtype=object)).dropna()
-    if runs["job_num"].notna().sum() > 1 and not (launched != "basic").any():
+    if runs["job_num"].notna().sum() > 1 and runs["train_mb"].isna().any():
         lines += [
-            "*With Hydra's basic launcher the jobs run one after another in one process, so a "
-            "later job's memory includes what earlier jobs left behind (imports, caches): "
-            "compare peak memory across separate runs, or the per-stage growth within a job.*",
+            "*Jobs without training MB added predate it: their memory was the whole process "
+            "tree's, which in a sweep includes what earlier jobs left behind (imports, "
+            "caches), so it is not shown or ranked.*",
             "",
         ]
     if runs["profiled"].any():
@@ -526,15 +541,46 @@ def section_findings(facts: SweepFacts) -> list[str]:
     for sentence in speed_sentences(runs):
         lines.append(f"- {f'⚠ ({facts.why}) ' if facts.overlapped else ''}{sentence}")
     done = complete(runs)
-    if not done.empty and done["peak_mb"].notna().any():
-        top = done.loc[done["peak_mb"].idxmax()]
-        lines.append(
-            f"- Highest peak memory: {top['trainer']} @ {int(top['vocab_size'])} on "
-            f"{top['dataset']}, {fmt(top['peak_mb'], '.1f')} MB."
-        )
+    lines += memory_sentences(done)
     if not agreement and done.empty:
         lines.append("- No job completed, so there is nothing to compare.")
     return [*lines, ""]
+
+
+#: Differences in memory added below this (or 10%) are not called a ranking: allocator pages,
+#: imports done on first use and the sampling interval move a stage's figure by a few MB.
+MEMORY_NOISE_MB = 5.0
+
+
+def memory_sentences(done: pd.DataFrame) -> list[str]:
+    """Which job's merge stage added the most memory, among jobs whose figures compare: each
+    trained itself (not cut from a vocab ladder, whose training ran in another job) and
+    unprofiled (a profiler adds its own memory), with training's memory recorded."""
+    if done.empty or "merge_mb" not in done:
+        return []
+    own = done["ladder_trained_in"].isna() if "ladder_trained_in" in done else True
+    fair = done[own & ~done["profiled"].fillna(False).astype(bool) & done["merge_mb"].notna()]
+    left_out = len(done) - len(fair)
+    if len(fair) < 2:
+        return [] if left_out == 0 else [
+            f"- Memory: no ranking ({len(fair)} job(s) with comparable training memory; "
+            f"{left_out} cut from a vocab ladder, profiled or from before training's memory "
+            "was recorded apart)."
+        ]  # fmt: skip
+    added = fair["merge_mb"].astype(float).sort_values(ascending=False)
+    if added.iloc[0] - added.iloc[1] < max(MEMORY_NOISE_MB, 0.1 * added.iloc[0]):
+        return [
+            f"- Memory: no job's merge stage stood out (the two largest added "
+            f"{fmt(added.iloc[0], '.1f')} and {fmt(added.iloc[1], '.1f')} MB, within the "
+            f"sampler's noise of {MEMORY_NOISE_MB:.0f} MB or 10%)."
+        ]
+    top = fair.loc[added.index[0]]
+    note = f" ({left_out} job(s) not ranked: ladder rungs, profiled or older)" if left_out else ""
+    return [
+        f"- Most memory added by the merge stage (stages 2-3, where trainers differ): "
+        f"{top['trainer']} @ {int(top['vocab_size'])} on {top['dataset']}, "
+        f"+{fmt(top['merge_mb'], '.1f')} MB above its run's start{note}."
+    ]
 
 
 def section_figures(facts: SweepFacts) -> list[str]:

@@ -2,11 +2,12 @@
 
 What it does: `gather_rows` reads each complete run of a sweep (normally
 `bpe-train -m experiment=bpe_family`) into a `VariantRow`: held-out bytes per token, Rényi
-efficiency, the under-trained share, the longest tokens, training time, peak memory, and what
-the variant measured about itself (PickyBPE's removals, SuperBPE's stage-two pretokens), plus
-bits per byte where the run measured it; `render_variants` writes the Markdown (a pure function
-of the rows, golden-tested), with each paper's headline direction checked on our numbers;
-`write_variants` writes the file. `scripts/make_variants_report.py` runs the sweep and calls it.
+efficiency, the under-trained share, the longest tokens, training time, the merge stages'
+memory, and what the variant measured about itself (PickyBPE's removals, SuperBPE's stage-two
+pretokens), plus bits per byte where the run measured it; `render_variants` writes the Markdown
+(a pure function of the rows, golden-tested), with each paper's headline direction checked on
+our numbers; `write_variants` writes the file. `scripts/make_variants_report.py` runs the
+sweep and calls it.
 
 What it does not do: train anything, or judge runs of different vocab sizes or datasets against
 each other (every comparison is within one dataset and vocab size).
@@ -49,7 +50,7 @@ class VariantRow:
     longest: tuple[str, ...]
     train_seconds: float | None
     merge_seconds: float | None  # stages 2-3 (both stages of a SuperBPE run)
-    peak_mb: float | None
+    merge_mb: float | None  # memory stages 2-3 added above the run's start
     merges: int | None
     removals: int | None = None  # picky
     stage_two_unique_ratio: float | None = None  # superbpe: unique pretokens vs stage one
@@ -91,7 +92,7 @@ def row_of(metrics: dict, tidy_row: dict, *, superwords: int | None = None) -> V
         longest=tuple(clip(str(t.get("text", "")), 24) for t in longest[:LONGEST]),
         train_seconds=_number(tidy_row.get("train_seconds")),
         merge_seconds=_number(tidy_row.get("merge_seconds")),
-        peak_mb=_number(tidy_row.get("peak_mb")),
+        merge_mb=_number(tidy_row.get("merge_mb")),
         merges=schema.get(metrics, schema.MERGES),
         removals=schema.get(metrics, schema.VARIANT_REMOVALS),
         stage_two_unique_ratio=two.get("unique_ratio"),
@@ -159,7 +160,7 @@ def section_table(rows: Sequence[VariantRow]) -> list[str]:
     with_bpb = any(r.bits_per_byte is not None for r in rows)
     header = ["dataset", "vocab", "variant", "bytes/token", "Rényi eff.", "under-trained",
               *(["bits/byte"] if with_bpb else []), "longest tokens", "merge s", "train s",
-              "peak MB", "merges"]  # fmt: skip
+              "merge MB added", "merges"]  # fmt: skip
     body = []
     for r in rows:
         body.append([
@@ -167,7 +168,7 @@ def section_table(rows: Sequence[VariantRow]) -> list[str]:
             fmt(r.renyi, ".3f"), _pct(r.undertrained_share),
             *([_bpb(r)] if with_bpb else []),
             " · ".join(f"`{t}`" for t in r.longest) or "n/a",
-            fmt(r.merge_seconds, ".2f"), fmt(r.train_seconds, ".2f"), fmt(r.peak_mb, ".1f"),
+            fmt(r.merge_seconds, ".2f"), fmt(r.train_seconds, ".2f"), fmt(r.merge_mb, ".1f"),
             fmt(r.merges, ".0f"),
         ])  # fmt: skip
     return [
@@ -180,8 +181,9 @@ def section_table(rows: Sequence[VariantRow]) -> list[str]:
         "Kneser-Ney n-gram model of the ids trained on the training sample and scored on the "
         "held-out documents, with its spread over splits; merge s is stages 2-3 (both stages "
         "of a SuperBPE run), train s adds stage 1, which the pretoken cache serves for all but "
-        "the first run on a dataset (SuperBPE's stage two counts its own pattern), and peak MB "
-        "is the run's whole process tree, the analysis stage included. A PickyBPE run makes "
+        "the first run on a dataset (SuperBPE's stage two counts its own pattern), and merge MB "
+        "added is what stages 2-3 added to the process tree above the run's start (not stage "
+        "1, which the cache may serve, nor the analysis stage). A PickyBPE run makes "
         "more merges than its vocab holds: removed tokens free their slots for later merges. "
         "The jobs ran one after another on a shared machine: compare times only roughly.",
         "",
@@ -227,7 +229,8 @@ def section_superbpe(rows: Sequence[VariantRow]) -> list[str]:
             f"(longest {fmt(sup.stage_two_longest_bytes, 'd')} bytes, their counts about "
             f"{fmt(sup.stage_two_counts_mb, '.1f')} MB); merging took "
             f"{fmt(sup.merge_seconds, '.2f')} s against {fmt(bpe.merge_seconds, '.2f')} s, and "
-            f"the run peaked at {fmt(sup.peak_mb, '.1f')} MB against {fmt(bpe.peak_mb, '.1f')} MB."
+            f"its merge stages added {fmt(sup.merge_mb, '.1f')} MB against "
+            f"{fmt(bpe.merge_mb, '.1f')} MB."
         )
     if not found:
         lines.append("- No dataset has both a bpe and a superbpe run at one vocab size.")

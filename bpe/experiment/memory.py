@@ -6,11 +6,21 @@ fairly between processes, so forked workers are not double counted), RSS otherwi
 is tagged with the current stage, giving a timeline and a per-stage peak. `ru_maxrss` of the
 process and of its reaped children complete the picture (they catch peaks between samples).
 
+What a run reports (`phase_memory`): the tree's memory when the sampler starts is the run's
+*baseline*, and each phase (training: stages 1-3; analysis) is reported as its peak and as what
+it *added* above that baseline. The added figure is the one that depends on the trainer and the
+input only: a job of a sweep runs in a process that earlier jobs already used (modules they
+imported, caches they filled), which raises the baseline and every absolute peak with it, but
+not what training adds (`release_free_memory` first hands back what they freed).
+
 What it does not do: limit memory, or profile allocations (that is scalene's job).
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import gc
 import logging
 import os
 import resource
@@ -33,6 +43,46 @@ def _process_mb(proc: psutil.Process) -> float:
     except psutil.AccessDenied:
         value = proc.memory_info().rss
     return value / MB
+
+
+def release_free_memory() -> None:
+    """Collect garbage and hand freed heap pages back to the OS (glibc's `malloc_trim`).
+
+    Called before a run's sampler starts: a process reused by a sweep holds pages that earlier
+    jobs freed, which the next job's allocations would reuse unseen (so a job's measured
+    growth would depend on its place in the sweep). Elsewhere than glibc only the collection runs.
+    """
+    gc.collect()
+    name = ctypes.util.find_library("c")
+    if not name:
+        return
+    try:
+        trim = ctypes.CDLL(name).malloc_trim
+    except (OSError, AttributeError):  # not glibc (macOS, musl): nothing to trim
+        return
+    trim(0)
+
+
+def phase_memory(per_stage: dict[str, float], stages: tuple[str, ...], baseline: float) -> dict:
+    """A phase's memory from per-stage peaks: its peak, the stage of that peak, and what it
+    added above the run's baseline (the tree's memory when sampling began).
+
+    >>> phase_memory({"setup": 150.0, "pretokenize": 360.0, "merge": 170.0},
+    ...              ("pretokenize", "merge"), 150.0)
+    {'peak_mb': 360.0, 'added_mb': 210.0, 'stage': 'pretokenize'}
+    >>> phase_memory({"setup": 150.0}, ("analysis",), 150.0)
+    {'peak_mb': None, 'added_mb': None, 'stage': None}
+    """
+    seen = [s for s in stages if s in per_stage]
+    if not seen:
+        return {"peak_mb": None, "added_mb": None, "stage": None}
+    stage = max(seen, key=lambda s: per_stage[s])
+    peak = per_stage[stage]
+    return {
+        "peak_mb": round(peak, 2),
+        "added_mb": round(max(0.0, peak - baseline), 2),
+        "stage": stage,
+    }
 
 
 def tree_mb(pid: int | None = None) -> float:
@@ -111,6 +161,8 @@ class MemorySampler:
         children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
         return {
             "peak_mb": round(max((mb for _, mb, _ in self.samples), default=0.0), 2),
+            # the first sample: what the process tree held before the run's work began
+            "baseline_mb": round(self.samples[0][1], 2) if self.samples else None,
             "ru_maxrss_mb": round(own, 2),
             "children_ru_maxrss_mb": round(children, 2),
             "per_stage_peak_mb": {k: round(v, 2) for k, v in per_stage.items()},

@@ -49,7 +49,7 @@ from bpe.experiment import environment
 from bpe.experiment.config import check_config
 from bpe.experiment.evaluate import evaluate
 from bpe.experiment.ladder import climb, plan_for
-from bpe.experiment.memory import MemorySampler
+from bpe.experiment.memory import MemorySampler, phase_memory, release_free_memory
 from bpe.experiment.metrics import MetricsFile
 from bpe.experiment.profilers import check_profiler, run_cprofile, run_scalene
 from bpe.experiment.rundir import check_fresh, check_writable, create_run_dir, update_latest
@@ -68,7 +68,7 @@ from bpe.runs.schema import (
     RunRecord,
     VariantRecord,
 )
-from bpe.runs.stages import ANALYSIS, REPORT, SAVE, SETUP, TRAINING
+from bpe.runs.stages import ANALYSIS, COMPILE, REPORT, SAVE, SETUP, TRAIN_STAGES, TRAINING
 from bpe.tokenizer.gpt2_format import save_tokenizer_files
 from bpe.tokenizer.removals import save_removals
 from bpe.trainers import check_trainer
@@ -300,6 +300,7 @@ def run_experiment(cfg: DictConfig, *, report: ReportWriter | None) -> dict:
         try:
             _begin(metrics, run_dir, overrides)
             ds = validate(cfg)
+            release_free_memory()  # what earlier jobs of this process freed is not ours
             with MemorySampler() as mem:
                 clock.sampler = mem
                 with clock.stage(TRAINING, timed=False):
@@ -514,15 +515,17 @@ def _complete(
 ) -> None:
     """The whole run's memory (report included), status=complete in one write, `latest`."""
     # the report itself could only show what came before it: `before_report`
+    memory = with_phases(memory)
     metrics.update(memory={**memory, "before_report": before_report["before_report"]})
     metrics.complete()
     update_latest(experiments_dir, run_dir)
+    training, analysis = memory["training"], memory["analysis"]
     logger.info(
-        "run complete: %d merges, peak %.1f MB, %s",
-        metrics.data["counts"]["merges"],
-        metrics.data["memory"]["peak_mb"],
-        run_dir,
-    )
+        "run complete: %d merges; training memory +%s MB (peak %s MB of the process tree, in "
+        "%s; the run began at %s MB); analysis peaked at %s MB, apart; %s",
+        metrics.data["counts"]["merges"], training["added_mb"], training["peak_mb"],
+        training["stage"], memory["baseline_mb"], analysis["peak_mb"], run_dir,
+    )  # fmt: skip
 
 
 def _before_report(summary: dict) -> dict:
@@ -532,7 +535,30 @@ def _before_report(summary: dict) -> dict:
     beside the whole run's, so regenerating the report later shows the same numbers.
     """
     keys = ("peak_mb", "ru_maxrss_mb", "children_ru_maxrss_mb")
-    return {**summary, "before_report": {k: summary[k] for k in keys}}
+    return {**with_phases(summary), "before_report": {k: summary[k] for k in keys}}
+
+
+#: The run stages whose memory is training's own (the training call: stage 1, a compiling
+#: trainer's compile step, stages 2-3), in the order they run.
+TRAINING_MEMORY_STAGES = (TRAIN_STAGES[0], COMPILE, *TRAIN_STAGES[1:])
+
+
+def with_phases(summary: dict) -> dict:
+    """A sampler summary with the training and analysis phases (`phase_memory`) beside it.
+
+    Training's `added_mb` is the run's memory headline: what stages 1-3 added above the tree's
+    memory when the run began, so a job reports the same whether it ran alone or late in a
+    sweep whose earlier jobs left modules and caches in its process. Analysis (GPT-2's
+    tokenizer, the held-out measures) is reported apart, never as training's.
+    """
+    per_stage, baseline = summary["per_stage_peak_mb"], summary.get("baseline_mb") or 0.0
+    return {
+        **summary,
+        "training": phase_memory(per_stage, TRAINING_MEMORY_STAGES, baseline),
+        # stages 2-3 alone: where the trainers differ (stage 1 is shared, or a cache hit)
+        "merge": phase_memory(per_stage, TRAIN_STAGES[1:], baseline),
+        "analysis": phase_memory(per_stage, (ANALYSIS,), baseline),
+    }
 
 
 def _path_overrides(cfg: DictConfig) -> list[str]:

@@ -217,7 +217,16 @@ MERGE_SECONDS = key("timings.merge")
 COMPILE_SECONDS = key("timings.compile", always=False)
 COMPILE_CACHED = key("compile.cached", always=False)
 TOTAL_SECONDS = key("timings.total")
-PEAK_MB = key("memory.peak_mb")
+PEAK_MB = key("memory.peak_mb")  # the whole run, analysis and report included
+# runs since training's memory is reported apart (`bpe.experiment.runner.with_phases`): the
+# tree's memory when the run began, and what training (stages 1-3) added above it: the run's
+# memory headline, comparable across runs whether or not a sweep reused the process
+BASELINE_MB = key("memory.baseline_mb", always=False)
+TRAINING_ADDED_MB = key("memory.training.added_mb", always=False)
+TRAINING_PEAK_MB = key("memory.training.peak_mb", always=False)
+TRAINING_PEAK_STAGE = key("memory.training.stage", always=False)
+MERGE_ADDED_MB = key("memory.merge.added_mb", always=False)  # stages 2-3 alone
+ANALYSIS_PEAK_MB = key("memory.analysis.peak_mb", always=False)
 PEAK_MB_PER_STAGE = key("memory.per_stage_peak_mb")
 COUNTS = key("counts")
 MERGES = key("counts.merges")

@@ -1,0 +1,102 @@
+"""The memory a run reports is training's, and it does not depend on where the run ran.
+
+`memory.training.added_mb` (what stages 1-3 added above the tree's memory when the run began)
+is the headline; the absolute peaks include whatever the process held before the run, which in
+a sweep is every earlier job's modules and caches. The guard: the same training, alone in a
+fresh process and as the fifth job of a joblib sweep (one process reused by all five), reports
+the same training memory within 15%, while the absolute peak it used to headline does not.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bpe.experiment.memory import MemorySampler, phase_memory, release_free_memory
+from bpe.experiment.runner import TRAINING_MEMORY_STAGES, with_phases
+from bpe.runs import schema
+from tests.conftest import ROOT, console_env
+
+#: The same training in both places: the default dataset, workers and analysis (GPT-2's
+#: tokenizer included, so earlier jobs leave their caches behind), a fresh count each time.
+SAME_TRAINING = ["vocab_size=2000", "cache=false", "progress=false"]
+
+
+def _train(tmp: Path, *args: str) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "bpe.cli.train", *args, f"experiments_dir={tmp}", *SAME_TRAINING],
+        cwd=ROOT, env=console_env(), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+
+
+def _metrics(path: Path) -> dict:
+    return json.loads(path.read_text("utf-8"))
+
+
+@pytest.mark.slow
+def test_training_memory_is_the_same_alone_and_as_the_fifth_job_of_a_joblib_sweep(tmp_path):
+    _train(tmp_path / "alone")
+    alone = _metrics(next((tmp_path / "alone").glob("2*/metrics.json")))
+    # n_jobs=1: joblib runs the five jobs one after another in one reused process
+    _train(tmp_path / "sweep", "-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=1",
+           "seed=1,2,3,4,5")  # fmt: skip
+    jobs = sorted((tmp_path / "sweep").glob("sweeps/*/*/metrics.json"))
+    fifth = _metrics(next(p for p in jobs if p.parent.name.startswith("4_")))
+    assert fifth["merges_sha256"] == alone["merges_sha256"]  # the same training
+    assert fifth["counts"]["workers"] == alone["counts"]["workers"]
+
+    # the process was reused: it began the fifth job holding far more than a fresh one ...
+    start_alone = schema.get(alone, schema.BASELINE_MB)
+    start_fifth = schema.get(fifth, schema.BASELINE_MB)
+    assert start_fifth > 1.3 * start_alone, (start_alone, start_fifth)
+    # ... so the absolute training peak (and the old headline) differ by more than 15% ...
+    peak_alone = schema.get(alone, schema.TRAINING_PEAK_MB)
+    peak_fifth = schema.get(fifth, schema.TRAINING_PEAK_MB)
+    assert abs(peak_fifth - peak_alone) > 0.15 * peak_alone, (peak_alone, peak_fifth)
+    # ... while what training added, the figure every report shows, agrees within 15%
+    added_alone = schema.get(alone, schema.TRAINING_ADDED_MB)
+    added_fifth = schema.get(fifth, schema.TRAINING_ADDED_MB)
+    assert abs(added_fifth - added_alone) <= 0.15 * added_alone, (added_alone, added_fifth)
+
+    # the analysis stage is reported apart, never as training's
+    for m in (alone, fifth):
+        assert m["memory"]["training"]["stage"] in TRAINING_MEMORY_STAGES
+        assert (
+            schema.get(m, schema.ANALYSIS_PEAK_MB) == m["memory"]["per_stage_peak_mb"]["analysis"]
+        )
+    # the headline each report shows is training's (SWEEP.md's job table, ANALYSIS.md)
+    sweep_md = next((tmp_path / "sweep").glob("sweeps/*/SWEEP.md")).read_text("utf-8")
+    assert "training MB added" in sweep_md
+    assert f"{added_fifth:.1f}" in sweep_md
+    analysis_md = (next((tmp_path / "alone").glob("2*/ANALYSIS.md"))).read_text("utf-8")
+    assert f"Training (stages 1-3) added **{added_alone:.1f} MB**" in analysis_md
+
+
+def test_phase_memory_reads_only_its_own_stages():
+    per_stage = {"setup": 100.0, "pretokenize": 180.0, "merge": 150.0, "analysis": 400.0}
+    summary = {"per_stage_peak_mb": per_stage, "baseline_mb": 100.0}
+    phases = with_phases(summary)
+    assert phases["training"] == {"peak_mb": 180.0, "added_mb": 80.0, "stage": "pretokenize"}
+    assert phases["merge"] == {"peak_mb": 150.0, "added_mb": 50.0, "stage": "merge"}
+    assert phases["analysis"]["peak_mb"] == 400.0  # apart: never training's
+    assert phase_memory({"setup": 1.0}, ("merge",), 1.0)["added_mb"] is None
+
+
+def test_a_stage_reports_what_it_added_above_the_baseline():
+    release_free_memory()
+    with MemorySampler(interval=0.01) as mem:
+        mem.set_stage("merge")
+        held = bytearray(64 << 20)
+        held[::4096] = b"x" * len(held[::4096])  # touch every page
+        time.sleep(0.2)  # a few samples while it is held
+        mem.set_stage("analysis")
+        del held
+    summary = mem.summary()
+    added = phase_memory(summary["per_stage_peak_mb"], ("merge",), summary["baseline_mb"])
+    assert 55 <= added["added_mb"] <= 80, summary["per_stage_peak_mb"]
