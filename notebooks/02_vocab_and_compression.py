@@ -69,12 +69,7 @@ for dataset, group in done.groupby("dataset"):
         for c in frame.columns
         if c.startswith("metrics.token_lengths.") and pd.notna(row[c])
     }
-    values = [k for k, n in lengths.items() for _ in range(n)]
-    fig = figures.histogram(
-        values, xlabel="bytes", title=f"Token lengths: {dataset}",
-        bins=range(1, max(values) + 2), log_y=True,
-    )  # fmt: skip
-    display(fig)
+    display(figures.token_lengths(lengths, title=f"Token lengths: {dataset}"))
 
 # %% [markdown]
 # ## One sentence under each tokenizer

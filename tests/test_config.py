@@ -15,6 +15,7 @@ from hydra.errors import ConfigCompositionException
 
 from bpe.experiment import config as schema
 from bpe.pretokenize import validate_special_tokens
+from bpe.runs.stages import TRAINER_ORDER
 from bpe.tokenizer import Tokenizer
 from bpe.training import train_bpe
 from bpe.util.io import CONF_DIR
@@ -202,4 +203,8 @@ def test_help_lists_groups_keys_with_meanings_and_examples(tmp_path):
     for key, _, meaning in schema.describe_keys():
         assert any(key in ln and meaning in ln for ln in out.splitlines()), key
     assert "Examples:" in out and "bpe-train -m trainer=naive,indexed,heap" in out
+    # every registered trainer and variant is named, and the Hydra groups a sweep picks from
+    line = next(ln for ln in out.splitlines() if ln.strip().startswith("trainer.name"))
+    assert all(t in line for t in TRAINER_ORDER), line
+    assert "hydra/launcher: basic, joblib" in out and "hydra/callbacks: mlflow" in out
     assert list(tmp_path.iterdir()) == []

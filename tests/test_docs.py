@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -23,20 +24,45 @@ README = ROOT / "README.md"
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 
 
+def _build_strict(config: Path, site: Path, cwd: Path) -> subprocess.CompletedProcess:
+    """`mkdocs build --strict` as the test runs it. Never with `--quiet`: it hides the warnings
+    that strict mode counts, and the build then cannot fail on one."""
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", config, "-d", site],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
 def test_the_site_builds_strict(tmp_path):
     pytest.importorskip("mkdocs")
     site = tmp_path / "site"
-    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet",
-         "-f", ROOT / "mkdocs.yml", "-d", site],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    proc = _build_strict(ROOT / "mkdocs.yml", site, ROOT)
     assert proc.returncode == 0, proc.stderr[-5000:]
+    assert "WARNING" not in proc.stderr, proc.stderr[-5000:]
     for page in ("index.html", "api/training/index.html", "reports/trainers/index.html",
                  "run-directory/index.html"):  # fmt: skip
         assert (site / page).is_file(), page
     assert "train_bpe" in (site / "api" / "training" / "index.html").read_text("utf-8")
+
+
+def test_the_strict_build_fails_on_a_planted_warning(tmp_path):
+    """The check above can fail: the same command on a site with a page left out of the nav
+    and a broken link exits non-zero and names both."""
+    pytest.importorskip("mkdocs")
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "index.md").write_text("# Home\n\n[gone](missing.md)\n", "utf-8")
+    (docs / "orphan.md").write_text("# Orphan\n", "utf-8")
+    config = tmp_path / "mkdocs.yml"
+    config.write_text(
+        "site_name: planted\nvalidation:\n  omitted_files: warn\n  links:\n"
+        "    not_found: warn\nnav:\n  - Home: index.md\n",
+        "utf-8",
+    )
+    proc = _build_strict(config, tmp_path / "site", tmp_path)
+    assert proc.returncode != 0
+    assert "missing.md" in proc.stderr and "orphan.md" in proc.stderr, proc.stderr
 
 
 def test_doctests_render_as_code():

@@ -228,6 +228,33 @@ def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     )  # fmt: skip
 
 
+def test_the_next_command_works_as_printed_on_held_out_text(tmp_path):
+    """The hint after a run encodes the held-out file, from a shell whose PATH lacks the venv
+    (as after the README's commands) and from another directory, writing under experiments."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "bpe.cli.train", f"experiments_dir={tmp_path / 'exp'}",
+         "vocab_size=300", "num_workers=1", "progress=false", "analysis.max_docs=5",
+         "analysis.throughput_seconds=0.02", "analysis.gpt2_baseline=false"],
+        capture_output=True, text=True, cwd=ROOT, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    (run,) = run_dirs(tmp_path / "exp")
+    last = (run / "train.log").read_text("utf-8").splitlines()[-1]
+    assert "next: encode the held-out text with the new tokenizer: " in last, last
+    command = last.split("with the new tokenizer: ", 1)[1]
+    assert "tinystories_heldout.txt" in command
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    env["PATH"] = "/usr/bin:/bin"
+    done = subprocess.run(command, shell=True, cwd=elsewhere, env=env, capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    (npy,) = (tmp_path / "exp" / "encoded").glob("*.npy")
+    assert npy.name == f"{run.name}.heldout.npy" and npy.stat().st_size > 0
+    assert list(elsewhere.iterdir()) == []
+
+
 def test_cli_single_run(tmp_path):
     proc = _cli(tmp_path, "trainer=naive")
     assert proc.returncode == 0, proc.stderr
@@ -243,10 +270,9 @@ def test_cli_run_ends_with_its_report_and_next_command_and_updates_latest(tmp_pa
     assert proc.returncode == 0, proc.stderr
     (run,) = run_dirs(tmp_path)
     log = (run / "train.log").read_text("utf-8").splitlines()
-    assert log[-1].endswith(
-        f"report: {run / 'ANALYSIS.md'} | next: bpe-encode --tokenizer {run} "
-        f"--input {FIXTURES / 'corpus.en'} --out tinystories_sample.npy"
-    ), log[-1]
+    out = tmp_path / "encoded" / f"{run.name}.input.npy"
+    assert f"report: {run / 'ANALYSIS.md'} | next: encode the training input" in log[-1], log[-1]
+    assert log[-1].endswith(f"--input {FIXTURES / 'corpus.en'} --out {out}"), log[-1]
     assert (run / "ANALYSIS.md").is_file()
     throughput = [line for line in log if "throughput of" in line]
     assert len(throughput) == 2, throughput

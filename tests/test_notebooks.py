@@ -43,6 +43,36 @@ def test_notebook_executes(path: Path, tmp_path, monkeypatch):
     assert not [o for o in outputs if o.output_type == "error"]
 
 
+def _execute(path: Path, experiments: Path, tmp_path: Path, monkeypatch) -> None:
+    jupytext = pytest.importorskip("jupytext")
+    nbclient = pytest.importorskip("nbclient")
+    monkeypatch.setenv("BPE_EXPERIMENTS", str(experiments))
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    notebook = jupytext.read(path)
+    client = nbclient.NotebookClient(
+        notebook, timeout=180, kernel_name="python3", resources={"metadata": {"path": tmp_path}}
+    )
+    client.execute()  # raises CellExecutionError on the first failing cell
+
+
+def test_the_vocab_notebook_runs_on_a_run_with_long_tokens(tmp_path, monkeypatch):
+    """A token of 128 bytes (a separator line of dashes) once asked the histogram for 128 bins."""
+    corpus = tmp_path / "corpus.txt"
+    text = (FIXTURES / "corpus.en").read_text("utf-8")
+    corpus.write_text((("-" * 128 + "\n") * 4 + text[:400] + "\n") * 300, "utf-8")
+    experiments = tmp_path / "experiments"
+    proc = subprocess.run(
+        [sys.executable, "-m", "bpe.cli.train", "debug=fast", f"dataset.path={corpus}",
+         f"experiments_dir={experiments}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    metrics = json.loads(next(experiments.glob("2*/metrics.json")).read_text("utf-8"))
+    assert max(int(k) for k in metrics["token_lengths"]) >= 128
+    _execute(ROOT / "notebooks" / "02_vocab_and_compression.py", experiments, tmp_path,
+             monkeypatch)  # fmt: skip
+
+
 def test_figures_leave_the_matplotlib_backend_alone():
     # A notebook's own plots need the backend Jupyter chose: importing bpe must not switch it.
     code = (

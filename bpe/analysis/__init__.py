@@ -8,11 +8,15 @@ vocabulary overlaps (a heat map across a sweep).
 
 import importlib
 
-__all__ = ["load_runs", "pairwise_overlap"]
+__all__ = ["load_runs", "pairwise_overlap", "tidy"]
 
 # Loaded on first use (PEP 562): importing one module of this package (`markdown`, say) then
 # runs only that module, not `compare` and the tokenizer stack behind it.
-_PUBLIC = {"load_runs": "bpe.analysis.loader", "pairwise_overlap": "bpe.analysis.compare"}
+_PUBLIC = {
+    "load_runs": "bpe.analysis.loader",
+    "tidy": "bpe.analysis.loader",
+    "pairwise_overlap": "bpe.analysis.compare",
+}
 
 
 def __getattr__(name: str):

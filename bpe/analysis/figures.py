@@ -15,6 +15,7 @@ from __future__ import annotations
 import io
 import logging
 import os
+import textwrap
 from collections.abc import Mapping, Sequence
 
 import matplotlib.figure
@@ -57,6 +58,16 @@ def _new(figsize: tuple[float, float]) -> tuple[Figure, object]:
     return fig, fig.add_subplot()
 
 
+def _title(ax, title: str) -> None:
+    """Set a title wrapped to the axes' width, so a long one (a run's name) is not clipped.
+
+    >>> fig, ax = _new((6, 4)); _title(ax, "x" * 150); ax.get_title().count("\\n")
+    2
+    """
+    width = max(20, int(ax.figure.get_figwidth() * 10))  # ~10 characters an inch at 12 pt
+    ax.set_title("\n".join(textwrap.wrap(title, width)) or title)
+
+
 def _done(fig: Figure, path: str | os.PathLike | None) -> Figure:
     """Write the PNG atomically when a path is given (no half-written figure on failure)."""
     if path is not None:
@@ -79,7 +90,7 @@ def _vocab_axes(ax, *, ylabel: str, title: str, log_y: bool = False) -> None:
         ax.set_yscale("log")
     ax.set_xlabel("vocab size")
     ax.set_ylabel(ylabel)
-    ax.set_title(title)
+    _title(ax, title)
     ax.grid(True, which="both", alpha=0.3)
 
 
@@ -90,9 +101,13 @@ def time_vs_vocab(
     vocab_col: str = "vocab_size",
     time_col: str = "merge_seconds",
     trainer_col: str = "trainer",
-    title: str = "Training time vs vocab size",
+    title: str | None = None,
 ) -> Figure:
-    """Log-log time vs vocab size, one line per trainer."""
+    """Log-log time vs vocab size, one line per trainer; the title names the time plotted
+    (`merge_seconds`: "Merge time vs vocab size")."""
+    if title is None:
+        what = {"merge_seconds": "Merge time", "train_seconds": "Training time"}
+        title = f"{what.get(time_col, time_col)} vs vocab size"
     fig, ax = _new((6, 4))
     for trainer in trainer_order(frame[trainer_col]):
         sub = frame[frame[trainer_col] == trainer].groupby(vocab_col)[time_col].median()
@@ -143,7 +158,7 @@ def stage_bars(
     ax.set_xticks([i + width * (len(stages) - 1) / 2 for i in range(len(labels))])
     ax.set_xticklabels(labels, rotation=20, ha="right")
     ax.set_ylabel(ylabel)
-    ax.set_title(title)
+    _title(ax, title)
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
     return _done(fig, path)
 
@@ -165,7 +180,7 @@ def memory_timeline(
             ax.plot(xs, ys, label=label)
     ax.set_xlabel("seconds since start")
     ax.set_ylabel("memory (MB)")
-    ax.set_title(title)
+    _title(ax, title)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize="small")
     return _done(fig, path)
@@ -234,6 +249,11 @@ def histogram(
     if n_bins > MAX_BINS:
         raise ValueError(f"{n_bins} bins asked for; pass at most {MAX_BINS} (see length_bins)")
     fig, ax = _new((6, 4))
+    edges = None if isinstance(bins, int) else list(bins)
+    if edges and all(b - a == 1 for a, b in zip(edges, edges[1:])):
+        # whole-number values, one per bin: centre each bar on its value's tick, not between
+        # two ticks (a bar for length 3 spans 2.5-3.5)
+        bins = [e - 0.5 for e in edges]
     ax.hist(values, bins=bins, weights=weights, color="C0", edgecolor="white")
     if log_x:
         ax.set_xscale("log")
@@ -241,8 +261,30 @@ def histogram(
         ax.set_yscale("log")
     ax.set_xlabel(xlabel)
     ax.set_ylabel("count" + (" (log)" if log_y else ""))
-    ax.set_title(title)
+    _title(ax, title)
     return _done(fig, path)
+
+
+def token_lengths(
+    lengths: Mapping[int | str, int], path: str | os.PathLike | None = None, *, title: str
+) -> Figure:
+    """Vocab entries by length in bytes (metrics.json's `token_lengths`: length -> entries).
+
+    One value per distinct length, weighted by its count, so the cost is the number of distinct
+    lengths whatever they are; bins from `length_bins` (log-spaced past `LINEAR_LENGTHS`).
+    """
+    values = [int(k) for k in lengths]
+    log_x = max(values) > LINEAR_LENGTHS
+    return histogram(
+        values,
+        path,
+        xlabel="token length (bytes" + (", log scale)" if log_x else ")"),
+        title=title,
+        bins=length_bins(max(values)),
+        weights=[int(n) for n in lengths.values()],
+        log_x=log_x,
+        log_y=True,
+    )
 
 
 def line(
@@ -262,7 +304,7 @@ def line(
         ax.set_yscale("log")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    ax.set_title(title)
+    _title(ax, title)
     ax.grid(True, alpha=0.3)
     if len(series) > 1:
         ax.legend(fontsize="small")

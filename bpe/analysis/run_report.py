@@ -153,19 +153,8 @@ def draw_figures(run_dir: Path, metrics: dict) -> None:
         )
     lengths = metrics.get("token_lengths") or {}
     if lengths:
-        # one value per distinct length, weighted by its count: the cost is the number of
-        # distinct lengths (at most the vocab size), whatever the lengths are
-        values = [int(k) for k in lengths]
-        log_x = max(values) > figures.LINEAR_LENGTHS  # length_bins spaces these bins by log
-        figures.histogram(
-            values,
-            run_dir / FIGURES["lengths"],
-            xlabel="token length (bytes" + (", log scale)" if log_x else ")"),
-            title="Vocab entries by length",
-            bins=figures.length_bins(max(values)),
-            weights=[int(n) for n in lengths.values()],
-            log_x=log_x,
-            log_y=True,
+        figures.token_lengths(
+            lengths, run_dir / FIGURES["lengths"], title="Vocab entries by length"
         )
     counts = _load_json(run_dir / "merge_counts.json")
     if counts:

@@ -29,6 +29,7 @@ import importlib.util
 import itertools
 import logging
 import os
+import shlex
 import shutil
 import sys
 import tempfile
@@ -91,28 +92,56 @@ def _app(cfg: DictConfig) -> str | None:
         if _debug():
             raise
         sys.exit(1)
-    logger.info("%s", next_steps(metrics["run"]))
+    logger.info("%s", next_steps(metrics["run"], heldout=_heldout_file(cfg)))
     return metrics["status"]
+
+
+def _heldout_file(cfg: DictConfig) -> str | None:
+    """The run's held-out file (None when its held-out text is the input's tail)."""
+    from bpe.pretokenize.datasets import from_config
+
+    path = from_config(cfg.dataset).heldout_path
+    return None if path is None else str(path)
+
+
+def encode_command() -> str:
+    """How to call bpe-encode from this shell: its bare name when it is on PATH (as this
+    bpe-train), else the script beside this interpreter, else `python -m bpe.cli.encode`."""
+    here = Path(sys.executable).parent / "bpe-encode"
+    found = shutil.which("bpe-encode")
+    if found is not None and Path(found).resolve() == here.resolve():
+        return "bpe-encode"
+    if here.is_file():
+        return shlex.quote(str(here))
+    return f"{shlex.quote(sys.executable)} -m bpe.cli.encode"
 
 
 def _debug() -> bool:
     return os.environ.get("HYDRA_FULL_ERROR") == "1"
 
 
-def next_steps(run: dict) -> str:
-    """The last log line of a run: where its report is and the next useful command.
+def next_steps(run: dict, *, heldout: str | None, encode: str | None = None) -> str:
+    """The last log line of a run: where its report is and the next useful command, which
+    encodes the run's held-out text (the training input when its held-out text is the input's
+    tail) into `<experiments dir>/encoded/`, beside the run, never into the current directory.
 
-    >>> print(next_steps({"dir": "exp/r", "input_path": "a.txt", "dataset": "a"}))
-    report: exp/r/ANALYSIS.md | next: bpe-encode --tokenizer exp/r --input a.txt --out a.npy
+    >>> print(next_steps({"dir": "exp/r", "input_path": "a.txt", "dataset": "a"},
+    ...                  heldout="h.txt", encode="bpe-encode"))  # doctest: +NORMALIZE_WHITESPACE
+    report: exp/r/ANALYSIS.md | next: encode the held-out text with the new tokenizer:
+    bpe-encode --tokenizer exp/r --input h.txt --out exp/encoded/r.heldout.npy
     """
     run_dir = Path(run["dir"])
     report = f"report: {run_dir / 'ANALYSIS.md'}"
     if run.get("sweep_dir"):
         return f"{report} | the sweep's SWEEP.md goes to {run['sweep_dir']} when the sweep ends"
-    return (
-        f"{report} | next: bpe-encode --tokenizer {run_dir} --input {run['input_path']} "
-        f"--out {run['dataset']}.npy"
-    )
+    source, what = (heldout, "heldout") if heldout else (run["input_path"], "input")
+    out = run_dir.parent / "encoded" / f"{run_dir.name}.{what}.npy"
+    said = "the held-out text" if heldout else "the training input (its held-out tail is no file)"
+    command = " ".join(
+        [encode or encode_command(), "--tokenizer", shlex.quote(str(run_dir)),
+         "--input", shlex.quote(str(source)), "--out", shlex.quote(str(out))]
+    )  # fmt: skip
+    return f"{report} | next: encode {said} with the new tokenizer: {command}"
 
 
 def check_command_line(argv: list[str]) -> int:

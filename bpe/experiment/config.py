@@ -44,6 +44,7 @@ from bpe.pretokenize.dask_backend import check_backend
 from bpe.pretokenize.datasets import HELDOUT_FRACTION, HELDOUT_MAX_BYTES
 from bpe.pretokenize.engines import check_engine
 from bpe.pretokenize.readers import FORMATS
+from bpe.runs.stages import TRAINER_ORDER, VARIANT_ORDER
 from bpe.trainers import check_trainer
 from bpe.trainers.common import check_vocab_size
 from bpe.trainers.variants import check_threshold, check_trainer_supports, check_variant
@@ -113,7 +114,9 @@ class DatasetConfig:
 class TrainerConfig:
     """Which trainer runs the merge loop (`conf/trainer/*.yaml`)."""
 
-    name: str = _key("naive | indexed | heap: identical merges, different speed")
+    name: str = _key(
+        f"{' | '.join(TRAINER_ORDER)}: identical merges, different speed (compiled: Numba)"
+    )
 
 
 @dataclass
@@ -121,7 +124,7 @@ class VariantConfig:
     """Which member of the BPE family is trained (`conf/variant/*.yaml`; see
     `bpe.trainers.variants`)."""
 
-    name: str = _key("bpe | superbpe | picky (picky: naive and indexed trainers only)")
+    name: str = _key(f"{' | '.join(VARIANT_ORDER)} (picky: naive and indexed trainers only)")
     transition_vocab: int | None = _key(
         "superbpe only: vocab size where stage two starts; null = 90% of vocab_size",
         None,
@@ -272,6 +275,40 @@ def _dataclass_of(f: dataclasses.Field) -> type | None:
     return named.get(f.type) if isinstance(f.type, str) else None
 
 
+#: Hydra's launcher plugins bpe-train can use, and the module each needs (an extra installs it).
+LAUNCHER_PLUGINS = {
+    "joblib": "hydra_plugins.hydra_joblib_launcher",
+    "submitit_local": "hydra_plugins.hydra_submitit_launcher",
+    "submitit_slurm": "hydra_plugins.hydra_submitit_launcher",
+}
+
+
+def hydra_groups() -> str:
+    """The Hydra groups a bpe-train user picks from (`hydra/launcher`, `hydra/callbacks`), with
+    the options this installation has: Hydra's own, the installed plugins', and ours."""
+    import importlib.util
+
+    from bpe.util.io import CONF_DIR
+
+    def ours(group: str) -> list[str]:
+        return [p.stem for p in (CONF_DIR / "hydra" / group).glob("*.yaml")]
+
+    def installed(module: str) -> bool:
+        try:
+            return importlib.util.find_spec(module) is not None
+        except ModuleNotFoundError:
+            return False
+
+    launchers = ["basic", *(n for n, m in LAUNCHER_PLUGINS.items() if installed(m))]
+    launchers += ours("launcher")
+    callbacks = ours("callbacks")
+    return (
+        f"hydra/launcher: {', '.join(sorted(set(launchers)))}   (sweeps: -m)\n"
+        f"hydra/callbacks: {', '.join(sorted(callbacks))}   (sweep_report, always on, writes "
+        "SWEEP.md)\n"
+    )
+
+
 def help_template() -> str:
     """The `bpe-train --help` text (Hydra fills in `$APP_CONFIG_GROUPS`)."""
     keys = list(describe_keys())
@@ -284,7 +321,7 @@ def help_template() -> str:
         "Usage: bpe-train [GROUP=OPTION] [KEY=VALUE] ...      one run\n"
         "       bpe-train -m KEY=A,B ...                       a sweep (one run per combination)\n"
         "       add --debug (or HYDRA_FULL_ERROR=1) for full tracebacks\n\n"
-        "Config groups (GROUP=OPTION):\n$APP_CONFIG_GROUPS\n"
+        "Config groups (GROUP=OPTION):\n$APP_CONFIG_GROUPS\n" + hydra_groups() + "\n"
         "Keys (KEY=VALUE; a wrong type or an unknown key fails before any directory is made):\n"
         + "\n".join(lines)
         + "\n\nExamples:\n"
