@@ -13,6 +13,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .dask_backend             the same chunks as tasks on a Dask cluster
       .datasets                 named datasets (bpe/conf/dataset) and input files
       .readers                  corpora of any format: files, folders, globs, Hub; their parts
+      .listing                  the files a folder or glob names: each real file once, skips said
       .corpus                   stage 1 over a corpus's parts, in processes or on Dask
     bpe.trainers                stages 2-3: the registry TRAINERS and learn_merges (prepare, loop)
       .naive                    full recount per merge: the readable reference

@@ -278,6 +278,11 @@ def is_pattern(path: Path) -> bool:
 def _check_file(path: Path, ds: Dataset, what: str, *, allow_dir: bool = False) -> None:
     if path.is_file() or (allow_dir and path.is_dir()):
         return
+    if path.exists():  # a FIFO, a socket, a device such as /dev/zero: it exists, but is no file
+        raise ValueError(
+            f"{what} of dataset {ds.name!r} at {str(path)!r} is not a regular file (a FIFO, "
+            "socket or device); pass a corpus file, a folder or a glob"
+        )
     if ds.custom:
         hint = "check dataset.path (relative paths are tried from the current directory first)"
     elif ds.download:

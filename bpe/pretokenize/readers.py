@@ -62,6 +62,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from bpe.pretokenize.chunks import _safe_cut, plan_chunks
+from bpe.pretokenize.listing import Listing, list_files, split_glob
 from bpe.pretokenize.patterns import GPT2_PATTERN
 from bpe.util.io import sha256_file
 
@@ -304,43 +305,45 @@ def _expand(item: str, format: str, max_files: int | None) -> list[tuple[Path, s
         return [(p, format) for p in hub_files(item, max_files=max_files)]
     path = Path(item).expanduser()
     if glob.has_magic(item):
-        matches = sorted(Path(m) for m in glob.glob(str(path), recursive=True))
-        found = [m for m in matches if m.is_file() and not _hidden(m)]
-        if not found:
+        base, pattern = split_glob(item)
+        listing = list_files(base, pattern=pattern) if base.is_dir() else Listing()
+        listing.log(item)
+        if not listing.files:
             raise FileNotFoundError(
                 f"the glob {item!r} matches no file; check the pattern (quote it so the shell "
                 "leaves it to bpe-lab, e.g. 'dataset.path=shards/*.parquet')"
             )
-        return [(m.resolve(), format) for m in found]
+        return [(m, format) for m in listing.files]
     if path.is_dir():
         return [(p, format) for p in _directory_files(path, format)]
     if not path.exists():
+        if path.is_symlink():
+            raise FileNotFoundError(
+                f"input {item!r} is a dangling link (to {os.readlink(path)!r}); point it at "
+                "a corpus file or pass the file itself"
+            )
         raise FileNotFoundError(
             f"input {item!r} does not exist; check the path (a directory, a glob such as "
             f"'shards/*.parquet' and {HUB_PREFIX}owner/name/pattern are accepted too)"
         )
     if not path.is_file():
-        raise ValueError(f"input {item!r} is neither a file nor a directory; pass a corpus file")
+        raise ValueError(
+            f"input {item!r} is not a regular file (a FIFO, socket or device) nor a directory; "
+            "pass a corpus file, a folder or a glob"
+        )
     return [(path.resolve(), format)]
-
-
-def _hidden(path: Path) -> bool:
-    return path.name.startswith(".")
 
 
 def _directory_files(path: Path, format: str) -> list[Path]:  # noqa: A002
     """A directory's corpus files: a save_to_disk dataset's Arrow files, else every file with
-    a corpus suffix (every non-hidden file when the format is given), recursively, sorted."""
+    a corpus suffix (every non-hidden file when the format is given), recursively, sorted, each
+    real file once (`bpe.pretokenize.listing`: links followed, cycles and run dirs skipped)."""
     saved = _saved_dataset_files(path)
     if saved is not None:
         return saved
-    found = []
-    for p in sorted(path.rglob("*")):
-        rel = p.relative_to(path)
-        if not p.is_file() or any(part.startswith(".") for part in rel.parts):
-            continue
-        if format != "auto" or _suffix_format(p)[0] is not None:
-            found.append(p.resolve())
+    listing = list_files(path, want=lambda p: format != "auto" or _suffix_format(p)[0] is not None)
+    listing.log(str(path))
+    found = listing.files
     if not found:
         raise ValueError(
             f"directory {str(path)!r} holds no corpus file (looked for "
