@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -144,3 +145,18 @@ def test_sweep_md_says_files_size_and_format_of_a_parquet_folder(tmp_path):
         assert f"({said})" in row
         assert f"({said}; " in (job / "ANALYSIS.md").read_text("utf-8")
     assert "heap, naive produced identical merges" in report
+
+
+def test_a_sweep_directory_held_by_a_running_sweep_is_refused(tmp_path):
+    from bpe.analysis.sweep import SWEEP_LOCK, claim_sweep_dir
+
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (tmp_path / SWEEP_LOCK).write_text(json.dumps({"pid": holder.pid}), "utf-8")
+        with pytest.raises(FileExistsError, match="used by another running sweep"):
+            claim_sweep_dir(tmp_path)
+    finally:
+        holder.kill()
+        holder.wait()
+    claim_sweep_dir(tmp_path)  # its holder is gone: taken over
+    assert json.loads((tmp_path / SWEEP_LOCK).read_text("utf-8"))["pid"] == os.getpid()

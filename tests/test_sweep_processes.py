@@ -172,3 +172,47 @@ def test_ctrl_c_during_a_joblib_sweep_leaves_nothing_running(tmp_path, corpus_20
     sweep.assert_nothing_left()
     statuses = [j["status"] for j in sweep.jobs()]
     assert statuses and all(s == "failed" for s in statuses), statuses  # the interrupted job
+
+
+def _job_running(sweep: Sweep) -> dict | None:
+    for job in sweep.jobs() if sweep.tmp_path.joinpath("sweeps").is_dir() else []:
+        if job.get("status") == "running" and job.get("timings") is None:
+            return job
+    return None
+
+
+def test_a_failing_sweep_exits_non_zero_naming_each_failed_job(tmp_path):
+    bad = [tmp_path / "bad1.parquet", tmp_path / "bad2.parquet"]
+    for path in bad:
+        path.write_bytes(b"not parquet")
+    sweep = Sweep(tmp_path, "debug=fast", f"dataset.path={bad[0]},{bad[1]}")
+    out = sweep.wait(timeout=300)
+    assert sweep.proc.returncode == 1, out
+    line = next(ln for ln in out.splitlines() if ln.startswith("bpe-train: error: "))
+    assert "2 of 2 job(s) did not complete" in line and "bad1.parquet" in line, line
+    report = next(tmp_path.glob("sweeps/*/SWEEP.md")).read_text("utf-8")
+    assert report.count("**failed**") == 2
+
+
+@pytest.mark.slow
+def test_a_killed_joblib_job_ends_the_sweep_with_sweep_md_and_a_non_zero_exit(
+    tmp_path, corpus_20mb
+):
+    """kill -9 of a job's process: loky stops the jobs beside it; the sweep still writes
+    SWEEP.md, says in one line which jobs did not complete, and exits 1, leaving nothing."""
+    sweep = Sweep(
+        tmp_path, "trainer=indexed,heap", "vocab_size=300", "hydra.launcher.n_jobs=2",
+        f"dataset.path={corpus_20mb}",
+    )  # fmt: skip
+    assert sweep.wait(timeout=120, until=lambda s: _job_running(s) is not None) is None
+    victim = _job_running(sweep)
+    os.kill(victim["process"]["pid"], signal.SIGKILL)
+    out = sweep.wait(timeout=120)
+    assert sweep.proc.returncode == 1, out
+    assert "Traceback" not in out and "UserWarning" not in out  # one line, no traceback
+    assert "a job's process was killed and joblib stopped the jobs running beside it" in out
+    line = next(ln for ln in out.splitlines() if ln.startswith("bpe-train: error: "))
+    assert "did not complete" in line and "crashed" in line, line
+    report = next(tmp_path.glob("sweeps/*/SWEEP.md")).read_text("utf-8")
+    assert "**crashed**" in report
+    sweep.assert_nothing_left()

@@ -45,6 +45,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from bpe.analysis.run_report import write_run_report
+from bpe.analysis.sweep import LAST_SWEEP
 from bpe.experiment import config as schema
 from bpe.experiment.metrics import RESERVE_BYTES
 from bpe.experiment.rundir import preflight
@@ -332,6 +333,10 @@ def main() -> None:
         sys.stderr.write(f"bpe-train: error: {err}\n")
         sys.exit(1)
     _app()
+    outcome = LAST_SWEEP.get("outcome")
+    if any(a in _MULTIRUN_FLAGS for a in argv) and outcome is not None and outcome.unfinished:
+        sys.stderr.write(f"bpe-train: error: {outcome.message()}\n")
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,63 @@
+"""Hydra's joblib launcher, made to end a sweep cleanly when a job's process is killed.
+
+`hydra/launcher=joblib` (bpe/conf/hydra/launcher/joblib.yaml) is Hydra's `JoblibLauncher` with
+one change: when a loky worker dies (SIGKILL, the out-of-memory killer), loky breaks the whole
+pool, terminates the jobs still running, and `Parallel` raises `TerminatedWorkerError`, which
+Hydra would print as a long traceback, with no SWEEP.md and the runs left at `running`. Here
+the error is logged in one line, each job of the batch is returned as ended (its run directory
+says how: complete, failed, or `running` with its process gone, which every reader shows as
+crashed), so Hydra's `on_multirun_end` writes SWEEP.md and `bpe-train` exits non-zero
+(`bpe.analysis.sweep.SweepReportCallback` counts what did not complete).
+
+What it does not do: rerun a killed job, or change how jobs are dispatched.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Sequence
+
+from hydra.core.utils import JobReturn, JobStatus
+from hydra_plugins.hydra_joblib_launcher.joblib_launcher import (
+    JoblibLauncher as _HydraJoblibLauncher,
+)
+
+logger = logging.getLogger(__name__)
+
+
+def quiet_schema_warning() -> None:
+    """Silence Hydra's warning that bpe/conf/hydra/launcher/joblib.yaml shares its name with
+    the plugin's schema: it replaces that config on purpose, and Hydra 1.3 merges it onto the
+    schema as wanted. Called where configs are composed: `bpe-train`'s process (bpe.cli.train)
+    and each joblib worker (which imports this module when Hydra scans for plugins)."""
+    warnings.filterwarnings(
+        "ignore", message=r"\n'hydra/launcher/joblib' is validated against ConfigStore schema"
+    )
+
+
+quiet_schema_warning()
+
+
+class JoblibLauncher(_HydraJoblibLauncher):
+    """Hydra's joblib launcher; a killed worker ends the batch with one log line, not a crash."""
+
+    def launch(
+        self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
+    ) -> Sequence[JobReturn]:
+        from joblib.externals.loky.process_executor import TerminatedWorkerError
+
+        try:
+            return super().launch(job_overrides, initial_job_idx)
+        except TerminatedWorkerError as err:
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            logger.error(
+                "a job's process was killed and joblib stopped the jobs running beside it "
+                "(%s); each run directory records how its job ended (a killed one reads "
+                "crashed), and SWEEP.md lists them",
+                first,
+            )
+            return [
+                JobReturn(overrides=list(o), status=JobStatus.COMPLETED, _return_value="killed")
+                for o in job_overrides
+            ]
