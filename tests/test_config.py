@@ -208,3 +208,18 @@ def test_help_lists_groups_keys_with_meanings_and_examples(tmp_path):
     assert all(t in line for t in TRAINER_ORDER), line
     assert "hydra/launcher: basic, joblib" in out and "hydra/callbacks: mlflow" in out
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["hydra.job.name=../../evil"], "hydra.job.name='../../evil' names a file outside"),
+        (["-m", "hydra.sweep.subdir=../../out${hydra.job.num}"],
+         "leads out of the sweep directory"),
+    ],
+)  # fmt: skip
+def test_hydra_names_cannot_lead_out_of_the_experiments_directory(tmp_path, args, said):
+    experiments = tmp_path / "a" / "b" / "experiments"
+    line = one_error_line(bpe_train(f"experiments_dir={experiments}", *FAST, *args, cwd=tmp_path))
+    assert said in line, line
+    assert list(tmp_path.iterdir()) == []  # nothing written anywhere

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -201,3 +202,63 @@ def test_memory_does_not_grow_with_file_size(gpt2, tmp_path):
     big = 12 * len(text.encode("utf-8"))
     assert peaks[1] < 1.2 * peaks[0] + 100_000, peaks
     assert peaks[1] < big, peaks  # well below the file (let alone its ids) held at once
+
+
+# -- nothing lost: every file bpe-encode writes, pointed at every input and at an existing file --
+def _run_files(run: Path) -> list[Path]:
+    return sorted(p for p in run.iterdir() if p.is_file())
+
+
+@pytest.fixture
+def exported_run(tmp_path):
+    """A run-like tokenizer directory with every file a run writes (vocab, merges, exports)."""
+    from bpe.formats.exports import save_exports
+
+    vocab, merges = train_bpe(FIXTURES / "corpus.en", 300, [EOT])
+    tok = Tokenizer(vocab, merges, [EOT])
+    run = tmp_path / "run"
+    save_tokenizer_files(vocab, merges, run)
+    save_exports(tok, run)
+    return run
+
+
+def _outs_at(target: Path) -> list[str]:
+    """--out values whose array or sidecar lands on target: `X.npy` (the array) and `X`
+    (whose sidecar is `X.json`) for a target `X.json`."""
+    outs = [str(target)]
+    if target.name.endswith(".json"):
+        outs.append(str(target.with_name(target.name[: -len(".json")])))
+    return outs
+
+
+def test_no_output_ever_replaces_an_input_even_with_force(exported_run, tmp_path):
+    corpus = tmp_path / "train.json"
+    corpus.write_text('{"text": "hello world"}\n', "utf-8")
+    inputs = [corpus, *_run_files(exported_run)]
+    before = {p: p.read_bytes() for p in inputs}
+    checked = 0
+    for target in inputs:
+        for out in _outs_at(target):
+            for force in ([], ["--force"]):
+                code = main(["--tokenizer", str(exported_run), "--input", str(corpus),
+                             "--out", out, "--no-progress", *force])  # fmt: skip
+                assert code == 2, (out, force)
+                checked += 1
+    assert {p: p.read_bytes() for p in inputs} == before  # not one byte of any input changed
+    assert checked >= 2 * (len(inputs) + 4)  # the array and the sidecar at each input
+    Tokenizer.from_pretrained(exported_run)  # still loads, specials included
+
+
+def test_an_existing_file_is_replaced_only_with_force(exported_run, tmp_path, caplog):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("hello world", "utf-8")
+    notes = tmp_path / "notes.json"
+    notes.write_text('{"mine": 1}', "utf-8")
+    args = ["--tokenizer", str(exported_run), "--input", str(corpus), "--no-progress"]
+    with caplog.at_level(logging.ERROR):
+        assert main([*args, "--out", str(tmp_path / "notes")]) == 2
+    assert "would write its sidecar over the existing" in caplog.text
+    assert notes.read_text("utf-8") == '{"mine": 1}'
+    assert main([*args, "--out", str(tmp_path / "notes"), "--force"]) == 0  # asked for
+    assert main([*args, "--out", str(tmp_path / "ids.npy")]) == 0
+    assert main([*args, "--out", str(tmp_path / "ids.npy")]) == 0  # our own output: replaced

@@ -170,6 +170,7 @@ def check_command_line(argv: list[str]) -> int:
                         schema.check_config(cfg)
                     except ValueError as err:
                         raise ConfigError(str(err)) from None
+                    _check_output_names(cfg)
                 except ConfigError as err:
                     if not multirun:
                         raise
@@ -185,6 +186,31 @@ def check_command_line(argv: list[str]) -> int:
     finally:
         GlobalHydra.instance().clear()
     return len(jobs)
+
+
+def _check_output_names(cfg: DictConfig) -> None:
+    """Hydra writes `<job dir>/<hydra.job.name>.log` and puts a sweep's jobs in
+    `<hydra.sweep.dir>/<hydra.sweep.subdir>`: neither may lead out of its directory.
+
+    >>> _check_output_names(OmegaConf.create(
+    ...     {"hydra": {"job": {"name": "../x"}, "sweep": {"subdir": "0"}}}))
+    Traceback (most recent call last):
+    ...
+    bpe.cli.train.ConfigError: hydra.job.name='../x' names a file outside the run directory (it holds a '/' or is '..'); pass a plain name such as hydra.job.name=train
+    """
+    name = str(OmegaConf.select(cfg, "hydra.job.name"))
+    if "/" in name or "\\" in name or name in ("", ".", ".."):
+        raise ConfigError(
+            f"hydra.job.name={name!r} names a file outside the run directory (it holds a '/' "
+            "or is '..'); pass a plain name such as hydra.job.name=train"
+        )
+    subdir = OmegaConf.to_container(cfg.hydra.sweep, resolve=False).get("subdir")
+    parts = Path(str(subdir)).parts
+    if str(subdir).startswith(("/", "~")) or ".." in parts:
+        raise ConfigError(
+            f"hydra.sweep.subdir={subdir!r} leads out of the sweep directory; pass a relative "
+            "name without '..', e.g. hydra.sweep.subdir=${hydra.job.num}"
+        )
 
 
 def _jobs(

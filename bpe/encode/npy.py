@@ -231,18 +231,25 @@ NPY_MAGIC = b"\x93NUMPY"
 
 
 def check_output(
-    input_path: str | os.PathLike, out_path: str | os.PathLike, *, force: bool = False
+    input_path: str | os.PathLike | Sequence[str | os.PathLike],
+    out_path: str | os.PathLike,
+    *,
+    force: bool = False,
+    protected: Sequence[str | os.PathLike] = (),
 ) -> None:
     """Refuse an output path that would lose data, before anything is read or written.
 
-    Refused: the input itself (also through a symlink or a hard link: same device and inode),
-    always, even with `force`; an existing directory; an existing file that is not a previous
-    output of ours (a `.npy` file with its `.npy.json` sidecar) unless `force`.
+    Every file the command writes is checked: the array (`out_path`) and its sidecar
+    (`<out_path>.json`). Refused, always, even with `force`: writing over one of the inputs
+    (the corpus files, and the tokenizer's files in `protected`; also through a symlink or a
+    hard link: same device and inode); an existing directory. Refused unless `force`: an
+    existing array that is not a previous output of ours (a `.npy` file with its sidecar), or
+    an existing sidecar path whose array is not ours (`--out notes` would write `notes.json`).
 
     Raises:
-        ValueError: the output is the input (names both paths).
+        ValueError: an output is an input (names both paths).
         IsADirectoryError: the output is a directory.
-        FileExistsError: the output exists and is not ours, without `force` (says to pass it).
+        FileExistsError: an output exists and is not ours, without `force` (says to pass it).
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp()); (d / "c.txt").write_text("hi")
@@ -251,24 +258,72 @@ def check_output(
     Traceback (most recent call last):
     ...
     ValueError: --out ... is the input file ...; write the ids to another path, e.g. ...
+    >>> (d / "train.json").write_text("{}")
+    2
+    >>> check_output(d / "train.json", d / "train", force=True)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: the sidecar of --out ... (...) is the input file ...train.json' ...
     """
-    out, src = Path(out_path), Path(input_path)
-    if out.exists() and src.exists() and os.path.samefile(out, src):
-        raise ValueError(
-            f"--out {str(out)!r} is the input file {str(src)!r} (the same file, maybe through "
-            f"a link); write the ids to another path, e.g. {str(src.with_suffix('.npy'))!r}"
-        )
+    inputs = [input_path] if isinstance(input_path, str | os.PathLike) else list(input_path)
+    sources = [Path(p) for p in [*inputs, *protected]]
+    out = Path(out_path)
+    sidecar = lineage.sidecar_path(out)
+    first = Path(inputs[0]) if inputs else out
+    for written, what, fix in (
+        (out, f"--out {str(out)!r}",
+         f"write the ids to another path, e.g. {str(first.with_suffix('.npy'))!r}"),
+        (sidecar, f"the sidecar of --out {str(out)!r} ({str(sidecar)!r})",
+         f"pass an --out ending in .npy, e.g. {str(out.with_suffix('.npy'))!r}"),
+    ):  # fmt: skip
+        for src in sources:
+            if written.exists() and src.exists() and os.path.samefile(written, src):
+                raise ValueError(
+                    f"{what} is the input file {str(src)!r} (the same file, maybe through a "
+                    f"link), which --force never replaces; {fix}"
+                )
     if out.is_dir():
         raise IsADirectoryError(
             f"--out {str(out)!r} is a directory; pass a file path inside it, e.g. "
-            f"{str(out / (src.stem + '.npy'))!r}"
+            f"{str(out / (first.stem + '.npy'))!r}"
         )
-    if out.exists() and not force and not _is_our_output(out):
+    if force:
+        return
+    if out.exists() and not _is_our_output(out):
         raise FileExistsError(
             f"--out {str(out)!r} exists and is not a token array written by bpe-encode (no "
-            f"{lineage.sidecar_path(out).name} beside it); pass another path, or --force to "
-            "replace it"
+            f"{sidecar.name} beside it); pass another path, or --force to replace it"
         )
+    if sidecar.exists() and not _is_our_output(out):
+        raise FileExistsError(
+            f"--out {str(out)!r} would write its sidecar over the existing {str(sidecar)!r}, "
+            "which bpe-encode did not write; pass another --out (ending in .npy), or --force "
+            "to replace it"
+        )
+
+
+def tokenizer_files(
+    tokenizer: Sequence[str | os.PathLike] | str | os.PathLike | None,
+) -> list[Path]:
+    """The files a tokenizer was read from, which an output must never replace: every file of
+    a tokenizer directory (vocab.json, merges.txt, tokenizer.json and the rest), or the files
+    named.
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp()); _ = (d / "vocab.json").write_text("{}")
+    >>> [p.name for p in tokenizer_files(d)]
+    ['vocab.json']
+    """
+    if tokenizer is None:
+        return []
+    named = [tokenizer] if isinstance(tokenizer, str | os.PathLike) else list(tokenizer)
+    files: list[Path] = []
+    for item in map(Path, named):
+        if item.is_dir():
+            files += sorted(p for p in item.iterdir() if p.is_file())
+        elif item.exists():
+            files.append(item)
+    return files
 
 
 def _is_our_output(path: Path) -> bool:
@@ -363,7 +418,7 @@ def encode_file_to_npy(
         )  # fmt: skip
     dt, src, size = _check_arguments(
         input_path, tokenizer, out_path, dtype=dtype, backend=backend, chunk_bytes=chunk_bytes,
-        force=force, dropout=dropout, seed=seed,
+        force=force, dropout=dropout, seed=seed, tokenizer_dir=tokenizer_dir,
     )  # fmt: skip
     start_time = time.perf_counter()
     chunks, workers = plan(
@@ -503,8 +558,8 @@ def encode_corpus_to_npy(
     """
     dt = check_dtype(tokenizer, dtype)
     sep, sep_id = corpus_separator(tokenizer, separator)
-    for f in corpus.files:
-        check_output(f.path, out_path, force=force)
+    check_output([f.path for f in corpus.files], out_path, force=force,
+                 protected=tokenizer_files(tokenizer_dir))  # fmt: skip
     if dropout:
         raise ValueError(
             f"dropout={dropout!r} is applied to one text file only; decompress or convert "
@@ -576,12 +631,13 @@ def _check_arguments(
     force: bool,
     dropout: float,
     seed: int,
+    tokenizer_dir: str | os.PathLike | None = None,
 ) -> tuple[np.dtype, Path, int]:
     """Every check before any work: the dtype holds the ids, the output may be written, the
     backend exists (and can apply dropout), dropout and seed are valid, the input is a readable
     file (an empty one is allowed). Returns the dtype, the input path and its size."""
     dt = check_dtype(tokenizer, dtype)
-    check_output(input_path, out_path, force=force)
+    check_output(input_path, out_path, force=force, protected=tokenizer_files(tokenizer_dir))
     if backend not in ENCODE_BACKENDS:
         raise ValueError(f"backend={backend!r} is not supported; use one of {ENCODE_BACKENDS}")
     check_dropout(dropout, seed)
