@@ -43,6 +43,38 @@ def test_bpe_train_with_no_arguments_reaches_the_configured_vocab(tmp_path):
     assert metrics["counts"]["vocab"] == vocab_size
     assert metrics["counts"]["merges"] == vocab_size - num_specials - 256
     assert len(json.loads((run / "vocab.json").read_text("utf-8"))) == vocab_size
+    # the default is a vocab the bundled sample supports, not one that memorises its words
+    support = metrics["merge_support"]
+    assert support["outgrown"] is False and support["rare"] == 0, support
+    assert "outgrown" not in proc.stderr
+    analysis = (run / "ANALYSIS.md").read_text("utf-8")
+    assert "The corpus supports this vocab" in analysis
+
+
+def test_a_vocab_larger_than_its_corpus_supports_is_said_with_the_remedy(tmp_path):
+    """The default run of before: vocab 10,000 on the 3 MB sample, 25% of merges seen <= 2x."""
+    proc = subprocess.run(
+        ["bpe-train", f"experiments_dir={tmp_path}", "vocab_size=10000", "num_workers=1",
+         "progress=false", "analysis.max_docs=5", "analysis.throughput_seconds=0.02",
+         "analysis.gpt2_baseline=false", "analysis.bpb_train_bytes=100000",
+         "analysis.train_sample_bytes=100000"],
+        cwd=tmp_path, env=console_env(), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (metrics_path,) = [p for p in tmp_path.glob("2*/metrics.json")]
+    support = json.loads(metrics_path.read_text("utf-8"))["merge_support"]
+    assert support["outgrown"] is True and support["count_1"] > 1000, support
+    line = next(ln for ln in proc.stderr.splitlines() if "outgrown its corpus" in ln)
+    assert f"{support['rare']} of {support['merges']} merges" in line
+    assert f"vocab_size={support['supported_vocab']} or less" in line
+    analysis = (metrics_path.parent / "ANALYSIS.md").read_text("utf-8")
+    assert "**This vocab has outgrown its corpus**" in analysis
+    # the longest token is the mojibake seen once: never called frequent
+    assert (
+        "seen only once in training" in analysis
+        and "frequent unit"
+        not in analysis.split("## Longest tokens")[1].split("##")[0].split("not a frequent unit")[0]
+    )
 
 
 def test_the_v2_stories_alone_stop_early_and_say_so(caplog):

@@ -38,7 +38,7 @@ from bpe.analysis.loader import (
 )
 from bpe.analysis.markdown import clip, fmt, input_summary, table
 from bpe.analysis.vocab_report import section_efficiency, section_glossary, section_undertrained
-from bpe.measures import TOKEN_KINDS, pile_projection, token_kind
+from bpe.measures import RARE_MERGE_COUNT, TOKEN_KINDS, pile_projection, token_kind
 from bpe.runs import schema
 from bpe.runs.command import rerun_command
 from bpe.runs.layout import FIGURES, MERGES_FILE, METRICS_FILE, experiments_root
@@ -566,11 +566,16 @@ def section_longest_tokens(metrics: dict, figures_made: frozenset[str]) -> list[
     longest = metrics.get("longest_tokens") or []
     if longest:
         rows = [
-            [k + 1, t["id"], t["bytes"], f"`{shown(t, 'gpt2')}`", shown(t, "text", repr)]
+            [k + 1, t["id"], t["bytes"], fmt(t.get("merge_count"), "d"),
+             f"`{shown(t, 'gpt2')}`", shown(t, "text", repr)]
             for k, t in enumerate(longest)
-        ]
-        lines += [table(rows, ["#", "id", "bytes", "GPT-2 rendering", "text"]), ""]
+        ]  # fmt: skip
+        headers = ["#", "id", "bytes", "merge count", "GPT-2 rendering", "text"]
+        lines += [table(rows, headers), ""]
         lines += [_longest_judgement(longest, metrics), ""]
+    support = merge_support_sentence(metrics)
+    if support:
+        lines += [support, ""]
     if "lengths" in figures_made:
         lines += [f"![token lengths]({FIGURES['lengths']})", ""]
     if "merge_counts" in figures_made:
@@ -878,11 +883,7 @@ def _longest_judgement(longest: list[dict], metrics: dict) -> str:
         descr = "a word piece"
     else:
         descr = by_name[top_kind].one
-    sense = (
-        "it makes sense as a frequent unit of this corpus"
-        if top_kind in ("word", "number")
-        else "it is a formatting artefact of the corpus rather than language"
-    )
+    sense = _sense(top, top_kind, metrics)
     among = sum(1 for t in longest if (t.get("kind") or token_kind(t["text"].encode())) == "word")
     parts = ", ".join(
         f"{fmt(100 * share, '.0f')}% {by_name[k].label}"
@@ -896,6 +897,58 @@ def _longest_judgement(longest: list[dict], metrics: dict) -> str:
         f"{among} of the {len(longest)} longest tokens are letter-only words. "
         f"Across all {metrics.get('learned_tokens', 'n/a')} learned tokens: {parts}; "
         f"{fmt(100 * (metrics.get('leading_space_share') or 0), '.0f')}% start with a space."
+    )
+
+
+def _sense(top: dict, kind: str, metrics: dict) -> str:
+    """What the longest token says about the corpus, read from its merge count: a token made
+    from a pair seen at most `RARE_MERGE_COUNT` times is never called frequent.
+
+    >>> _sense({"merge_count": 1, "text": "xy"}, "word", {})[:60]
+    'its last merge joined a pair seen only once in training: a r'
+    >>> _sense({"merge_count": 40, "text": " once upon a time"}, "mixed",
+    ...        {"variant": {"name": "superbpe"}})[:50]
+    'a superword (several words in one token, as SuperB'
+    """
+    count = top.get("merge_count")
+    if count is not None and count <= RARE_MERGE_COUNT:
+        times = "once" if count == 1 else f"{count} times"
+        return (
+            f"its last merge joined a pair seen only {times} in training: a rare string the "
+            "vocab had room for, not a frequent unit of the corpus"
+        )
+    seen = "" if count is None else f", its last merge seen {count} times"
+    variant = schema.get(metrics, schema.VARIANT_NAME, default=None)
+    if variant == "superbpe" and len(top["text"].split()) > 1:
+        return (
+            "a superword (several words in one token, as SuperBPE's second stage makes them)" + seen
+        )
+    if kind in ("word", "number"):
+        if count is None:  # runs from before longest tokens recorded their merge count
+            return "how often it occurred was not recorded (an older run)"
+        return f"a frequent unit of this corpus{seen}"
+    return f"a recurring string of the corpus's layout or markup rather than a word{seen}"
+
+
+def merge_support_sentence(metrics: dict) -> str | None:
+    """Whether the corpus supports the vocab (metrics.json's `merge_support`), with the
+    numbers and the remedy when it has outgrown it; None for runs that did not record it."""
+    support = metrics.get("merge_support")
+    if not support or not support.get("merges"):
+        return None
+    said = (
+        f"{support['rare']:,} of the {support['merges']:,} merges "
+        f"({fmt(100 * support['rare_share'], '.1f')}%) joined a pair seen at most "
+        f"{RARE_MERGE_COUNT} times in training ({support['count_1']:,} of them once); the "
+        f"training text has {support['unique_pretokens']:,} distinct pretokens"
+    )
+    if not support.get("outgrown"):
+        return f"The corpus supports this vocab: {said}."
+    return (
+        f"**This vocab has outgrown its corpus**: {said}, so many tokens are strings met once "
+        f"or twice (a model would rarely see them). Every merge up to vocab size "
+        f"{support['supported_vocab']:,} joined a pair seen more than {RARE_MERGE_COUNT} times: "
+        f"train with `vocab_size={support['supported_vocab']}` or less, or on more text."
     )
 
 

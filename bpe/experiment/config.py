@@ -247,7 +247,7 @@ GROUPS: dict[str, type] = {
 }
 
 HELP_EXAMPLES = """\
-  bpe-train                                     TinyStories sample, heap trainer, vocab 10,000
+  bpe-train                                     TinyStories sample, heap trainer, vocab 5,000
   bpe-train dataset=owt_sample vocab_size=32000 trainer=indexed
   bpe-train dataset.path=my.txt dataset.name=mine dataset.heldout_path=null
   bpe-train experiment=owt_32k profiler=scalene

@@ -47,6 +47,7 @@ from bpe.measures import (
     gpt2_tokenizer,
     load_documents,
     measure_throughput,
+    merge_support,
     pile_projection,
     tail_documents,
     token_kind,
@@ -99,6 +100,13 @@ def evaluate(
         result.vocab,
         result.special_tokens,
         top_k=int(analysis.get("longest_tokens", 20)),
+        merges=result.merges,
+        merge_counts=result.merge_counts,
+    )
+    out["merge_support"] = merge_support(
+        result.merge_counts,
+        unique_pretokens=result.pretokenized.num_unique,
+        base=256 + len(result.special_tokens),
     )
     tokenizer = result.tokenizer()
     measured = measured_docs(ds, max_docs=int(analysis.get("max_docs", 200)), holdout=holdout)
@@ -266,8 +274,18 @@ def parent_comparison(
     return {"new_tokens": len(result.vocab) - first_new, "heldout": heldout}
 
 
-def vocab_metrics(vocab: dict[int, bytes], special_tokens: Sequence[str], *, top_k: int) -> dict:
+def vocab_metrics(
+    vocab: dict[int, bytes],
+    special_tokens: Sequence[str],
+    *,
+    top_k: int,
+    merges: Sequence[tuple[bytes, bytes]] = (),
+    merge_counts: Sequence[int] = (),
+) -> dict:
     """Longest tokens, token length histogram and token kinds of the learned (merged) tokens.
+
+    With the merges and their counts, each longest token also says `merge_count`: how often
+    the pair it was made from occurred when it was merged (1: a string seen once in training).
 
     Learned tokens are told apart by their bytes, not their ids (a merge always yields two bytes
     or more; special tokens are excluded), so a vocab laid out as GPT-2's (bytes 0..255, merges,
@@ -286,7 +304,9 @@ def vocab_metrics(vocab: dict[int, bytes], special_tokens: Sequence[str], *, top
     learned = {i: t for i, t in ordinary.items() if len(t) > 1}
     kind_of = {i: token_kind(t) for i, t in learned.items()}
     ordered = sorted(learned, key=lambda i: (-len(learned[i]), i))[:top_k]
-    longest = [{"id": i, "bytes": len(learned[i]), "kind": kind_of[i], **preview(learned[i])}
+    count_of = {left + right: c for (left, right), c in zip(merges, merge_counts, strict=False)}
+    longest = [{"id": i, "bytes": len(learned[i]), "kind": kind_of[i], **preview(learned[i]),
+                **({"merge_count": count_of[learned[i]]} if learned[i] in count_of else {})}
                for i in ordered]  # fmt: skip
     lengths = Counter(len(t) for t in ordinary.values())
     kinds = Counter(kind_of.values())

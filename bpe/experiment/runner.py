@@ -55,6 +55,7 @@ from bpe.experiment.profilers import check_profiler, run_cprofile, run_scalene
 from bpe.experiment.rundir import check_fresh, check_writable, create_run_dir, update_latest
 from bpe.formats.exports import export_refusal, save_exports
 from bpe.formats.init_from import check_parent, load_parent
+from bpe.measures import RARE_MERGE_COUNT
 from bpe.pretokenize import datasets, pattern_name, resolve_pattern
 from bpe.pretokenize.readers import Holdout
 from bpe.runs.command import rerun_command
@@ -313,6 +314,7 @@ def run_experiment(cfg: DictConfig, *, report: ReportWriter | None) -> dict:
                     save_artifacts(result, run_dir)
                 with clock.stage(ANALYSIS):
                     analysis = evaluate(result, ds, cfg.get("analysis") or {}, holdout=holdout)
+                log_merge_support(analysis.get("merge_support"))
                 before_report = _before_report(mem.summary())
                 metrics.update(**run_facts(cfg, result, clock.timings, before_report), **analysis)
                 with clock.stage(REPORT, timed=False):
@@ -592,6 +594,22 @@ def _label_stages(
             stage = next((name for limit, name in bounds if ts <= limit), last)
         relabelled.append((ts, mb, stage))
     mem.samples[:] = relabelled
+
+
+def log_merge_support(support: dict | None) -> None:
+    """A WARNING when the vocab has outgrown its corpus (`bpe.measures.merge_support`), with the
+    numbers and the remedy; ANALYSIS.md says the same."""
+    if not support or not support.get("outgrown"):
+        return
+    logger.warning(
+        "the vocab has outgrown its corpus: %d of %d merges (%.1f%%) joined a pair seen at most "
+        "%d times (%d once), against %d distinct pretokens in the training text; every merge up "
+        "to vocab size %d joined a pair seen more often: train with vocab_size=%d or less, or "
+        "on more text",
+        support["rare"], support["merges"], 100 * support["rare_share"], RARE_MERGE_COUNT,
+        support["count_1"], support["unique_pretokens"], support["supported_vocab"],
+        support["supported_vocab"],
+    )  # fmt: skip
 
 
 def pretoken_cache_dir(cfg: DictConfig) -> str | None:

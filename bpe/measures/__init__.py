@@ -421,3 +421,46 @@ def vocab_used_share(counts: Sequence[int], vocab_size: int) -> float:
     if vocab_size < 1:
         raise ValueError(f"vocab_size={vocab_size!r} must be >= 1")
     return sum(1 for c in counts if c) / vocab_size
+
+
+#: A merge whose pair was seen at most this often in training makes a token the corpus barely
+#: supports: a string met once or twice, not a unit of the language (`merge_support`).
+RARE_MERGE_COUNT = 2
+#: A vocab has outgrown its corpus when at least this share of its merges are rare.
+OUTGROWN_SHARE = 0.10
+
+
+def merge_support(merge_counts: Sequence[int], *, unique_pretokens: int, base: int) -> dict:
+    """How much of a trained vocab its corpus supports, from each merge's pair count.
+
+    Args:
+        merge_counts: the count of each merged pair when it was merged, in merge order.
+        unique_pretokens: distinct pretokens of the training text (no merge can span two, so
+            a vocab with more merges than that is memorising the word list).
+        base: vocab entries before the first merge (special tokens + 256 bytes).
+
+    Returns:
+        `merges`, `count_1` and `rare` (count <= `RARE_MERGE_COUNT`) merges, `rare_share`,
+        `unique_pretokens`, `supported_vocab` (the vocab size before the first rare merge:
+        up to it, every merge joined a pair seen more than `RARE_MERGE_COUNT` times) and
+        `outgrown` (rare merges are `OUTGROWN_SHARE` or more, or merges outnumber the distinct
+        pretokens).
+
+    >>> merge_support([50, 9, 3, 2, 1, 1], unique_pretokens=40, base=257)
+    ... # doctest: +NORMALIZE_WHITESPACE
+    {'merges': 6, 'count_1': 2, 'rare': 3, 'rare_share': 0.5, 'unique_pretokens': 40,
+     'supported_vocab': 260, 'outgrown': True}
+    """
+    n = len(merge_counts)
+    rare = sum(1 for c in merge_counts if c <= RARE_MERGE_COUNT)
+    first_rare = next((k for k, c in enumerate(merge_counts) if c <= RARE_MERGE_COUNT), n)
+    share = rare / n if n else 0.0
+    return {
+        "merges": n,
+        "count_1": sum(1 for c in merge_counts if c == 1),
+        "rare": rare,
+        "rare_share": round(share, 4),
+        "unique_pretokens": unique_pretokens,
+        "supported_vocab": base + first_rare,
+        "outgrown": bool(n and (share >= OUTGROWN_SHARE or n > unique_pretokens)),
+    }
