@@ -222,6 +222,7 @@ TIDY_COLUMNS = {
     "other_dataset": schema.OTHER_DATASET.column,
     "other_compression": schema.OTHER_COMPRESSION_RATIO.column,
     "other_gpt2_compression": schema.OTHER_GPT2_COMPRESSION_RATIO.column,
+    "outgrown": schema.MERGE_SUPPORT_OUTGROWN.column,  # the vocab outgrew its corpus (or None)
     "bits_per_byte": schema.BITS_PER_BYTE.column,  # own held-out text, n-gram model of the ids
     "unigram_bits_per_byte": schema.UNIGRAM_BITS_PER_BYTE.column,
     "throughput_mb_s": None,  # bytes_per_second / 1e6

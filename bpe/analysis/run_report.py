@@ -933,7 +933,7 @@ def _sense(top: dict, kind: str, metrics: dict) -> str:
 def merge_support_sentence(metrics: dict) -> str | None:
     """Whether the corpus supports the vocab (metrics.json's `merge_support`), with the
     numbers and the remedy when it has outgrown it; None for runs that did not record it."""
-    support = metrics.get("merge_support")
+    support = schema.get(metrics, schema.MERGE_SUPPORT, default=None)
     if not support or not support.get("merges"):
         return None
     said = (
