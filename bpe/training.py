@@ -239,8 +239,9 @@ def train_bpe_detailed(
             num_workers=num_workers, progress=progress, backend=backend, scheduler=scheduler,
             log_interval=log_interval, engine=chosen_engine,
         )  # fmt: skip
-    _log_stage_1(counted, cache, regex_pattern, timings["pretokenize"], corpus)
+    # the scanner's load leaves stage 1 first, so the log says the time metrics.json records
     scanner_cached = _move_scanner_load(counted, timings)
+    _log_stage_1(counted, cache, regex_pattern, timings["pretokenize"], corpus)
     compiled = _compile(trainer, timings)
     reached: dict[int, float] = {}
     with _timed(timings, "merge"):

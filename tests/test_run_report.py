@@ -129,3 +129,23 @@ def test_the_time_sentence_names_the_pretokenization_backend():
     ]:  # fmt: skip
         text = render_analysis(RunFacts(metrics={**metrics, "backend": backend}))
         assert expected in text
+
+
+def test_a_variant_run_lists_the_plain_run_on_its_input_as_differing_by_design(tmp_path):
+    import subprocess
+    import sys
+
+    corpus = FIXTURES / "corpus.en"
+    for variant in ("bpe", "superbpe"):
+        proc = subprocess.run(
+            [sys.executable, "-m", "bpe.cli.train", "debug=fast", f"dataset.path={corpus}",
+             f"experiments_dir={tmp_path}", f"variant={variant}"],
+            cwd=ROOT, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-2000:]
+    (superbpe,) = [p for p in tmp_path.glob("2*_superbpe_*") if p.is_dir()]
+    text = (superbpe / "ANALYSIS.md").read_text("utf-8")
+    siblings = text.split("## Sibling runs (same input)")[1].split("\n## ")[0]
+    assert "No other complete runs" not in siblings
+    assert "bpe: differs by design" in siblings and "DIFFERENT" not in siblings
+    assert "learn other merges by design" in siblings

@@ -99,19 +99,24 @@ def run_input_key(metrics: dict) -> str | None:
 
 
 def sibling_rows(run_dir: Path, metrics: dict) -> list[dict]:
-    """Complete runs on the same input and variant in the experiments dir, other than this
-    one."""
+    """Complete runs on the same input in the experiments dir, other than this one; each
+    says its variant, and whether it is this run's (`same_variant`): another member of the
+    BPE family learns other merges by design, so its merges are compared only as such."""
     root = experiments_root(run_dir)
     runs = complete(tidy(load_runs(root)))
     mine_key = run_input_key(metrics)
     runs = runs[runs["input_key"] == mine_key] if mine_key else runs.iloc[0:0]
-    # another member of the BPE family learns other merges by design: not a sibling
-    runs = runs[variant_column(runs) == schema.get(metrics, schema.VARIANT_NAME, default="bpe")]
+    my_variant = schema.get(metrics, schema.VARIANT_NAME, default="bpe")
+    variants = variant_column(runs)
     mine = _merges_lines(run_dir) or []  # a run that failed early has no merges.txt
     rows = []
-    for _, r in runs.iterrows():
+    for idx, r in runs.iterrows():
         other = Path(r["run_dir"])
         if other.resolve() == run_dir.resolve():
+            continue
+        variant = str(variants[idx])
+        if variant != my_variant:
+            rows.append(_other_variant_row(r, other, root, variant))
             continue
         same = merges_agree(metrics.get("merges_sha256"), _value(r["merges_sha256"]))
         vocab_size = _value(r["vocab_size"])
@@ -128,10 +133,27 @@ def sibling_rows(run_dir: Path, metrics: dict) -> list[dict]:
                 "train_mb": _value(r["train_mb"]),
                 "same_merges": same,
                 "agree": merges_verdict(same, mine, None if same else _merges_lines(other)),
+                "variant": variant,
+                "same_variant": True,
             }
         )
-    rows.sort(key=lambda r: (r["vocab_size"] or 0, r["trainer"] or "", r["rel"]))
+    rows.sort(key=lambda r: (not r["same_variant"], r["vocab_size"] or 0, r["trainer"] or "",
+                             r["rel"]))  # fmt: skip
     return rows
+
+
+def _other_variant_row(r, other: Path, root: Path, variant: str) -> dict:
+    """A sibling of another BPE-family member: listed, never compared merge for merge."""
+    vocab_size = _value(r["vocab_size"])
+    return {
+        "name": other.name, "rel": other.relative_to(root).as_posix(),
+        "trainer": _value(r["trainer"]),
+        "vocab_size": None if vocab_size is None else int(vocab_size),
+        "profiled": bool(r["profiled"]), "merge": _value(r["merge_seconds"]),
+        "total": _value(r["total_seconds"]), "train_mb": _value(r["train_mb"]),
+        "same_merges": None, "agree": f"{variant}: differs by design", "variant": variant,
+        "same_variant": False,
+    }  # fmt: skip
 
 
 def draw_figures(run_dir: Path, metrics: dict) -> None:
@@ -781,8 +803,14 @@ def section_throughput(metrics: dict) -> list[str]:
         )
     headers = ["tokenizer", "first pass MB/s", "warm MB/s", "Pile hours (first pass)",
                "Pile hours (warm)"]  # fmt: skip
+    measured_on = schema.get(metrics, schema.DATASET, default="this run's")
+    caveat = (
+        f"The speed was measured on {measured_on} held-out text with a vocab trained on it; "
+        "The Pile's text is of other domains, whose longer and rarer words change the rate "
+        "too, so read the hours as an order of magnitude."
+    )
     return [*lines, table(rows, headers), "", "MB/s on one thread; The Pile is 825 GB.", "",
-            projection, ""]  # fmt: skip
+            f"{projection} {caveat}", ""]  # fmt: skip
 
 
 def _pile_hours(tp: dict, who: str, speed: str) -> float | None:
@@ -812,10 +840,11 @@ def section_siblings(metrics: dict, sibs: list[dict]) -> list[str]:
     rows = []
     for s in sibs:
         speed = fmt(s["merge"] / my_merge, ".2f") if s["merge"] and my_merge else "n/a"
-        rows.append([s["rel"], s["trainer"], s["vocab_size"], fmt(s["merge"]), fmt(s["total"]),
+        rows.append([s["rel"], s["variant"], s["trainer"], s["vocab_size"], fmt(s["merge"]),
+                     fmt(s["total"]),
                      fmt(s["train_mb"], ".1f"), speed + (" (profiled)" if s["profiled"] else ""),
                      s["agree"]])  # fmt: skip
-    headers = ["run", "trainer", "vocab", "merge s", "total s", "training MB added",
+    headers = ["run", "variant", "trainer", "vocab", "merge s", "total s", "training MB added",
                "their merge time / ours", "merges vs this run"]  # fmt: skip
     return [*lines, table(rows, headers), "", _sibling_summary(sibs, metrics), ""]
 
@@ -954,8 +983,16 @@ def merge_support_sentence(metrics: dict) -> str | None:
 
 def _sibling_summary(sibs: list[dict], metrics: dict) -> str:
     run = metrics["run"]
+    others = sorted({s["variant"] for s in sibs if not s["same_variant"]})
+    sibs = [s for s in sibs if s["same_variant"]]
     same_size = [s for s in sibs if s["vocab_size"] == run.get("vocab_size")]
     sentences = []
+    if others:
+        sentences.append(
+            f"Runs of other BPE-family members on this input ({', '.join(others)}) are listed "
+            "for their time and memory; they learn other merges by design (reports/variants.md "
+            "or `bpe-compare` compares their vocabularies)."
+        )
     if same_size:
         different = [s for s in same_size if not s["same_merges"]]
         if different:

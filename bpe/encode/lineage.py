@@ -60,6 +60,8 @@ def heldout_files(ds: Dataset) -> dict[str, Path]:
         held = side.heldout_path
         if held is not None and (Path(held).exists() or is_pattern(Path(held))):
             out[side.name] = Path(held)
+        elif held is None:
+            logger.info("dataset %s has no held-out file", side.name)
         else:
             logger.info("dataset %s has no held-out file at %s", side.name, held)
     return out

@@ -59,7 +59,7 @@ from bpe.pretokenize.readers import (
 from bpe.tokenizer import Tokenizer
 from bpe.tokenizer.dropout import check_dropout
 from bpe.tokenizer.gpt2_format import load_tokenizer_files
-from bpe.util.io import atomic_open
+from bpe.util.io import atomic_open, counted
 from bpe.util.workers import WorkerPlan, plan_workers, start_method_for
 
 logger = logging.getLogger(__name__)
@@ -430,8 +430,9 @@ def encode_file_to_npy(
         pattern=tokenizer.pattern,
     )
     logger.info(
-        "encoding %s (%d bytes) in %d chunks with %d worker(s) (%s) -> %s",
-        src, size, len(chunks), workers.workers, workers.start_method, out_path,
+        "encoding %s (%d bytes) in %s with %s (%s) -> %s",
+        src, size, counted(len(chunks), "chunk"), counted(workers.workers, "worker"),
+        workers.start_method, out_path,
     )  # fmt: skip
     arrays, backend = _encoded_chunks(
         tokenizer, src, chunks, workers, dt, backend=backend, dropout=dropout, seed=seed
@@ -580,9 +581,9 @@ def encode_corpus_to_npy(
     workers = min(wanted, max(len(parts), 1))
     plan_ = WorkerPlan(workers, start_method_for(workers))
     logger.info(
-        "encoding %s (%s) in %d parts with %d worker(s) (%s), %r between documents -> %s",
-        corpus.source, corpus.describe(), len(parts), plan_.workers, plan_.start_method, sep,
-        out_path,
+        "encoding %s (%s) in %s with %s (%s), %r between documents -> %s",
+        corpus.source, corpus.describe(), counted(len(parts), "part"),
+        counted(plan_.workers, "worker"), plan_.start_method, sep, out_path,
     )  # fmt: skip
     context = (tokenizer, corpus, sep, sep_id, dt.name)
     results = map_chunks(_encode_part, context, parts, plan_, ordered=True)

@@ -238,12 +238,22 @@ def bits_per_byte_metrics(
         "splits": DEFAULT_SPLITS,
         "seconds": round(time.perf_counter() - start, 3),
     }
+    named = {m.side: _side_name(m) for m in measured}
     logger.info(
-        "bits per byte (%d-gram Kneser-Ney on %d training tokens): %s",
+        "bits per byte of this tokenizer (%d-gram Kneser-Ney on %d training tokens): %s",
         order, model.train_tokens,
-        ", ".join(f"{k} {v['bits_per_byte']}" for k, v in out.items() if k != "model" and v),
+        ", ".join(f"{named[k]} {v['bits_per_byte']}" for k, v in out.items()
+                  if k != "model" and v),
     )  # fmt: skip
     return out
+
+
+def _side_name(m: MeasuredSide) -> str:
+    """How a log line names a measured side: `own held-out text (tinystories_sample)`,
+    `other-domain held-out text (owt_sample)`, or the input's tail."""
+    seen = m.origin.get("seen_in_training")
+    what = "input tail, seen in training" if seen else "held-out text"
+    return f"{'own' if m.side == 'own' else 'other-domain'} {what} ({m.dataset.name})"
 
 
 def parent_comparison(

@@ -66,6 +66,7 @@ from bpe.pretokenize.patterns import (
     PATTERNS,
     STAGE_TWO_PATTERN,
 )
+from bpe.util.io import counted
 from bpe.util.progress import LOG_INTERVAL_S, Progress
 
 # Re-exported: callers name the patterns through this module too.
@@ -532,11 +533,11 @@ def pretokenize_file(
         pattern=pattern,
     )
     logger.info(
-        "pretokenizing %s (%d bytes) in %d chunks with %d worker(s) (%s)",
+        "pretokenizing %s (%d bytes) in %s with %s (%s)",
         p,
         size,
-        len(chunks),
-        workers.workers,
+        counted(len(chunks), "chunk"),
+        counted(workers.workers, "worker"),
         workers.start_method,
     )
     scanner = _prepare_engine(engine, pattern)
@@ -691,8 +692,8 @@ def _pretokenize_on_dask(
             pattern=pattern,
         )
         logger.info(
-            "pretokenizing %s (%d bytes) in %d chunks on Dask (%s)", p, size, len(chunks),
-            cluster.label,
+            "pretokenizing %s (%d bytes) in %s on Dask (%s)",
+            p, size, counted(len(chunks), "chunk"), cluster.label,
         )  # fmt: skip
         # workers read the byte ranges themselves: only (path, range) travels to them. The
         # path is made absolute (workers have their own cwd) but symlinks are kept: a shared

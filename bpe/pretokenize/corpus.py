@@ -45,6 +45,7 @@ from bpe.pretokenize.chunks import map_chunks
 from bpe.pretokenize.dask_backend import TreeCount, check_backend, dask_cluster
 from bpe.pretokenize.engines import PretokenTable, load_scanner, resolve_engine
 from bpe.pretokenize.readers import Corpus, Part, Piece, plan_parts, read_part
+from bpe.util.io import counted
 from bpe.util.progress import LOG_INTERVAL_S, Progress
 from bpe.util.workers import WorkerPlan, plan_workers, start_method_for
 
@@ -223,8 +224,9 @@ def _on_processes(
         workers = max(len(parts), 1)
     plan = WorkerPlan(workers, start_method_for(workers))
     logger.info(
-        "pretokenizing %s (%s) in %d parts with %d worker(s) (%s)",
-        corpus.source, corpus.describe(), len(parts), plan.workers, plan.start_method,
+        "pretokenizing %s (%s) in %s with %s (%s)",
+        corpus.source, corpus.describe(), counted(len(parts), "part"),
+        counted(plan.workers, "worker"), plan.start_method,
     )  # fmt: skip
     if context[4] == "compiled" and plan.workers == 1:
         return _in_one_table(corpus, context, parts, meter), parts, 1, plan.start_method
@@ -312,8 +314,8 @@ def _on_dask(
             corpus, specials, max_chunk_bytes=max_chunk_bytes, min_parts=cluster.threads,
             pattern=pattern,
         )  # fmt: skip
-        logger.info("pretokenizing %s (%s) in %d parts on Dask (%s)", corpus.source,
-                    corpus.describe(), len(parts), cluster.label)  # fmt: skip
+        logger.info("pretokenizing %s (%s) in %s on Dask (%s)", corpus.source,
+                    corpus.describe(), counted(len(parts), "part"), cluster.label)  # fmt: skip
         tree = TreeCount(cluster.client, _count_part, context, parts)  # type: ignore[arg-type]
         meter.start()
         try:

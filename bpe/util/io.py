@@ -139,3 +139,12 @@ def sha256_file(path: str | os.PathLike, *, block_bytes: int = 1 << 20) -> str:
         while block := f.read(block_bytes):
             h.update(block)
     return h.hexdigest()
+
+
+def counted(n: int, noun: str) -> str:
+    """`n` and the noun, plural unless n is 1 (log lines: "1 chunk", "3 chunks").
+
+    >>> counted(1, "chunk"), counted(3, "part"), counted(0, "worker")
+    ('1 chunk', '3 parts', '0 workers')
+    """
+    return f"{n} {noun}" + ("" if n == 1 else "s")
