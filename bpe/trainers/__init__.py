@@ -186,23 +186,33 @@ def learn_merges(
         tick = meter.update if not marks else _MarkClock(meter.update, marks, reached, t0).tick
         merge_loop(state, tick)
     if picky_threshold is not None:
+        output = picky.compact(state)
         logger.info(
-            "%s (picky): %d merges, %d tokens removed (threshold %g)",
-            name,
-            len(state.merged),
-            len(state.removals),
-            picky_threshold,
-        )
-        return picky.compact(state)
-    if len(state.merged) - state.replayed < state.num_merges:
-        logger.info(
-            "%s: stopped after %d of %d merges: no pair is left to merge (the corpus is too "
-            "small for this vocab size)",
-            name,
-            len(state.merged) - state.replayed,
-            state.num_merges,
-        )
-    return finish(state)
+            "%s (picky): %d merges made (what the progress bar counts), %d tokens removed "
+            "(threshold %g): %d vocab entries",
+            name, len(state.merged), len(state.removals), picky_threshold, len(output.vocab),
+        )  # fmt: skip
+        made = f"{len(state.merged)} merges and {len(state.removals)} removals"
+        log_early_stop(f"{name} (picky)", made, len(output.vocab), vocab_size)
+        return output
+    output = finish(state)
+    made = f"{len(state.merged) - state.replayed} of {state.num_merges} merges"
+    log_early_stop(name, made, len(output.vocab), vocab_size)
+    return output
+
+
+def log_early_stop(name: str, made: str, entries: int, vocab_size: int) -> None:
+    """The one line every trainer and variant logs when training ends short of `vocab_size`.
+
+    >>> log_early_stop("heap", "43 of 43 merges", 300, 300)  # reached: nothing said
+    """
+    if entries >= vocab_size:
+        return
+    logger.warning(
+        "%s: stopped after %s, with %d of %d vocab entries: no pair is left to merge (the "
+        "corpus is too small for this vocab size)",
+        name, made, entries, vocab_size,
+    )  # fmt: skip
 
 
 class _MarkClock:
