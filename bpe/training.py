@@ -472,8 +472,11 @@ def _log_stage_1(
         seconds,
         " (pretoken cache hit: loaded, not counted)" if cache.status == "hit" else "",
     )
-    if not counted.counts:
-        logger.warning("%s holds no text outside special tokens: nothing to merge", corpus.source)
+    if not counted.counts:  # one rule for every container: an all-empty parquet fails alike
+        raise ValueError(
+            f"the corpus {corpus.source!r} holds no text outside its special tokens, so BPE has "
+            "nothing to learn merges from; check dataset.path (and dataset.text_field)"
+        )
 
 
 def _parent_record(parent: Parent) -> dict:

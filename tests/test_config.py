@@ -223,3 +223,31 @@ def test_hydra_names_cannot_lead_out_of_the_experiments_directory(tmp_path, args
     line = one_error_line(bpe_train(f"experiments_dir={experiments}", *FAST, *args, cwd=tmp_path))
     assert said in line, line
     assert list(tmp_path.iterdir()) == []  # nothing written anywhere
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["variant=superbpe", "variant.transition_vocab=900"],
+         "variant.transition_vocab=900 is above vocab_size=400"),
+        (["variant=superbpe", "variant.stage_two_pattern='(?'"], "is not a valid regex"),
+        (["variant=superbpe", "variant.threshold=0.5"],
+         "variant.threshold=0.5 is a setting of variant=picky, not of variant=superbpe"),
+        (["dataset.path=missing.txt"], "not found at"),
+        (["dataset.heldout_path=empty.txt"], "is empty, so nothing can be measured on it"),
+    ],
+)  # fmt: skip
+def test_input_and_variant_mistakes_stop_before_any_run_directory(tmp_path, args, said):
+    (tmp_path / "empty.txt").write_text("", "utf-8")
+    experiments = tmp_path / "experiments"
+    fast = ["debug=fast", f"dataset.path={FIXTURES / 'corpus.en'}"]
+    line = one_error_line(bpe_train(f"experiments_dir={experiments}", *fast, *args, cwd=tmp_path))
+    assert said in line, line
+    assert not experiments.exists()  # nothing was written: no run directory, no log
+
+
+def test_a_corpus_of_special_tokens_only_is_refused_as_an_empty_parquet_is(tmp_path):
+    only = tmp_path / "only.txt"
+    only.write_text("<|endoftext|><|endoftext|>", "utf-8")
+    with pytest.raises(ValueError, match="holds no text outside its special tokens"):
+        train_bpe(only, 300, ["<|endoftext|>"], num_workers=1)

@@ -307,12 +307,15 @@ def test_cli_unknown_option_lists_the_choices(tmp_path):
 
 
 def test_cli_failure_exits_nonzero_and_marks_failed(tmp_path):
-    proc = _cli(tmp_path, "dataset.path=missing.txt")
+    """A failure only reading can find (invalid UTF-8 past the first bytes): the run fails."""
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"hello world\n" * 2000 + b"\xff\xfe broken\n" + b"more text\n" * 100)
+    proc = _cli(tmp_path, f"dataset.path={bad}")
     assert proc.returncode == 1
     (run,) = run_dirs(tmp_path)
     assert json.loads((run / "metrics.json").read_text("utf-8"))["status"] == "failed"
     (line,) = proc.stderr.splitlines()  # one line, on stderr, no traceback
-    assert "missing.txt" in line and "[ERROR]" in line
+    assert "bad.txt" in line and "[ERROR]" in line
     assert "Traceback" not in proc.stdout + proc.stderr and "ERROR" not in proc.stdout
 
 

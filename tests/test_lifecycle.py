@@ -140,7 +140,7 @@ def test_a_reused_run_dir_is_refused_before_it_is_touched(tmp_path):
     before = _snapshot(run)
     # a second run there (one that would fail, as in the report) must not mix with the first
     second = subprocess.run(
-        [*TRAIN, *FAST, "dataset.path=no-such-file.txt", f"hydra.run.dir={run}",
+        [*TRAIN, *FAST, f"dataset.path={_failing_input(tmp_path)}", f"hydra.run.dir={run}",
          f"experiments_dir={tmp_path / 'exp'}"], cwd=ROOT,
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
@@ -151,6 +151,13 @@ def test_a_reused_run_dir_is_refused_before_it_is_touched(tmp_path):
     assert _status(run) == "complete"
 
 
+def _failing_input(tmp_path: Path) -> Path:
+    """An input that passes every up-front check and fails only when read (bad UTF-8 late)."""
+    bad = tmp_path / "late-bad-utf8.txt"
+    bad.write_bytes(b"hello world\n" * 2000 + b"\xff\xfe broken\n")
+    return bad
+
+
 def test_a_run_dir_hydra_reaches_by_interpolation_is_refused_by_the_run_itself(tmp_path):
     run = tmp_path / "fixed"
     args = [*TRAIN, *FAST, f"experiments_dir={tmp_path}", "hydra.run.dir=${experiments_dir}/fixed"]
@@ -158,7 +165,7 @@ def test_a_run_dir_hydra_reaches_by_interpolation_is_refused_by_the_run_itself(t
     assert first.returncode == 0, first.stderr
     # Hydra rewrites its own files before any code of ours runs; everything else must stay
     kept = {k: v for k, v in _snapshot(run).items() if not k.startswith((".hydra", "train.log"))}
-    second = subprocess.run([*args, "dataset.path=no-such-file.txt"], cwd=ROOT,
+    second = subprocess.run([*args, f"dataset.path={_failing_input(tmp_path)}"], cwd=ROOT,
                             capture_output=True, text=True, timeout=300)  # fmt: skip
     assert second.returncode == 1
     assert "is not empty" in second.stdout + second.stderr

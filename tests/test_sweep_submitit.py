@@ -59,8 +59,10 @@ def test_submitit_local_sweep_writes_two_runs_and_one_report_and_leaves_nothing(
 
 @pytest.mark.slow
 def test_a_failing_submitit_job_is_reported_and_the_sweep_goes_on(tmp_path):
-    # a missing file passes the up-front config check and fails inside the first job
-    paths = f"dataset.path={tmp_path / 'missing.txt'},{FIXTURES / 'corpus.en'}"
+    # invalid UTF-8 past the first bytes passes the up-front checks and fails inside the job
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"hello world\n" * 2000 + b"\xff\xfe broken\n")
+    paths = f"dataset.path={bad},{FIXTURES / 'corpus.en'}"
     sweep = Sweep(tmp_path, "trainer=heap", "vocab_size=300", paths, launcher="submitit_local")
     out = sweep.wait(timeout=300)
     assert sweep.proc.returncode == 1, out  # the sweep went on, and says a job failed

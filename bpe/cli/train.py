@@ -49,7 +49,7 @@ from bpe.analysis.sweep import LAST_SWEEP
 from bpe.experiment import config as schema
 from bpe.experiment.metrics import RESERVE_BYTES
 from bpe.experiment.rundir import preflight
-from bpe.experiment.runner import SWEEP_JOBS_ENV, run_experiment
+from bpe.experiment.runner import SWEEP_JOBS_ENV, run_experiment, validate
 from bpe.pretokenize.datasets import input_name
 from bpe.trainers.variants import variant_tag
 from bpe.util.io import CONF_DIR, safe_name
@@ -171,6 +171,7 @@ def check_command_line(argv: list[str]) -> int:
                     except ValueError as err:
                         raise ConfigError(str(err)) from None
                     _check_output_names(cfg)
+                    _check_inputs(cfg)
                 except ConfigError as err:
                     if not multirun:
                         raise
@@ -186,6 +187,20 @@ def check_command_line(argv: list[str]) -> int:
     finally:
         GlobalHydra.instance().clear()
     return len(jobs)
+
+
+def _check_inputs(cfg: DictConfig) -> None:
+    """What the run itself would check first (`bpe.experiment.runner.validate`: the corpus
+    exists, is a regular file or folder, is readable and of a known format, not empty; the
+    parent of init_from; the variant's settings), checked here so a mistake stops before any
+    run directory exists. A Hub source is left to the run (listing it needs the network)."""
+    path = str(OmegaConf.select(cfg, "dataset.path") or "")
+    if path.startswith(("hf:", "hf-stream:")):
+        return
+    try:
+        validate(cfg)
+    except (ValueError, OSError) as err:
+        raise ConfigError(str(err).splitlines()[0] if str(err) else type(err).__name__) from None
 
 
 def _check_output_names(cfg: DictConfig) -> None:

@@ -93,6 +93,13 @@ class Dataset:
         if not is_pattern(self.path):
             _check_file(self.path, self, "training file", allow_dir=True)
         self.corpus()
+        held = self.heldout_path
+        if held is not None and held.is_file() and held.stat().st_size == 0:
+            raise ValueError(
+                f"held-out file of dataset {self.name!r} at {str(held)!r} is empty, so nothing "
+                "can be measured on it; point dataset.heldout_path at held-out text, or set it "
+                "to null to hold out the input's last documents"
+            )
 
     def check_heldout(self) -> None:
         if self.heldout_path is not None:

@@ -289,6 +289,9 @@ def resolve_source(
         files = files[:keep]
     if not files:
         raise ValueError(f"the input {_show(source)!r} holds no corpus file")
+    for f in files:  # a footer and a schema: cheap, and a broken shard fails before any work
+        if f.kind == "parquet":
+            _check_column(_parquet_file(f.path).schema_arrow.names, text_field, f.path)
     label = ", ".join(str(i) for i in items) if len(items) > 1 else str(items[0])
     return Corpus(files, text_field=text_field, source=label)
 

@@ -56,14 +56,42 @@ class Variant:
     threshold: float | None = None
 
     def resolve(self, *, vocab_size: int) -> Variant:
-        """The same variant with its defaults filled in for a run to `vocab_size`."""
+        """The same variant with its defaults filled in for a run to `vocab_size`.
+
+        Raises:
+            ValueError: a setting of another variant (`variant.threshold` on superbpe), a
+                transition vocab above vocab_size, a stage-two pattern that does not compile.
+
+        >>> Variant("superbpe", threshold=0.5).resolve(vocab_size=1000)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: variant.threshold=0.5 is a setting of variant=picky, not of ...
+        """
         check_variant(self.name)
+        owners = {"transition_vocab": "superbpe", "stage_two_pattern": "superbpe",
+                  "threshold": "picky"}  # fmt: skip
+        for key, owner in owners.items():
+            value = getattr(self, key)
+            if value is not None and owner != self.name:
+                raise ValueError(
+                    f"variant.{key}={value!r} is a setting of variant={owner}, not of "
+                    f"variant={self.name}; remove it, or pick variant={owner}"
+                )
         if self.name == "superbpe":
+            from bpe.pretokenize import resolve_pattern
             from bpe.pretokenize.patterns import STAGE_TWO_PATTERN
 
             transition = self.transition_vocab
             if transition is None:
                 transition = int(vocab_size * DEFAULT_TRANSITION_SHARE)
+            if transition > vocab_size:
+                raise ValueError(
+                    f"variant.transition_vocab={transition} is above vocab_size={vocab_size}: "
+                    "stage two starts at the transition, so it must be at most vocab_size "
+                    "(leave it null for the paper's 90%)"
+                )
+            if self.stage_two_pattern is not None:
+                resolve_pattern(self.stage_two_pattern)  # raises naming the pattern
             return Variant(
                 "superbpe",
                 transition_vocab=transition,
