@@ -258,3 +258,28 @@ def test_bpe_train_with_trainer_compiled_and_defaults(tmp_path):
     assert isinstance(metrics["compile"]["cached"], bool)
     report = Path(run / "ANALYSIS.md").read_text("utf-8")
     assert "| compile " in report and "**compile** (" in report
+
+
+def test_a_huge_vocab_on_a_tiny_corpus_costs_what_the_corpus_can_merge():
+    """vocab_size=10^8 on a 51-byte corpus (37 merges possible) once allocated 1.05 GB."""
+    merged = {}
+    pytest.importorskip("numba")
+    code = (
+        "import resource\n"
+        "from bpe.trainers import learn_merges\n"
+        "from bpe.trainers.compiled import compile_kernels\n"
+        "compile_kernels()\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "out = learn_merges('compiled', {b'the quick brown fox': 3, b'jumps over the lazy dog': 2,"
+        " b'again': 1}, {size})\n"
+        "after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "print(len(out.merges), (after - before) // 1024)\n"
+    )
+    grown = {}
+    for size in (10**3, 10**8):
+        proc = subprocess.run([sys.executable, "-c", code.replace("{size}", str(size))],
+                              cwd=ROOT, capture_output=True, text=True, timeout=300)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        merged[size], grown[size] = map(int, proc.stdout.split())
+    assert merged[10**8] == merged[10**3] < 10**3 - 257  # the corpus ran out of pairs
+    assert grown[10**8] < grown[10**3] + 50, grown  # MB: the asked vocab costs nothing more

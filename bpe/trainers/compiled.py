@@ -109,8 +109,9 @@ def _too_big_for_int(state: MergeState) -> str | None:
     positions = sum(map(len, state.words))
     if positions >= INT32_LIMIT // 2:  # a merge reserves room for twice its occurrences
         return f"{positions} token positions exceed the kernels' int32 positions"
-    if len(state.vocab) + state.num_merges >= INT32_LIMIT:
-        return f"{len(state.vocab) + state.num_merges} tokens exceed int32 ids"
+    possible = min(state.num_merges, max(positions - len(state.words), 0))  # as `_run` sizes
+    if len(state.vocab) + possible >= INT32_LIMIT:
+        return f"{len(state.vocab) + possible} tokens exceed int32 ids"
     biggest = max(state.counts, default=0)
     # a pair's count is at most (largest word count) x (all positions): int64 must hold it
     if biggest * max(positions, 1) >= 2**63:
@@ -125,6 +126,10 @@ def _run(kernels: ModuleType, state: MergeState, tick: Callable[[], object], *, 
     ).astype(np.int32)
     lengths = np.fromiter(map(len, state.words), dtype=np.int64, count=len(state.words))
     wcount = np.asarray(state.counts, dtype=np.int64)
+    # Every merge shortens at least one distinct word by one token, so no corpus allows more
+    # merges than its words' positions minus their number: size every array by that, not by
+    # the vocab asked for (vocab_size=10^8 on a 51-byte corpus once allocated a GB).
+    limit = min(state.num_merges, max(int(lengths.sum()) - len(lengths), 0))
     # The arrays hold the words from here on: release the str words and their counts (on a
     # 64 MiB corpus about 30 MB, most of what put the run's peak above heap's).
     state.words, state.counts = [], []
@@ -132,26 +137,26 @@ def _run(kernels: ModuleType, state: MergeState, tick: Callable[[], object], *, 
      n_pairs, pool_used) = k.count_pairs(ids, lengths, wcount)  # fmt: skip
     del lengths
     first_id = len(state.vocab)
-    max_tokens = first_id + state.num_merges
+    max_tokens = first_id + limit
     tbytes, toff = _token_bytes(state, max_tokens)
     tkey = np.zeros(max_tokens, dtype=np.uint64)
     k.prefix_keys(tbytes, toff, first_id, tkey)
     k.heapify(hcnt, hpair, n_pairs, pleft, pright, tbytes, toff, tkey)
     by_left, by_right = np.full(max_tokens, -1, np.int32), np.full(max_tokens, -1, np.int32)
     drop_left, drop_right = np.zeros(max_tokens, np.int64), np.zeros(max_tokens, np.int64)
-    out_left = np.empty(state.num_merges, dtype=np.int32)
-    out_right = np.empty(state.num_merges, dtype=np.int32)
-    out_count = np.empty(state.num_merges, dtype=np.int64)
+    out_left = np.empty(limit, dtype=np.int32)
+    out_right = np.empty(limit, dtype=np.int32)
+    out_count = np.empty(limit, dtype=np.int64)
     sc = np.zeros(k.SCALARS, dtype=np.int64)
     sc[k.N_PAIRS], sc[k.POOL_USED], sc[k.HEAP_SIZE] = n_pairs, pool_used, n_pairs
     sc[k.TBYTES_USED] = toff[first_id]
     done = 0
-    while done < state.num_merges:
+    while done < limit:
         status = k.merge_batch(
             ids, nxt, prv, word_of, wcount, pleft, pright, pcount, pstart, plen,
             hkeys, hvals, pool, hcnt, hpair, tbytes, toff, tkey, by_left, by_right, drop_left,
             drop_right, out_left, out_right, out_count, sc, first_id,
-            min(state.num_merges, done + batch),
+            min(limit, done + batch),
         )  # fmt: skip
         now = int(sc[k.MERGES_DONE])
         lefts, rights = out_left[done:now].tolist(), out_right[done:now].tolist()
