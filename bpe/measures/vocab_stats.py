@@ -138,7 +138,8 @@ def read_training_sample(
         sep = separator.encode("utf-8")
         cut = data.rfind(sep)
         cut = cut + len(sep) if cut > 0 else data.rfind(b"\n") + 1
-        data = data[:cut]
+        # one line longer than max_bytes: its first max_bytes, cut at a character boundary
+        data = data[:cut] if cut > 0 else data.decode("utf-8", "ignore").encode("utf-8")
     info = {"file": p.name, "bytes": len(data), "file_bytes": size, "whole_file": whole}
     return data.decode("utf-8"), info
 
