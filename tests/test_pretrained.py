@@ -69,3 +69,58 @@ def test_gpt2_files_encode_endoftext_as_gpt2_does(dirs):
 def test_a_missing_directory_names_the_argument(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"init_from='.*missing' is not a directory"):
         load_parent(tmp_path / "missing")
+
+
+# -- a crafted tokenizer.json: every reader names the file and the field -----------------------
+def _crafted(tmp_path, kind: str):
+    import json
+
+    from bpe.formats.exports import save_exports
+    from bpe.tokenizer.gpt2_format import save_tokenizer_files
+
+    run = tmp_path / kind
+    vocab, merges = train_bpe(FIXTURES / "corpus.en", 300, ["<|endoftext|>"])
+    save_tokenizer_files(vocab, merges, run)
+    save_exports(Tokenizer(vocab, merges, ["<|endoftext|>"]), run)
+    path = run / "tokenizer.json"
+    data = json.loads(path.read_text("utf-8"))
+    if kind == "no_id":
+        del data["added_tokens"][0]["id"]
+    elif kind == "dict":
+        data["added_tokens"] = {"a": 1}
+    if kind == "nested":
+        path.write_text("[" * 100_000 + "]" * 100_000, "utf-8")
+    else:
+        path.write_text(json.dumps(data), "utf-8")
+    return run
+
+
+@pytest.mark.parametrize(
+    ("kind", "said"),
+    [("no_id", "added_tokens[0] needs an int 'id'"), ("dict", "added_tokens is a dict"),
+     ("nested", "nests deeper than any tokenizer file")],
+)  # fmt: skip
+def test_a_crafted_tokenizer_json_is_named_by_every_reader(tmp_path, kind, said, capsys):
+    from bpe.cli.compare import main as compare_main
+    from bpe.cli.encode import main as encode_main
+    from bpe.cli.show import main as show_main
+    from bpe.formats.init_from import load_parent
+
+    run = _crafted(tmp_path, kind)
+    with pytest.raises(ValueError, match=r"tokenizer\.json") as err:
+        Tokenizer.from_pretrained(run)
+    assert said in str(err.value)
+    with pytest.raises(ValueError, match=said.replace("[", r"\[").replace("]", r"\]")):
+        load_parent(str(run))
+    (tmp_path / "in.txt").write_text("hello", "utf-8")
+    assert encode_main(["--tokenizer", str(run), "--input", str(tmp_path / "in.txt"),
+                        "--out", str(tmp_path / "o.npy"), "--no-progress"]) == 2  # fmt: skip
+    for call in (lambda: show_main([str(run), "hello"]),
+                 lambda: compare_main([str(run), str(run), "--out", str(tmp_path / "c")])):  # fmt: skip
+        try:
+            code = call()
+        except SystemExit as exit_:
+            code = exit_.code
+        assert code not in (0, None)
+    out = capsys.readouterr()
+    assert "Traceback" not in out.out + out.err

@@ -41,17 +41,42 @@ def _read(run_dir: str | os.PathLike) -> dict | None:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise ValueError(f"{str(path)!r} is not a tokenizer.json: {err}") from None
+    except RecursionError:  # 100k nested [ : the parser's recursion limit, not a tokenizer
+        raise ValueError(
+            f"{str(path)!r} is not a tokenizer.json: its JSON nests deeper than any tokenizer "
+            "file does; restore the file, or delete it to load vocab.json and merges.txt"
+        ) from None
     if not isinstance(data, dict):
         raise ValueError(f"{str(path)!r} is not a tokenizer.json: it holds no JSON object")
     return data
 
 
 def special_tokens_of_dir(run_dir: str | os.PathLike) -> list[str] | None:
-    """The special tokens recorded in a directory's tokenizer.json, by id (None without one)."""
+    """The special tokens recorded in a directory's tokenizer.json, by id (None without one).
+
+    Raises:
+        ValueError: `added_tokens` is not a list of objects with an int `id` and a string
+            `content` (names the file, the field and the entry).
+    """
     data = _read(run_dir)
     if data is None:
         return None
+    path = Path(run_dir) / "tokenizer.json"
     added = data.get("added_tokens") or []
+    if not isinstance(added, list):
+        raise ValueError(
+            f"{str(path)!r}: added_tokens is a {type(added).__name__}, not a list of tokens; "
+            "restore the file (runs write it), or delete it to load vocab.json and merges.txt"
+        )
+    for k, t in enumerate(added):
+        ok = (isinstance(t, dict) and isinstance(t.get("id"), int)
+              and not isinstance(t.get("id"), bool) and isinstance(t.get("content"), str))  # fmt: skip
+        if not ok:
+            raise ValueError(
+                f"{str(path)!r}: added_tokens[{k}] needs an int 'id' and a string 'content' "
+                f"(got {str(t)[:80]}); restore the file, or delete it to load vocab.json and "
+                "merges.txt"
+            )
     return [t["content"] for t in sorted(added, key=lambda t: t["id"]) if t.get("special")]
 
 
