@@ -115,8 +115,11 @@ def test_a_crafted_tokenizer_json_is_named_by_every_reader(tmp_path, kind, said,
     (tmp_path / "in.txt").write_text("hello", "utf-8")
     assert encode_main(["--tokenizer", str(run), "--input", str(tmp_path / "in.txt"),
                         "--out", str(tmp_path / "o.npy"), "--no-progress"]) == 2  # fmt: skip
-    for call in (lambda: show_main([str(run), "hello"]),
-                 lambda: compare_main([str(run), str(run), "--out", str(tmp_path / "c")])):  # fmt: skip
+    calls = (
+        lambda: show_main([str(run), "hello"]),
+        lambda: compare_main([str(run), str(run), "--out", str(tmp_path / "c")]),
+    )
+    for call in calls:
         try:
             code = call()
         except SystemExit as exit_:

@@ -69,8 +69,9 @@ def special_tokens_of_dir(run_dir: str | os.PathLike) -> list[str] | None:
             "restore the file (runs write it), or delete it to load vocab.json and merges.txt"
         )
     for k, t in enumerate(added):
-        ok = (isinstance(t, dict) and isinstance(t.get("id"), int)
-              and not isinstance(t.get("id"), bool) and isinstance(t.get("content"), str))  # fmt: skip
+        tid = t.get("id") if isinstance(t, dict) else None
+        ok = isinstance(tid, int) and not isinstance(tid, bool)
+        ok = ok and isinstance(t.get("content"), str)
         if not ok:
             raise ValueError(
                 f"{str(path)!r}: added_tokens[{k}] needs an int 'id' and a string 'content' "
