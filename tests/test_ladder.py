@@ -190,3 +190,11 @@ def test_a_lock_left_by_a_killed_training_is_taken_again(tmp_path):
     assert result.merges == direct.merges and result.vocab == direct.vocab
     assert result.ladder["trained_here"] and result.ladder["trained_in"] == "retaker"
     assert json.loads((ladder / "lock").read_text("utf-8"))["pid"] == os.getpid()
+
+
+def test_a_ladder_folder_that_cannot_be_written_names_ladder_false(tmp_path):
+    (tmp_path / "blocked").write_text("a file where the ladder's folder goes", "utf-8")
+    plan = LadderPlan(directory=tmp_path / "blocked" / "k", key="k", rungs=(300, 400),
+                      vocab_size=300)  # fmt: skip
+    with pytest.raises(OSError, match=r"cannot write its folder .*ladder=false"):
+        climb(plan, lambda: None, run_name="x", run_dir=tmp_path)

@@ -159,7 +159,17 @@ def climb(
     `train()` trains to `plan.largest` with `rungs=plan.rungs`. Raises `LadderFailed` when the
     training (this job's or another's) failed, and re-raises this job's own training error.
     """
-    plan.directory.mkdir(parents=True, exist_ok=True)
+    try:
+        plan.directory.mkdir(parents=True, exist_ok=True)
+        with open(plan.directory / "lock", "a+", encoding="utf-8"):
+            pass
+    except OSError as err:  # read-only, a file in its way, a full disk
+        raise type(err)(
+            err.errno,
+            f"the vocab ladder cannot write its folder {str(plan.directory)!r} "
+            f"({err.strerror}); make the sweep directory writable, or run the sweep with "
+            "ladder=false (each job then trains its own vocab)",
+        ) from None
     stored = _stored(plan)
     trained_here = False
     if stored is None:
