@@ -490,3 +490,54 @@ def test_max_bytes_keeps_whole_files_up_to_a_size(corpora):
     corpus = resolve_source(corpora["directory"], max_bytes=shards[0].size + 1)
     assert len(corpus.files) == 2
     assert len(resolve_source(corpora["directory"], max_bytes=1).files) == 1
+
+
+# -- errors that name the file and the place; containers read as what they hold -------------
+def _documents(source, **kw) -> list[str]:
+    return list(iter_documents(resolve_source(str(source), **kw), EOT))
+
+
+def test_a_dictionary_encoded_string_column_is_text(tmp_path):
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    path = tmp_path / "cat.parquet"
+    pd.DataFrame({"text": pd.Categorical(["one doc", "two doc", "one doc"])}).to_parquet(path)
+    assert _documents(path) == ["one doc", "two doc", "one doc"]
+
+
+def test_a_json_array_is_named_as_such(tmp_path):
+    path = tmp_path / "records.json"
+    path.write_text(json.dumps([{"text": "a"}, {"text": "b"}]), "utf-8")
+    with pytest.raises(ValueError, match="holds one JSON array, not JSON lines"):
+        resolve_source(str(path))
+
+
+def test_bad_utf8_in_a_binary_column_names_its_row(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    path = tmp_path / "bin.parquet"
+    pq.write_table(pa.table({"text": pa.array([b"ok", b"ok too", b"bad \xff"], pa.binary())}), path)
+    with pytest.raises(ValueError, match=r"row 2: column 'text' is not valid UTF-8"):
+        _documents(path)
+
+
+def test_a_corrupt_parquet_page_names_the_file_and_row_group(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    path = tmp_path / "c.parquet"
+    table = pa.table({"text": [f"hello world {i} " * 50 for i in range(20000)]})
+    pq.write_table(table, path, row_group_size=5000, compression="snappy")
+    data = bytearray(path.read_bytes())
+    for k in range(len(data) // 2, len(data) // 2 + 2000):  # damage the middle row groups
+        data[k] = (data[k] * 7 + 13) % 256
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=r"c\.parquet': row group \d+ \(rows from \d+\) cannot"):
+        _documents(path)
+
+
+def test_arrow_format_on_a_text_file_names_the_file(tmp_path):
+    pytest.importorskip("pyarrow")
+    path = tmp_path / "t.txt"
+    path.write_text("hello world\n" * 100, "utf-8")
+    with pytest.raises(ValueError, match=r"t\.txt' is not a readable Arrow IPC file"):
+        _documents(path, format="arrow")

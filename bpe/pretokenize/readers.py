@@ -413,7 +413,23 @@ def _input_file(path: Path, format: str) -> InputFile:  # noqa: A002
         )
     if size == 0:
         raise ValueError(f"input file {str(path)!r} is empty; BPE needs text to learn merges from")
+    if fmt == "jsonl" and _starts_with_array(path, head, compression):
+        raise ValueError(
+            f"{str(path)!r} holds one JSON array, not JSON lines (one object per line); write "
+            f"one record per line, e.g. `jq -c '.[]' {path.name} > {path.stem}.jsonl`"
+        )
     return InputFile(str(path), fmt, compression, size)
+
+
+def _starts_with_array(path: Path, head: bytes, compression: str | None) -> bool:
+    """Whether a JSON file's text starts with `[` (a JSON array where lines were expected)."""
+    if compression is not None:
+        try:
+            with _open_stream(InputFile(str(path), "text", compression, 0)) as f:
+                head = f.read(4096)
+        except Exception:  # noqa: BLE001 - a damaged stream: the reader names it, with where
+            return False
+    return head.lstrip().lstrip(b"\xef\xbb\xbf").lstrip()[:1] == b"["
 
 
 def _head(path: Path, n: int = 4096) -> bytes:
@@ -1429,9 +1445,21 @@ def _parquet_records(
     _check_column(pf.schema_arrow.names, text_field, f.path)
     row = sum(pf.metadata.row_group(i).num_rows for i in range(start))
     groups = list(range(start, end))
-    for batch in pf.iter_batches(
+    batches = pf.iter_batches(
         batch_size=BATCH_ROWS, row_groups=groups, columns=[text_field], use_threads=False
-    ):
+    )
+    while True:
+        try:
+            batch = next(batches, None)
+        except (OSError, ValueError) as err:  # pyarrow's errors: ArrowIOError, ArrowInvalid
+            group = _row_group_of(pf, row)
+            raise ValueError(
+                f"{f.path!r}: row group {group} (rows from {row}) cannot be read "
+                f"({type(err).__name__}: {err}); the file is damaged: rewrite it, or leave it "
+                "out of the corpus"
+            ) from None
+        if batch is None:
+            break
         column = batch.column(0)
         if limit is not None and row + len(column) > limit:
             column = column.slice(0, max(0, limit - row))
@@ -1441,9 +1469,21 @@ def _parquet_records(
             return
 
 
+def _row_group_of(pf: Any, row: int) -> int:
+    """The row group of a parquet file that holds `row` (the last one past the end)."""
+    total = 0
+    for i in range(pf.metadata.num_row_groups):
+        total += pf.metadata.row_group(i).num_rows
+        if row < total:
+            return i
+    return max(pf.metadata.num_row_groups - 1, 0)
+
+
 def _column_records(column: Any, f: InputFile, text_field: str, row: int) -> Iterator[Piece]:
     import pyarrow as pa
 
+    if pa.types.is_dictionary(column.type):  # pandas' `category` strings: the values are text
+        column = column.dictionary_decode()
     if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
         if not (pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type)):
             raise ValueError(
@@ -1452,7 +1492,14 @@ def _column_records(column: Any, f: InputFile, text_field: str, row: int) -> Ite
             )
     for i, value in enumerate(column.to_pylist()):
         if isinstance(value, bytes):
-            value = _decode(value, f, 0) if value else ""
+            try:
+                value = value.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise ValueError(
+                    f"{f.path!r} row {row + i}: column {text_field!r} is not valid UTF-8: bad "
+                    f"byte(s) {value[err.start : err.start + 4]!r} at byte {err.start} of the "
+                    "value; re-encode the column as UTF-8 text"
+                ) from None
         yield _record_text(value, f, text_field, f"row {row + i}", row + i)
 
 
@@ -1462,7 +1509,14 @@ def _arrow_records(f: InputFile, text_field: str, *, limit: int | None = None) -
     try:
         reader = pa.ipc.open_stream(source)
     except pa.ArrowInvalid:
-        reader = pa.ipc.open_file(source)
+        try:
+            reader = pa.ipc.open_file(source)
+        except (pa.ArrowInvalid, OSError) as err:
+            raise ValueError(
+                f"{f.path!r} is not a readable Arrow IPC file (neither the stream nor the file "
+                f"format: {err}); it may be truncated or another format: pass the right "
+                "dataset.format, or rewrite the file"
+            ) from None
         batches: Any = (reader.get_batch(i) for i in range(reader.num_record_batches))
         schema = reader.schema
     else:
