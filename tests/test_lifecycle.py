@@ -24,7 +24,7 @@ from bpe.cli.report import main as report_main
 from bpe.experiment import runner
 from bpe.experiment.metrics import MetricsFile
 from bpe.runs.liveness import observed_status, this_process
-from tests.conftest import ROOT
+from tests.conftest import DATA, ROOT
 from tests.test_experiment import FAST, make_cfg
 
 TRAIN = [sys.executable, "-m", "bpe.cli.train"]
@@ -272,3 +272,31 @@ def test_peak_mb_includes_the_report_stage_and_complete_is_still_last(tmp_path):
     assert f"added **{memory['training']['added_mb']:.1f} MB**" in analysis
     assert memory["training"]["stage"] != "report"  # training's figure never includes it
     assert "report included" in analysis
+
+
+# --- an input that changes while it is read ------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_an_input_truncated_while_stage_1_reads_it_fails_the_run(tmp_path):
+    corpus = tmp_path / "big.txt"
+    corpus.write_bytes((DATA / "owt_sample.txt").read_bytes() * 12)  # 30 MB
+    exp = tmp_path / "exp"
+    proc = subprocess.Popen(
+        [*TRAIN, "debug=fast", "num_workers=2", f"dataset.path={corpus}", f"experiments_dir={exp}",
+         "cache=false"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        logs = list(exp.glob("2*/train.log"))
+        if logs and "pretokenizing" in logs[0].read_text("utf-8"):
+            break
+        time.sleep(0.05)
+    with corpus.open("r+b") as f:  # what a writer rotating the file does mid-read
+        f.truncate(corpus.stat().st_size // 3)
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode != 0, out[-3000:]
+    (run,) = [p.parent for p in exp.glob("2*/metrics.json")]
+    metrics = json.loads((run / "metrics.json").read_text("utf-8"))
+    assert metrics["status"] == "failed", metrics["status"]

@@ -305,10 +305,12 @@ def run_experiment(cfg: DictConfig, *, report: ReportWriter | None) -> dict:
             with MemorySampler() as mem:
                 clock.sampler = mem
                 with clock.stage(TRAINING, timed=False):
+                    before = input_stamp(ds)
                     holdout = hold_out(ds)
                     result = _train_stage(
                         cfg, ds, run_dir, holdout=holdout, sweep_dir=sweep.get("sweep_dir")
                     )
+                    check_unchanged(before, input_stamp(ds))
                 clock.split_training(result.timings)
                 with clock.stage(SAVE):
                     save_artifacts(result, run_dir)
@@ -610,6 +612,47 @@ def log_merge_support(support: dict | None) -> None:
         support["count_1"], support["unique_pretokens"], support["supported_vocab"],
         support["supported_vocab"],
     )  # fmt: skip
+
+
+def input_stamp(ds: datasets.Dataset) -> dict[str, tuple[int, int]]:
+    """Each local input file's (size, modification time in ns), to tell whether the input
+    changed while the run read it; empty for a streamed Hub source."""
+    if str(ds.path).startswith(("hf:", "hf-stream:")):
+        return {}
+    stamps = {}
+    for f in ds.corpus().files:
+        try:
+            st = os.stat(f.path)
+        except OSError:
+            continue  # gone: the comparison names it
+        stamps[f.path] = (st.st_size, st.st_mtime_ns)
+    return stamps
+
+
+def check_unchanged(
+    before: Mapping[str, tuple[int, int]], after: Mapping[str, tuple[int, int]]
+) -> None:
+    """Raise when an input file changed (size or modification time) between the start and the
+    end of training: the counts then mix two versions of it, and the run must not read as
+    complete.
+
+    >>> check_unchanged({"a": (10, 1)}, {"a": (10, 1)})
+    >>> check_unchanged({"a": (40, 1)}, {"a": (12, 2)})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    RuntimeError: input file 'a' changed while the run read it (40 bytes -> 12, modified ...
+    """
+    for path, (size, mtime) in before.items():
+        now = after.get(path)
+        if now == (size, mtime):
+            continue
+        said = "removed" if now is None else f"{size} bytes -> {now[0]}"
+        if now is not None and now[1] != mtime:
+            said += ", modified during the run"
+        raise RuntimeError(
+            f"input file {path!r} changed while the run read it ({said}): its counts mix two "
+            "versions of the file; rerun once it no longer changes"
+        )
 
 
 def pretoken_cache_dir(cfg: DictConfig) -> str | None:
