@@ -159,3 +159,72 @@ def test_stream_sources_parse_and_name_runs():
     assert input_name("owt_sample", "hf-stream:HuggingFaceFW/fineweb-edu:sample-10BT") == (
         "custom-fineweb-edu"
     )
+
+
+class _StallingHub:
+    """A Hub on localhost that answers the probe, then stalls (mode "stall") or trickles one
+    header line every second (mode "trickle") on every request: no socket read ever times out."""
+
+    def __init__(self, mode: str) -> None:
+        import http.server
+        import threading
+
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:  # quiet
+                pass
+
+            def do_GET(self) -> None:  # noqa: N802 - the http.server name
+                if outer.mode == "trickle" or outer.answered:
+                    self.wfile.write(b"HTTP/1.1 200 OK\r\n")
+                    for k in range(120):
+                        if outer.stop.is_set():
+                            return
+                        if outer.mode == "trickle":
+                            self.wfile.write(f"X-Slow-{k}: 1\r\n".encode())
+                            self.wfile.flush()
+                        time.sleep(1)
+                    return
+                outer.answered = True
+                body = json.dumps({"id": REPO, "sha": COMMIT, "siblings": []}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.mode, self.answered, self.stop = mode, False, threading.Event()
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.stop.set()
+        self.server.shutdown()
+
+
+@pytest.mark.parametrize("mode", ["stall", "trickle"])
+@pytest.mark.parametrize("source", [f"hf:{REPO}/data/*.txt", f"hf-stream:{REPO}"])
+def test_a_hub_that_stalls_or_trickles_ends_within_the_deadline(tmp_path, mode, source):
+    hub = _StallingHub(mode)
+    try:
+        call = "hub_files" if source.startswith("hf:") else "stream_file"
+        code = f"import bpe.pretokenize.readers as r\nr.{call}({source!r}, timeout=2)\n"
+        t0 = time.perf_counter()
+        proc = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+            env=env_for(hub.endpoint, tmp_path), timeout=120,
+        )  # fmt: skip
+        elapsed = time.perf_counter() - t0
+    finally:
+        hub.close()
+    assert proc.returncode != 0
+    assert "ConnectionError" in proc.stderr and "did not end within" in proc.stderr, proc.stderr[
+        -2000:
+    ]
+    assert elapsed < 30, elapsed  # the deadline is 3 x 2 s, whatever the server does

@@ -56,7 +56,8 @@ import logging
 import lzma
 import os
 import re
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -511,9 +512,13 @@ def hub_files(source: str, *, max_files: int | None = None, timeout: float = 10.
     """
     repo, pattern = parse_hub_source(source)
     hub = require("huggingface_hub", for_what=f"{source!r}")
-    try:
+
+    def listed() -> list[str]:
         _probe_hub(hub, repo, timeout)
-        names = sorted(hub.HfApi().list_repo_files(repo, repo_type="dataset"))
+        return sorted(hub.HfApi().list_repo_files(repo, repo_type="dataset"))
+
+    try:
+        names = within(HUB_DEADLINE_FACTOR * timeout, listed, what=f"listing {repo!r}")
     except Exception as err:  # noqa: BLE001 - the client's errors differ between versions
         cached = _cached_hub_files(hub, repo, pattern)
         if not cached:
@@ -537,6 +542,43 @@ def hub_files(source: str, *, max_files: int | None = None, timeout: float = 10.
             raise ConnectionError(_offline_message(source, repo, name, err)) from None
         out.append(Path(path))
     return out
+
+
+#: A Hub step that lists or resolves (not a download) must end within this many times the
+#: per-request timeout, however the server answers: a socket timeout is per read, so a server
+#: that answers once and then stalls, or trickles header lines, never trips it.
+HUB_DEADLINE_FACTOR = 3
+
+
+def within(seconds: float, fn: Callable[[], Any], *, what: str) -> Any:
+    """`fn()`, or TimeoutError when it has not returned within `seconds` (it is left running in
+    a daemon thread: a network call that cannot be interrupted is abandoned, not awaited).
+
+    >>> within(5, lambda: 42, what="an answer")
+    42
+    >>> import time; within(0.05, lambda: time.sleep(1), what="a nap")
+    Traceback (most recent call last):
+    ...
+    TimeoutError: a nap did not end within 0.05 s (the server stalled or answers too slowly)
+    """
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as err:  # noqa: BLE001 - handed to the caller below
+            box["error"] = err
+
+    thread = threading.Thread(target=run, name=f"deadline: {what}", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        raise TimeoutError(
+            f"{what} did not end within {seconds:g} s (the server stalled or answers too slowly)"
+        )
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 def _probe_hub(hub: Any, repo: str, timeout: float) -> None:
@@ -628,10 +670,14 @@ def _resolve_stream(
     repo, config, split, revision = parse_stream_source(source)
     datasets = require("datasets", for_what=f"{source!r}")
     hub = require("huggingface_hub", for_what=f"{source!r}")
-    try:
+
+    def resolved() -> tuple[Any, Any]:
         _probe_hub(hub, repo, timeout)
         info = hub.HfApi().dataset_info(repo, revision=revision, files_metadata=True)
-        builder = datasets.load_dataset_builder(repo, config, revision=info.sha)
+        return info, datasets.load_dataset_builder(repo, config, revision=info.sha)
+
+    try:
+        info, builder = within(HUB_DEADLINE_FACTOR * timeout, resolved, what=f"resolving {repo!r}")
     except Exception as err:  # noqa: BLE001 - the clients' errors differ between versions
         raise ConnectionError(_offline_message(source, repo, split, err, stream=True)) from None
     data_files = builder.config.data_files or {}
