@@ -118,3 +118,18 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 _BEFORE = pytest.StashKey[dict]()
+
+
+def fast_run(corpus: Path, experiments: Path, *args: str, timeout: float = 600) -> dict:
+    """`bpe-train debug=fast` on corpus (as a user runs it, in a subprocess) into experiments;
+    asserts it succeeded and returns the run's metrics.json."""
+    import json
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "bpe.cli.train", "debug=fast", f"dataset.path={corpus}",
+         f"experiments_dir={experiments}", *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (path,) = [p for p in experiments.glob("2*/metrics.json") if not p.parent.is_symlink()]
+    return json.loads(path.read_text("utf-8"))

@@ -18,7 +18,7 @@ import matplotlib.figure
 import pytest
 
 from bpe.analysis import figures
-from tests.conftest import FIXTURES, ROOT
+from tests.conftest import FIXTURES, ROOT, fast_run
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
 
@@ -61,13 +61,7 @@ def test_the_vocab_notebook_runs_on_a_run_with_long_tokens(tmp_path, monkeypatch
     text = (FIXTURES / "corpus.en").read_text("utf-8")
     corpus.write_text((("-" * 128 + "\n") * 4 + text[:400] + "\n") * 300, "utf-8")
     experiments = tmp_path / "experiments"
-    proc = subprocess.run(
-        [sys.executable, "-m", "bpe.cli.train", "debug=fast", f"dataset.path={corpus}",
-         f"experiments_dir={experiments}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    metrics = json.loads(next(experiments.glob("2*/metrics.json")).read_text("utf-8"))
+    metrics = fast_run(corpus, experiments)
     assert max(int(k) for k in metrics["token_lengths"]) >= 128
     _execute(ROOT / "notebooks" / "02_vocab_and_compression.py", experiments, tmp_path,
              monkeypatch)  # fmt: skip

@@ -123,23 +123,15 @@ def test_one_huge_record_keeps_the_analysis_caps(tmp_path):
     """A 20 MB JSON record: the analysis samples are cut to their caps (it once took the first
     document whole: 1.29 GB for 50 MB; 20 MB here made the analysis add 1.13 GB)."""
     import json
-    import subprocess
-    import sys
 
     from bpe.runs import schema
-    from tests.conftest import DATA, ROOT
+    from tests.conftest import DATA, fast_run
 
     text = (DATA / "tinystories_train_sample.txt").read_text("utf-8").replace("<|endoftext|>", " ")
     big = tmp_path / "big.jsonl"
     with big.open("w", encoding="utf-8") as out:
         out.write(json.dumps({"text": (text * 8)[:20_000_000]}) + "\n")
         out.write(json.dumps({"text": "a small second document"}) + "\n")
-    proc = subprocess.run(
-        [sys.executable, "-m", "bpe.cli.train", "debug=fast", f"dataset.path={big}",
-         f"experiments_dir={tmp_path / 'exp'}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    metrics = json.loads(next((tmp_path / "exp").glob("2*/metrics.json")).read_text("utf-8"))
+    metrics = fast_run(big, tmp_path / "exp")
     added = schema.get(metrics, schema.ANALYSIS_PEAK_MB) - schema.get(metrics, schema.BASELINE_MB)
     assert added < 400, added  # MB
