@@ -133,3 +133,11 @@ def fast_run(corpus: Path, experiments: Path, *args: str, timeout: float = 600) 
     assert proc.returncode == 0, proc.stderr[-3000:]
     (path,) = [p for p in experiments.glob("2*/metrics.json") if not p.parent.is_symlink()]
     return json.loads(path.read_text("utf-8"))
+
+
+def late_bad_utf8(directory: Path, name: str = "bad.txt") -> Path:
+    """A corpus that passes every up-front check (UTF-8 in its first bytes) and fails only when
+    stage 1 reads it: a job that fails inside the run, not before it."""
+    path = directory / name
+    path.write_bytes(b"hello world\n" * 2000 + b"\xff\xfe broken\n")
+    return path

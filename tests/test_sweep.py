@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURES, ROOT, console_env
+from tests.conftest import FIXTURES, ROOT, console_env, late_bad_utf8
 
 # the debug preset (bpe/conf/debug/fast.yaml) on the CS336 fixture corpus
 FAST = ["debug=fast", f"dataset.path={FIXTURES / 'corpus.en'}"]
@@ -58,14 +58,15 @@ def test_three_trainer_sweep_writes_one_run_per_job_and_a_matching_sweep_report(
 
 
 def test_a_failing_job_does_not_stop_the_sweep_and_is_reported(tmp_path):
-    missing = tmp_path / "missing.txt"  # valid config, fails only when the job runs
-    paths = f"dataset.path={missing},{FIXTURES / 'corpus.en'}"
+    bad = late_bad_utf8(tmp_path)  # passes every up-front check, fails when the job reads it
+    paths = f"dataset.path={bad},{FIXTURES / 'corpus.en'}"
     proc, sweep = _sweep(tmp_path, "trainer=heap", "vocab_size=300", paths)
     jobs = sorted(p for p in sweep.iterdir() if (p / "metrics.json").is_file())
     assert [_status(j) for j in jobs] == ["failed", "complete"]
     report = (sweep / "SWEEP.md").read_text("utf-8")
     assert "2 job(s): 1 complete, 1 failed" in report
-    assert "## Failed or unfinished jobs" in report and "not found" in report
+    assert "## Failed or unfinished jobs" in report and "not valid UTF-8" in report
+    assert proc.returncode == 1  # the sweep went on, and its exit says a job failed
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 from bpe.util.workers import default_num_workers, fair_share
-from tests.conftest import DATA, ROOT, sigint_as_in_a_terminal
+from tests.conftest import DATA, ROOT, late_bad_utf8, sigint_as_in_a_terminal
 
 QUICK = [
     "progress=false", "analysis.max_docs=5", "analysis.throughput_seconds=0.02",
@@ -127,8 +127,8 @@ def test_joblib_job_starts_chunk_workers_inside_a_loky_worker(tmp_path):
 
 
 def test_a_failing_joblib_job_leaves_nothing_running(tmp_path):
-    # a missing file passes the up-front config check and fails inside the first job
-    paths = f"dataset.path={tmp_path / 'missing.txt'},{DATA / 'tinystories_sample.txt'}"
+    # invalid UTF-8 late in the file passes the up-front checks and fails inside the first job
+    paths = f"dataset.path={late_bad_utf8(tmp_path)},{DATA / 'tinystories_sample.txt'}"
     sweep = Sweep(tmp_path, "trainer=heap", "vocab_size=300", paths, "num_workers=2")
     out = sweep.wait(timeout=300)
     jobs = sweep.jobs()
@@ -182,14 +182,12 @@ def _job_running(sweep: Sweep) -> dict | None:
 
 
 def test_a_failing_sweep_exits_non_zero_naming_each_failed_job(tmp_path):
-    bad = [tmp_path / "bad1.parquet", tmp_path / "bad2.parquet"]
-    for path in bad:
-        path.write_bytes(b"not parquet")
+    bad = [late_bad_utf8(tmp_path, "bad1.txt"), late_bad_utf8(tmp_path, "bad2.txt")]
     sweep = Sweep(tmp_path, "debug=fast", f"dataset.path={bad[0]},{bad[1]}")
     out = sweep.wait(timeout=300)
     assert sweep.proc.returncode == 1, out
     line = next(ln for ln in out.splitlines() if ln.startswith("bpe-train: error: "))
-    assert "2 of 2 job(s) did not complete" in line and "bad1.parquet" in line, line
+    assert "2 of 2 job(s) did not complete" in line and "bad1.txt" in line, line
     report = next(tmp_path.glob("sweeps/*/SWEEP.md")).read_text("utf-8")
     assert report.count("**failed**") == 2
 

@@ -71,8 +71,8 @@ def test_missing_file(tmp_path):
         train_bpe(tmp_path / "nothing.txt", 300, [EOT])
 
 
-def test_file_with_only_special_tokens_trains_no_merges(tmp_path):
+def test_file_with_only_special_tokens_is_refused_as_an_empty_corpus(tmp_path):
     path = tmp_path / "only.txt"
     path.write_text(EOT * 3, encoding="utf-8")
-    vocab, merges = train_bpe(path, 300, [EOT])
-    assert merges == [] and len(vocab) == 257
+    with pytest.raises(ValueError, match="holds no text outside its special tokens"):
+        train_bpe(path, 300, [EOT])
