@@ -34,8 +34,11 @@ def _git(*args: str) -> str | None:
         # an installed wheel: site-packages may sit inside some unrelated repository
         return None
     try:
+        # --no-optional-locks: `git status` would otherwise refresh the index under
+        # .git/index.lock, and a run killed meanwhile (kill -9, a timeout) would leave the lock
+        # behind, failing the user's next git command in the checkout
         out = subprocess.run(
-            ["git", "-C", str(PROJECT_ROOT), *args],
+            ["git", "--no-optional-locks", "-C", str(PROJECT_ROOT), *args],
             capture_output=True,
             text=True,
             timeout=10,
