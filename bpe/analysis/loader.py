@@ -265,6 +265,12 @@ def tidy(frame: pd.DataFrame) -> pd.DataFrame:
     hit = out["pretoken_cache"] == "hit"
     if hit.any():
         out["pretokenize_seconds"] = out["pretokenize_seconds"].astype(float).mask(hit)
+    # a run cut from a vocab ladder did not train its own vocab: its memory is the ladder's
+    # training to the largest size (in one job) or a wait for it, never this rung's
+    laddered = out["ladder_trained_in"].notna()
+    if laddered.any():
+        for column in ("train_mb", "merge_mb", "train_peak_mb"):
+            out[column] = out[column].astype(float).mask(laddered)
     bps = schema.BYTES_PER_SECOND.column
     out["throughput_mb_s"] = frame[bps] / 1e6 if bps in frame else None
     out["profiled"] = out["profiled"].fillna(False).astype(bool)

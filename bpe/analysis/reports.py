@@ -100,7 +100,8 @@ def render_trainers(runs: pd.DataFrame, root: Path, out_dir: Path) -> str:
         f"many times longer X took than `{REFERENCE}` (below 1: X was faster). `X merge MB` is "
         "the memory the merge stage added to the process tree above the run's start (median), "
         "so a job that ran late in a sweep, in a process earlier jobs had used, compares with "
-        "one that ran alone.",
+        "one that ran alone; runs cut from a vocab ladder have none of their own (n/a: "
+        "`ladder=false` measures each size).",
         "",
         *_ladder_note(clean),
     ]

@@ -521,6 +521,13 @@ def _memory_headline(metrics: dict, headline: dict) -> list[str]:
             f"**{fmt(headline.get('peak_mb'), '.1f')} MB** ({interval}); this run predates "
             "training's memory being reported apart."
         ]
+    trained_in = schema.get(metrics, schema.LADDER_TRAINED_IN, default=None)
+    if trained_in is not None and trained_in != (metrics.get("run") or {}).get("name"):
+        return [
+            f"This run was cut from the vocab ladder trained in `{trained_in}`: it trained "
+            "nothing itself, so its memory says nothing of training; that run's ANALYSIS.md "
+            "has the ladder training's memory (to the sweep's largest vocab)."
+        ]
     stage = schema.get(metrics, schema.TRAINING_PEAK_STAGE, default=None)
     lines = [
         f"Training (stages 1-3) added **{fmt(added, '.1f')} MB** to the process tree at its "

@@ -560,8 +560,8 @@ def memory_sentences(done: pd.DataFrame) -> list[str]:
     unprofiled (a profiler adds its own memory), with training's memory recorded."""
     if done.empty or "merge_mb" not in done:
         return []
-    own = done["ladder_trained_in"].isna() if "ladder_trained_in" in done else True
-    fair = done[own & ~done["profiled"].fillna(False).astype(bool) & done["merge_mb"].notna()]
+    # ladder rungs have no memory of their own (`tidy` leaves it out)
+    fair = done[~done["profiled"].fillna(False).astype(bool) & done["merge_mb"].notna()]
     left_out = len(done) - len(fair)
     if len(fair) < 2:
         return [] if left_out == 0 else [
