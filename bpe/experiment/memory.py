@@ -3,8 +3,15 @@
 What it does: every `interval` seconds sums the memory of this process and all its children
 (pre-tokenization workers, a profiled child): PSS where the OS exposes it (shared pages split
 fairly between processes, so forked workers are not double counted), RSS otherwise. Each sample
-is tagged with the current stage, giving a timeline and a per-stage peak. `ru_maxrss` of the
-process and of its reaped children complete the picture (they catch peaks between samples).
+is tagged with the stage current at its time, giving a timeline and a per-stage peak.
+`ru_maxrss` of the process and of its reaped children complete the picture (they catch peaks
+between samples).
+
+subtle: the samples are taken by a small watcher *process* (`WATCHER`), not by a thread of
+this one: a sampling thread needs the GIL for every file psutil reads, and a busy merge loop
+holds it, so a thread took one sample in a second of pure Python (stages under a second went
+unmeasured). The watcher leaves itself out of the sums; a sample at each stage boundary is
+still taken here. Where the watcher cannot start, a thread samples instead.
 
 What a run reports (`phase_memory`): the tree's memory when the sampler starts is the run's
 *baseline*, and each phase (training: stages 1-3; analysis) is reported as its peak and as what
@@ -18,14 +25,18 @@ What it does not do: limit memory, or profile allocations (that is scalene's job
 
 from __future__ import annotations
 
+import bisect
 import ctypes
 import ctypes.util
 import gc
 import logging
 import os
 import resource
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import psutil
 
@@ -85,16 +96,57 @@ def phase_memory(per_stage: dict[str, float], stages: tuple[str, ...], baseline:
     }
 
 
-def tree_mb(pid: int | None = None) -> float:
-    """Memory of a process and all its descendants, in MB (PSS where available)."""
+def tree_mb(pid: int | None = None, *, exclude: frozenset[int] = frozenset()) -> float:
+    """Memory of a process and all its descendants but `exclude`, in MB (PSS where available)."""
     root = psutil.Process(pid or os.getpid())
     total = 0.0
     for proc in [root, *root.children(recursive=True)]:
+        if proc.pid in exclude:
+            continue
         try:
             total += _process_mb(proc)
         except (psutil.NoSuchProcess, psutil.ZombieProcess):
             continue  # a worker exited between listing and reading
     return total
+
+
+#: The watcher process: prints `<monotonic seconds> <MB>` of its parent's tree (itself left
+#: out) every interval until its parent is gone or it is stopped.
+WATCHER = """
+import os, sys, time
+from bpe.experiment.memory import tree_mb
+parent, interval, me = int(sys.argv[1]), float(sys.argv[2]), frozenset([os.getpid()])
+while True:
+    try:
+        mb = tree_mb(parent, exclude=me)
+    except Exception:
+        break
+    print(f"{time.monotonic()} {mb}", flush=True)
+    time.sleep(interval)
+"""
+
+
+def _stamp(line: str) -> float:
+    """The time of a watcher line (NaN when it cannot be read)."""
+    try:
+        return float(line.split()[0])
+    except (ValueError, IndexError):
+        return float("nan")
+
+
+def _start_watcher(interval: float) -> subprocess.Popen | None:
+    """The watcher process (`WATCHER`) for this process's tree, or None if it cannot start."""
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-c", WATCHER, str(os.getpid()), str(interval)],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                [str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")]
+            )},
+        )  # fmt: skip
+    except OSError as err:
+        logger.debug("memory watcher did not start (%s): sampling from a thread", err)
+        return None
 
 
 class MemorySampler:
@@ -109,44 +161,94 @@ class MemorySampler:
         self.max_points = max_points
         self.stage = SETUP
         self.samples: list[tuple[float, float, str]] = []
+        #: (monotonic time, stage) at each switch: labels the watcher's samples afterwards
+        self._stages: list[tuple[float, str]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="memory-sampler", daemon=True)
+        self._watcher: subprocess.Popen | None = None
+        self._lines: list[str] = []
         self._t0 = 0.0
 
     def __enter__(self) -> MemorySampler:
-        self._t0 = time.perf_counter()
+        self._t0 = time.monotonic()
+        self._stages.append((self._t0, self.stage))
         self._sample()
+        self._watcher = _start_watcher(self.interval)
+        if self._watcher is not None:
+            self._thread = threading.Thread(target=self._read, name="memory-watcher", daemon=True)
         self._thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
+        if self._watcher is not None:
+            self._watcher.terminate()
+            self._watcher.wait(timeout=5)
         self._thread.join(timeout=5)
+        self.collect()
         self._sample()
 
     def elapsed(self) -> float:
         """Seconds since the sampler started (the clock of the timeline)."""
-        return time.perf_counter() - self._t0
+        return time.monotonic() - self._t0
 
     def set_stage(self, stage: str) -> None:
         """Switch the stage label, with a sample at the boundary."""
         self.stage = stage
+        self._stages.append((time.monotonic(), stage))
         self._sample()
+
+    def _exclude(self) -> frozenset[int]:
+        return frozenset() if self._watcher is None else frozenset([self._watcher.pid])
 
     def _sample(self) -> None:
         try:
-            mb = tree_mb()
+            mb = tree_mb(exclude=self._exclude())
         except Exception as err:  # noqa: BLE001 - sampling must never kill a run
             logger.debug("memory sample failed: %s", err)
             return
-        self.samples.append((time.perf_counter() - self._t0, mb, self.stage))
+        self.samples.append((time.monotonic() - self._t0, mb, self.stage))
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             self._sample()
 
+    def _read(self) -> None:
+        """Collect the watcher's lines (one GIL round trip per line, timestamps its own)."""
+        assert self._watcher is not None and self._watcher.stdout is not None
+        for line in self._watcher.stdout:
+            self._lines.append(line)
+
+    def collect(self, *, settle: bool = False) -> None:
+        """Move the watcher's samples so far into `samples`, each labelled with the stage
+        current at its time. With `settle`, first wait (a few intervals at most) for a sample
+        taken after now, so every stage up to now has all of its samples."""
+        if self._watcher is None:
+            return
+        if settle:
+            now = time.monotonic()
+            deadline = now + 5 * self.interval + 0.5
+            while time.monotonic() < deadline and self._watcher.poll() is None:
+                if self._lines and _stamp(self._lines[-1]) >= now:
+                    break
+                time.sleep(self.interval / 5)
+        lines, self._lines = self._lines, []
+        times = [t for t, _ in self._stages]
+        for line in lines:
+            t = _stamp(line)
+            k = bisect.bisect_right(times, t) - 1
+            try:
+                mb = float(line.split()[1])
+            except (ValueError, IndexError):
+                continue
+            if t != t or k < 0:  # unreadable (NaN) or before the first stage
+                continue
+            self.samples.append((t - self._t0, mb, self._stages[k][1]))
+        self.samples.sort(key=lambda s: s[0])
+
     def summary(self) -> dict:
         """Peak, per-stage peaks, ru_maxrss figures and a timeline of at most max_points."""
+        self.collect(settle=True)
         per_stage: dict[str, float] = {}
         for _, mb, stage in self.samples:
             per_stage[stage] = max(per_stage.get(stage, 0.0), mb)

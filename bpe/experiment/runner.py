@@ -585,6 +585,7 @@ def _label_stages(
     back to back in the order `timings` records them; each timing says where its stage ended.
     Samples after the last boundary (the call's own bookkeeping) go to the last stage.
     """
+    mem.collect(settle=True)  # the watcher's samples of the training call, all of them
     bounds, t = [], start
     for name, seconds in timings.items():
         t += seconds
