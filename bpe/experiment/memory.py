@@ -48,6 +48,18 @@ MB = 1024 * 1024
 
 
 def _process_mb(proc: psutil.Process) -> float:
+    """A process's PSS in MB from `/proc/<pid>/smaps_rollup` (one summary the kernel adds up),
+    else psutil's (which reads the whole `smaps`: one line per mapping, far slower for a large
+    process, and the kernel holds its memory map while it writes them), else RSS."""
+    try:
+        with open(f"/proc/{proc.pid}/smaps_rollup", "rb") as f:
+            for line in f:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) / 1024
+    except (FileNotFoundError, ProcessLookupError):
+        raise psutil.NoSuchProcess(proc.pid) from None
+    except OSError:  # no smaps_rollup (not Linux, an old kernel) or not ours to read
+        pass
     try:
         info = proc.memory_full_info()
         value = getattr(info, "pss", None) or info.rss
