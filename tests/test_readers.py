@@ -12,6 +12,7 @@ import gzip
 import json
 import lzma
 import os
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -541,3 +542,15 @@ def test_arrow_format_on_a_text_file_names_the_file(tmp_path):
     path.write_text("hello world\n" * 100, "utf-8")
     with pytest.raises(ValueError, match=r"t\.txt' is not a readable Arrow IPC file"):
         _documents(path, format="arrow")
+
+
+def test_a_truncated_gzip_says_how_far_it_decompressed(tmp_path):
+    """The error once said 'after 0 decompressed bytes' for damage far into the stream."""
+    text = (DATA_DIR / "tinystories_train_sample.txt").read_bytes()[:2_000_000]
+    data = gzip.compress(text)
+    path = tmp_path / "cut.txt.gz"
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError, match=r"truncated or corrupt after (\d+) decompressed") as err:
+        pretokenize_corpus(resolve_source(path), [EOT], num_workers=1)
+    offset = int(re.search(r"after (\d+) decompressed", str(err.value)).group(1))
+    assert 500_000 < offset < len(text), offset  # about half the text, not 0

@@ -813,15 +813,29 @@ class _Corrupt(ValueError):
     """A compressed file that ends early or does not decompress."""
 
 
+#: `_read_block` reads in steps of this many bytes, so a decompressor's error is placed
+#: within a step of where it happened (one read of a whole block placed it at the block start).
+READ_STEP = 64 * 1024
+
+
 def _read_block(stream: BinaryIO, n: int, f: InputFile, offset: int) -> bytes:
-    """Read up to n decompressed bytes, turning a decompressor's error into a clear one."""
+    """Read up to n decompressed bytes, turning a decompressor's error into a clear one that
+    says how many decompressed bytes were read before it (to within `READ_STEP`)."""
+    parts: list[bytes] = []
+    got = 0
     try:
-        return stream.read(n)
+        while got < n:
+            part = stream.read(min(READ_STEP, n - got))
+            if not part:
+                break
+            parts.append(part)
+            got += len(part)
     except (EOFError, OSError, lzma.LZMAError, zlib_error(), _zstd_error()) as err:
         raise _Corrupt(
-            f"input file {f.path!r} ({f.kind}) is truncated or corrupt after {offset} "
+            f"input file {f.path!r} ({f.kind}) is truncated or corrupt after {offset + got} "
             f"decompressed bytes ({type(err).__name__}: {err}); download or compress it again"
         ) from None
+    return b"".join(parts)
 
 
 def zlib_error() -> type[Exception]:
