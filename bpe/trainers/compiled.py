@@ -86,7 +86,7 @@ def compile_kernels() -> CompileInfo:
     before = sum(sum(d.stats.cache_misses.values()) for d in dispatchers)
     state = MergeState(["ab", "ab"], [1, 2], {}, [], 1)
     state.vocab.update({i: bytes([i]) for i in range(256)})
-    _run(kernels, state, lambda: None, batch=BATCH)
+    _run(kernels, state, lambda: None, batch=BATCH, limit=_possible_merges(state))
     after = sum(sum(d.stats.cache_misses.values()) for d in dispatchers)
     # a hash table growing in `_grow` is the one path the tiny run does not take
     kernels.rehash(np.zeros(1, np.int32), np.zeros(1, np.int32), 0, 1024)
@@ -96,22 +96,34 @@ def compile_kernels() -> CompileInfo:
 def merge_loop(state: MergeState, tick: Callable[[], object]) -> None:
     """Stages 2-3 compiled: count pairs once, then select and merge in batches of merges."""
     kernels = load_kernels()
-    too_big = _too_big_for_int(state)
+    limit = _possible_merges(state)
+    too_big = _too_big_for_int(state, limit)
     if too_big:
         logger.warning("compiled: %s; training with heap instead (same merges)", too_big)
         heap.merge_loop(state, tick)
         return
-    _run(kernels, state, tick, batch=BATCH)
+    _run(kernels, state, tick, batch=BATCH, limit=limit)
 
 
-def _too_big_for_int(state: MergeState) -> str | None:
-    """Why the kernels' integer types cannot hold this state, or None if they can."""
+def _possible_merges(state: MergeState) -> int:
+    """The merges this run can make: at most `num_merges`, and at most the words' positions
+    minus their number (every merge shortens at least one distinct word by one token). The
+    arrays are sized by this, not by the vocab asked for (vocab_size=10^8 on a 51-byte corpus
+    once allocated a GB).
+
+    >>> _possible_merges(MergeState(["abc", "de"], [1, 1], {}, [], 9))
+    3
+    """
+    return min(state.num_merges, max(sum(map(len, state.words)) - len(state.words), 0))
+
+
+def _too_big_for_int(state: MergeState, limit: int) -> str | None:
+    """Why the kernels' integer types cannot hold this state (`limit` merges), or None."""
     positions = sum(map(len, state.words))
     if positions >= INT32_LIMIT // 2:  # a merge reserves room for twice its occurrences
         return f"{positions} token positions exceed the kernels' int32 positions"
-    possible = min(state.num_merges, max(positions - len(state.words), 0))  # as `_run` sizes
-    if len(state.vocab) + possible >= INT32_LIMIT:
-        return f"{len(state.vocab) + possible} tokens exceed int32 ids"
+    if len(state.vocab) + limit >= INT32_LIMIT:
+        return f"{len(state.vocab) + limit} tokens exceed int32 ids"
     biggest = max(state.counts, default=0)
     # a pair's count is at most (largest word count) x (all positions): int64 must hold it
     if biggest * max(positions, 1) >= 2**63:
@@ -119,17 +131,20 @@ def _too_big_for_int(state: MergeState) -> str | None:
     return None
 
 
-def _run(kernels: ModuleType, state: MergeState, tick: Callable[[], object], *, batch: int) -> None:
+def _run(
+    kernels: ModuleType,
+    state: MergeState,
+    tick: Callable[[], object],
+    *,
+    batch: int,
+    limit: int,
+) -> None:
     k = kernels
     ids = np.frombuffer(
         "".join(state.words).encode("utf-32-le", "surrogatepass"), dtype=np.uint32
     ).astype(np.int32)
     lengths = np.fromiter(map(len, state.words), dtype=np.int64, count=len(state.words))
     wcount = np.asarray(state.counts, dtype=np.int64)
-    # Every merge shortens at least one distinct word by one token, so no corpus allows more
-    # merges than its words' positions minus their number: size every array by that, not by
-    # the vocab asked for (vocab_size=10^8 on a 51-byte corpus once allocated a GB).
-    limit = min(state.num_merges, max(int(lengths.sum()) - len(lengths), 0))
     # The arrays hold the words from here on: release the str words and their counts (on a
     # 64 MiB corpus about 30 MB, most of what put the run's peak above heap's).
     state.words, state.counts = [], []
