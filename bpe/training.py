@@ -242,6 +242,11 @@ def train_bpe_detailed(
     # the scanner's load leaves stage 1 first, so the log says the time metrics.json records
     scanner_cached = _move_scanner_load(counted, timings)
     _log_stage_1(counted, cache, regex_pattern, timings["pretokenize"], corpus)
+    if not counted.counts:  # one rule for every container: an all-empty parquet fails alike
+        raise ValueError(
+            f"the corpus {corpus.source!r} holds no text outside its special tokens, so BPE has "
+            "nothing to learn merges from; check dataset.path (and dataset.text_field)"
+        )
     compiled = _compile(trainer, timings)
     reached: dict[int, float] = {}
     with _timed(timings, "merge"):
@@ -472,11 +477,6 @@ def _log_stage_1(
         seconds,
         " (pretoken cache hit: loaded, not counted)" if cache.status == "hit" else "",
     )
-    if not counted.counts:  # one rule for every container: an all-empty parquet fails alike
-        raise ValueError(
-            f"the corpus {corpus.source!r} holds no text outside its special tokens, so BPE has "
-            "nothing to learn merges from; check dataset.path (and dataset.text_field)"
-        )
 
 
 def _parent_record(parent: Parent) -> dict:

@@ -45,15 +45,6 @@ from bpe.pretokenize.datasets import HELDOUT_FRACTION, HELDOUT_MAX_BYTES
 from bpe.pretokenize.engines import check_engine
 from bpe.pretokenize.readers import FORMATS
 from bpe.runs.stages import TRAINER_ORDER, VARIANT_ORDER
-
-try:  # the project's joblib launcher (installed beside the package, in hydra_plugins/)
-    from hydra_plugins.bpe_lab_launchers.joblib_launcher import quiet_schema_warning
-except ImportError:  # pragma: no cover - the joblib plugin is a dependency
-    pass
-else:
-    # every process that composes a run's config imports this module first: bpe-train's,
-    # and each joblib worker (which unpickles the task function and what it refers to)
-    quiet_schema_warning()
 from bpe.trainers import check_trainer
 from bpe.trainers.common import check_vocab_size
 from bpe.trainers.variants import check_threshold, check_trainer_supports, check_variant
@@ -73,6 +64,15 @@ __all__ = [
     "extra_keys",
     "help_template",
 ]
+
+try:  # the project's joblib launcher (installed beside the package, in hydra_plugins/)
+    from hydra_plugins.bpe_lab_launchers.joblib_launcher import quiet_schema_warning
+except ImportError:  # pragma: no cover - the joblib plugin is a dependency
+    pass
+else:
+    # every process that composes a run's config imports this module first: bpe-train's,
+    # and each joblib worker (which unpickles the task function and what it refers to)
+    quiet_schema_warning()
 
 
 def _key(meaning: str, default: Any = MISSING, *, minimum: float | None = None, **kw) -> Any:

@@ -38,7 +38,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -305,12 +305,13 @@ def run_experiment(cfg: DictConfig, *, report: ReportWriter | None) -> dict:
             with MemorySampler() as mem:
                 clock.sampler = mem
                 with clock.stage(TRAINING, timed=False):
-                    before = input_stamp(ds)
+                    inputs = input_files(ds)
+                    before = input_stamp(inputs)
                     holdout = hold_out(ds)
                     result = _train_stage(
                         cfg, ds, run_dir, holdout=holdout, sweep_dir=sweep.get("sweep_dir")
                     )
-                    check_unchanged(before, input_stamp(ds))
+                    check_unchanged(before, input_stamp(inputs))
                 clock.split_training(result.timings)
                 with clock.stage(SAVE):
                     save_artifacts(result, run_dir)
@@ -615,18 +616,24 @@ def log_merge_support(support: dict | None) -> None:
     )  # fmt: skip
 
 
-def input_stamp(ds: datasets.Dataset) -> dict[str, tuple[int, int]]:
-    """Each local input file's (size, modification time in ns), to tell whether the input
-    changed while the run read it; empty for a streamed Hub source."""
+def input_files(ds: datasets.Dataset) -> list[str]:
+    """The local files a run reads (listed once: the stamps before and after training compare
+    the same files); none for a streamed Hub source."""
     if str(ds.path).startswith(("hf:", "hf-stream:")):
-        return {}
+        return []
+    return [f.path for f in ds.corpus().files]
+
+
+def input_stamp(paths: Sequence[str]) -> dict[str, tuple[int, int]]:
+    """Each file's (size, modification time in ns), to tell whether the input changed while
+    the run read it (a file that is gone has no stamp: the comparison names it)."""
     stamps = {}
-    for f in ds.corpus().files:
+    for path in paths:
         try:
-            st = os.stat(f.path)
+            st = os.stat(path)
         except OSError:
-            continue  # gone: the comparison names it
-        stamps[f.path] = (st.st_size, st.st_mtime_ns)
+            continue
+        stamps[path] = (st.st_size, st.st_mtime_ns)
     return stamps
 
 

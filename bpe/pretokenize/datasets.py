@@ -41,6 +41,7 @@ from bpe.pretokenize.readers import (
     STREAM_PREFIX,
     Corpus,
     Holdout,
+    check_record_files,
     find_holdout,
     resolve_source,
 )
@@ -92,7 +93,7 @@ class Dataset:
         (a file, folder or glob that names nothing); ValueError when it cannot be read."""
         if not is_pattern(self.path):
             _check_file(self.path, self, "training file", allow_dir=True)
-        self.corpus()
+        check_record_files(self.corpus())
         held = self.heldout_path
         if held is not None and held.is_file() and held.stat().st_size == 0:
             raise ValueError(

@@ -290,9 +290,6 @@ def resolve_source(
         files = files[:keep]
     if not files:
         raise ValueError(f"the input {_show(source)!r} holds no corpus file")
-    for f in files:  # a footer and a schema: cheap, and a broken shard fails before any work
-        if f.kind == "parquet":
-            _check_column(_parquet_file(f.path).schema_arrow.names, text_field, f.path)
     label = ", ".join(str(i) for i in items) if len(items) > 1 else str(items[0])
     return Corpus(files, text_field=text_field, source=label)
 
@@ -1000,6 +997,14 @@ def _parquet_file(path: str) -> Any:
             f"{path!r} is not a readable parquet file ({type(err).__name__}: {err}); "
             "check that it was written completely"
         ) from None
+
+
+def check_record_files(corpus: Corpus) -> None:
+    """Open each parquet file's footer and check its text column: cheap, so a broken shard
+    or a wrong `text_field` fails before any work (reading checks them again, as it must)."""
+    for f in corpus.files:
+        if f.kind == "parquet":
+            _check_column(_parquet_file(f.path).schema_arrow.names, corpus.text_field, f.path)
 
 
 def _check_column(schema_names: Sequence[str], text_field: str, path: str) -> None:
