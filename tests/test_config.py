@@ -235,10 +235,12 @@ def test_hydra_names_cannot_lead_out_of_the_experiments_directory(tmp_path, args
          "variant.threshold=0.5 is a setting of variant=picky, not of variant=superbpe"),
         (["dataset.path=missing.txt"], "not found at"),
         (["dataset.heldout_path=empty.txt"], "is empty, so nothing can be measured on it"),
+        (["dataset.path=broken.parquet"], "broken.parquet' is not a readable parquet file"),
     ],
 )  # fmt: skip
 def test_input_and_variant_mistakes_stop_before_any_run_directory(tmp_path, args, said):
     (tmp_path / "empty.txt").write_text("", "utf-8")
+    (tmp_path / "broken.parquet").write_bytes(b"not parquet")
     experiments = tmp_path / "experiments"
     fast = ["debug=fast", f"dataset.path={FIXTURES / 'corpus.en'}"]
     line = one_error_line(bpe_train(f"experiments_dir={experiments}", *fast, *args, cwd=tmp_path))
