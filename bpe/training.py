@@ -40,7 +40,7 @@ from bpe.tokenizer.gpt2_format import merges_sha256
 from bpe.tokenizer.removals import as_removals
 from bpe.trainers import CompileInfo, check_trainer, compile_trainer, learn_merges
 from bpe.trainers.common import TrainerOutput, check_vocab_size
-from bpe.trainers.variants import Variant, as_variant, check_trainer_supports
+from bpe.trainers.variants import Variant, as_variant, check_trainer_supports, check_transition
 from bpe.util.progress import LOG_INTERVAL_S
 
 logger = logging.getLogger(__name__)
@@ -345,20 +345,6 @@ def _compile(trainer: str, timings: dict[str, float]) -> CompileInfo | None:
         time.perf_counter() - t0,
     )
     return info
-
-
-def check_transition(transition: int | None, vocab_size: int, specials: Sequence[str]) -> int:
-    """SuperBPE's transition vocab size: room for the specials and bytes, at most vocab_size."""
-    low = 256 + len(specials)
-    if not isinstance(transition, int) or isinstance(transition, bool):
-        raise ValueError(f"variant.transition_vocab={transition!r} must be an int, e.g. 9000")
-    if not low <= transition <= vocab_size:
-        raise ValueError(
-            f"variant.transition_vocab={transition} must lie between {low} (the specials and "
-            f"256 bytes) and vocab_size={vocab_size}; the paper's choice is 90% of vocab_size "
-            "(leave it null for that)"
-        )
-    return transition
 
 
 class _StageOne(NamedTuple):

@@ -229,7 +229,8 @@ def test_hydra_names_cannot_lead_out_of_the_experiments_directory(tmp_path, args
     ("args", "said"),
     [
         (["variant=superbpe", "variant.transition_vocab=900"],
-         "variant.transition_vocab=900 is above vocab_size=400"),
+         "variant.transition_vocab=900 must lie between 256 (the specials and 256 bytes) and "
+         "vocab_size=400"),
         (["variant=superbpe", "variant.stage_two_pattern='(?'"], "is not a valid regex"),
         (["variant=superbpe", "variant.threshold=0.5"],
          "variant.threshold=0.5 is a setting of variant=picky, not of variant=superbpe"),

@@ -81,11 +81,7 @@ def test_the_tokenizer_and_its_exports_encode_as_stage_two_trained(superbpe):
 def test_bad_transition_sizes_are_refused():
     for transition in (100, 800):
         variant = Variant("superbpe", transition_vocab=transition)
-        with pytest.raises(
-            ValueError,
-            match=r"variant.transition_vocab=\d+ (must lie between|is "
-            r"above vocab_size)",
-        ):
+        with pytest.raises(ValueError, match=r"variant.transition_vocab=\d+ must lie between"):
             train_bpe_detailed(FIXTURES / "corpus.en", 700, [EOT], variant=variant)
     with pytest.raises(ValueError, match="cannot continue a parent"):
         train_bpe_detailed(FIXTURES / "corpus.en", 700, [EOT], variant="superbpe",

@@ -18,6 +18,7 @@ What it does not do: train (the variants run through `bpe.training.train_bpe_det
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bpe.runs.stages import VARIANT_ORDER
@@ -84,12 +85,7 @@ class Variant:
             transition = self.transition_vocab
             if transition is None:
                 transition = int(vocab_size * DEFAULT_TRANSITION_SHARE)
-            if transition > vocab_size:
-                raise ValueError(
-                    f"variant.transition_vocab={transition} is above vocab_size={vocab_size}: "
-                    "stage two starts at the transition, so it must be at most vocab_size "
-                    "(leave it null for the paper's 90%)"
-                )
+            check_transition(transition, vocab_size)  # the specials: checked again in training
             if self.stage_two_pattern is not None:
                 resolve_pattern(self.stage_two_pattern)  # raises naming the pattern
             return Variant(
@@ -176,3 +172,23 @@ def as_variant(value: Variant | str | None) -> Variant:
         check_variant(value.name)
         return value
     return Variant(check_variant(value))
+
+
+def check_transition(transition: int | None, vocab_size: int, specials: Sequence[str] = ()) -> int:
+    """SuperBPE's transition vocab size: room for the specials and bytes, at most vocab_size.
+
+    >>> check_transition(900, 400)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: variant.transition_vocab=900 must lie between 256 (the specials and 256 bytes) ...
+    """
+    low = 256 + len(specials)
+    if not isinstance(transition, int) or isinstance(transition, bool):
+        raise ValueError(f"variant.transition_vocab={transition!r} must be an int, e.g. 9000")
+    if not low <= transition <= vocab_size:
+        raise ValueError(
+            f"variant.transition_vocab={transition} must lie between {low} (the specials and "
+            f"256 bytes) and vocab_size={vocab_size}; the paper's choice is 90% of vocab_size "
+            "(leave it null for that)"
+        )
+    return transition
