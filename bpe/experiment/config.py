@@ -96,7 +96,7 @@ class DatasetConfig:
     heldout_path: str | None = _key("held-out documents for compression/throughput", None)
     heldout_fraction: float = _key(
         "without heldout_path: the input's last documents held out of training, up to this "
-        "share of its size on disk (0: train on everything, measure the seen tail)",
+        "share of its text, not its size on disk (0: train on everything, measure the seen tail)",
         HELDOUT_FRACTION,
         minimum=0,
     )

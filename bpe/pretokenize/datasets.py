@@ -83,8 +83,8 @@ class Dataset:
     text_field: str = DEFAULT_TEXT_FIELD
     max_files: int | None = None
     max_bytes: int | None = None
-    #: without a held-out file: the share of the input (size on disk) and the bytes at most
-    #: of its last documents that runs hold out of training (`holdout`)
+    #: without a held-out file: the share of the input's text (not its size on disk) and the
+    #: bytes at most of its last documents that runs hold out of training (`holdout`)
     heldout_fraction: float = HELDOUT_FRACTION
     heldout_max_bytes: int = HELDOUT_MAX_BYTES
 

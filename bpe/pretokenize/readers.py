@@ -54,6 +54,7 @@ import io
 import json
 import logging
 import lzma
+import math
 import os
 import re
 import threading
@@ -1166,8 +1167,11 @@ def find_holdout(
     """The last whole documents of a corpus, held out of training, and where they start.
 
     The held-out documents are the corpus's last non-empty documents whose UTF-8 bytes add up
-    to at most `fraction` of the corpus's size on disk and at most `max_bytes`: the last
-    documents of the last file, then of the file before when the last one is held out whole.
+    to at most `fraction` of its text (all its documents' UTF-8 bytes, separators not counted:
+    `text_bytes_up_to`) and at most `max_bytes`: the last documents of the last file, then of
+    the file before when the last one is held out whole. Being a share of the text, not of the
+    size on disk, the same documents hold out the same tail as plain text, compressed, JSON
+    lines, parquet or shards.
     At least one document is left to train on. Returns None when nothing is held out: a zero
     `fraction`, a last document larger than the budget, or a corpus of one document.
 
@@ -1176,6 +1180,8 @@ def find_holdout(
     boundary for both. Cost: plain text and parquet are read backwards from their end (about
     the held-out bytes, plus one row group); a compressed file, JSON lines and an Arrow file
     are read once from their start (a rolling window of the budget is kept, not the file).
+    Settling the budget reads the corpus's first `max_bytes / fraction` bytes of text at most
+    (5 MiB with the defaults): beyond that the cap decides.
 
     Raises:
         ValueError: fraction outside [0, 1) or max_bytes < 1; a reader's error.
@@ -1183,7 +1189,7 @@ def find_holdout(
     >>> import tempfile
     >>> path = Path(tempfile.mkdtemp()) / "docs.txt"
     >>> _ = path.write_text("one<|endoftext|>two<|endoftext|>three", encoding="utf-8")
-    >>> held = find_holdout(resolve_source(path), "<|endoftext|>", fraction=0.5, max_bytes=9)
+    >>> held = find_holdout(resolve_source(path), "<|endoftext|>", fraction=0.8, max_bytes=9)
     >>> held.docs, held.stop.offset, held.stop.unit
     (('two', 'three'), 16, 'bytes')
     """
@@ -1193,8 +1199,11 @@ def find_holdout(
         )
     if not isinstance(max_bytes, int) or max_bytes < 1:
         raise ValueError(f"dataset.heldout_max_bytes={max_bytes!r} must be a whole number >= 1")
-    budget = min(int(corpus.num_bytes * fraction), max_bytes)
-    if not separator or budget < 1:
+    if not separator or fraction == 0:
+        return None
+    enough = math.ceil(max_bytes / fraction)
+    budget = min(int(text_bytes_up_to(corpus, separator, enough) * fraction), max_bytes)
+    if budget < 1:
         return None
     held: list[tuple[int, int, str, int]] = []  # (file, at, text, bytes), last document first
     used = 0
@@ -1216,6 +1225,26 @@ def find_holdout(
     unit = "rows" if corpus.files[file].format in ("parquet", "arrow", STREAM_FORMAT) else "bytes"
     stop = Stop(file, at, unit, docs=len(held), bytes=sum(h[3] for h in held))
     return Holdout(stop, tuple(h[2] for h in held), corpus.files[file].path)
+
+
+def text_bytes_up_to(corpus: Corpus, separator: str, limit: int) -> int:
+    """The UTF-8 bytes of the corpus's documents (separators not counted), read from its
+    start until they reach `limit`: the whole text's size when it is smaller, else a number
+    >= `limit`. The same documents give the same number in any container.
+
+    >>> import tempfile
+    >>> path = Path(tempfile.mkdtemp()) / "docs.txt"
+    >>> _ = path.write_text("one<|endoftext|>two<|endoftext|>three", encoding="utf-8")
+    >>> corpus = resolve_source(path)
+    >>> text_bytes_up_to(corpus, "<|endoftext|>", 100), text_bytes_up_to(corpus, "<|endoftext|>", 4)
+    (11, 6)
+    """
+    total = 0
+    for doc in iter_documents(corpus, separator):
+        total += len(doc.encode("utf-8"))
+        if total >= limit:
+            break
+    return total
 
 
 _Doc = tuple[int, str, int]  # (where it starts in its file, its text, its UTF-8 bytes)
