@@ -257,7 +257,7 @@ def test_an_existing_file_is_replaced_only_with_force(exported_run, tmp_path, ca
     args = ["--tokenizer", str(exported_run), "--input", str(corpus), "--no-progress"]
     with caplog.at_level(logging.ERROR):
         assert main([*args, "--out", str(tmp_path / "notes")]) == 2
-    assert "would write its sidecar over the existing" in caplog.text
+    assert "the sidecar of --out" in caplog.text and "not written by bpe-encode" in caplog.text
     assert notes.read_text("utf-8") == '{"mine": 1}'
     assert main([*args, "--out", str(tmp_path / "notes"), "--force"]) == 0  # asked for
     assert main([*args, "--out", str(tmp_path / "ids.npy")]) == 0

@@ -43,15 +43,17 @@ from bpe.measures.vocab_stats import ordinary_vocab_size, token_counts
 from bpe.pretokenize import GPT2_PATTERN, pattern_name
 from bpe.pretokenize.datasets import from_config, input_name, load_named
 from bpe.runs import schema
-from bpe.runs.layout import MERGES_FILE, METRICS_FILE, REMOVALS_FILE
+from bpe.runs.layout import COMPARE_FILE, MERGES_FILE, METRICS_FILE, REMOVALS_FILE
 from bpe.tokenizer import Tokenizer
 from bpe.tokenizer.gpt2_format import load_merges, load_vocab, render
 from bpe.tokenizer.removals import Removal, load_removals
-from bpe.util.io import atomic_write_text
+from bpe.util.io import atomic_write_text, check_writable, files_in
 
 logger = logging.getLogger(__name__)
 
 FIGURE = "figures/compare_topk_overlap.png"
+#: how COMPARE.md begins: a file starting otherwise was not written by bpe-compare
+TITLE = "# Vocabulary comparison: "
 #: Examples listed per side of each pair in "Tokens only in one side".
 EXAMPLES = 8
 #: Token lengths at or above this are one row of the length table.
@@ -399,7 +401,7 @@ def section_sides(c: Comparison) -> list[str]:
     heads = ["side", "directory", "kind", "trained on", "tokens (no specials)",
              "learned (merges)", "held-out docs"]  # fmt: skip
     return [
-        f"# Vocabulary comparison: {' vs '.join(s.label for s in sides)}",
+        f"{TITLE}{' vs '.join(s.label for s in sides)}",
         "",
         table(rows, heads),
         "",
@@ -576,27 +578,49 @@ def write_compare(
     out_dir: str | Path = ".",
     *,
     labels: Sequence[str] | None = None,
+    force: bool = False,
 ) -> Path:
     """Compare the directories, write COMPARE.md and its figure into out_dir; returns its path.
 
     Args:
         labels: one name per directory (default: `side_labels`, from what differs).
+        force: replace a COMPARE.md (or figure) in out_dir that bpe-compare did not write; a
+            previous comparison is replaced without it. No output ever replaces a file of the
+            directories compared, even with it (`check_writable`).
 
     Raises:
         FileNotFoundError / ValueError: see `load_side`, `side_labels` and `compare`.
+        FileExistsError / NotADirectoryError / IsADirectoryError: an output refused by
+            `check_writable`, before anything is read or written.
     """
     if labels is not None and len(labels) != len(paths):
         raise ValueError(f"{len(labels)} labels for {len(paths)} directories; pass one each")
+    out = Path(out_dir)
+    report, figure = out / COMPARE_FILE, out / FIGURE
+    ours = _is_our_compare(report)
+    for written in (report, figure):
+        check_writable(
+            written, what=f"--out {str(out)!r} ({written.relative_to(out)})",
+            inputs=files_in(paths), ours=ours, force=force,
+            fix="pass another --out", not_ours="is not a comparison written by bpe-compare",
+        )  # fmt: skip
     sides = [load_side(p) for p in paths]
     for side, label in zip(sides, side_labels(sides, given=labels)):
         side.label = label
     result = compare(sides)
-    out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    drawn = draw_topk_overlap(sides, out / FIGURE)
-    path = out / "COMPARE.md"
-    atomic_write_text(path, render_compare(result, figure=FIGURE if drawn else None) + "\n")
-    return path
+    drawn = draw_topk_overlap(sides, figure)
+    atomic_write_text(report, render_compare(result, figure=FIGURE if drawn else None) + "\n")
+    return report
+
+
+def _is_our_compare(path: Path) -> bool:
+    """A COMPARE.md that bpe-compare wrote (its title line), which a new comparison replaces."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.readline().startswith(TITLE)
+    except (OSError, UnicodeDecodeError):
+        return False
 
 
 def draw_topk_overlap(sides: Sequence[Side], path: Path) -> bool:

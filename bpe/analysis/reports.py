@@ -429,6 +429,32 @@ def manifest(runs: pd.DataFrame, root: Path) -> dict:
     return {"command": COMMAND, "experiments_dir": root.name, "sha256": digest, "runs": rows}
 
 
+def check_out_dir(out: Path, root: Path) -> None:
+    """Refuse an --out that is a file, or that lies in the experiments directory (where the
+    reports' own inputs live), before anything is read or written.
+
+    >>> import tempfile
+    >>> root = Path(tempfile.mkdtemp())
+    >>> check_out_dir(root / "reports", root / "experiments")
+    >>> check_out_dir(root / "experiments" / "run", root / "experiments")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: --out '...run' is inside the experiments directory '...experiments', ...
+    """
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(
+            f"--out {str(out)!r} is a file, not a directory; pass a directory for the reports, "
+            "e.g. --out reports"
+        )
+    resolved, experiments = out.resolve(), root.resolve()
+    if resolved == experiments or experiments in resolved.parents:
+        raise ValueError(
+            f"--out {str(out)!r} is inside the experiments directory {str(root)!r}, whose runs "
+            "the reports are made from (--force never writes there); pass a directory outside "
+            "it, e.g. --out reports"
+        )
+
+
 def check_overwrite(out: Path, new: dict) -> None:
     """Refuse to replace reports in out that were generated from a different set of runs.
 
@@ -473,10 +499,13 @@ def write_all_reports(
 
     Raises:
         FileNotFoundError: experiments_dir does not exist.
-        ValueError: it holds no runs at all (nothing to report), or out_dir holds reports from
-            other runs and force is false.
+        ValueError: it holds no runs at all (nothing to report), out_dir holds reports from
+            other runs and force is false, or out_dir is inside experiments_dir (reports are
+            written from the runs, never among them, even with force).
+        NotADirectoryError: out_dir is a file.
     """
     root = Path(experiments_dir)
+    check_out_dir(Path(out_dir), root)
     frame, runs = load_tidy(
         root, hint="train some first, e.g. `bpe-train -m experiment=compare_trainers`"
     )

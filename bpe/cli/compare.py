@@ -25,6 +25,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("dirs", nargs="+", type=Path, help="two or more directories")
     parser.add_argument("--out", type=Path, default=Path("."), help="output dir (default: .)")
     parser.add_argument("--labels", nargs="+", help="names for the sides, one per directory")
+    parser.add_argument(
+        "--force", action="store_true",
+        help="replace a COMPARE.md in --out that bpe-compare did not write (a previous "
+        "comparison is replaced without it; a compared directory's files never are)",
+    )  # fmt: skip
     return parser
 
 
@@ -32,8 +37,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
-        logger.info("wrote %s", write_compare(args.dirs, args.out, labels=args.labels))
-    except (FileNotFoundError, ValueError) as err:
+        logger.info(
+            "wrote %s", write_compare(args.dirs, args.out, labels=args.labels, force=args.force)
+        )
+    except (OSError, ValueError) as err:
         logger.error("%s", err)
         return 2
     return 0

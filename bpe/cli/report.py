@@ -29,7 +29,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("path", nargs="?", type=Path, help="a run directory or a sweep directory")
     parser.add_argument("--all", action="store_true", help="regenerate every report in --out")
     parser.add_argument("--experiments-dir", type=Path, default=Path("experiments"))
-    parser.add_argument("--out", type=Path, default=Path("reports"))
+    parser.add_argument(
+        "--out", type=Path, default=None,
+        help="with --all: the reports' directory (default: reports; never inside "
+        "--experiments-dir)",
+    )  # fmt: skip
     parser.add_argument(
         "--force", action="store_true",
         help="with --all: replace reports in --out even if other runs generated them",
@@ -43,11 +47,17 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
         if args.all:
-            for path in write_all_reports(args.experiments_dir, out_dir=args.out, force=args.force):
+            out = args.out if args.out is not None else Path("reports")
+            for path in write_all_reports(args.experiments_dir, out_dir=out, force=args.force):
                 logger.info("wrote %s", path)
             return 0
         if args.path is None:
             parser.error("pass a RUN_DIR or SWEEP_DIR, or --all")
+        if args.out is not None or args.force:
+            parser.error(
+                "--out and --force go with --all; a run's or a sweep's report is written "
+                "inside its own directory"
+            )
         if not args.path.is_dir():
             raise FileNotFoundError(
                 f"{str(args.path)!r} is not a directory; pass a run or sweep dir"
@@ -57,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         logger.info("wrote %s", write_sweep_report(args.path))
         return 0
-    except (FileNotFoundError, ValueError, PermissionError) as err:
+    except (OSError, ValueError) as err:
         logger.error("%s", err)
         return 2
 

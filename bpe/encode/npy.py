@@ -59,7 +59,7 @@ from bpe.pretokenize.readers import (
 from bpe.tokenizer import Tokenizer
 from bpe.tokenizer.dropout import check_dropout
 from bpe.tokenizer.gpt2_format import load_tokenizer_files
-from bpe.util.io import atomic_open, counted
+from bpe.util.io import atomic_open, check_writable, counted, files_in
 from bpe.util.workers import WorkerPlan, plan_workers, start_method_for
 
 logger = logging.getLogger(__name__)
@@ -270,60 +270,23 @@ def check_output(
     out = Path(out_path)
     sidecar = lineage.sidecar_path(out)
     first = Path(inputs[0]) if inputs else out
-    for written, what, fix in (
-        (out, f"--out {str(out)!r}",
-         f"write the ids to another path, e.g. {str(first.with_suffix('.npy'))!r}"),
-        (sidecar, f"the sidecar of --out {str(out)!r} ({str(sidecar)!r})",
-         f"pass an --out ending in .npy, e.g. {str(out.with_suffix('.npy'))!r}"),
-    ):  # fmt: skip
-        for src in sources:
-            if written.exists() and src.exists() and os.path.samefile(written, src):
-                raise ValueError(
-                    f"{what} is the input file {str(src)!r} (the same file, maybe through a "
-                    f"link), which --force never replaces; {fix}"
-                )
+    ours = _is_our_output(out)
     if out.is_dir():
         raise IsADirectoryError(
             f"--out {str(out)!r} is a directory; pass a file path inside it, e.g. "
             f"{str(out / (first.stem + '.npy'))!r}"
         )
-    if force:
-        return
-    if out.exists() and not _is_our_output(out):
-        raise FileExistsError(
-            f"--out {str(out)!r} exists and is not a token array written by bpe-encode (no "
-            f"{sidecar.name} beside it); pass another path, or --force to replace it"
-        )
-    if sidecar.exists() and not _is_our_output(out):
-        raise FileExistsError(
-            f"--out {str(out)!r} would write its sidecar over the existing {str(sidecar)!r}, "
-            "which bpe-encode did not write; pass another --out (ending in .npy), or --force "
-            "to replace it"
-        )
-
-
-def tokenizer_files(
-    tokenizer: Sequence[str | os.PathLike] | str | os.PathLike | None,
-) -> list[Path]:
-    """The files a tokenizer was read from, which an output must never replace: every file of
-    a tokenizer directory (vocab.json, merges.txt, tokenizer.json and the rest), or the files
-    named.
-
-    >>> import tempfile
-    >>> d = Path(tempfile.mkdtemp()); _ = (d / "vocab.json").write_text("{}")
-    >>> [p.name for p in tokenizer_files(d)]
-    ['vocab.json']
-    """
-    if tokenizer is None:
-        return []
-    named = [tokenizer] if isinstance(tokenizer, str | os.PathLike) else list(tokenizer)
-    files: list[Path] = []
-    for item in map(Path, named):
-        if item.is_dir():
-            files += sorted(p for p in item.iterdir() if p.is_file())
-        elif item.exists():
-            files.append(item)
-    return files
+    check_writable(
+        out, what="--out", inputs=sources, ours=ours, force=force,
+        fix=f"write the ids to another path, e.g. {str(first.with_suffix('.npy'))!r}",
+        not_ours=f"is not a token array written by bpe-encode (no {sidecar.name} beside it)",
+    )  # fmt: skip
+    check_writable(
+        sidecar, what=f"the sidecar of --out {str(out)!r}", inputs=sources,
+        ours=ours, force=force,
+        fix=f"pass an --out ending in .npy, e.g. {str(out.with_suffix('.npy'))!r}",
+        not_ours="was not written by bpe-encode",
+    )  # fmt: skip
 
 
 def _is_our_output(path: Path) -> bool:
@@ -560,7 +523,7 @@ def encode_corpus_to_npy(
     dt = check_dtype(tokenizer, dtype)
     sep, sep_id = corpus_separator(tokenizer, separator)
     check_output([f.path for f in corpus.files], out_path, force=force,
-                 protected=tokenizer_files(tokenizer_dir))  # fmt: skip
+                 protected=files_in(tokenizer_dir))  # fmt: skip
     if dropout:
         raise ValueError(
             f"dropout={dropout!r} is applied to one text file only; decompress or convert "
@@ -638,7 +601,7 @@ def _check_arguments(
     backend exists (and can apply dropout), dropout and seed are valid, the input is a readable
     file (an empty one is allowed). Returns the dtype, the input path and its size."""
     dt = check_dtype(tokenizer, dtype)
-    check_output(input_path, out_path, force=force, protected=tokenizer_files(tokenizer_dir))
+    check_output(input_path, out_path, force=force, protected=files_in(tokenizer_dir))
     if backend not in ENCODE_BACKENDS:
         raise ValueError(f"backend={backend!r} is not supported; use one of {ENCODE_BACKENDS}")
     check_dropout(dropout, seed)

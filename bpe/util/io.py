@@ -8,7 +8,10 @@ What it does:
     * `atomic_open` / `atomic_write_text` / `atomic_write_bytes`: write through a temp file in the
       target's directory and rename it into place, so a reader sees the old file or the new one,
       never half of one; an error (a full disk included) names the file it could not write;
-    * `sha256_file`: a file's sha256 in one streamed pass (the identity of a corpus).
+    * `sha256_file`: a file's sha256 in one streamed pass (the identity of a corpus);
+    * `files_in` / `check_writable`: the one rule every writing command applies before it
+      writes (never over one of its inputs, even with --force; never over a file it did not
+      write, without --force).
 
 What it does not do: know any file format (see `bpe.tokenizer.gpt2_format`, `bpe.encode.npy`).
 """
@@ -20,7 +23,7 @@ import hashlib
 import os
 import re
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
@@ -148,3 +151,83 @@ def counted(n: int, noun: str) -> str:
     ('1 chunk', '3 parts', '0 workers')
     """
     return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def files_in(paths: Sequence[str | os.PathLike] | str | os.PathLike | None) -> list[Path]:
+    """The files a command reads from the paths it was given, which no output may replace:
+    every file directly inside a directory (a tokenizer's vocab.json, merges.txt,
+    tokenizer.json and the rest), or the file named.
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp()); _ = (d / "vocab.json").write_text("{}")
+    >>> [p.name for p in files_in(d)], files_in(d / "missing")
+    (['vocab.json'], [])
+    """
+    if paths is None:
+        return []
+    named = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
+    files: list[Path] = []
+    for item in map(Path, named):
+        if item.is_dir():
+            files += sorted(p for p in item.iterdir() if p.is_file())
+        elif item.exists():
+            files.append(item)
+    return files
+
+
+def check_writable(
+    written: str | os.PathLike,
+    *,
+    what: str,
+    inputs: Sequence[str | os.PathLike] = (),
+    ours: bool = False,
+    force: bool = False,
+    fix: str = "pass another --out",
+    not_ours: str = "was not written by this command",
+) -> None:
+    """Refuse to write `written` where data would be lost; called before anything is written.
+
+    Refused always, even with `force`: a path that is one of `inputs` (also through a symlink
+    or a hard link: same device and inode), an existing directory, a path under a file.
+    Refused unless `force`: an existing file that is not `ours` (a previous output of the same
+    command, which it may regenerate).
+
+    Raises:
+        ValueError: the path is an input (names both).
+        IsADirectoryError / NotADirectoryError: a directory where a file goes, or the reverse.
+        FileExistsError: an existing file not ours, without `force` (says to pass it).
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp()); _ = (d / "notes.md").write_text("mine")
+    >>> check_writable(d / "notes.md", what="--out", inputs=[d / "notes.md"])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: --out ('...notes.md') is the input file '...notes.md' (the same file, maybe ...
+    >>> check_writable(d / "notes.md", what="--out")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    FileExistsError: --out ('...notes.md') exists and was not written by this command; ...
+    >>> check_writable(d / "notes.md", what="--out", force=True)
+    """
+    path = Path(written)
+    if path.exists():
+        for src in map(Path, inputs):
+            if src.exists() and os.path.samefile(path, src):
+                raise ValueError(
+                    f"{what} ({str(path)!r}) is the input file {str(src)!r} (the same file, "
+                    f"maybe through a link), which --force never replaces; {fix}"
+                )
+    if path.is_dir():
+        raise IsADirectoryError(f"{what} ({str(path)!r}) is a directory; {fix}")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise NotADirectoryError(
+                    f"{what} ({str(path)!r}) would go inside {str(parent)!r}, which is a file, "
+                    f"not a directory; {fix}"
+                )
+            break
+    if path.exists() and not ours and not force:
+        raise FileExistsError(
+            f"{what} ({str(path)!r}) exists and {not_ours}; {fix}, or --force to replace it"
+        )
