@@ -181,7 +181,9 @@ def ensure_corpus(size: str, *, corpus_dir: Path, seed: int, source: str, novelt
         if meta.get("bytes") == path.stat().st_size and meta.get("version") == CORPUS_VERSION:
             return meta
     print(f"building {path.name} ...", file=sys.stderr, flush=True)
-    meta = corpus.make_corpus(path, num_bytes, seed=seed, source=source, novelty=novelty)
+    meta = corpus.make_corpus(  # a stale corpus of this cache, named by its parameters
+        path, num_bytes, seed=seed, source=source, novelty=novelty, force=True
+    )
     meta = {**meta, "version": CORPUS_VERSION, "size": size, "file": path.name}
     atomic_write_text(meta_path, json.dumps(meta, indent=2) + "\n")
     return meta

@@ -73,9 +73,11 @@ import regex
 
 from bpe.pretokenize import EOT
 from bpe.pretokenize.patterns import GPT2_PATTERN
-from bpe.util.io import DATA_DIR, atomic_open
+from bpe.util.io import DATA_DIR, atomic_open, check_writable
 
 #: The bundled samples a corpus can be built from.
+#: The (git-ignored) cache of generated corpora: a file here was made by this script.
+SCALE_DIR = Path(__file__).resolve().parent.parent / "data" / "scale"
 SOURCES = {"owt": DATA_DIR / "owt_sample.txt", "tinystories": DATA_DIR / "tinystories_sample.txt"}
 #: The full OpenWebText: its size in bytes and its unique GPT-2 pretokens.
 OWT_FULL_BYTES = 11.9e9
@@ -463,14 +465,21 @@ def make_corpus(
     seed: int = 0,
     source: str = "owt",
     novelty: str = "owt",
+    force: bool = False,
 ) -> dict:
     """Write the corpus to `out` (atomically) and return what was written and how fast.
 
     The file ends after the first document that reaches num_bytes (so it is at most one
-    document longer).
+    document longer). `out` is never a source sample, even with `force`; an existing file
+    outside the scale cache is replaced only with `force` (`check_writable`).
     """
     if num_bytes <= 0:
         raise ValueError(f"size {num_bytes!r} must be positive")
+    check_writable(
+        out, what="--out", inputs=list(SOURCES.values()), force=force,
+        ours=Path(out).resolve().parent == SCALE_DIR.resolve(),
+        fix="pass another --out", not_ours="is not a corpus in the scale cache (data/scale/)",
+    )  # fmt: skip
     process, sample_fit = calibrate(novelty, source=source)
     start, cpu_start = time.perf_counter(), time.process_time()
     written = docs = 0
@@ -522,20 +531,28 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--novelty", choices=NOVELTY, default="owt", help="target Heaps curve")
     parser.add_argument("--out", help="output file (default data/scale/<source>_<size>_...txt)")
     parser.add_argument("--fit", action="store_true", help="print the fits and exit")
+    parser.add_argument(
+        "--force", action="store_true",
+        help="replace an existing --out outside data/scale/ (never a source sample)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.fit:
         print(json.dumps(describe(args.source), indent=2))
         return
     size = parse_size(args.size)
     out = args.out or default_path(size, seed=args.seed, source=args.source, novelty=args.novelty)
-    stats = make_corpus(out, size, seed=args.seed, source=args.source, novelty=args.novelty)
+    try:
+        stats = make_corpus(
+            out, size, seed=args.seed, source=args.source, novelty=args.novelty, force=args.force
+        )
+    except (OSError, ValueError) as err:
+        parser.error(str(err))
     print(json.dumps(stats, indent=2))
 
 
 def default_path(num_bytes: int, *, seed: int, source: str, novelty: str) -> Path:
     """Where a corpus lives in the (git-ignored) corpus cache, named by what made it."""
-    root = Path(__file__).resolve().parent.parent / "data" / "scale"
-    return root / f"{source}_{size_label(num_bytes)}_{novelty}_seed{seed}.txt"
+    return SCALE_DIR / f"{source}_{size_label(num_bytes)}_{novelty}_seed{seed}.txt"
 
 
 if __name__ == "__main__":

@@ -64,6 +64,21 @@ def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path):
     assert text.endswith(corpus.EOT) and text.count(corpus.EOT) == a["documents"]
 
 
+def test_the_corpus_never_replaces_a_sample_or_an_unknown_file(tmp_path):
+    for source in corpus.SOURCES.values():
+        before = _sha(source)
+        with pytest.raises(ValueError, match="is the input file"):
+            corpus.make_corpus(source, 1000, force=True)
+        assert _sha(source) == before
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine", "utf-8")
+    with pytest.raises(FileExistsError, match="--force"):
+        corpus.make_corpus(notes, 1000)
+    assert notes.read_text("utf-8") == "mine"
+    corpus.make_corpus(notes, 1000, force=True)  # asked for
+    assert notes.stat().st_size >= 1000
+
+
 def test_interrupted_write_leaves_nothing(tmp_path):
     """Written through a temp file renamed at the end: Ctrl-C mid-way leaves no file at all."""
     out = tmp_path / "big.txt"
