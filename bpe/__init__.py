@@ -4,11 +4,15 @@ The tree is the pipeline: one folder per layer, imports pointing one way (the ta
 `tests/test_layers.py`). Every module, once (`tests/test_layers.py` checks this map against the
 tree); stages are numbered in `bpe.runs.stages.STAGES`:
 
-    bpe.pretokenize             stage 1, count pretokens: special tokens, splitting, counting
-      .patterns                 the named split patterns (gpt2, cl100k, o200k)
+    bpe.text                    text rules, pure: no file, process or corpus
+      .patterns                 the named split patterns (gpt2, cl100k, o200k), custom ones checked
+      .specials                 special tokens: the validity rule, the regex, splitting on them
+      .pretokens                the pretokens of a text (an exact `re` translation when it can)
+      .cuts                     where a text may be cut: no pretoken spans it (proved per pattern)
+    bpe.pretokenize             stage 1, count pretokens: files in chunks, processes, Dask
       .engines                  regex or the compiled scanner (GPT-2's pattern, Numba extra)
       .scan_kernels             the scanner's Numba kernel: GPT-2's pattern as a state machine
-      .chunks                   plan chunks at safe cuts; the process pool that maps over them
+      .chunks                   plan a file's chunks at safe cuts, and the workers once
       .cache                    counts saved by input sha256 + settings, loaded by later runs
       .dask_backend             the same chunks as tasks on a Dask cluster
       .datasets                 named datasets (bpe/conf/dataset) and input files
@@ -28,11 +32,12 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .picky                    PickyBPE: merges that remove the parents they used up
     bpe.training                train_bpe, train_bpe_detailed, TrainResult: stages 1-3, timed
     bpe.tokenizer               Tokenizer: encode, decode, streaming
-      .gpt2_format              vocab.json and merges.txt (GPT-2 format), merges_sha256
       .dropout                  BPE-dropout: merging with candidates skipped at random
       .compiled                 the cold path: BPE of a batch of new pretokens, Numba-compiled
-      .removals                 PickyBPE's removals.json, and encoding by replaying them
-    bpe.formats                 what a tokenizer is saved as, beside GPT-2's files
+      .removals                 PickyBPE's removals at encode time: replaying the history
+    bpe.formats                 the files a tokenizer is read from and saved as
+      .gpt2_format              vocab.json and merges.txt (GPT-2 format), merges_sha256
+      .removals_json            PickyBPE's removals.json: the record and its check
       .pretrained               opening a tokenizer directory: one rule for its specials
       .exports                  tokenizer.json + HF configs, tiktoken, save_pretrained
       .tokenizer_json           the special tokens and pattern a tokenizer.json records
@@ -83,22 +88,17 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .io                       atomic writes, project paths, safe path names
       .progress                 progress lines and bars
       .workers                  how many worker processes, and how they start
+      .pool                     the process pool that maps a function over chunks, never hangs
 
 Public API (see README.md):
 
     from bpe import train_bpe, Tokenizer
     vocab, merges = train_bpe(path, vocab_size, ["<|endoftext|>"], trainer="heap")
-
-Modules that moved into the folders above still import under their old names
-(`bpe.gpt2_format`, `bpe.chunks`, ...: `MOVED`), as the same module objects.
 """
 
 from __future__ import annotations
 
 import importlib
-import importlib.abc
-import importlib.util
-import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -129,50 +129,3 @@ def __getattr__(name: str):
 
 def __dir__() -> list[str]:
     return sorted([*globals(), *_PUBLIC])
-
-
-#: Old module paths (before the layers became folders) -> where the module lives now.
-MOVED = {
-    "bpe._io": "bpe.util.io",
-    "bpe.progress": "bpe.util.progress",
-    "bpe.chunks": "bpe.pretokenize.chunks",
-    "bpe.patterns": "bpe.pretokenize.patterns",
-    "bpe.pretoken_cache": "bpe.pretokenize.cache",
-    "bpe.dask_backend": "bpe.pretokenize.dask_backend",
-    "bpe.datasets": "bpe.pretokenize.datasets",
-    "bpe.gpt2_format": "bpe.tokenizer.gpt2_format",
-    "bpe.tokenizer_json": "bpe.formats.tokenizer_json",
-    "bpe.exports": "bpe.formats.exports",
-    "bpe.init_from": "bpe.formats.init_from",
-    "bpe.encode_dataset": "bpe.encode.npy",
-    "bpe.lineage": "bpe.encode.lineage",
-    "bpe.vocab_stats": "bpe.measures.vocab_stats",
-    "bpe.liveness": "bpe.runs.liveness",
-    "bpe.config": "bpe.experiment.config",
-    "bpe.train": "bpe.cli.train",
-    "bpe.show": "bpe.cli.show",
-    "bpe.analysis.cli": "bpe.cli.report",
-}
-
-
-class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Imports an old module path as the module that now lives elsewhere (`MOVED`).
-
-    subtle: `exec_module` puts the real module under the old name in `sys.modules`; the import
-    system returns whatever that entry holds, so `bpe.gpt2_format is bpe.tokenizer.gpt2_format`.
-    """
-
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname in MOVED:
-            return importlib.util.spec_from_loader(fullname, self)
-        return None
-
-    def create_module(self, spec):
-        return None  # the default module, replaced in exec_module
-
-    def exec_module(self, module) -> None:
-        sys.modules[module.__name__] = importlib.import_module(MOVED[module.__name__])
-
-
-if not any(isinstance(f, _MovedModules) for f in sys.meta_path):
-    sys.meta_path.insert(0, _MovedModules())

@@ -6,7 +6,7 @@ fails in milliseconds, not after pre-tokenization), runs stage 1, count pretoken
 (`bpe.trainers.learn_merges`; the stages are numbered in `bpe.runs.stages.STAGES`), and returns
 the vocab and merges, or a `TrainResult` with stage timings and counts for the experiment harness.
 
-What it does not do: write files (see `bpe.tokenizer.gpt2_format`) or format reports.
+What it does not do: write files (see `bpe.formats.gpt2_format`) or format reports.
 """
 
 from __future__ import annotations
@@ -20,24 +20,19 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from bpe.formats.gpt2_format import merges_sha256
 from bpe.formats.init_from import Parent, check_parent, load_parent
-from bpe.pretokenize import (
-    PretokenCounts,
-    check_input_file,
-    pattern_name,
-    resolve_pattern,
-    validate_special_tokens,
-)
+from bpe.formats.removals_json import as_removals
+from bpe.pretokenize import PretokenCounts, check_input_file
 from bpe.pretokenize.cache import CacheInfo, pretokenize_cached
 from bpe.pretokenize.corpus import pretokenize_corpus
 from bpe.pretokenize.dask_backend import check_backend
 from bpe.pretokenize.engines import resolve_engine
-from bpe.pretokenize.patterns import GPT2_PATTERN
 from bpe.pretokenize.readers import DEFAULT_TEXT_FIELD, Corpus, corpus_manifest, resolve_source
 from bpe.runs.stages import COMPILE, STAGE_TIMINGS, stage_label
+from bpe.text.patterns import GPT2_PATTERN, pattern_name, resolve_pattern
+from bpe.text.specials import validate_special_tokens
 from bpe.tokenizer import Tokenizer
-from bpe.tokenizer.gpt2_format import merges_sha256
-from bpe.tokenizer.removals import as_removals
 from bpe.trainers import CompileInfo, check_trainer, compile_trainer, learn_merges
 from bpe.trainers.common import TrainerOutput, check_vocab_size
 from bpe.trainers.variants import Variant, as_variant, check_trainer_supports, check_transition
@@ -70,7 +65,7 @@ class TrainResult:
     #: how often each merged pair occurred when it was merged (non-increasing in practice;
     #: a continued run's replayed parent merges count their pairs on this corpus)
     merge_counts: list[int] = field(default_factory=list)
-    #: the split pattern (a regex string; `bpe.pretokenize.pattern_name` names it)
+    #: the split pattern (a regex string; `bpe.text.patterns.pattern_name` names it)
     pattern: str = GPT2_PATTERN
     #: the tokenizer this run continued from: path, merges sha256, vocab size, merges
     init_from: dict | None = None

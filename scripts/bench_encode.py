@@ -62,7 +62,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 ROOT = Path(__file__).resolve().parent.parent
 EOT = "<|endoftext|>"
 SAMPLES = {"TinyStories": "tinystories_sample.txt", "OWT": "owt_sample.txt"}
-# --quick: each sample's head, cut after a document; above chunks.DEFAULT_MIN_PARALLEL_BYTES
+# --quick: each sample's head, cut after a document; above workers.DEFAULT_MIN_PARALLEL_BYTES
 # (256 KiB), so the backends table still starts its worker processes and threads.
 QUICK_BYTES = 300_000
 

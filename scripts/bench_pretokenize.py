@@ -21,8 +21,9 @@ import sys
 import time
 from pathlib import Path
 
-from bpe.pretokenize import EOT, count_pretokens
+from bpe.pretokenize import count_pretokens
 from bpe.pretokenize.engines import load_scanner
+from bpe.text.specials import EOT
 
 ROOT = Path(__file__).resolve().parent.parent
 SMOKE_BYTES = 300_000

@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bpe.pretokenize import EOT  # noqa: E402
+from bpe.text.specials import EOT  # noqa: E402
 from bpe.util.io import DATA_DIR  # noqa: E402
 
 FORMATS = ("text", "txt.gz", "jsonl.zst", "parquet")

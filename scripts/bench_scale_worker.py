@@ -36,7 +36,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 EOT = "<|endoftext|>"
-#: GPT-2's split pattern, as `bpe.pretokenize.GPT2_PATTERN` (a test checks they are equal;
+#: GPT-2's split pattern, as `bpe.text.patterns.GPT2_PATTERN` (a test checks they are equal;
 #: written out so that the anchors' runs do not import bpe)
 GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 #: bpeasy's cap on a token's bytes, set beyond any token so that it changes no merge

@@ -71,8 +71,8 @@ from pathlib import Path
 import numpy as np
 import regex
 
-from bpe.pretokenize import EOT
-from bpe.pretokenize.patterns import GPT2_PATTERN
+from bpe.text.patterns import GPT2_PATTERN
+from bpe.text.specials import EOT
 from bpe.util.io import DATA_DIR, atomic_open, check_writable
 
 #: The bundled samples a corpus can be built from.

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bpe.pretokenize import EOT  # noqa: F401  (re-exported for the tests)
+from bpe.text.specials import EOT  # noqa: F401  (re-exported for the tests)
 from bpe.trainers import TRAINERS
 
 ROOT = Path(__file__).resolve().parent.parent

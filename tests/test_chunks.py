@@ -21,21 +21,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bpe.pretokenize import (
-    GPT2_PATTERN,
-    GPT2_REGEX,
-    count_pretokens,
-    find_pretokens,
-    pretokenize_file,
-)
-from bpe.pretokenize.chunks import (
-    Chunk,
-    ChunkWorkerError,
-    map_chunks,
-    plan,
-    plan_chunks,
-    safe_cuts,
-)
+from bpe.pretokenize import count_pretokens, pretokenize_file
+from bpe.pretokenize.chunks import plan, plan_chunks
+from bpe.text.cuts import safe_cuts
+from bpe.text.patterns import GPT2_PATTERN, GPT2_REGEX
+from bpe.text.pretokens import find_pretokens
+from bpe.util.pool import Chunk, ChunkWorkerError, map_chunks
 from bpe.util.workers import WorkerPlan, default_num_workers, fair_share
 from tests.conftest import DATA, EOT, ROOT, sigint_as_in_a_terminal
 
@@ -342,7 +333,7 @@ def test_kill_9_of_a_training_worker_marks_the_run_failed(big_corpus, tmp_path):
 @needs_two_cpus
 def test_kill_9_of_an_encode_worker_exits_non_zero_without_output(big_corpus, tmp_path):
     from bpe import train_bpe
-    from bpe.tokenizer.gpt2_format import save_tokenizer_files
+    from bpe.formats.gpt2_format import save_tokenizer_files
     from tests.conftest import FIXTURES
 
     vocab, merges = train_bpe(FIXTURES / "corpus.en", 400, [EOT], num_workers=1)

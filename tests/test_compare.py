@@ -24,7 +24,7 @@ from bpe.analysis.compare import (
     write_compare,
 )
 from bpe.cli.compare import main
-from bpe.tokenizer.gpt2_format import load_vocab
+from bpe.formats.gpt2_format import load_vocab
 from tests.conftest import DATA, FIXTURES, ROOT, console_env
 
 EXP = FIXTURES / "experiments"

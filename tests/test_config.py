@@ -14,8 +14,8 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 
 from bpe.experiment import config as schema
-from bpe.pretokenize import validate_special_tokens
 from bpe.runs.stages import TRAINER_ORDER
+from bpe.text.specials import validate_special_tokens
 from bpe.tokenizer import Tokenizer
 from bpe.training import train_bpe
 from bpe.util.io import CONF_DIR

@@ -20,8 +20,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from bpe.pretokenize import EOT, GPT2_PATTERN, _count_chunk, pretokenize_file
-from bpe.pretokenize.chunks import Chunk, plan_chunks
+from bpe.pretokenize import _count_chunk, pretokenize_file
+from bpe.pretokenize.chunks import plan_chunks
 from bpe.pretokenize.dask_backend import (
     SPLIT_EVERY,
     TreeCount,
@@ -30,8 +30,11 @@ from bpe.pretokenize.dask_backend import (
     merge_counts,
 )
 from bpe.pretokenize.datasets import load_named
+from bpe.text.patterns import GPT2_PATTERN
+from bpe.text.specials import EOT
 from bpe.training import train_bpe_detailed
 from bpe.util.io import DATA_DIR
+from bpe.util.pool import Chunk
 from tests.conftest import console_env
 
 distributed = pytest.importorskip("distributed")

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from bpe import Tokenizer, train_bpe
 from bpe.cli.encode import main
 from bpe.encode.npy import encode_file_to_npy
+from bpe.formats.gpt2_format import save_tokenizer_files
 from bpe.measures import gpt2_tokenizer
 from bpe.tokenizer import _merge_bytes
 from bpe.tokenizer.dropout import (
@@ -24,7 +25,6 @@ from bpe.tokenizer.dropout import (
     merge_short_with_dropout,
     merge_with_dropout,
 )
-from bpe.tokenizer.gpt2_format import save_tokenizer_files
 from bpe.trainers import learn_merges
 from tests.complexity import assert_linear
 from tests.conftest import DATA, EOT, FIXTURES

@@ -17,8 +17,8 @@ from bpe.encode.npy import (
     resolve_tokenizer_files,
     write_npy_atomically,
 )
+from bpe.formats.gpt2_format import save_tokenizer_files
 from bpe.measures import gpt2_tokenizer
-from bpe.tokenizer.gpt2_format import save_tokenizer_files
 from tests.conftest import DATA, EOT, FIXTURES
 
 

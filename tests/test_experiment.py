@@ -17,8 +17,8 @@ from bpe.analysis import load_runs
 from bpe.analysis.run_report import write_run_report
 from bpe.cli.report import main as report_main
 from bpe.experiment import rundir, runner
-from bpe.pretokenize import CL100K_PATTERN
 from bpe.runs.stages import COMPILE, RETIRED_STAGES, RUN_STAGES, TIMED_STAGES
+from bpe.text.patterns import CL100K_PATTERN
 from bpe.tokenizer import Tokenizer
 from bpe.util.io import CONF_DIR
 from tests.conftest import FIXTURES, ROOT

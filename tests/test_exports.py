@@ -23,7 +23,7 @@ from bpe.formats.exports import (
     tiktoken_ranks,
     to_hf_tokenizer,
 )
-from bpe.pretokenize import PATTERNS
+from bpe.text.patterns import PATTERNS
 from tests.conftest import DATA, EOT
 
 transformers = pytest.importorskip("transformers")  # the hf extra (installed by dev)

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bpe import train_bpe
-from bpe.tokenizer.gpt2_format import (
+from bpe.formats.gpt2_format import (
     bytes_to_unicode,
     load_merges,
     load_tokenizer_files,

@@ -17,11 +17,11 @@ from hydra import compose, initialize_config_dir
 
 from bpe.analysis.run_report import write_run_report
 from bpe.experiment import runner
-from bpe.pretokenize import EOT
+from bpe.formats.gpt2_format import merges_sha256
 from bpe.pretokenize.cache import cache_key
 from bpe.pretokenize.corpus import pretokenize_corpus
 from bpe.pretokenize.readers import find_holdout, iter_documents, plan_parts, resolve_source
-from bpe.tokenizer.gpt2_format import merges_sha256
+from bpe.text.specials import EOT
 from bpe.training import train_bpe, train_bpe_detailed
 from bpe.util.io import CONF_DIR, DATA_DIR
 from bpe.util.workers import default_num_workers

@@ -20,7 +20,7 @@ import pytest
 from bpe import train_bpe
 from bpe.cli.encode import main as encode_main
 from bpe.experiment.rundir import update_latest
-from bpe.tokenizer.gpt2_format import save_tokenizer_files
+from bpe.formats.gpt2_format import save_tokenizer_files
 from bpe.util.io import safe_name
 from tests.conftest import EOT, FIXTURES, ROOT
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from bpe.pretokenize import EOT
-from bpe.tokenizer.gpt2_format import merges_sha256
+from bpe.formats.gpt2_format import merges_sha256
+from bpe.text.specials import EOT
 from bpe.training import train_bpe
 from tests.conftest import ROOT
 from tests.fake_hub import COMMIT, DatasetHub

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from bpe.experiment.ladder import LadderPlan, climb
+from bpe.formats.gpt2_format import save_tokenizer_files
 from bpe.runs import schema
-from bpe.tokenizer.gpt2_format import save_tokenizer_files
 from bpe.training import train_bpe_detailed
 from tests.conftest import FIXTURES, ROOT
 

@@ -25,28 +25,24 @@ from tests.conftest import ROOT
 LAYERS: dict[str, set[str]] = {
     "util": set(),
     "runs": set(),
-    "pretokenize": set(),
-    "trainers": {"pretokenize", "runs"},
-    "tokenizer": {"pretokenize"},
-    "formats": {"tokenizer", "pretokenize", "trainers", "runs"},
-    "training": {"pretokenize", "trainers", "tokenizer", "formats", "runs"},
-    "measures": {"tokenizer", "pretokenize"},
-    "encode": {"tokenizer", "formats", "pretokenize"},
+    "text": set(),
+    "pretokenize": {"text"},
+    "trainers": {"text", "pretokenize", "runs"},
+    "formats": {"text", "runs"},
+    "tokenizer": {"text", "formats"},
+    "training": {"text", "pretokenize", "trainers", "tokenizer", "formats", "runs"},
+    "measures": {"text", "tokenizer", "formats", "pretokenize"},
+    "encode": {"text", "tokenizer", "formats", "pretokenize"},
     "experiment": {
-        "pretokenize", "trainers", "tokenizer", "formats", "training", "measures", "encode",
-        "runs",
+        "text", "pretokenize", "trainers", "tokenizer", "formats", "training", "measures",
+        "encode", "runs",
     },
-    "analysis": {"runs", "measures", "tokenizer", "formats", "pretokenize"},
+    "analysis": {"text", "runs", "measures", "tokenizer", "formats", "pretokenize"},
     "cli": {
-        "pretokenize", "trainers", "tokenizer", "formats", "training", "measures", "encode",
-        "runs", "experiment", "analysis",
+        "text", "pretokenize", "trainers", "tokenizer", "formats", "training", "measures",
+        "encode", "runs", "experiment", "analysis",
     },
 }  # fmt: skip
-#: The only imports against the table, each inside a function body only (never at module
-#: level, so importing the module does not load the target): `Tokenizer.from_pretrained`,
-#: `save_pretrained` and `to_tiktoken` keep Hugging Face's method names as thin wrappers over
-#: `bpe.formats`, which imports the tokenizer.
-LAZY_EXCEPTIONS = {("bpe.tokenizer", "formats")}
 #: What may sit at the top of `bpe/` besides the layer folders (the issue: about six at most).
 TOP_LEVEL = {"__init__.py", "training.py"}
 
@@ -121,11 +117,8 @@ def test_each_layer_imports_only_what_the_table_allows(layer):
         module = _module_name(path)
         if layer_of(module) != layer:
             continue
-        top = imported_modules(path, module, module_level_only=True)
         for name in imported_modules(path, module):
             target = layer_of(name)
-            if (module, target) in LAZY_EXCEPTIONS and name not in top:
-                continue
             if name.startswith("bpe.") and target in LAYERS and not _allowed(layer, target):
                 offenders.setdefault(module, []).append(name)
             if name == "bpe" or (name.startswith("bpe.") and target not in LAYERS):
@@ -148,13 +141,21 @@ def _loaded_after(statement: str) -> set[str]:
 HEAVY_FOR_THE_TOKENIZER = ("numpy", "tiktoken", "tokenizers", "bpe.trainers", "bpe.training")
 
 
-def test_the_tokenizer_loads_no_trainer_numpy_or_exporter():
+#: Stage 1's machinery, which the tokenizer never needs: the process pool, Dask, the corpus
+#: readers and every other module of stage 1 (the text rules it shares live in `bpe.text`).
+STAGE_ONE = ("bpe.pretokenize", "bpe.util.pool", "bpe.util.workers", "dask", "distributed",
+             "multiprocessing", "pyarrow")  # fmt: skip
+
+
+def test_the_tokenizer_loads_no_trainer_numpy_exporter_or_stage_one():
     loaded = _loaded_after("import bpe.tokenizer")
     heavy = sorted(
-        m for m in loaded if any(m == h or m.startswith(h + ".") for h in HEAVY_FOR_THE_TOKENIZER)
+        m
+        for m in loaded
+        if any(m == h or m.startswith(h + ".") for h in (*HEAVY_FOR_THE_TOKENIZER, *STAGE_ONE))
     )
     assert not heavy, f"import bpe.tokenizer loaded {heavy}"
-    assert not [m for m in loaded if m.startswith("bpe.formats")]
+    assert "bpe.formats.exports" not in loaded  # numpy, tiktoken, tokenizers: on first use
 
 
 @pytest.mark.parametrize(

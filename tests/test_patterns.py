@@ -14,20 +14,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bpe import Tokenizer
-from bpe.pretokenize import (
+from bpe.pretokenize import count_pretokens, pretokenize_file
+from bpe.pretokenize.chunks import plan_chunks
+from bpe.text.cuts import cut_regex, safe_cuts
+from bpe.text.patterns import (
     CL100K_PATTERN,
     GPT2_PATTERN,
     O200K_PATTERN,
     PATTERNS,
-    bmp_pretoken_regex,
     compiled_pattern,
-    count_pretokens,
-    find_pretokens,
     pattern_name,
-    pretokenize_file,
     resolve_pattern,
 )
-from bpe.pretokenize.chunks import cut_regex, plan_chunks, safe_cuts
+from bpe.text.pretokens import bmp_pretoken_regex, find_pretokens
 from bpe.trainers import learn_merges
 from tests.conftest import DATA, EOT
 

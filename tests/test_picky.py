@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 
 from bpe import Tokenizer, train_bpe_detailed
 from bpe.formats.exports import export_refusal
+from bpe.formats.removals_json import Removal, as_removals, check_history
 from bpe.runs import layout, schema
-from bpe.tokenizer.removals import Removal, Replay, as_removals, check_history
+from bpe.tokenizer.removals import Replay
 from bpe.trainers import TRAINERS, learn_merges, picky
 from bpe.trainers.common import prepare
 from bpe.trainers.variants import SUPPORTED_TRAINERS

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bpe.pretokenize import EOT, GPT2_PATTERN, count_pretokens, pretokenize_file
 from bpe.pretokenize import cache as pretoken_cache
+from bpe.pretokenize import count_pretokens, pretokenize_file
 from bpe.pretokenize.cache import (
     CorruptCacheFile,
     cache_key,
@@ -25,6 +25,8 @@ from bpe.pretokenize.cache import (
     load_counts,
     save_counts,
 )
+from bpe.text.patterns import GPT2_PATTERN
+from bpe.text.specials import EOT
 from bpe.training import train_bpe, train_bpe_detailed
 from bpe.util.io import sha256_file
 from tests.conftest import DATA, FIXTURES, ROOT, console_env

@@ -9,15 +9,11 @@ import regex
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bpe.pretokenize import (
-    GPT2_PATTERN,
-    count_pretokens,
-    iter_pretokens,
-    pretokenize_file,
-    split_on_special_tokens,
-    validate_special_tokens,
-)
+from bpe.pretokenize import count_pretokens, pretokenize_file
 from bpe.pretokenize.chunks import find_chunk_boundaries
+from bpe.text.patterns import GPT2_PATTERN
+from bpe.text.pretokens import iter_pretokens
+from bpe.text.specials import split_on_special_tokens, validate_special_tokens
 from tests.conftest import DATA, EOT, FIXTURES
 
 
@@ -194,11 +190,11 @@ def test_fixture_corpus_counts_are_plausible():
 
 
 def test_a_cut_never_splits_a_special_token_that_contains_another():
-    from bpe.pretokenize.chunks import _safe_cut
+    from bpe.text.cuts import safe_cut
 
     specials = [s.encode() for s in ["<|x|>", "y<|x|>"]]
     # "y<|x|>" starts one byte before the search region; "<|x|>" inside it must not be a cut.
-    assert _safe_cut(b"y<|x|>abc<|x|>", 1, 20, specials) == 9
+    assert safe_cut(b"y<|x|>abc<|x|>", 1, 20, specials) == 9
 
 
 def test_memory_does_not_grow_with_file_size(tmp_path):

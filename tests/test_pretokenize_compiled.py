@@ -18,16 +18,7 @@ import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bpe.pretokenize import (
-    CL100K_PATTERN,
-    EOT,
-    GPT2_PATTERN,
-    count_pretokens,
-    group_chunks,
-    pretokenize_file,
-    special_token_regex,
-)
-from bpe.pretokenize.chunks import Chunk
+from bpe.pretokenize import count_pretokens, group_chunks, pretokenize_file
 from bpe.pretokenize.corpus import pretokenize_corpus
 from bpe.pretokenize.engines import (
     char_classes,
@@ -38,7 +29,10 @@ from bpe.pretokenize.engines import (
 )
 from bpe.pretokenize.readers import find_holdout, resolve_source
 from bpe.runs.stages import COMPILE
+from bpe.text.patterns import CL100K_PATTERN, GPT2_PATTERN
+from bpe.text.specials import EOT, special_token_regex
 from bpe.training import train_bpe_detailed
+from bpe.util.pool import Chunk
 from tests.complexity import assert_linear
 from tests.conftest import ROOT
 

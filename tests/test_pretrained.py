@@ -16,9 +16,9 @@ from bpe import Tokenizer, train_bpe
 from bpe.analysis.compare import load_side
 from bpe.cli.encode import main as encode_main
 from bpe.encode.npy import open_tokenizer
+from bpe.formats.gpt2_format import save_tokenizer_files
 from bpe.formats.init_from import load_parent
 from bpe.formats.pretrained import open_tokenizer_dir
-from bpe.tokenizer.gpt2_format import save_tokenizer_files
 from tests.conftest import DATA, EOT, FIXTURES
 
 TEXT = "Hello<|a|> there, world!" + EOT + " 123 héllo"
@@ -76,7 +76,7 @@ def _crafted(tmp_path, kind: str):
     import json
 
     from bpe.formats.exports import save_exports
-    from bpe.tokenizer.gpt2_format import save_tokenizer_files
+    from bpe.formats.gpt2_format import save_tokenizer_files
 
     run = tmp_path / kind
     vocab, merges = train_bpe(FIXTURES / "corpus.en", 300, ["<|endoftext|>"])

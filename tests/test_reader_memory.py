@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from bpe.pretokenize import EOT
+from bpe.text.specials import EOT
 from bpe.util.io import DATA_DIR
 from tests.conftest import ROOT
 

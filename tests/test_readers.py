@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from bpe.pretokenize import EOT, pretokenize_file
+from bpe.formats.gpt2_format import merges_sha256
+from bpe.pretokenize import pretokenize_file
 from bpe.pretokenize.corpus import pretokenize_corpus
 from bpe.pretokenize.readers import (
     Corpus,
@@ -28,7 +29,7 @@ from bpe.pretokenize.readers import (
     plan_parts,
     resolve_source,
 )
-from bpe.tokenizer.gpt2_format import merges_sha256
+from bpe.text.specials import EOT
 from bpe.training import train_bpe, train_bpe_detailed
 from bpe.util.io import DATA_DIR
 

@@ -185,8 +185,8 @@ def test_report_golden():
 def test_the_worker_sets_up_the_anchors_as_bpe_does():
     """The worker does not import bpe (memory): its GPT-2 pattern and byte table must match."""
     worker = _load("bench_scale_worker")
-    from bpe.pretokenize import GPT2_PATTERN
-    from bpe.tokenizer.gpt2_format import unicode_to_bytes
+    from bpe.formats.gpt2_format import unicode_to_bytes
+    from bpe.text.patterns import GPT2_PATTERN
 
     assert worker.GPT2_PATTERN == GPT2_PATTERN
     assert worker.hf_byte_table() == unicode_to_bytes()

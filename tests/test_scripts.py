@@ -217,7 +217,10 @@ def test_every_import_of_the_library_resolves(script):
             "line 2: 'bpe.pretokenize' has no 'find_chunk_boundaries'",
         ),
         ("import bpe.no_such_module\n", "line 1: cannot import 'bpe.no_such_module'"),
-        ("from bpe import chunks\nchunks.no_such_name\n", "line 2: chunks.no_such_name does"),
+        (
+            "from bpe.pretokenize import chunks\nchunks.no_such_name\n",
+            "line 2: chunks.no_such_name does",
+        ),
         ("import bpe.pretokenize.chunks as c\nc.plan\nc.gone\n", "line 3: c.gone does not exist"),
         ("from make_scale_corpus import no_such_name\n", "line 1: 'make_scale_corpus' has no"),
         ("import make_scale_corpus as corpus\ncorpus.gone\n", "line 2: corpus.gone does"),
@@ -230,7 +233,8 @@ def test_the_import_check_catches_a_moved_name(source, problem):
 
 def test_the_import_check_accepts_what_exists():
     source = (
-        "import bpe.pretokenize.chunks as c\nfrom bpe import chunks, train_bpe\n"
+        "import bpe.pretokenize.chunks as c\nfrom bpe import train_bpe\n"
+        "from bpe.pretokenize import chunks\n"
         "from make_scale_corpus import make_corpus\nimport make_scale_corpus as corpus\n"
         "def f():\n    from bpe.encode.npy import encode_file_to_npy\n"
         "c.plan, chunks.plan, corpus.make_corpus\n"

@@ -12,8 +12,9 @@ import pytest
 
 from bpe import Tokenizer, train_bpe_detailed
 from bpe.formats.exports import tiktoken_mismatches, to_hf_tokenizer
-from bpe.pretokenize import STAGE_TWO_PATTERN, find_pretokens, pattern_name
 from bpe.runs import layout, schema
+from bpe.text.patterns import STAGE_TWO_PATTERN, pattern_name
+from bpe.text.pretokens import find_pretokens
 from bpe.trainers import TRAINERS
 from bpe.trainers.variants import Variant
 from tests.conftest import DATA, EOT, FIXTURES, ROOT

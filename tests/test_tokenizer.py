@@ -10,10 +10,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bpe import Tokenizer, train_bpe
+from bpe.formats.gpt2_format import save_tokenizer_files
 from bpe.measures import gpt2_tokenizer, load_documents, tiktoken_gpt2_encoding
-from bpe.pretokenize import GPT2_REGEX, bmp_pretoken_regex
+from bpe.text.patterns import GPT2_REGEX
+from bpe.text.pretokens import bmp_pretoken_regex
 from bpe.tokenizer import _merge_bytes, _merge_long
-from bpe.tokenizer.gpt2_format import save_tokenizer_files
 from bpe.trainers import learn_merges
 from tests.complexity import assert_linear
 from tests.conftest import DATA, EOT, FIXTURES

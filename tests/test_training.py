@@ -8,8 +8,8 @@ import time
 import pytest
 
 from bpe import train_bpe, train_bpe_detailed
+from bpe.formats.gpt2_format import load_merges, unrender
 from bpe.runs.stages import STAGE_TIMINGS
-from bpe.tokenizer.gpt2_format import load_merges, unrender
 from tests.conftest import DATA, EOT, FIXTURES
 
 

@@ -23,10 +23,10 @@ from pathlib import Path
 
 from bpe.analysis.loader import complete, load_tidy
 from bpe.analysis.markdown import clip, fmt, table
+from bpe.formats.gpt2_format import load_vocab
 from bpe.runs import schema
 from bpe.runs.layout import METRICS_FILE, VOCAB_FILE
 from bpe.runs.stages import VARIANT_ORDER
-from bpe.tokenizer.gpt2_format import load_vocab
 from bpe.util.io import atomic_write_text
 
 #: Where the report goes inside the reports directory.

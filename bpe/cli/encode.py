@@ -24,9 +24,9 @@ from bpe.encode.npy import (
     open_tokenizer,
     resolve_tokenizer_files,
 )
-from bpe.pretokenize import EOT
-from bpe.pretokenize.chunks import ChunkWorkerError
 from bpe.pretokenize.readers import DEFAULT_TEXT_FIELD, FORMATS
+from bpe.text.specials import EOT
+from bpe.util.pool import ChunkWorkerError
 
 logger = logging.getLogger(__name__)
 

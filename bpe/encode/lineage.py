@@ -27,9 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
+from bpe.formats.gpt2_format import load_merges, merges_sha256
 from bpe.pretokenize.datasets import Dataset, is_pattern, measured_sides
 from bpe.pretokenize.readers import Corpus, corpus_manifest, resolve_source
-from bpe.tokenizer.gpt2_format import load_merges, merges_sha256
 from bpe.util.io import IN_CHECKOUT, PROJECT_ROOT, atomic_write_text, sha256_file
 
 logger = logging.getLogger(__name__)

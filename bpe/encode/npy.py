@@ -39,15 +39,10 @@ import numpy as np
 from bpe.encode import lineage
 from bpe.encode.lineage import load  # noqa: F401  (re-exported: bpe.encode.npy.load)
 from bpe.formats import exports
+from bpe.formats.gpt2_format import load_tokenizer_files
 from bpe.formats.pretrained import vocab_special_tokens
-from bpe.pretokenize import EOT, check_input_file
-from bpe.pretokenize.chunks import (
-    DEFAULT_MIN_PARALLEL_BYTES,
-    Chunk,
-    map_chunks,
-    plan,
-    read_chunk_text,
-)
+from bpe.pretokenize import check_input_file
+from bpe.pretokenize.chunks import plan, read_chunk_text
 from bpe.pretokenize.readers import (
     DEFAULT_TEXT_FIELD,
     Corpus,
@@ -56,11 +51,12 @@ from bpe.pretokenize.readers import (
     read_part,
     resolve_source,
 )
+from bpe.text.specials import EOT
 from bpe.tokenizer import Tokenizer
 from bpe.tokenizer.dropout import check_dropout
-from bpe.tokenizer.gpt2_format import load_tokenizer_files
 from bpe.util.io import atomic_open, check_writable, counted, files_in
-from bpe.util.workers import WorkerPlan, plan_workers, start_method_for
+from bpe.util.pool import Chunk, map_chunks
+from bpe.util.workers import DEFAULT_MIN_PARALLEL_BYTES, WorkerPlan, plan_workers, start_method_for
 
 logger = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ What it does:
       `dataset.special_tokens="[EOS]"`) and an unknown key (struct mode);
     * `check_config(cfg)`: the ranges a type cannot say (vocab_size leaves room for the
       specials and the 256 bytes, num_workers >= 1, ...), with the special-token rule of
-      `bpe.pretokenize.validate_special_tokens`;
+      `bpe.text.specials.validate_special_tokens`;
     * `help_template()`: the `bpe-train --help` text, built from the same field metadata, so
       each key's meaning is written once (here);
     * `BelowLevel`: the logging filter that keeps warnings and errors off stdout.
@@ -39,12 +39,13 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 
-from bpe.pretokenize import EOT, PATTERNS, resolve_pattern, validate_special_tokens
 from bpe.pretokenize.dask_backend import check_backend
 from bpe.pretokenize.datasets import HELDOUT_FRACTION, HELDOUT_MAX_BYTES
 from bpe.pretokenize.engines import check_engine
 from bpe.pretokenize.readers import FORMATS
 from bpe.runs.stages import TRAINER_ORDER, VARIANT_ORDER
+from bpe.text.patterns import PATTERNS, resolve_pattern
+from bpe.text.specials import EOT, validate_special_tokens
 from bpe.trainers import check_trainer
 from bpe.trainers.common import check_vocab_size
 from bpe.trainers.variants import check_threshold, check_trainer_supports, check_variant

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from bpe.encode.lineage import dataset_lineage
 from bpe.experiment.usage import training_sample, usage_metrics
 from bpe.formats.exports import export_refusal, tiktoken_mismatches
+from bpe.formats.gpt2_format import render
 from bpe.measures import (
     TOKEN_KINDS,
     compression_ratio,
@@ -64,7 +65,6 @@ from bpe.pretokenize.readers import Holdout, Stop, iter_documents
 from bpe.pretokenize.readers import tail_documents as corpus_tail_documents
 from bpe.runs.schema import HeldOutTail
 from bpe.tokenizer import Tokenizer
-from bpe.tokenizer.gpt2_format import render
 from bpe.training import TrainResult
 
 logger = logging.getLogger(__name__)

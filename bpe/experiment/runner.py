@@ -54,9 +54,11 @@ from bpe.experiment.metrics import MetricsFile
 from bpe.experiment.profilers import check_profiler, run_cprofile, run_scalene
 from bpe.experiment.rundir import check_fresh, check_writable, create_run_dir, update_latest
 from bpe.formats.exports import export_refusal, save_exports
+from bpe.formats.gpt2_format import save_tokenizer_files
 from bpe.formats.init_from import check_parent, load_parent
+from bpe.formats.removals_json import save_removals
 from bpe.measures import RARE_MERGE_COUNT
-from bpe.pretokenize import datasets, pattern_name, resolve_pattern
+from bpe.pretokenize import datasets
 from bpe.pretokenize.readers import Holdout
 from bpe.runs.command import rerun_command
 from bpe.runs.layout import MERGE_COUNTS_FILE, METRICS_FILE, REMOVALS_FILE
@@ -70,8 +72,7 @@ from bpe.runs.schema import (
     VariantRecord,
 )
 from bpe.runs.stages import ANALYSIS, COMPILE, REPORT, SAVE, SETUP, TRAIN_STAGES, TRAINING
-from bpe.tokenizer.gpt2_format import save_tokenizer_files
-from bpe.tokenizer.removals import save_removals
+from bpe.text.patterns import pattern_name, resolve_pattern
 from bpe.trainers import check_trainer
 from bpe.trainers.variants import Variant
 from bpe.training import TrainResult, train_bpe_detailed

@@ -37,25 +37,40 @@ import json
 import logging
 import os
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 import tiktoken
 from tokenizers import AddedToken, Regex, decoders, models, pre_tokenizers
 from tokenizers import Tokenizer as HFTokenizer
 
+from bpe.formats.gpt2_format import merges_sha256, render, save_tokenizer_files
+from bpe.formats.removals_json import save_removals
 from bpe.formats.tokenizer_json import hf_pattern
-from bpe.pretokenize import EOT, split_on_special_tokens
 from bpe.runs.layout import HF_FILES, REMOVALS_FILE, TIKTOKEN_FILE
-from bpe.tokenizer.gpt2_format import merges_sha256, render, save_tokenizer_files
-from bpe.tokenizer.removals import save_removals
+from bpe.text.specials import EOT, split_on_special_tokens
 from bpe.util.io import atomic_write_text
 
-if TYPE_CHECKING:  # bpe.tokenizer imports this module for Tokenizer.save_pretrained & co.
-    from bpe.tokenizer import Tokenizer
+
+class TokenizerLike(Protocol):
+    """What the exports read of a `bpe.Tokenizer`. Formats sit below the tokenizer (it imports
+    them for `from_pretrained` and `save_pretrained`), so they name its shape, not its class."""
+
+    vocab: Mapping[int, bytes]
+    merges: Sequence[tuple[bytes, bytes]]
+    special_tokens: Mapping[str, int]
+    pattern: str
+    removals: Sequence
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def encode_ordinary(self, text: str) -> list[int]: ...
+
+    def pretokens(self, text: str) -> list[str]: ...
+
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +81,7 @@ class TiktokenMismatch(ValueError):
     """tiktoken encodes some text differently from our merge-list BPE."""
 
 
-def export_refusal(tok: Tokenizer) -> str | None:
+def export_refusal(tok: TokenizerLike) -> str | None:
     """Why tokenizer.json and tiktoken cannot encode exactly as `tok` does, or None if they can.
 
     A PickyBPE tokenizer removes tokens between merges (`bpe.tokenizer.removals`); neither
@@ -88,7 +103,7 @@ def export_refusal(tok: Tokenizer) -> str | None:
     )
 
 
-def _refuse(tok: Tokenizer, what: str) -> None:
+def _refuse(tok: TokenizerLike, what: str) -> None:
     reason = export_refusal(tok)
     if reason is not None:
         raise ValueError(f"no {what} export: {reason}")
@@ -99,11 +114,11 @@ def _refuse(tok: Tokenizer, what: str) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def _special_ids(tok: Tokenizer) -> set[int]:
+def _special_ids(tok: TokenizerLike) -> set[int]:
     return set(tok.special_tokens.values())
 
 
-def to_hf_tokenizer(tok: Tokenizer):
+def to_hf_tokenizer(tok: TokenizerLike):
     """A `tokenizers.Tokenizer` that gives exactly `tok.encode`'s ids.
 
     Special tokens are added tokens with `special=True`. They are also entries of the BPE
@@ -163,7 +178,7 @@ def to_hf_tokenizer(tok: Tokenizer):
     return hf
 
 
-def _hf_configs(tok: Tokenizer) -> tuple[dict, dict]:
+def _hf_configs(tok: TokenizerLike) -> tuple[dict, dict]:
     """tokenizer_config.json and special_tokens_map.json contents.
 
     `<|endoftext|>` is GPT-2's end of text and also serves as its bos and unk; other special
@@ -196,7 +211,7 @@ def _hf_configs(tok: Tokenizer) -> tuple[dict, dict]:
     return config, special_map
 
 
-def save_hf_files(tok: Tokenizer, out_dir: str | os.PathLike) -> list[Path]:
+def save_hf_files(tok: TokenizerLike, out_dir: str | os.PathLike) -> list[Path]:
     """Write tokenizer.json, tokenizer_config.json and special_tokens_map.json, atomically."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -213,7 +228,7 @@ def save_hf_files(tok: Tokenizer, out_dir: str | os.PathLike) -> list[Path]:
 # ---------------------------------------------------------------------------------------------
 
 
-def tiktoken_ranks(tok: Tokenizer) -> dict[bytes, int]:
+def tiktoken_ranks(tok: TokenizerLike) -> dict[bytes, int]:
     """tiktoken's mergeable ranks: token bytes -> id for every token that is not special.
 
     >>> from bpe import Tokenizer
@@ -225,7 +240,7 @@ def tiktoken_ranks(tok: Tokenizer) -> dict[bytes, int]:
     return {t: i for i, t in sorted(tok.vocab.items()) if i not in specials}
 
 
-def tiktoken_file_text(tok: Tokenizer) -> str:
+def tiktoken_file_text(tok: TokenizerLike) -> str:
     """tiktoken's ranks file: one `base64(token) id` line per mergeable token, ids ascending.
 
     >>> from bpe import Tokenizer
@@ -239,13 +254,15 @@ def tiktoken_file_text(tok: Tokenizer) -> str:
     return "\n".join(lines) + "\n"
 
 
-def save_tiktoken_file(tok: Tokenizer, path: str | os.PathLike) -> Path:
+def save_tiktoken_file(tok: TokenizerLike, path: str | os.PathLike) -> Path:
     """Write the ranks file (load it with `tiktoken.load.load_tiktoken_bpe`), atomically."""
     atomic_write_text(path, tiktoken_file_text(tok))
     return Path(path)
 
 
-def to_tiktoken(tok: Tokenizer, *, check_on: Iterable[str] | None = None, name: str | None = None):
+def to_tiktoken(
+    tok: TokenizerLike, *, check_on: Iterable[str] | None = None, name: str | None = None
+):
     """A `tiktoken.Encoding` with our ids: ranks = ids, the tokenizer's split pattern, specials.
 
     Args:
@@ -283,7 +300,7 @@ def to_tiktoken(tok: Tokenizer, *, check_on: Iterable[str] | None = None, name: 
 
 
 def tiktoken_mismatches(
-    tok: Tokenizer, texts: Iterable[str], *, encoding=None, stop_at_first: bool = False
+    tok: TokenizerLike, texts: Iterable[str], *, encoding=None, stop_at_first: bool = False
 ) -> dict:
     """How many pretokens of texts tiktoken encodes differently from `tok` (ordinary text).
 
@@ -326,7 +343,7 @@ def tiktoken_mismatches(
     return out
 
 
-def encode_with_tiktoken(enc, tok: Tokenizer, text: str) -> list[int]:
+def encode_with_tiktoken(enc, tok: TokenizerLike, text: str) -> list[int]:
     """Encode text with a tiktoken Encoding, cutting at special tokens as `tok.encode` does.
 
     tiktoken's own special-token matching tries the specials in no fixed order, so with
@@ -371,7 +388,7 @@ def _ordered_map(fn, items: Iterable, threads: int) -> Iterator:
 
 
 def tiktoken_chunk_arrays(
-    tok: Tokenizer,
+    tok: TokenizerLike,
     path: str | os.PathLike,
     ranges: Sequence[tuple[int, int]],
     *,
@@ -419,7 +436,7 @@ def tiktoken_chunk_arrays(
 # ---------------------------------------------------------------------------------------------
 
 
-def save_exports(tok: Tokenizer, out_dir: str | os.PathLike) -> list[Path]:
+def save_exports(tok: TokenizerLike, out_dir: str | os.PathLike) -> list[Path]:
     """Write tokenizer.json (+ its configs) and tokenizer.tiktoken; returns their paths.
 
     Raises:
@@ -430,7 +447,7 @@ def save_exports(tok: Tokenizer, out_dir: str | os.PathLike) -> list[Path]:
     return [*save_hf_files(tok, out), save_tiktoken_file(tok, out / TIKTOKEN_FILE)]
 
 
-def save_pretrained(tok: Tokenizer, out_dir: str | os.PathLike) -> list[Path]:
+def save_pretrained(tok: TokenizerLike, out_dir: str | os.PathLike) -> list[Path]:
     """Write vocab.json, merges.txt, tokenizer.json (+ configs) and tokenizer.tiktoken.
 
     A PickyBPE tokenizer writes removals.json (with its split pattern) instead of the exports,

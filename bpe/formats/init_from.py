@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 
 from bpe.formats.pretrained import TokenizerDir, open_tokenizer_dir
-from bpe.pretokenize import pattern_name
+from bpe.text.patterns import pattern_name
 
 #: A tokenizer to continue training from: an opened tokenizer directory (its vocab, merges,
 #: special tokens and split pattern, as `bpe.formats.pretrained` reads them).

@@ -23,11 +23,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from bpe.formats.gpt2_format import load_merges, load_tokenizer_files, load_vocab
+from bpe.formats.removals_json import Removal, check_history, load_removals
 from bpe.formats.tokenizer_json import pattern_of_dir, special_tokens_of_dir
-from bpe.pretokenize.patterns import GPT2_PATTERN
 from bpe.runs.layout import MERGES_FILE, METRICS_FILE, REMOVALS_FILE, VOCAB_FILE
-from bpe.tokenizer.gpt2_format import load_merges, load_tokenizer_files, load_vocab
-from bpe.tokenizer.removals import Removal, check_history, load_removals
+from bpe.text.patterns import GPT2_PATTERN
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ What it does: `special_tokens_of_dir` (the added tokens marked special, by id) a
 (Oniguruma) reads with our meaning.
 
 What it does not do: write tokenizer.json (`bpe.formats.exports` builds it with the `tokenizers`
-library) or load vocabularies (`bpe.tokenizer.gpt2_format`). It imports nothing from bpe-lab, so any
+library) or load vocabularies (`bpe.formats.gpt2_format`). It imports nothing from bpe-lab, so any
 layer may use it.
 """
 
@@ -16,7 +16,7 @@ import json
 import os
 from pathlib import Path
 
-from bpe.pretokenize.patterns import PATTERNS
+from bpe.text.patterns import PATTERNS
 
 
 def hf_pattern(pattern: str) -> str:

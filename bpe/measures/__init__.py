@@ -32,7 +32,8 @@ from typing import NamedTuple
 
 import regex
 
-from bpe.pretokenize import EOT, GPT2_PATTERN
+from bpe.text.patterns import GPT2_PATTERN
+from bpe.text.specials import EOT
 from bpe.tokenizer import Tokenizer
 from bpe.util.io import DATA_DIR
 

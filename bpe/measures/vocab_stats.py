@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from bpe.formats.gpt2_format import render
 from bpe.measures import (
     RENYI_ALPHA,
     fertility,
@@ -31,9 +32,8 @@ from bpe.measures import (
     shannon_efficiency,
     vocab_used_share,
 )
-from bpe.pretokenize import EOT
+from bpe.text.specials import EOT
 from bpe.tokenizer import Tokenizer
-from bpe.tokenizer.gpt2_format import render
 
 logger = logging.getLogger(__name__)
 

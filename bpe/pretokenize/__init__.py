@@ -1,55 +1,34 @@
-"""Pre-tokenization: split text into pretokens and count them, in parallel, streaming the file.
+"""Stage 1: count the pretokens of a text file, in parallel, streaming it.
 
 What it does:
-    * splits text on special tokens first (longest first, so overlapping specials work), then
-      applies the split pattern to every piece between them, so no pretoken ever crosses or
-      contains a special token. The pattern is GPT-2's by default (the CS336 contract); GPT-4's
-      `cl100k` and GPT-4o's `o200k` patterns, or any custom regex, are chosen by name or given
-      whole (`PATTERNS`, `resolve_pattern`);
     * counts a file chunk by chunk through the chunk pipeline (`bpe.pretokenize.chunks`: cuts at
-      special
-      tokens or where no pretoken can span, worker count and start method chosen there), so
-      counting each chunk separately gives exactly the counts of the whole file; with
-      `backend="dask"` the same chunks are counted as tasks on a Dask cluster
-      (`bpe.pretokenize.dask_backend`), with identical counts.
+      special tokens or where no pretoken can span, worker count and start method chosen
+      there), so counting each chunk separately gives exactly the counts of the whole file;
+      with `backend="dask"` the same chunks are counted as tasks on a Dask cluster
+      (`bpe.pretokenize.dask_backend`), with identical counts;
+    * `count_pretokens`: the counts of one text in memory, with either engine.
 
-Pretokens are found with `find_pretokens`: an exact translation of the pattern for the standard
-`re` engine (about twice as fast as `regex`) whenever the text has no character above U+FFFF,
-the `regex` pattern otherwise. The translation replaces each `\\p{..}`, `\\s` and `\\S` by an
-explicit class taken from `regex` itself; Python 3.11's `re` has the possessive quantifiers and
-scoped `(?i:...)` flags cl100k and o200k use, so all three built-in patterns have the fast path.
-A custom pattern that uses anything `re` lacks (e.g. `\\X`, `\\p{Script=..}` inside a class
-with other syntax the translation does not know) falls back to `regex` alone.
+The text rules it applies (split patterns, special tokens, the pretokens of a text) live in
+`bpe.text`: special tokens are split off first (longest first), then the pattern applies to
+every piece between them, so no pretoken ever crosses or contains a special token.
 
-What it does not do: merging (see `bpe.trainers`), cutting files or running processes (see
-`bpe.pretokenize.chunks`), or any newline / BOM normalisation. Bytes are sacred: the file is read
-in binary
-and decoded as strict UTF-8, so `\\r\\n` and a leading BOM reach the trainer unchanged, and invalid
-UTF-8 is an error that names its byte offset.
+What it does not do: merging (see `bpe.trainers`) or any newline / BOM normalisation. Bytes
+are sacred: the file is read in binary and decoded as strict UTF-8, so `\\r\\n` and a
+leading BOM reach the trainer unchanged, and invalid UTF-8 is an error that names its byte
+offset.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
-import re
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
-import regex
-
-from bpe.pretokenize.chunks import (
-    DEFAULT_MIN_PARALLEL_BYTES,
-    Chunk,
-    map_chunks,
-    plan,
-    plan_chunks,
-    read_chunk_text,
-)
+from bpe.pretokenize.chunks import plan, plan_chunks, read_chunk_text
 from bpe.pretokenize.dask_backend import TreeCount, check_backend, dask_cluster
 from bpe.pretokenize.engines import (
     PretokenTable,
@@ -59,203 +38,20 @@ from bpe.pretokenize.engines import (
     load_scanner,
     resolve_engine,
 )
-from bpe.pretokenize.patterns import (
-    CL100K_PATTERN,
-    GPT2_PATTERN,
-    O200K_PATTERN,
-    PATTERNS,
-    STAGE_TWO_PATTERN,
-)
+from bpe.text.patterns import GPT2_PATTERN, compiled_pattern
+from bpe.text.pretokens import bmp_pretoken_regex, find_pretokens
+from bpe.text.specials import special_token_regex, split_on_special_tokens, validate_special_tokens
 from bpe.util.io import counted
+from bpe.util.pool import Chunk, map_chunks
 from bpe.util.progress import LOG_INTERVAL_S, Progress
-
-# Re-exported: callers name the patterns through this module too.
-__all__ = [
-    "CL100K_PATTERN",
-    "COMPILED_MIN_PARALLEL_BYTES",
-    "EOT",
-    "GPT2_PATTERN",
-    "GPT2_REGEX",
-    "GROUP_BYTES",
-    "O200K_PATTERN",
-    "PATTERNS",
-    "PretokenCounts",
-    "bmp_pretoken_regex",
-    "check_input_file",
-    "check_pattern",
-    "compiled_pattern",
-    "count_pretokens",
-    "find_pretokens",
-    "group_chunks",
-    "group_ranges",
-    "iter_pretokens",
-    "min_parallel_for",
-    "pattern_name",
-    "pretokenize_file",
-    "resolve_pattern",
-    "special_token_regex",
-    "split_on_special_tokens",
-    "validate_special_tokens",
-]
+from bpe.util.workers import DEFAULT_MIN_PARALLEL_BYTES
 
 logger = logging.getLogger(__name__)
 
-#: GPT-2's end-of-text special token, the document separator of every bundled corpus.
-EOT = "<|endoftext|>"
-
-GPT2_REGEX = regex.compile(GPT2_PATTERN)
 
 #: Upper bound on the bytes one worker holds at once; a 10 GB file becomes many chunks. A chunk
 #: costs ~15x its size at peak (decoded text plus the list of matches), so keep it modest.
 DEFAULT_MAX_CHUNK_BYTES = 4 * 1024 * 1024
-
-
-def validate_special_tokens(special_tokens: Sequence[str] | None) -> list[str]:
-    """Return special tokens as a list of non-empty, distinct, multi-byte strings.
-
-    A special token that is a single byte in UTF-8 (e.g. ``"\\n"``) is rejected: that byte
-    already has its own id among the 256 byte tokens, so the special would be a second id
-    for the same bytes, which no vocab file (vocab.json, tokenizer.json, tiktoken) can hold.
-    Training, the Tokenizer and the command line all apply this one rule.
-
-    >>> validate_special_tokens(["<|endoftext|>"])
-    ['<|endoftext|>']
-    >>> validate_special_tokens(["\\n"])  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    ValueError: special token '\\n' is a single byte, which already has its own id among ...
-    """
-    if special_tokens is None:
-        return []
-    if isinstance(special_tokens, str):
-        raise ValueError(
-            f"special_tokens must be a list of strings, got the string {special_tokens!r}; "
-            f"wrap it in a list: [{special_tokens!r}]"
-        )
-    tokens = list(special_tokens)
-    seen: set[str] = set()
-    for tok in tokens:
-        if not isinstance(tok, str):
-            raise ValueError(f"special token {tok!r} is not a str; pass special tokens as strings")
-        if tok == "":
-            raise ValueError("special token '' is empty; remove it from special_tokens")
-        if len(tok.encode("utf-8")) == 1:
-            raise ValueError(
-                f"special token {tok!r} is a single byte, which already has its own id among the "
-                "256 byte tokens; use a longer marker such as '<|newline|>'"
-            )
-        if tok in seen:
-            raise ValueError(f"special token {tok!r} is listed twice; list each special token once")
-        seen.add(tok)
-    return tokens
-
-
-def special_token_regex(special_tokens: Sequence[str]) -> regex.Pattern | None:
-    """Compile an alternation matching any special token, longest first.
-
-    Longest first matters when one special token is a prefix of another (``<|a|>`` and
-    ``<|a|><|a|>``): the longer one wins, as it would for a greedy reader.
-
-    >>> special_token_regex(["<|a|>", "<|a|><|a|>"]).match("<|a|><|a|>").group()
-    '<|a|><|a|>'
-    """
-    if not special_tokens:
-        return None
-    ordered = sorted(special_tokens, key=len, reverse=True)
-    return regex.compile("(" + "|".join(regex.escape(t) for t in ordered) + ")")
-
-
-def split_on_special_tokens(
-    text: str, special_tokens: Sequence[str], *, compiled: regex.Pattern | None = None
-) -> list[str]:
-    """Split text into alternating [ordinary, special, ordinary, ...] pieces.
-
-    Even indices are ordinary text (possibly empty), odd indices are special tokens.
-
-    >>> split_on_special_tokens("a<|eot|>b", ["<|eot|>"])
-    ['a', '<|eot|>', 'b']
-    """
-    pattern = compiled if compiled is not None else special_token_regex(special_tokens)
-    if pattern is None:
-        return [text]
-    return pattern.split(text)
-
-
-def resolve_pattern(pattern: str | None) -> str:
-    """The split pattern a name stands for (`PATTERNS`), or the regex itself when it compiles.
-
-    None means GPT-2's pattern. A custom regex must match something at every position of any
-    text (so the pretokens tile it) and never match the empty string; `check_pattern` tests it.
-
-    >>> resolve_pattern("gpt2") == GPT2_PATTERN
-    True
-    >>> resolve_pattern(r"\\w+|\\W+")
-    '\\\\w+|\\\\W+'
-    """
-    if pattern is None:
-        return GPT2_PATTERN
-    if not isinstance(pattern, str) or not pattern:
-        raise ValueError(
-            f"pattern={pattern!r} must be one of {list(PATTERNS)} or a non-empty regex string"
-        )
-    if pattern in PATTERNS:
-        return PATTERNS[pattern]
-    check_pattern(pattern)
-    return pattern
-
-
-def pattern_name(pattern: str) -> str:
-    """The name of a built-in pattern, `superbpe_stage_two` for SuperBPE's, or "custom".
-
-    >>> pattern_name(CL100K_PATTERN), pattern_name(r"\\S+|\\s+")
-    ('cl100k', 'custom')
-    """
-    if pattern == STAGE_TWO_PATTERN:
-        return STAGE_TWO_NAME
-    return next((name for name, p in PATTERNS.items() if p == pattern), "custom")
-
-
-#: What `pattern_name` calls SuperBPE's stage-two pattern (not a `pretokenizer=` choice: the
-#: `variant=superbpe` switches to it after stage one).
-STAGE_TWO_NAME = "superbpe_stage_two"
-
-
-def check_pattern(pattern: str) -> None:
-    """Raise ValueError unless a custom pattern compiles and its pretokens tile sample text.
-
-    Pretokens must cover the text exactly (nothing dropped) and never be empty, or training
-    would silently lose bytes.
-    """
-    try:
-        compiled = regex.compile(pattern)
-    except regex.error as err:
-        raise ValueError(f"split pattern {pattern!r} is not a valid regex: {err}") from None
-    sample = "Hello, world! It's 2024:\tx  y\r\n\u00e9t\u00e9 \u65e5\u672c 🙂 'ok'  \n"
-    found = compiled.findall(sample)
-    if any(not isinstance(p, str) or not p for p in found) or "".join(found) != sample:
-        raise ValueError(
-            f"split pattern {pattern!r} does not tile text: its matches must cover every "
-            "character and never be empty (end it with an alternative such as |\\s+|\\S, "
-            "and use (?:...) rather than capturing groups)"
-        )
-
-
-@functools.cache
-def compiled_pattern(pattern: str) -> regex.Pattern:
-    """`regex.compile(pattern)`, once per pattern and process."""
-    return regex.compile(pattern)
-
-
-def iter_pretokens(text: str, *, pattern: str = GPT2_PATTERN) -> Iterator[str]:
-    """Yield the pretokens of ordinary text (no special-token handling).
-
-    >>> list(iter_pretokens("Hello, world!"))
-    ['Hello', ',', ' world', '!']
-    >>> list(iter_pretokens("don't (x) 12345", pattern=CL100K_PATTERN))
-    ['don', "'t", ' (', 'x', ')', ' ', '123', '45']
-    """
-    for match in compiled_pattern(pattern).finditer(text):
-        yield match.group()
 
 
 def count_pretokens(
@@ -287,86 +83,6 @@ def count_pretokens(
 # ---------------------------------------------------------------------------------------------
 # Pre-tokenization with the standard `re` engine (BMP text)
 # ---------------------------------------------------------------------------------------------
-
-
-def _bmp_class(prop: str) -> str:
-    """`re` character-class body equal to the `regex` class `prop` on U+0000..U+FFFF.
-
-    >>> _bmp_class(r"\\p{Nd}")[:6]
-    '0-9٠-٩'
-    """
-    every = "".join(map(chr, range(0x10000)))
-    parts = []
-    for m in regex.finditer(prop + "+", every):
-        first, last = m.group()[0], m.group()[-1]
-        parts.append(re.escape(first) if first == last else f"{re.escape(first)}-{re.escape(last)}")
-    return "".join(parts)
-
-
-# Escapes whose meaning in `re` may differ from `regex` (or that `re` lacks); \S inside a class
-# is among them (a negated class cannot be inlined into another class).
-_UNTRANSLATED_ESCAPES = frozenset("PSXRNGKhHvVwWdDbBAZzQEL")
-
-
-@functools.cache
-def _bmp_body(prop: str) -> str:
-    return _bmp_class(prop)
-
-
-@functools.cache
-def bmp_pretoken_regex(pattern: str = GPT2_PATTERN) -> re.Pattern | None:
-    """`pattern` translated for `re`, equal to the `regex` one on text without astral characters.
-
-    `\\p{..}` and `\\s` are replaced by explicit classes taken from the `regex` module itself
-    (so both engines agree on Unicode's tables), `\\S` by the negated whitespace class; the
-    rest (possessive quantifiers, `(?i:...)`, lookaheads, `$`) means the same in both engines.
-    Characters above U+FFFF are left out: `re` scans such ranges linearly, which is slow, so text
-    containing them goes to the `regex` pattern instead (see `find_pretokens`). Returns None
-    when the pattern uses syntax the translation does not know (`regex` alone is used then).
-
-    >>> bmp_pretoken_regex().findall("I'll say   hi!")
-    ['I', "'ll", ' say', '  ', ' hi', '!']
-    >>> bmp_pretoken_regex(r"\\X") is None
-    True
-    """
-    space = _bmp_body(r"\s")
-    out, in_class = [], False
-    for tok in regex.findall(r"\\[pP]\{[^}]*\}|\\.|.", pattern, flags=regex.DOTALL):
-        if tok.startswith("\\p{") or tok == "\\s":
-            body = _bmp_body(tok)
-            out.append(body if in_class else f"[{body}]")
-        elif tok == "\\S" and not in_class:
-            out.append(f"[^{space}]")
-        elif tok.startswith("\\") and tok[1] in _UNTRANSLATED_ESCAPES:
-            return None  # no exact BMP translation written for it: `regex` alone
-        else:
-            if tok == "[" and not in_class:
-                in_class = True
-            elif tok == "]":
-                in_class = False
-            out.append(tok)
-    try:
-        return re.compile("".join(out))
-    except re.error:
-        return None
-
-
-_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
-
-
-def find_pretokens(text: str, pattern: str = GPT2_PATTERN) -> list[str]:
-    """Pretokens of ordinary text, with the faster `re` engine whenever it is exact.
-
-    >>> find_pretokens("Hello, world! 🙂")
-    ['Hello', ',', ' world', '!', ' 🙂']
-    >>> find_pretokens("camelCase's", O200K_PATTERN)
-    ['camel', "Case's"]
-    """
-    if _ASTRAL.search(text) is None:
-        fast = bmp_pretoken_regex(pattern)
-        if fast is not None:
-            return fast.findall(text)
-    return compiled_pattern(pattern).findall(text)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -484,7 +200,7 @@ def pretokenize_file(
             256 KiB with the regex engine, `COMPILED_MIN_PARALLEL_BYTES` with the compiled one.
         progress: show a tqdm bar in bytes (MB, MB/s, ETA), advanced as chunks finish.
         pattern: the split pattern (a regex; `resolve_pattern` turns a name into one). Chunks
-            are cut only where `bpe.pretokenize.chunks` proved the cut safe for this pattern.
+            are cut only where `bpe.text.cuts` proved the cut safe for this pattern.
         backend: "processes" (worker processes here) or "dask": chunks are counted as tasks
             on a dask.distributed cluster and reduced there (`bpe.pretokenize.dask_backend`);
             identical
@@ -500,7 +216,7 @@ def pretokenize_file(
     Raises:
         FileNotFoundError / ValueError: missing, empty or non-UTF-8 file; bad special tokens;
             unknown backend, or a scheduler without the dask backend.
-        bpe.pretokenize.chunks.ChunkWorkerError: a worker process died (names the chunk and the
+        bpe.util.pool.ChunkWorkerError: a worker process died (names the chunk and the
             signal);
             with Dask, only after its task was lost `allowed-failures` times.
         ConnectionError: the Dask scheduler could not be reached (names the address).

@@ -29,23 +29,19 @@ import regex
 
 from bpe.pretokenize import (
     DEFAULT_MAX_CHUNK_BYTES,
-    GPT2_PATTERN,
     PretokenCounts,
-    bmp_pretoken_regex,
-    compiled_pattern,
-    find_pretokens,
     group_ranges,
     min_parallel_for,
     pretokenize_file,
-    special_token_regex,
-    split_on_special_tokens,
-    validate_special_tokens,
 )
-from bpe.pretokenize.chunks import map_chunks
 from bpe.pretokenize.dask_backend import TreeCount, check_backend, dask_cluster
 from bpe.pretokenize.engines import PretokenTable, load_scanner, resolve_engine
 from bpe.pretokenize.readers import Corpus, Part, Piece, plan_parts, read_part
+from bpe.text.patterns import GPT2_PATTERN, compiled_pattern
+from bpe.text.pretokens import bmp_pretoken_regex, find_pretokens
+from bpe.text.specials import special_token_regex, split_on_special_tokens, validate_special_tokens
 from bpe.util.io import counted
+from bpe.util.pool import map_chunks
 from bpe.util.progress import LOG_INTERVAL_S, Progress
 from bpe.util.workers import WorkerPlan, plan_workers, start_method_for
 
@@ -157,7 +153,7 @@ def pretokenize_corpus(
     Raises:
         ValueError: a reader's error (invalid UTF-8, a missing text field, a corrupt file,
             each naming the file), or a corpus holding no text.
-        bpe.pretokenize.chunks.ChunkWorkerError, ConnectionError: as `pretokenize_file`.
+        bpe.util.pool.ChunkWorkerError, ConnectionError: as `pretokenize_file`.
     """
     specials = tuple(validate_special_tokens(special_tokens))
     check_backend(backend, scheduler)

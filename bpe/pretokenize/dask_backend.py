@@ -38,7 +38,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from bpe.pretokenize.chunks import Chunk, ChunkWorkerError
+from bpe.util.pool import Chunk, ChunkWorkerError
 from bpe.util.workers import resolve_num_workers
 
 logger = logging.getLogger(__name__)

@@ -33,7 +33,6 @@ from pathlib import Path
 
 import yaml
 
-from bpe.pretokenize import EOT
 from bpe.pretokenize.readers import (
     DEFAULT_TEXT_FIELD,
     HUB_PREFIX,
@@ -45,6 +44,7 @@ from bpe.pretokenize.readers import (
     find_holdout,
     resolve_source,
 )
+from bpe.text.specials import EOT
 from bpe.util.io import CONF_DIR, IN_CHECKOUT, PACKAGE_DIR, PROJECT_ROOT, safe_name
 
 logger = logging.getLogger(__name__)

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 import regex
 
-from bpe.pretokenize.patterns import GPT2_PATTERN
+from bpe.text.patterns import GPT2_PATTERN
 
 if TYPE_CHECKING:
     import numpy as np
@@ -190,7 +190,7 @@ class PretokenTable:
 
     def add(self, texts: Sequence[str], special_regex: regex.Pattern | None = None) -> None:
         """Count the pretokens of `texts`, each split on special tokens (`special_regex`,
-        from `bpe.pretokenize.special_token_regex`); no pretoken crosses a text's end."""
+        from `bpe.text.specials.special_token_regex`); no pretoken crosses a text's end."""
         import numpy as np
 
         text = texts[0] if len(texts) == 1 else "".join(texts)
@@ -242,7 +242,7 @@ def count_texts_compiled(
     """The GPT-2 pretoken counts of `texts`, each split on special tokens, with the scanner.
 
     Equal to adding up `bpe.pretokenize.count_pretokens(text, specials)` over the texts;
-    `special_regex` is `bpe.pretokenize.special_token_regex(specials)`.
+    `special_regex` is `bpe.text.specials.special_token_regex(specials)`.
     """
     load_scanner()
     table = PretokenTable()

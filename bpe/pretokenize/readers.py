@@ -63,9 +63,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from bpe.pretokenize.chunks import _safe_cut, plan_chunks
+from bpe.pretokenize.chunks import plan_chunks
 from bpe.pretokenize.listing import Listing, list_files, split_glob
-from bpe.pretokenize.patterns import GPT2_PATTERN
+from bpe.text.cuts import safe_cut
+from bpe.text.patterns import GPT2_PATTERN
 from bpe.util.io import sha256_file
 
 logger = logging.getLogger(__name__)
@@ -860,7 +861,7 @@ class Part:
     """One unit of parallel work: bytes [start, end) of a file, rows groups [start, end) of a
     parquet file, or a whole file (`kind` "bytes", "row_groups" or "file").
 
-    It quacks like `bpe.pretokenize.chunks.Chunk` (`index`, `size`, `describe`), so the chunk
+    It quacks like `bpe.util.pool.Chunk` (`index`, `size`, `describe`), so the chunk
     pipeline and the Dask backend map over parts as they do over chunks. `size` is the bytes
     on disk it stands for (progress); `first_in_file` says whether it opens its file.
     """
@@ -1449,7 +1450,7 @@ def _text_stream(
             last = len(buf) - longest - 1
             if block and last > 0 and len(buf) >= block_bytes:
                 lead = max(0, last - max(block_bytes // 4, 1))
-                cut = _safe_cut(buf, lead, last - lead, encoded, pattern)
+                cut = safe_cut(buf, lead, last - lead, encoded, pattern)
                 if cut is not None and cut > 0:
                     text = _decode(buf[:cut], f, offset, decompressed=True)
                     yield Piece(text, cut, False, offset)

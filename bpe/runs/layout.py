@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-#: GPT-2 format files: the tokenizer itself (`bpe.tokenizer.gpt2_format`).
+#: GPT-2 format files: the tokenizer itself (`bpe.formats.gpt2_format`).
 VOCAB_FILE = "vocab.json"
 MERGES_FILE = "merges.txt"
 #: Hugging Face's files, loadable by `transformers.AutoTokenizer` (`bpe.formats.exports`).

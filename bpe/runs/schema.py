@@ -61,7 +61,7 @@ class Counts(TypedDict):
 
 
 class PatternRecord(TypedDict):
-    """metrics.json's `pattern`: the split pattern's name (`bpe.pretokenize.pattern_name`),
+    """metrics.json's `pattern`: the split pattern's name (`bpe.text.patterns.pattern_name`),
     and the engine that split stage 1's text (`bpe.pretokenize.engines`)."""
 
     name: str

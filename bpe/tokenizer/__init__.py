@@ -15,8 +15,9 @@ What it does:
       probability p at every step, without the cache, deterministically for a seed.
 
 How it is fast (the hot path does no per-character Python work):
-    * pretokens come from one `findall` over each piece of text (`bpe.pretokenize.find_pretokens`,
-      which uses an exact `re` translation of the split pattern, up to twice as fast as `regex`);
+    * pretokens come from one `findall` over each piece of text (`find_pretokens` of
+      `bpe.text.pretokens`, an exact `re` translation of the split pattern, up to twice as fast
+      as `regex`);
     * a pretoken -> ids cache (a dict whose `__missing__` runs BPE), so ids are gathered with
       `map(cache.__getitem__, pretokens)` and `itertools.chain` entirely in C;
     * BPE on a cache miss works on ids with a precomputed pair -> rank table and a rank list
@@ -33,7 +34,7 @@ Hugging Face style directory and `to_tiktoken` builds a `tiktoken.Encoding`, bot
 `bpe.formats.exports`.
 
 What it does not do: train (see `bpe.training`), parse or write any file format itself (see
-`bpe.tokenizer.gpt2_format` and `bpe.formats.exports`), or add BOS/EOS tokens.
+`bpe.formats.gpt2_format` and `bpe.formats.exports`), or add BOS/EOS tokens.
 """
 
 from __future__ import annotations
@@ -47,18 +48,14 @@ from heapq import heappop, heappush
 from itertools import chain, filterfalse, repeat
 from pathlib import Path
 
-from bpe.pretokenize import (
-    GPT2_PATTERN,
-    find_pretokens,
-    pattern_name,
-    resolve_pattern,
-    special_token_regex,
-    split_on_special_tokens,
-    validate_special_tokens,
-)
+from bpe.formats.gpt2_format import check_consistent, load_tokenizer_files
+from bpe.formats.pretrained import open_tokenizer_dir
+from bpe.formats.removals_json import Removal, as_removals, check_history
+from bpe.text.patterns import GPT2_PATTERN, pattern_name, resolve_pattern
+from bpe.text.pretokens import find_pretokens
+from bpe.text.specials import special_token_regex, split_on_special_tokens, validate_special_tokens
 from bpe.tokenizer.dropout import DropoutStream, check_dropout
-from bpe.tokenizer.gpt2_format import check_consistent, load_tokenizer_files
-from bpe.tokenizer.removals import Removal, Replay, as_removals, check_history
+from bpe.tokenizer.removals import Replay
 
 logger = logging.getLogger(__name__)
 
@@ -232,7 +229,7 @@ class Tokenizer:
             with fresh ids after the largest one.
         cache_size: at most this many pretokens are cached (keyword-only).
         pattern: the split pattern the vocab was trained with: a name of
-            `bpe.pretokenize.PATTERNS` or a regex (keyword-only; default GPT-2's).
+            `bpe.text.patterns.PATTERNS` or a regex (keyword-only; default GPT-2's).
         merge_backend: how pretokens missing from the cache are merged, one of
             `MERGE_BACKENDS` (keyword-only; default "auto": compiled when Numba is installed
             and the text is large enough, else Python). The ids never depend on it.
@@ -382,10 +379,6 @@ class Tokenizer:
         The split pattern is the one recorded in tokenizer.json (GPT-2's without one), unless
         `pattern=` is passed.
         """
-        # subtle: the one import of a format module here, inside the method, so that importing
-        # the tokenizer (an encode worker does) loads no format module; formats import us.
-        from bpe.formats.pretrained import open_tokenizer_dir
-
         opened = open_tokenizer_dir(run_dir, what="tokenizer directory")
         if special_tokens is None:
             special_tokens = opened.special_tokens
@@ -400,7 +393,7 @@ class Tokenizer:
         `transformers.AutoTokenizer.from_pretrained(out_dir)` and `Tokenizer.from_pretrained`
         load the result with the same ids. Returns the paths written.
         """
-        from bpe.formats import exports  # formats import the tokenizer: see from_pretrained
+        from bpe.formats import exports  # here: it loads numpy, tiktoken and `tokenizers`
 
         return exports.save_pretrained(self, out_dir)
 
@@ -408,11 +401,10 @@ class Tokenizer:
         """A `tiktoken.Encoding` with the same ids (tiktoken is imported only when called).
 
         tiktoken's algorithm can differ from merge-list BPE on rare vocabs (see
-        `bpe.formats.exports`);
-        pass `check_on=texts` to verify, which raises a ValueError naming the first pretoken
-        that differs.
+        `bpe.formats.exports`); pass `check_on=texts` to verify, which raises a ValueError
+        naming the first pretoken that differs.
         """
-        from bpe.formats import exports  # formats import the tokenizer: see from_pretrained
+        from bpe.formats import exports  # here: it loads numpy, tiktoken and `tokenizers`
 
         return exports.to_tiktoken(self, check_on=check_on, name=name)
 

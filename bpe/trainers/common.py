@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 
-from bpe.pretokenize import validate_special_tokens
+from bpe.text.specials import validate_special_tokens
 
 Pair = tuple[int, int]
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from bpe.pretokenize import validate_special_tokens
+from bpe.text.specials import validate_special_tokens
 from bpe.trainers.common import MergeState, as_word, descending_bytes_key
 from bpe.trainers.pair_index import PairIndex
 

@@ -79,8 +79,7 @@ class Variant:
                     f"variant={self.name}; remove it, or pick variant={owner}"
                 )
         if self.name == "superbpe":
-            from bpe.pretokenize import resolve_pattern
-            from bpe.pretokenize.patterns import STAGE_TWO_PATTERN
+            from bpe.text.patterns import STAGE_TWO_PATTERN, resolve_pattern
 
             transition = self.transition_vocab
             if transition is None:

@@ -13,7 +13,7 @@ What it does:
       writes (never over one of its inputs, even with --force; never over a file it did not
       write, without --force).
 
-What it does not do: know any file format (see `bpe.tokenizer.gpt2_format`, `bpe.encode.npy`).
+What it does not do: know any file format (see `bpe.formats.gpt2_format`, `bpe.encode.npy`).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ thread outlives its stage.
 
 What it does not do: decide when a thread may start. A thread alive while a process forks can
 leave a lock held in the child, so a stage that forks workers starts its `Progress` once they
-run (`bpe.pretokenize` through `bpe.pretokenize.chunks.map_chunks(on_start=...)`; a first `update`
+run (`bpe.pretokenize` through `bpe.util.pool.map_chunks(on_start=...)`; a first `update`
 starts
 it too).
 """
