@@ -9,7 +9,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .specials                 special tokens: the validity rule, the regex, splitting on them
       .pretokens                the pretokens of a text (an exact `re` translation when it can)
       .cuts                     where a text may be cut: no pretoken spans it (proved per pattern)
-    bpe.pretokenize             stage 1, count pretokens: files in chunks, processes, Dask
+    bpe.pretokenize             stage 1, one pipeline: a corpus's parts counted in processes or Dask
       .engines                  regex or the compiled scanner (GPT-2's pattern, Numba extra)
       .scan_kernels             the scanner's Numba kernel: GPT-2's pattern as a state machine
       .chunks                   plan a file's chunks at safe cuts, and the workers once
@@ -18,7 +18,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .datasets                 named datasets (bpe/conf/dataset) and input files
       .readers                  corpora of any format: files, folders, globs, Hub; their parts
       .listing                  the files a folder or glob names: each real file once, skips said
-      .corpus                   stage 1 over a corpus's parts, in processes or on Dask
+      .counting                 pretoken counts of a text or a part's pieces; PretokenCounts
     bpe.trainers                stages 2-3: the registry TRAINERS and learn_merges (prepare, loop)
       .naive                    full recount per merge: the readable reference
       .indexed                  incremental pair counts, a scan for the best pair

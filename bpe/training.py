@@ -23,9 +23,9 @@ from typing import Any, NamedTuple
 from bpe.formats.gpt2_format import merges_sha256
 from bpe.formats.init_from import Parent, check_parent, load_parent
 from bpe.formats.removals_json import as_removals
-from bpe.pretokenize import PretokenCounts, check_input_file
+from bpe.pretokenize import pretokenize
 from bpe.pretokenize.cache import CacheInfo, pretokenize_cached
-from bpe.pretokenize.corpus import pretokenize_corpus
+from bpe.pretokenize.counting import PretokenCounts, check_input_file
 from bpe.pretokenize.dask_backend import check_backend
 from bpe.pretokenize.engines import resolve_engine
 from bpe.pretokenize.readers import DEFAULT_TEXT_FIELD, Corpus, corpus_manifest, resolve_source
@@ -431,7 +431,7 @@ def _count_pretokens(
 
     def count() -> PretokenCounts:
         label = stage_label(*STAGE_TIMINGS["pretokenize"])
-        return pretokenize_corpus(corpus, specials, pattern=pattern, label=label, **options)
+        return pretokenize(corpus, specials, pattern=pattern, label=label, **options)
 
     if cache_dir is None:
         return count(), CacheInfo(), None

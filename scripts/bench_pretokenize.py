@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from bpe.pretokenize import count_pretokens
+from bpe.pretokenize.counting import count_pretokens
 from bpe.pretokenize.engines import load_scanner
 from bpe.text.specials import EOT
 

@@ -9,7 +9,7 @@ best kept: the least disturbed by other load on a shared machine):
     * read:  every part of the corpus read through `bpe.pretokenize.readers.read_part` in one
              process (decompressing, parsing JSON, reading row groups, decoding UTF-8): the
              reader's own cost, MB of text per second;
-    * count: `bpe.pretokenize.corpus.pretokenize_corpus` with `--workers` workers on the first
+    * count: `bpe.pretokenize.pretokenize` with `--workers` workers on the first
              `--count-mb` MB of the same documents (stage 1 as training runs it, the reader
              and the split pattern together).
 
@@ -123,10 +123,10 @@ def measure(mode: str, source: str, workers: int) -> dict:
                 records += piece.is_record
         seconds = time.perf_counter() - t0
         return {"seconds": seconds, "bytes": num_bytes, "records": records, "digest": ""}
-    from bpe.pretokenize.corpus import pretokenize_corpus
+    from bpe.pretokenize import pretokenize
 
     t0 = time.perf_counter()
-    counted = pretokenize_corpus(corpus, [EOT], num_workers=workers)
+    counted = pretokenize(corpus, [EOT], num_workers=workers)
     seconds = time.perf_counter() - t0
     digest = hashlib.sha256(repr(sorted(counted.counts.items())).encode()).hexdigest()
     return {"seconds": seconds, "bytes": counted.num_bytes, "records": counted.records or 0,
@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
             what = (
                 "Reading only (`read_part` over every part, one process): the reader's own cost."
                 if mode == "read"
-                else f"Counting pretokens (`pretokenize_corpus`, {workers} worker(s), GPT-2 "
+                else f"Counting pretokens (`pretokenize`, {workers} worker(s), GPT-2 "
                 "pattern): stage 1 as training runs it."
             )
             report += [f"## {mode} ({mb:g} MB of text)", "", what, "", *lines, ""]

@@ -21,8 +21,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bpe.pretokenize import count_pretokens, pretokenize_file
-from bpe.pretokenize.chunks import plan, plan_chunks
+from bpe.pretokenize import pretokenize
+from bpe.pretokenize.chunks import plan, plan_chunks, read_chunk_text
+from bpe.pretokenize.counting import count_pretokens
 from bpe.text.cuts import safe_cuts
 from bpe.text.patterns import GPT2_PATTERN, GPT2_REGEX
 from bpe.text.pretokens import find_pretokens
@@ -73,7 +74,7 @@ def test_a_base64_line_is_cut_into_bounded_chunks_with_the_same_counts(tmp_path)
     chunks = plan_chunks(path, max_chunk_bytes=64 * 1024, window_bytes=64 * 1024)
     assert len(chunks) >= 12
     assert max(c.size for c in chunks) <= 2 * 64 * 1024
-    counted = pretokenize_file(path, num_workers=2, max_chunk_bytes=64 * 1024)
+    counted = pretokenize(path, num_workers=2, max_chunk_bytes=64 * 1024)
     assert counted.counts == count_pretokens(line.decode())
 
 
@@ -114,9 +115,9 @@ def test_num_workers_is_capped_at_the_usable_cpus_and_the_chunks(tmp_path, caplo
         chunks, workers = plan(path, [EOT], num_workers=1000, max_chunk_bytes=4 << 20)
     assert workers.workers <= min(default_num_workers(), len(chunks))
     assert f"num_workers=1000 capped at {default_num_workers()}: the usable CPUs" in caplog.text
-    result = pretokenize_file(path, [EOT], num_workers=1000)
+    result = pretokenize(path, [EOT], num_workers=1000)
     assert result.num_workers <= default_num_workers()
-    assert result.counts == pretokenize_file(path, [EOT], num_workers=1).counts
+    assert result.counts == pretokenize(path, [EOT], num_workers=1).counts
 
 
 def test_fair_share_keeps_jobs_times_workers_within_the_cpus():
@@ -134,11 +135,18 @@ def test_a_daemonic_process_counts_in_process(tmp_path):
     with mp.get_context("spawn").Pool(1) as pool:
         method, counts = pool.apply(_count_in_daemon, (str(DATA / "owt_sample.txt"),))
     assert method == "in-process"
-    assert counts == pretokenize_file(DATA / "owt_sample.txt", [EOT], num_workers=1).counts
+    assert counts == pretokenize(DATA / "owt_sample.txt", [EOT], num_workers=1).counts
+
+
+def _count_chunk(context: tuple[str, tuple[str, ...], str], chunk: Chunk) -> Counter[bytes]:
+    """A chunk's pretoken counts: what a worker of the pool runs (any function would do)."""
+    path, specials, pattern = context
+    text = read_chunk_text(path, chunk.start, chunk.end)
+    return count_pretokens(text, specials, pattern=pattern)
 
 
 def _count_in_daemon(path: str) -> tuple[str, Counter[bytes]]:
-    result = pretokenize_file(path, [EOT], num_workers=2)
+    result = pretokenize(path, [EOT], num_workers=2)
     return result.start_method, result.counts
 
 
@@ -147,12 +155,10 @@ def test_counts_are_identical_for_every_start_method(method):
     path = DATA / "owt_sample.txt"
     chunks, _ = plan(path, [EOT], num_workers=1, max_chunk_bytes=256 * 1024)
     context = (str(path), (EOT,), GPT2_PATTERN)
-    from bpe.pretokenize import _count_chunk
-
     total: Counter[bytes] = Counter()
     for counts in map_chunks(_count_chunk, context, chunks, WorkerPlan(2, method), ordered=False):
         total.update(counts)
-    assert total == pretokenize_file(path, [EOT], num_workers=1).counts
+    assert total == pretokenize(path, [EOT], num_workers=1).counts
 
 
 def _size_of(context, chunk: Chunk) -> tuple[int, int]:
@@ -264,8 +270,8 @@ def _assert_gone(procs: list[psutil.Process], timeout: float = 10) -> None:
 _PRETOKENIZE = textwrap.dedent(
     """
     import sys
-    from bpe.pretokenize import pretokenize_file
-    pretokenize_file(sys.argv[1], ["<|endoftext|>"], num_workers=2)
+    from bpe.pretokenize import pretokenize
+    pretokenize(sys.argv[1], ["<|endoftext|>"], num_workers=2)
     """
 )
 
@@ -293,7 +299,7 @@ def test_kill_9_of_a_worker_fails_the_count_within_seconds_naming_chunk_and_sign
     code, out, elapsed = _kill_9_one_worker([sys.executable, "-c", _PRETOKENIZE, str(big_corpus)])
     assert code != 0 and elapsed < 30
     assert "ChunkWorkerError" in out and "SIGKILL" in out, out
-    assert "chunk " in out and "(bytes " in out, out
+    assert "part " in out and ", bytes " in out, out  # the part, its file and its bytes
 
 
 @needs_two_cpus

@@ -19,7 +19,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bpe.pretokenize import count_pretokens, pretokenize_file
+from bpe.pretokenize import pretokenize
+from bpe.pretokenize.counting import count_pretokens
 from bpe.trainers import TRAINERS, compiled, learn_merges
 from bpe.trainers.common import prepare
 from bpe.training import train_bpe_detailed
@@ -30,7 +31,7 @@ SPECIALS = [EOT, "<|pad|>"]
 
 
 def _counts(path):
-    return pretokenize_file(path, [EOT], num_workers=1).counts
+    return pretokenize(path, [EOT], num_workers=1).counts
 
 
 @pytest.mark.parametrize(

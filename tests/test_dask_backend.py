@@ -20,7 +20,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from bpe.pretokenize import _count_chunk, pretokenize_file
+from bpe.pretokenize import pretokenize
 from bpe.pretokenize.chunks import plan_chunks
 from bpe.pretokenize.dask_backend import (
     SPLIT_EVERY,
@@ -36,6 +36,7 @@ from bpe.training import train_bpe_detailed
 from bpe.util.io import DATA_DIR
 from bpe.util.pool import Chunk
 from tests.conftest import console_env
+from tests.test_chunks import _count_chunk
 
 distributed = pytest.importorskip("distributed")
 
@@ -57,7 +58,7 @@ def scheduler():
 @pytest.fixture(scope="module")
 def reference() -> Counter:
     """The sample's pretoken counts from the default (processes) backend."""
-    return pretokenize_file(SAMPLE, [EOT], num_workers=2).counts
+    return pretokenize(SAMPLE, [EOT], num_workers=2).counts
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +81,7 @@ def _children() -> set[int]:
 
 
 def test_dask_counts_equal_the_processes_backend(scheduler, reference):
-    got = pretokenize_file(
+    got = pretokenize(
         SAMPLE, [EOT], backend="dask", scheduler=scheduler, max_chunk_bytes=SMALL_CHUNKS
     )
     assert got.num_chunks > SPLIT_EVERY  # a tree with more than one level of merges
@@ -91,7 +92,7 @@ def test_dask_counts_equal_the_processes_backend(scheduler, reference):
 def test_dask_with_the_compiled_engine_counts_the_same(scheduler, reference):
     """Each Dask worker splits its chunks with the compiled scanner (loading it once)."""
     pytest.importorskip("numba")
-    got = pretokenize_file(
+    got = pretokenize(
         SAMPLE, [EOT], backend="dask", scheduler=scheduler, max_chunk_bytes=4 * SMALL_CHUNKS,
         engine="compiled",
     )  # fmt: skip
@@ -139,7 +140,7 @@ def test_a_failing_task_raises_its_own_error(scheduler, tmp_path):
     bad.write_bytes(b"hello world " * 9000 + b"\xff\xfe broken " + b"more text " * 9000)
     t0 = time.monotonic()
     with pytest.raises(ValueError, match=r"not valid UTF-8: bad byte\(s\) b'\\xff\\xfe.*offset"):
-        pretokenize_file(bad, backend="dask", scheduler=scheduler, max_chunk_bytes=16 * 1024)
+        pretokenize(bad, backend="dask", scheduler=scheduler, max_chunk_bytes=16 * 1024)
     assert time.monotonic() - t0 < 30
 
 
@@ -177,7 +178,7 @@ def test_backend_checks_name_the_value_and_the_fix():
     with pytest.raises(ValueError, match=r"choose one of \['processes', 'dask'\]"):
         check_backend("ray")
     with pytest.raises(ValueError, match="only used by the dask backend"):
-        pretokenize_file(SAMPLE, [EOT], scheduler="tcp://head:8786")
+        pretokenize(SAMPLE, [EOT], scheduler="tcp://head:8786")
     with pytest.raises(ValueError, match="scheduler address"):
         check_backend("dask", "  ")
 
@@ -222,7 +223,7 @@ def test_bpe_train_with_the_dask_backend_defaults(tmp_path):
 
 def test_dask_progress_is_logged_in_bytes(scheduler, caplog):
     caplog.set_level("INFO", logger="bpe.pretokenize")
-    pretokenize_file(
+    pretokenize(
         SAMPLE, [EOT], backend="dask", scheduler=scheduler, max_chunk_bytes=SMALL_CHUNKS,
         log_interval=0.01, label="stage 1 (count pretokens)",
     )  # fmt: skip

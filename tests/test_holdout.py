@@ -18,8 +18,8 @@ from hydra import compose, initialize_config_dir
 from bpe.analysis.run_report import write_run_report
 from bpe.experiment import runner
 from bpe.formats.gpt2_format import merges_sha256
+from bpe.pretokenize import pretokenize
 from bpe.pretokenize.cache import cache_key
-from bpe.pretokenize.corpus import pretokenize_corpus
 from bpe.pretokenize.readers import find_holdout, iter_documents, plan_parts, resolve_source
 from bpe.text.specials import EOT
 from bpe.training import train_bpe, train_bpe_detailed
@@ -74,9 +74,9 @@ def test_training_stops_before_the_held_out_documents(inputs, name, tmp_path):
     training = dataclasses.replace(corpus, stop=holdout.stop)
     assert list(iter_documents(training, EOT)) == docs[: DOCS - n]
     reference = write_text(tmp_path / "first.txt", docs[: DOCS - n])
-    expected = pretokenize_corpus(resolve_source(reference), [EOT], num_workers=1).counts
+    expected = pretokenize(resolve_source(reference), [EOT], num_workers=1).counts
     for chunk in (4 << 10, 1 << 20):  # many parts (cut at the stop) and one
-        got = pretokenize_corpus(training, [EOT], num_workers=2, max_chunk_bytes=chunk)
+        got = pretokenize(training, [EOT], num_workers=2, max_chunk_bytes=chunk)
         assert got.counts == expected
 
 

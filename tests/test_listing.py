@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from bpe.pretokenize.corpus import pretokenize_corpus
+from bpe.pretokenize import pretokenize
 from bpe.pretokenize.listing import glob_regex, list_files
 from bpe.pretokenize.readers import resolve_source
 from tests.conftest import EOT, FIXTURES, ROOT
@@ -55,8 +55,8 @@ def test_a_link_to_a_listed_file_is_read_once_and_a_dangling_link_is_said(tree, 
     said = caplog.text
     assert "b.txt: the same file as" in said and "x.txt: a dangling link (to 'nope')" in said
     # the counts are the file's own, not twice them
-    once = pretokenize_corpus(resolve_source("d/a.txt"), [EOT], num_workers=1).counts
-    assert pretokenize_corpus(resolve_source(source), [EOT], num_workers=1).counts == once
+    once = pretokenize(resolve_source("d/a.txt"), [EOT], num_workers=1).counts
+    assert pretokenize(resolve_source(source), [EOT], num_workers=1).counts == once
 
 
 @pytest.mark.parametrize("source", ["l", "l/**/*.txt"])

@@ -14,8 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bpe import Tokenizer
-from bpe.pretokenize import count_pretokens, pretokenize_file
+from bpe.pretokenize import pretokenize
 from bpe.pretokenize.chunks import plan_chunks
+from bpe.pretokenize.counting import count_pretokens
 from bpe.text.cuts import cut_regex, safe_cuts
 from bpe.text.patterns import (
     CL100K_PATTERN,
@@ -163,7 +164,7 @@ def test_parallel_chunked_counts_equal_whole_text_counts(name, tmp_path):
     path.write_bytes(text.replace(EOT, "").encode("utf-8"))  # no special token: character cuts
     chunks = plan_chunks(path, max_chunk_bytes=8 * 1024, window_bytes=4096, pattern=pattern)
     assert len(chunks) > 20
-    counted = pretokenize_file(path, num_workers=2, max_chunk_bytes=8 * 1024, pattern=pattern)
+    counted = pretokenize(path, num_workers=2, max_chunk_bytes=8 * 1024, pattern=pattern)
     assert counted.counts == count_pretokens(text.replace(EOT, ""), pattern=pattern)
 
 
@@ -177,9 +178,7 @@ def test_a_custom_pattern_is_cut_at_special_tokens_only(tmp_path):
     data = path.read_bytes()
     assert len(chunks) > 5
     assert all(data[c.start :].startswith(EOT.encode()) for c in chunks[1:])
-    counted = pretokenize_file(
-        path, [EOT], num_workers=2, max_chunk_bytes=8 * 1024, pattern=pattern
-    )
+    counted = pretokenize(path, [EOT], num_workers=2, max_chunk_bytes=8 * 1024, pattern=pattern)
     assert counted.counts == count_pretokens(text, [EOT], pattern=pattern)
     assert counted.counts != count_pretokens(text, [EOT])
 

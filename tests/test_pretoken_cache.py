@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bpe.pretokenize import cache as pretoken_cache
-from bpe.pretokenize import count_pretokens, pretokenize_file
+from bpe.pretokenize import pretokenize
 from bpe.pretokenize.cache import (
     CorruptCacheFile,
     cache_key,
@@ -25,6 +25,7 @@ from bpe.pretokenize.cache import (
     load_counts,
     save_counts,
 )
+from bpe.pretokenize.counting import count_pretokens
 from bpe.text.patterns import GPT2_PATTERN
 from bpe.text.specials import EOT
 from bpe.training import train_bpe, train_bpe_detailed
@@ -170,7 +171,7 @@ def test_a_damaged_cache_file_is_detected_warned_and_rebuilt(tmp_path, caplog, d
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and str(path) in warnings[0].getMessage()
     assert again.merges == first.merges
-    assert load_counts(path)[0] == pretokenize_file(CORPUS, [EOT], num_workers=1).counts
+    assert load_counts(path)[0] == pretokenize(CORPUS, [EOT], num_workers=1).counts
     third = train_bpe_detailed(CORPUS, 400, [EOT], num_workers=1, cache_dir=cache)
     assert third.pretoken_cache["status"] == "hit" and third.merges == first.merges
 
@@ -198,7 +199,7 @@ def test_an_input_that_changes_while_counting_is_not_cached(tmp_path, caplog):
     corpus.write_bytes(CORPUS.read_bytes())
 
     def count_while_appending():
-        counted = pretokenize_file(corpus, [EOT], num_workers=1)
+        counted = pretokenize(corpus, [EOT], num_workers=1)
         with open(corpus, "ab") as f:  # another process appending to the corpus meanwhile
             f.write(b" more text")
         return counted
@@ -224,7 +225,7 @@ def test_a_half_written_temp_file_is_never_read(tmp_path):
     (cache / f".{target.name}.abc123.tmp").write_bytes(half)
     result = train_bpe_detailed(CORPUS, 300, [EOT], num_workers=1, cache_dir=cache)
     assert result.pretoken_cache["status"] == "miss"
-    assert load_counts(target)[0] == pretokenize_file(CORPUS, [EOT], num_workers=1).counts
+    assert load_counts(target)[0] == pretokenize(CORPUS, [EOT], num_workers=1).counts
 
 
 def _writer(path: str, seed: int, rounds: int) -> None:

@@ -9,8 +9,9 @@ import regex
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bpe.pretokenize import count_pretokens, pretokenize_file
+from bpe.pretokenize import pretokenize
 from bpe.pretokenize.chunks import find_chunk_boundaries
+from bpe.pretokenize.counting import count_pretokens
 from bpe.text.patterns import GPT2_PATTERN
 from bpe.text.pretokens import iter_pretokens
 from bpe.text.specials import split_on_special_tokens, validate_special_tokens
@@ -65,7 +66,7 @@ def test_bytes_are_sacred_crlf_and_bom(tmp_path):
     text = "\ufeffFirst line\r\nsecond\tline\r\n<|endoftext|>\r\nthird"
     path = tmp_path / "crlf.txt"
     path.write_bytes(text.encode("utf-8"))
-    counts = pretokenize_file(path, [EOT], num_workers=1).counts
+    counts = pretokenize(path, [EOT], num_workers=1).counts
     raw = text.encode("utf-8")
     assert sum(len(tok) * n for tok, n in counts.items()) == len(raw) - len(EOT.encode())
     assert b"\r\n" in counts
@@ -103,8 +104,8 @@ def test_no_boundary_inside_a_special_token_containing_spaces(tmp_path):
 
 
 def test_parallel_counts_equal_serial_on_the_owt_sample():
-    parallel = pretokenize_file(DATA / "owt_sample.txt", [EOT], num_workers=2)
-    serial = pretokenize_file(DATA / "owt_sample.txt", [EOT], num_workers=1)
+    parallel = pretokenize(DATA / "owt_sample.txt", [EOT], num_workers=2)
+    serial = pretokenize(DATA / "owt_sample.txt", [EOT], num_workers=1)
     assert parallel.num_workers == 2 and parallel.num_chunks >= 2
     assert parallel.counts == serial.counts
 
@@ -144,12 +145,12 @@ def test_chunked_counts_equal_whole_text_counts(tmp_path, pieces, num_chunks, wi
     max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(pieces=st.lists(_ALPHABET, min_size=1, max_size=80), chunk=st.integers(1, 40))
-def test_pretokenize_file_in_small_chunks_equals_whole_text(tmp_path, pieces, chunk):
+def test_a_file_in_small_parts_counts_as_the_whole_text(tmp_path, pieces, chunk):
     text = "".join(pieces)
     path = tmp_path / "h.txt"
     path.write_bytes(text.encode("utf-8"))
     specials = _SPECIALS
-    chunked = pretokenize_file(path, specials, num_workers=1, max_chunk_bytes=chunk)
+    chunked = pretokenize(path, specials, num_workers=1, max_chunk_bytes=chunk)
     assert chunked.counts == count_pretokens(text, specials)
 
 
@@ -162,29 +163,30 @@ def test_pretokens_tile_the_text(text):
 
 def test_missing_file_names_the_path(tmp_path):
     with pytest.raises(FileNotFoundError, match="nope.txt"):
-        pretokenize_file(tmp_path / "nope.txt")
+        pretokenize(tmp_path / "nope.txt")
 
 
 def test_empty_file_is_rejected(tmp_path):
     (tmp_path / "empty.txt").write_bytes(b"")
     with pytest.raises(ValueError, match="is empty"):
-        pretokenize_file(tmp_path / "empty.txt")
+        pretokenize(tmp_path / "empty.txt")
 
 
 def test_invalid_utf8_names_the_byte_offset(tmp_path):
     path = tmp_path / "latin1.txt"
     path.write_bytes("café au lait".encode("latin-1"))
     with pytest.raises(ValueError, match="byte offset 3"):
-        pretokenize_file(path, num_workers=1)
+        pretokenize(path, num_workers=1)
 
 
-def test_directory_is_rejected(tmp_path):
-    with pytest.raises(ValueError, match="not a regular file"):
-        pretokenize_file(tmp_path)
+def test_a_directory_without_corpus_files_is_rejected(tmp_path):
+    (tmp_path / "notes.doc").write_bytes(b"x")
+    with pytest.raises(ValueError, match="holds no corpus file"):
+        pretokenize(tmp_path)
 
 
 def test_fixture_corpus_counts_are_plausible():
-    counts = pretokenize_file(FIXTURES / "corpus.en", [EOT], num_workers=1)
+    counts = pretokenize(FIXTURES / "corpus.en", [EOT], num_workers=1)
     assert counts.num_bytes == (FIXTURES / "corpus.en").stat().st_size
     assert counts.num_unique < counts.num_pretokens
 
@@ -207,7 +209,7 @@ def test_memory_does_not_grow_with_file_size(tmp_path):
         path = tmp_path / f"owt_x{copies}.txt"
         path.write_bytes(sample * copies)
         tracemalloc.start()
-        result = pretokenize_file(path, [EOT], num_workers=1, max_chunk_bytes=256 * 1024)
+        result = pretokenize(path, [EOT], num_workers=1, max_chunk_bytes=256 * 1024)
         peaks.append(tracemalloc.get_traced_memory()[1])
         tracemalloc.stop()
         assert result.num_chunks >= 9 * copies
@@ -228,12 +230,9 @@ def test_workers_are_not_forked_from_a_threaded_process():
     try:
         assert start_method_for(2) != "fork"
         # and counting still works (and matches) with the threaded start method
-        parallel = pretokenize_file(DATA / "owt_sample.txt", [EOT], num_workers=2)
+        parallel = pretokenize(DATA / "owt_sample.txt", [EOT], num_workers=2)
         assert parallel.num_workers == 2
-        assert (
-            parallel.counts
-            == pretokenize_file(DATA / "owt_sample.txt", [EOT], num_workers=1).counts
-        )
+        assert parallel.counts == pretokenize(DATA / "owt_sample.txt", [EOT], num_workers=1).counts
     finally:
         stop.set()
         thread.join()

@@ -18,8 +18,8 @@ import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bpe.pretokenize import count_pretokens, group_chunks, pretokenize_file
-from bpe.pretokenize.corpus import pretokenize_corpus
+from bpe.pretokenize import pretokenize
+from bpe.pretokenize.counting import count_pretokens, group_ranges
 from bpe.pretokenize.engines import (
     char_classes,
     check_engine,
@@ -32,7 +32,6 @@ from bpe.runs.stages import COMPILE
 from bpe.text.patterns import CL100K_PATTERN, GPT2_PATTERN
 from bpe.text.specials import EOT, special_token_regex
 from bpe.training import train_bpe_detailed
-from bpe.util.pool import Chunk
 from tests.complexity import assert_linear
 from tests.conftest import ROOT
 
@@ -146,10 +145,10 @@ def test_the_scanner_is_linear_in_the_text():
 
 
 def test_default_workers_on_the_bundled_owt_sample():
-    """What a user gets: `pretokenize_file` with default workers, the regex engine's counts."""
+    """What a user gets: `pretokenize` with default workers, the regex engine's counts."""
     path = ROOT / "data" / "owt_sample.txt"
-    expected = pretokenize_file(path, [EOT]).counts
-    compiled = pretokenize_file(path, [EOT], engine="compiled")
+    expected = pretokenize(path, [EOT]).counts
+    compiled = pretokenize(path, [EOT], engine="compiled")
     assert compiled.engine == "compiled" and compiled.counts == expected
     # below COMPILED_MIN_PARALLEL_BYTES the scanner runs in this process (measured faster)
     assert compiled.num_workers == 1 and compiled.start_method == "in-process"
@@ -162,21 +161,23 @@ def test_groups_of_chunks_counted_in_workers_equal_the_regex_counts(method, monk
     path = ROOT / "tests" / "fixtures" / "corpus.en"
     # pinned: the policy picks forkserver in a process with threads (a run's memory sampler, or
     # whatever an earlier test in this process started) and fork otherwise
-    monkeypatch.setattr("bpe.pretokenize.chunks.start_method_for", lambda n: method)
-    monkeypatch.setattr("bpe.pretokenize.GROUP_BYTES", 16 * 1024)  # several groups per worker
+    monkeypatch.setattr("bpe.pretokenize.start_method_for", lambda n: method)
+    monkeypatch.setattr(
+        "bpe.pretokenize.counting.GROUP_BYTES", 16 * 1024
+    )  # several groups per worker
     kw = {"num_workers": 2, "max_chunk_bytes": 4 * 1024, "min_parallel_bytes": 0}
-    compiled = pretokenize_file(path, [EOT], engine="compiled", **kw)
-    assert compiled.counts == pretokenize_file(path, [EOT], **kw).counts
+    compiled = pretokenize(path, [EOT], engine="compiled", **kw)
+    assert compiled.counts == pretokenize(path, [EOT], **kw).counts
     assert compiled.num_workers == 2 and compiled.start_method == method
 
 
-def test_group_chunks_covers_the_chunks_in_order():
-    chunks = [Chunk(i, 7 * i, 7 * i + 7) for i in range(23)]
+def test_part_groups_cover_the_parts_in_order():
+    sizes = [7] * 23
     for workers in (1, 2, 5, 23, 40):
-        groups = group_chunks(chunks, workers)
-        assert groups[0].start == 0 and groups[-1].end == chunks[-1].end
-        assert all(a.end == b.start for a, b in zip(groups, groups[1:]))
-        assert len(groups) == min(workers, len(chunks))
+        groups = group_ranges(sizes, workers)
+        assert groups[0].start == 0 and groups[-1].stop == len(sizes)
+        assert all(a.stop == b.start for a, b in zip(groups, groups[1:]))
+        assert len(groups) == min(workers, len(sizes))
 
 
 def test_a_corpus_of_records_counts_as_with_regex(tmp_path):
@@ -184,8 +185,8 @@ def test_a_corpus_of_records_counts_as_with_regex(tmp_path):
     path = tmp_path / "docs.jsonl"
     path.write_text("".join(json.dumps({"text": d}) + "\n" for d in docs), encoding="utf-8")
     corpus = resolve_source(path)
-    compiled = pretokenize_corpus(corpus, [EOT], engine="compiled")
-    regexed = pretokenize_corpus(corpus, [EOT])
+    compiled = pretokenize(corpus, [EOT], engine="compiled")
+    regexed = pretokenize(corpus, [EOT])
     assert compiled.counts == regexed.counts and compiled.records == 300
     assert (compiled.engine, regexed.engine) == ("compiled", "regex")
 
@@ -214,14 +215,14 @@ def test_a_text_file_with_its_tail_held_out_counts_as_with_regex():
     corpus = resolve_source(ROOT / "data" / "owt_sample.txt")
     holdout = find_holdout(corpus, EOT, fraction=0.05, max_bytes=256 * 1024)
     head = dataclasses.replace(corpus, stop=holdout.stop)
-    compiled = pretokenize_corpus(head, [EOT], engine="compiled")
-    assert compiled.counts == pretokenize_corpus(head, [EOT]).counts
+    compiled = pretokenize(head, [EOT], engine="compiled")
+    assert compiled.counts == pretokenize(head, [EOT]).counts
     assert compiled.num_workers == 1 and compiled.engine == "compiled"
 
 
 def test_groups_of_parts_counted_in_workers_equal_the_regex_counts(tmp_path, monkeypatch):
     """A corpus of records above the in-process size: each worker counts a group of parts."""
-    monkeypatch.setattr("bpe.pretokenize.GROUP_BYTES", 16 * 1024)
+    monkeypatch.setattr("bpe.pretokenize.counting.GROUP_BYTES", 16 * 1024)
     docs = [f"record {i}: don't stop\u3000 at {i * 13}\u2028 \U0001f600 ok." for i in range(2000)]
     for name in ("a.jsonl", "b.jsonl"):
         (tmp_path / name).write_text(
@@ -229,8 +230,8 @@ def test_groups_of_parts_counted_in_workers_equal_the_regex_counts(tmp_path, mon
         )
     corpus = resolve_source(tmp_path)
     kw = {"num_workers": 2, "max_chunk_bytes": 8 * 1024, "min_parallel_bytes": 0}
-    compiled = pretokenize_corpus(corpus, [EOT], engine="compiled", **kw)
-    regexed = pretokenize_corpus(corpus, [EOT], **kw)
+    compiled = pretokenize(corpus, [EOT], engine="compiled", **kw)
+    regexed = pretokenize(corpus, [EOT], **kw)
     assert compiled.counts == regexed.counts and compiled.records == regexed.records == 4000
     assert compiled.num_workers == 2
 

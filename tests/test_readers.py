@@ -19,8 +19,7 @@ from pathlib import Path
 import pytest
 
 from bpe.formats.gpt2_format import merges_sha256
-from bpe.pretokenize import pretokenize_file
-from bpe.pretokenize.corpus import pretokenize_corpus
+from bpe.pretokenize import pretokenize
 from bpe.pretokenize.readers import (
     Corpus,
     InputFile,
@@ -107,9 +106,9 @@ FORMATS = ["txt.gz", "txt.xz", "txt.bz2", "jsonl", "jsonl.zst", "jsonl.gz", "par
 
 @pytest.mark.parametrize("name", FORMATS)
 def test_every_format_counts_as_the_text_file(corpora, name):
-    reference = pretokenize_file(corpora["text"], [EOT], num_workers=1).counts
+    reference = pretokenize(corpora["text"], [EOT], num_workers=1).counts
     corpus = resolve_source(corpora[name])
-    got = pretokenize_corpus(corpus, [EOT], num_workers=1, max_chunk_bytes=16 * 1024)
+    got = pretokenize(corpus, [EOT], num_workers=1, max_chunk_bytes=16 * 1024)
     assert got.counts == reference
     assert got.num_files == len(corpus.files)
 
@@ -131,8 +130,8 @@ def test_identical_merges_for_every_trainer(corpora, trainer_name):
 
 def test_parallel_parts_count_as_serial(corpora):
     corpus = resolve_source([corpora["directory"], corpora["jsonl.zst"], corpora["jsonl"]])
-    serial = pretokenize_corpus(corpus, [EOT], num_workers=1)
-    parallel = pretokenize_corpus(
+    serial = pretokenize(corpus, [EOT], num_workers=1)
+    parallel = pretokenize(
         corpus, [EOT], num_workers=2, max_chunk_bytes=8 * 1024, min_parallel_bytes=1
     )
     assert parallel.counts == serial.counts
@@ -182,7 +181,7 @@ def test_a_save_to_disk_directory_reads_as_its_documents(tmp_path):
     assert [f.format for f in corpus.files] == ["arrow"]
     assert list(iter_documents(corpus, EOT)) == docs
     text = write_text(tmp_path / "docs.txt", docs)
-    assert pretokenize_corpus(corpus, [EOT]).counts == pretokenize_file(text, [EOT]).counts
+    assert pretokenize(corpus, [EOT]).counts == pretokenize(text, [EOT]).counts
     datasets.DatasetDict({"train": datasets.Dataset.from_dict({"text": docs})}).save_to_disk(
         tmp_path / "dict"
     )
@@ -193,7 +192,7 @@ def test_text_field_is_configurable(tmp_path):
     docs = sample_docs(5)
     path = write_parquet(tmp_path / "c.parquet", docs, column="content")
     with pytest.raises(ValueError, match=r"no column 'text' \(its columns: \['id', 'content'\]\)"):
-        pretokenize_corpus(resolve_source(path), [EOT])
+        pretokenize(resolve_source(path), [EOT])
     corpus = resolve_source(path, text_field="content")
     assert list(iter_documents(corpus, EOT)) == docs
 
@@ -231,14 +230,14 @@ def test_a_json_line_without_the_field_names_the_line(tmp_path):
     path.write_text('{"text": "ok"}\n{"body": "no"}\n', encoding="utf-8")
     with pytest.raises(ValueError, match=r"bad.jsonl.*line at byte 15 has no field 'text' "
                        r"\(found: \['body'\]\); set dataset.text_field"):  # fmt: skip
-        pretokenize_corpus(resolve_source(path), [EOT])
+        pretokenize(resolve_source(path), [EOT])
 
 
 def test_a_non_string_value_is_refused(tmp_path):
     path = tmp_path / "bad.jsonl"
     path.write_text('{"text": 3}\n', encoding="utf-8")
     with pytest.raises(ValueError, match="field 'text' holds int"):
-        pretokenize_corpus(resolve_source(path), [EOT])
+        pretokenize(resolve_source(path), [EOT])
 
 
 def test_a_truncated_gzip_names_the_file(tmp_path):
@@ -246,7 +245,7 @@ def test_a_truncated_gzip_names_the_file(tmp_path):
     path = tmp_path / "cut.txt.gz"
     path.write_bytes(data[: len(data) // 2])
     with pytest.raises(ValueError, match=r"cut.txt.gz' \(text.gz\) is truncated or corrupt"):
-        pretokenize_corpus(resolve_source(path), [EOT], num_workers=1)
+        pretokenize(resolve_source(path), [EOT], num_workers=1)
 
 
 def test_a_truncated_zstd_names_the_file(tmp_path):
@@ -255,7 +254,7 @@ def test_a_truncated_zstd_names_the_file(tmp_path):
     path = tmp_path / "cut.jsonl.zst"
     path.write_bytes(data[: len(data) // 2])
     with pytest.raises(ValueError, match=r"cut.jsonl.zst' \(jsonl.zst\) is truncated or corrupt"):
-        pretokenize_corpus(resolve_source(path), [EOT], num_workers=1)
+        pretokenize(resolve_source(path), [EOT], num_workers=1)
 
 
 def test_invalid_utf8_in_a_compressed_stream_names_the_offset(tmp_path):
@@ -263,7 +262,7 @@ def test_invalid_utf8_in_a_compressed_stream_names_the_offset(tmp_path):
     path.write_bytes(gzip.compress(b"hello \xff world"))
     with pytest.raises(ValueError, match=r"bad.txt.gz' is not valid UTF-8.*decompressed byte "
                        r"offset 6"):  # fmt: skip
-        pretokenize_corpus(resolve_source(path), [EOT])
+        pretokenize(resolve_source(path), [EOT])
 
 
 def test_unknown_content_names_the_file_and_the_fix(tmp_path):
@@ -284,7 +283,7 @@ def test_an_empty_glob_and_an_empty_directory_fail_clearly(tmp_path):
 def test_a_corpus_of_empty_documents_is_refused(tmp_path):
     path = write_parquet(tmp_path / "e.parquet", ["", ""])
     with pytest.raises(ValueError, match="holds no text"):
-        pretokenize_corpus(resolve_source(path), [EOT])
+        pretokenize(resolve_source(path), [EOT])
 
 
 def test_max_files_takes_a_prefix(corpora):
@@ -316,15 +315,15 @@ def test_dask_counts_parquet_row_groups_as_tasks(corpora, tmp_path):
         n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
     ) as cluster:
         on = {"backend": "dask", "scheduler": cluster.scheduler_address}
-        got = pretokenize_corpus(corpus, [EOT], max_chunk_bytes=1, **on)
-        held = pretokenize_corpus(
+        got = pretokenize(corpus, [EOT], max_chunk_bytes=1, **on)
+        held = pretokenize(
             dataclasses.replace(corpus, stop=holdout.stop), [EOT], max_chunk_bytes=1, **on
         )
     assert got.backend == "dask" and got.num_chunks == 12
-    assert got.counts == pretokenize_file(corpora["text"], [EOT], num_workers=1).counts
+    assert got.counts == pretokenize(corpora["text"], [EOT], num_workers=1).counts
     assert got.records == len(sample_docs())
     assert holdout.stop.file == 2  # inside the last shard
-    assert held.counts == pretokenize_file(first, [EOT], num_workers=1).counts
+    assert held.counts == pretokenize(first, [EOT], num_workers=1).counts
     assert held.records == len(sample_docs()) - n
 
 
@@ -552,6 +551,6 @@ def test_a_truncated_gzip_says_how_far_it_decompressed(tmp_path):
     path = tmp_path / "cut.txt.gz"
     path.write_bytes(data[: len(data) // 2])
     with pytest.raises(ValueError, match=r"truncated or corrupt after (\d+) decompressed") as err:
-        pretokenize_corpus(resolve_source(path), [EOT], num_workers=1)
+        pretokenize(resolve_source(path), [EOT], num_workers=1)
     offset = int(re.search(r"after (\d+) decompressed", str(err.value)).group(1))
     assert 500_000 < offset < len(text), offset  # about half the text, not 0

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from bpe.pretokenize import pretokenize_file
+from bpe.pretokenize import pretokenize
 from tests.conftest import ROOT
 
 GOLDEN = ROOT / "tests" / "golden"
@@ -119,7 +119,7 @@ def test_unique_pretokens_follow_the_heaps_curve(tmp_path):
     for size in (1 << 20, 3 << 20):
         path = tmp_path / f"{size}.txt"
         stats = corpus.make_corpus(path, size, seed=3)
-        unique = pretokenize_file(path, [corpus.EOT], num_workers=1).num_unique
+        unique = pretokenize(path, [corpus.EOT], num_workers=1).num_unique
         assert unique == pytest.approx(novelty.predicted_unique(stats["bytes"]), rel=0.1)
         measured[stats["bytes"]] = unique
     (b1, u1), (b2, u2) = sorted(measured.items())
@@ -133,8 +133,8 @@ def test_unique_pretokens_follow_the_heaps_curve(tmp_path):
 def test_no_novelty_stops_at_the_sample_vocabulary(tmp_path):
     path = tmp_path / "repeat.txt"
     corpus.make_corpus(path, 3 << 20, novelty="none")
-    sample = pretokenize_file(corpus.SOURCES["owt"], [corpus.EOT], num_workers=1).num_unique
-    assert pretokenize_file(path, [corpus.EOT], num_workers=1).num_unique <= sample
+    sample = pretokenize(corpus.SOURCES["owt"], [corpus.EOT], num_workers=1).num_unique
+    assert pretokenize(path, [corpus.EOT], num_workers=1).num_unique <= sample
 
 
 def test_quick_benchmark_writes_results_and_report(tmp_path):

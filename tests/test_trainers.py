@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bpe.pretokenize import count_pretokens, pretokenize_file
+from bpe.pretokenize import pretokenize
+from bpe.pretokenize.counting import count_pretokens
 from bpe.runs.stages import TRAINER_ORDER
 from bpe.trainers import STAGES, TRAINERS, MergeLoop, check_trainer, learn_merges
 from bpe.trainers.common import (
@@ -130,7 +131,7 @@ def test_trainers_agree_on_random_text(text):
 
 
 def _sample_counts(name: str) -> Counter[bytes]:
-    return pretokenize_file(DATA / name, [EOT], num_workers=1).counts
+    return pretokenize(DATA / name, [EOT], num_workers=1).counts
 
 
 @pytest.mark.slow

@@ -41,8 +41,8 @@ from bpe.encode.lineage import load  # noqa: F401  (re-exported: bpe.encode.npy.
 from bpe.formats import exports
 from bpe.formats.gpt2_format import load_tokenizer_files
 from bpe.formats.pretrained import vocab_special_tokens
-from bpe.pretokenize import check_input_file
 from bpe.pretokenize.chunks import plan, read_chunk_text
+from bpe.pretokenize.counting import check_input_file
 from bpe.pretokenize.readers import (
     DEFAULT_TEXT_FIELD,
     Corpus,

@@ -49,7 +49,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from bpe.pretokenize import PretokenCounts
+from bpe.pretokenize.counting import PretokenCounts
 from bpe.runs.liveness import process_alive, this_process
 from bpe.runs.schema import LadderRecord
 from bpe.trainers.common import initial_vocab

@@ -61,7 +61,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bpe.pretokenize import PretokenCounts
+from bpe.pretokenize.counting import PretokenCounts
 from bpe.pretokenize.readers import Corpus
 from bpe.util.io import atomic_open, sha256_file
 
@@ -303,7 +303,7 @@ def pretokenize_cached(
         special_tokens: the special tokens counting uses (part of the key).
         pattern: the split pattern counting uses (part of the key).
         cache_dir: the directory holding the cache files (created on the first save).
-        count: counts the file (a miss): e.g. `lambda: pretokenize_file(path, ...)`.
+        count: counts the input (a miss): e.g. `lambda: pretokenize(path, ...)`.
         input_sha256: the input's sha256 when the caller already has it.
 
     Returns:

@@ -14,7 +14,7 @@ What it does:
       on every bundled corpus), so the pretoken cache does not record the engine.
 
 What it does not do: other patterns (cl100k, o200k, custom and SuperBPE's stay with `regex`),
-chunks or workers (`bpe.pretokenize.pretokenize_file` decides where the scanner runs).
+chunks or workers (`bpe.pretokenize.pretokenize` decides where the scanner runs).
 Importing it imports neither NumPy nor Numba (the tokenizer imports this package).
 """
 

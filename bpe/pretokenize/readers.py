@@ -31,7 +31,7 @@ corpus count exactly as one text file holding the same documents joined by `<|en
 (tested for every format and trainer). Bytes are kept as stored: no normalisation, and invalid
 UTF-8 is an error naming the file and the byte offset, line or row.
 
-What it does not do: count pretokens (`bpe.pretokenize.corpus`), hash files for lineage (the
+What it does not do: count pretokens (`bpe.pretokenize`), hash files for lineage (the
 caller does, through `corpus_manifest`), or download anything but the files a `hf:` source
 names (an `hf-stream:` source is streamed by `datasets`, its files never stored whole).
 pyarrow and zstandard are imported only when a parquet/Arrow or `.zst` file is read (the
