@@ -23,18 +23,17 @@ measures the neighbours (`--wall` times wall seconds instead).
 Ids are checked against tiktoken's (the exit status is 1 if they differ).
 
 A second table times whole-file encoding with `bpe-encode`'s two backends
-(`encode_file_to_npy(backend="python")`: processes; `backend="tiktoken"`: the tiktoken export on
+(`encode_to_npy(backend="python")`: processes; `backend="tiktoken"`: the tiktoken export on
 threads, after its first-chunk check), next to tiktoken's own GPT-2 `Encoding` on the same
 chunks and as many threads (`encode_ordinary_batch`, specials cut out first), in the same run.
-The chunks and the worker count are the ones `encode_file_to_npy` itself plans
-(`bpe.pretokenize.chunks.plan`: chunks of about 1 MiB, every usable CPU, capped at the number of
-chunks, and
-in-process below 256 KiB), so the three rows share them. The tokenizer is GPT-2's (data/gpt2)
-unless `--tokenizer RUN_DIR` names a run; the input is the OWT sample repeated `--copies` times
-(a temp file, removed at the end), so later copies hit the python backend's pretoken cache as a
-long corpus mostly would. Wall time includes reading and writing the `.npy` and its sidecar, and
-for the tiktoken backend building the Encoding and its check of the first 1 MB chunk against the
-python encoder (about 0.4 s).
+The parts and the worker count are the ones `encode_to_npy` itself plans
+(`bpe.pretokenize.readers.plan_work`: parts of about 1 MiB, every usable CPU, capped at the number
+of parts, and in-process below 256 KiB), so the three rows share them. The tokenizer is GPT-2's
+(data/gpt2) unless `--tokenizer RUN_DIR` names a run; the input is the OWT sample repeated
+`--copies` times (a temp file, removed at the end), so later copies hit the python backend's
+pretoken cache as a long corpus mostly would. Wall time includes reading and writing the `.npy` and
+its sidecar, and for the tiktoken backend building the Encoding and its check of the first 1 MB
+chunk against the python encoder (about 0.4 s).
 
 It asserts nothing about speed: it prints Markdown tables to paste into a note. Usage:
 
@@ -183,10 +182,11 @@ def bench_backends(
 ) -> list[dict]:
     """MB/s of bpe-encode's backends and of tiktoken's GPT-2 on the same file, chunks, workers."""
     from bpe import Tokenizer
-    from bpe.encode.npy import DEFAULT_CHUNK_BYTES, encode_file_to_npy
+    from bpe.encode.npy import DEFAULT_CHUNK_BYTES, encode_to_npy
     from bpe.formats.exports import encode_with_tiktoken
     from bpe.measures import GPT2_DIR, tiktoken_gpt2_encoding
-    from bpe.pretokenize.chunks import plan, read_chunk_text
+    from bpe.pretokenize.chunks import read_chunk_text
+    from bpe.pretokenize.readers import plan_work, resolve_source
 
     tok = (
         Tokenizer.from_pretrained(tokenizer_dir)
@@ -203,9 +203,9 @@ def bench_backends(
         size = src.stat().st_size
         best = {"python": float("inf"), "tiktoken": float("inf"), "tiktoken GPT-2": float("inf")}
         used = {}
-        # the chunks and workers encode_file_to_npy plans for this file (same call, same values)
-        chunks, worker_plan = plan(
-            src,
+        # the chunks and workers encode_to_npy plans for this file (same call, same values)
+        chunks, worker_plan = plan_work(
+            resolve_source(src),
             list(tok.special_tokens),
             num_workers=None,
             max_chunk_bytes=DEFAULT_CHUNK_BYTES,
@@ -215,7 +215,7 @@ def bench_backends(
         for _ in range(repeats):
             for backend in ("python", "tiktoken"):
                 tok.clear_cache()  # python workers fork with this cache: start each run cold
-                out = encode_file_to_npy(
+                out = encode_to_npy(
                     src, tok, Path(tmp) / f"{backend}.npy", backend=backend, dtype=dtype
                 )
                 best[backend] = min(best[backend], out["seconds"])

@@ -22,8 +22,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bpe.pretokenize import pretokenize
-from bpe.pretokenize.chunks import plan, plan_chunks, read_chunk_text
+from bpe.pretokenize.chunks import plan_chunks, read_chunk_text
 from bpe.pretokenize.counting import count_pretokens
+from bpe.pretokenize.readers import plan_work, resolve_source
 from bpe.text.cuts import safe_cuts
 from bpe.text.patterns import GPT2_PATTERN, GPT2_REGEX
 from bpe.text.pretokens import find_pretokens
@@ -112,7 +113,9 @@ def test_a_chunk_without_any_safe_cut_is_a_warning(tmp_path, caplog):
 def test_num_workers_is_capped_at_the_usable_cpus_and_the_chunks(tmp_path, caplog):
     path = DATA / "owt_sample.txt"
     with caplog.at_level(logging.INFO, logger="bpe"):
-        chunks, workers = plan(path, [EOT], num_workers=1000, max_chunk_bytes=4 << 20)
+        chunks, workers = plan_work(
+            resolve_source(path), [EOT], num_workers=1000, max_chunk_bytes=4 << 20
+        )
     assert workers.workers <= min(default_num_workers(), len(chunks))
     assert f"num_workers=1000 capped at {default_num_workers()}: the usable CPUs" in caplog.text
     result = pretokenize(path, [EOT], num_workers=1000)
@@ -153,7 +156,7 @@ def _count_in_daemon(path: str) -> tuple[str, Counter[bytes]]:
 @pytest.mark.parametrize("method", ["fork", "forkserver", "spawn"])
 def test_counts_are_identical_for_every_start_method(method):
     path = DATA / "owt_sample.txt"
-    chunks, _ = plan(path, [EOT], num_workers=1, max_chunk_bytes=256 * 1024)
+    chunks, _ = plan_work(resolve_source(path), [EOT], num_workers=1, max_chunk_bytes=256 * 1024)
     context = (str(path), (EOT,), GPT2_PATTERN)
     total: Counter[bytes] = Counter()
     for counts in map_chunks(_count_chunk, context, chunks, WorkerPlan(2, method), ordered=False):

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from bpe import Tokenizer, train_bpe
 from bpe.cli.encode import main
-from bpe.encode.npy import encode_file_to_npy
+from bpe.encode.npy import encode_to_npy
 from bpe.formats.gpt2_format import save_tokenizer_files
 from bpe.measures import gpt2_tokenizer
 from bpe.tokenizer import _merge_bytes
@@ -261,8 +261,8 @@ def test_dropout_on_a_long_pretoken_costs_n_log_n(repetitive, unit):
 def test_bpe_encode_with_dropout_is_the_same_whatever_the_workers(gpt2, tmp_path):
     src = DATA / "owt_heldout.txt"
     expected = gpt2.encode(src.read_text(encoding="utf-8"), dropout=0.1, seed=7)
-    encode_file_to_npy(src, gpt2, tmp_path / "one.npy", num_workers=1, dropout=0.1, seed=7)
-    two = encode_file_to_npy(
+    encode_to_npy(src, gpt2, tmp_path / "one.npy", num_workers=1, dropout=0.1, seed=7)
+    two = encode_to_npy(
         src, gpt2, tmp_path / "two.npy", num_workers=2, chunk_bytes=16 * 1024,
         min_parallel_bytes=1, dropout=0.1, seed=7,
     )  # fmt: skip

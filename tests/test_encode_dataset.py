@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from bpe import Tokenizer, train_bpe
 from bpe.cli.encode import main
 from bpe.encode.npy import (
-    encode_file_to_npy,
+    encode_to_npy,
     resolve_tokenizer_files,
     write_npy_atomically,
 )
@@ -42,8 +42,8 @@ def _encoded(path) -> np.ndarray:
 def test_parallel_equals_serial_equals_encode_on_the_owt_sample(gpt2, tmp_path):
     src = DATA / "owt_sample.txt"
     expected = gpt2.encode(src.read_text(encoding="utf-8"))
-    serial = encode_file_to_npy(src, gpt2, tmp_path / "serial.npy", num_workers=1)
-    parallel = encode_file_to_npy(
+    serial = encode_to_npy(src, gpt2, tmp_path / "serial.npy", num_workers=1)
+    parallel = encode_to_npy(
         src, gpt2, tmp_path / "parallel.npy", num_workers=2, chunk_bytes=256 * 1024
     )
     assert parallel["num_chunks"] > 2 and parallel["num_workers"] == 2
@@ -78,7 +78,7 @@ def test_chunked_encoding_equals_whole_text(
     src = tmp / "in.txt"
     src.write_bytes(text.encode("utf-8"))
     out = tmp / "out.npy"
-    result = encode_file_to_npy(
+    result = encode_to_npy(
         src, tok, out, num_workers=workers, chunk_bytes=chunk, min_parallel_bytes=0
     )
     expected = tok.encode(text)
@@ -107,7 +107,7 @@ def test_cli_with_a_run_directory_and_with_two_files(run_dir, tmp_path, caplog):
 
 def test_progress_bar_runs(gpt2, tmp_path):
     src = FIXTURES / "german.txt"
-    encode_file_to_npy(src, gpt2, tmp_path / "g.npy", num_workers=1, progress=True)
+    encode_to_npy(src, gpt2, tmp_path / "g.npy", num_workers=1, progress=True)
     assert _encoded(tmp_path / "g.npy").tolist() == gpt2.encode(src.read_text(encoding="utf-8"))
 
 
@@ -117,9 +117,9 @@ def test_vocab_too_large_for_uint16_is_refused_and_uint32_works(tmp_path):
     src = tmp_path / "in.txt"
     src.write_text("abc ab", encoding="utf-8")
     with pytest.raises(ValueError, match=r"ids up to 70000 .* do not fit uint16.*uint32"):
-        encode_file_to_npy(src, tok, tmp_path / "out.npy")
+        encode_to_npy(src, tok, tmp_path / "out.npy")
     assert not (tmp_path / "out.npy").exists()
-    encode_file_to_npy(src, tok, tmp_path / "out.npy", dtype="uint32", num_workers=1)
+    encode_to_npy(src, tok, tmp_path / "out.npy", dtype="uint32", num_workers=1)
     ids = _encoded(tmp_path / "out.npy")
     assert ids.dtype == np.uint32 and ids.tolist() == [70_000, 99, 32, 70_000]
     assert tok.decode(ids) == "abc ab"
@@ -131,7 +131,7 @@ def test_failed_encode_leaves_no_file_behind(gpt2, tmp_path):
     target = tmp_path / "out.npy"
     target.write_bytes(b"previous result")
     with pytest.raises(ValueError, match=r"not valid UTF-8.*byte offset 1000"):
-        encode_file_to_npy(src, gpt2, target, num_workers=1, force=True)
+        encode_to_npy(src, gpt2, target, num_workers=1, force=True)
     assert target.read_bytes() == b"previous result"  # untouched
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.txt", "out.npy"]  # no temp file
 
@@ -155,7 +155,7 @@ def test_npy_writer_concatenates_blocks_and_is_atomic(tmp_path):
 
 def test_missing_input_is_named(gpt2, tmp_path, caplog):
     with pytest.raises(FileNotFoundError, match="nope.txt"):
-        encode_file_to_npy(tmp_path / "nope.txt", gpt2, tmp_path / "out.npy")
+        encode_to_npy(tmp_path / "nope.txt", gpt2, tmp_path / "out.npy")
     with caplog.at_level(logging.ERROR):
         code = main(["--tokenizer", str(DATA / "gpt2"), "--input", str(tmp_path / "nope.txt"),
                      "--out", str(tmp_path / "out.npy"), "--no-progress"])  # fmt: skip
@@ -175,7 +175,7 @@ def test_bad_tokenizer_argument_is_named(tmp_path):
 def test_empty_input_gives_an_empty_array(gpt2, tmp_path):
     src = tmp_path / "empty.txt"
     src.write_bytes(b"")
-    result = encode_file_to_npy(src, gpt2, tmp_path / "e.npy")
+    result = encode_to_npy(src, gpt2, tmp_path / "e.npy")
     assert result["num_tokens"] == 0 and _encoded(tmp_path / "e.npy").shape == (0,)
 
 
@@ -195,7 +195,7 @@ def test_memory_does_not_grow_with_file_size(gpt2, tmp_path):
         src.write_text(text * copies, encoding="utf-8")
         tracemalloc.start()
         try:
-            encode_file_to_npy(src, gpt2, tmp_path / "o.npy", num_workers=1, chunk_bytes=32 * 1024)
+            encode_to_npy(src, gpt2, tmp_path / "o.npy", num_workers=1, chunk_bytes=32 * 1024)
             peaks.append(tracemalloc.get_traced_memory()[1])
         finally:
             tracemalloc.stop()

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from bpe import Tokenizer, train_bpe
 from bpe.encode.lineage import read_sidecar
-from bpe.encode.npy import encode_file_to_npy
+from bpe.encode.npy import encode_to_npy
 from bpe.formats.exports import (
     TIKTOKEN_FILE,
     TiktokenMismatch,
@@ -234,7 +234,7 @@ def test_tiktoken_backend_writes_the_same_array(export_of, name, tmp_path):
     src = DATA / "owt_heldout.txt"
     out = {}
     for backend in ("python", "tiktoken"):
-        res = encode_file_to_npy(
+        res = encode_to_npy(
             src,
             exported["ours"],
             tmp_path / f"{backend}.npy",
@@ -254,7 +254,7 @@ def test_tiktoken_backend_falls_back_with_a_warning(tmp_path, caplog):
     src = tmp_path / "abc.txt"
     src.write_text("abc ab bc\n" * 100, encoding="utf-8")
     with caplog.at_level(logging.WARNING, logger="bpe.formats.exports"):
-        res = encode_file_to_npy(src, tok, tmp_path / "abc.npy", num_workers=1, backend="tiktoken")
+        res = encode_to_npy(src, tok, tmp_path / "abc.npy", num_workers=1, backend="tiktoken")
     assert res["backend"] == "python"
     assert "python backend" in caplog.text
     assert np.load(tmp_path / "abc.npy").tolist() == tok.encode(src.read_text(encoding="utf-8"))
@@ -263,5 +263,5 @@ def test_tiktoken_backend_falls_back_with_a_warning(tmp_path, caplog):
 
 def test_unknown_backend_is_refused(tmp_path):
     with pytest.raises(ValueError, match="backend='rust'"):
-        encode_file_to_npy(DATA / "owt_heldout.txt", counterexample(), tmp_path / "x.npy",
+        encode_to_npy(DATA / "owt_heldout.txt", counterexample(), tmp_path / "x.npy",
                            backend="rust")  # fmt: skip

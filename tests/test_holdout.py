@@ -10,17 +10,26 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
+import tempfile
 from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bpe.analysis.run_report import write_run_report
 from bpe.experiment import runner
 from bpe.formats.gpt2_format import merges_sha256
 from bpe.pretokenize import pretokenize
 from bpe.pretokenize.cache import cache_key
-from bpe.pretokenize.readers import find_holdout, iter_documents, plan_parts, resolve_source
+from bpe.pretokenize.readers import (
+    _plain_text_bytes,
+    find_holdout,
+    iter_documents,
+    plan_parts,
+    resolve_source,
+)
 from bpe.text.specials import EOT
 from bpe.training import train_bpe, train_bpe_detailed
 from bpe.util.io import CONF_DIR, DATA_DIR
@@ -110,6 +119,25 @@ def test_the_same_documents_hold_out_the_same_tail_in_any_container(inputs):
         n = counts["text"]
         tail = sum(len(d.encode()) for d in docs[DOCS - n :])
         assert tail <= fraction * text_bytes < tail + len(docs[DOCS - n - 1].encode())
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    docs=st.lists(st.text(alphabet="ab<|>é\n ", max_size=30), min_size=1, max_size=20),
+    block=st.sampled_from([1, 2, 5, 13, 14, 1 << 20]),
+)
+def test_a_plain_text_file_is_measured_without_decoding_as_its_documents(docs, block):
+    """The text size of a plain file: its bytes less its separators', in any block size,
+    equals the bytes of its documents (so invalid UTF-8 stays stage 1's error to name)."""
+    text = EOT.join(docs)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "d.txt"
+        path.write_bytes(text.encode("utf-8"))
+        if not text:
+            return
+        f = resolve_source(path).files[0]
+        got = _plain_text_bytes(f, EOT.encode("utf-8"), 10**9, block=block)
+    assert got == sum(len(d.encode("utf-8")) for d in text.split(EOT))
 
 
 def test_nothing_is_held_out_of_a_single_document(tmp_path):

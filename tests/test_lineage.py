@@ -14,7 +14,7 @@ from bpe import Tokenizer, train_bpe
 from bpe.analysis.loader import load_runs, tidy
 from bpe.cli.encode import main
 from bpe.encode.lineage import dataset_lineage, read_sidecar, sidecar_path
-from bpe.encode.npy import encode_file_to_npy, load
+from bpe.encode.npy import encode_to_npy, load
 from bpe.pretokenize.datasets import load_named
 from bpe.training import merges_sha256
 from bpe.util.io import sha256_file
@@ -78,7 +78,7 @@ def test_load_refuses_a_mismatched_tokenizer(tok_dirs, tmp_path):
     moved = tmp_path / "tok"
     shutil.copytree(tok_dirs["a"], moved)
     out = tmp_path / "ids.npy"
-    encode_file_to_npy(DATA / "tinystories_heldout.txt", tok, out, num_workers=1,
+    encode_to_npy(DATA / "tinystories_heldout.txt", tok, out, num_workers=1,
                        tokenizer_dir=moved)  # fmt: skip
     load(out)
     with pytest.raises(ValueError, match="merges sha256 .* these ids do not belong"):
@@ -100,7 +100,7 @@ def test_load_refuses_an_untraceable_or_replaced_array(tok_dirs, tmp_path):
         load(out)
     tok = Tokenizer.from_pretrained(tok_dirs["a"])
     # an array without a sidecar is not ours: replacing it takes force
-    encode_file_to_npy(DATA / "tinystories_heldout.txt", tok, out, num_workers=1,
+    encode_to_npy(DATA / "tinystories_heldout.txt", tok, out, num_workers=1,
                        tokenizer_dir=tok_dirs["a"], force=True)  # fmt: skip
     np.save(out, np.arange(5, dtype=np.uint16))
     with pytest.raises(ValueError, match="replaced after encoding"):
@@ -110,12 +110,12 @@ def test_load_refuses_an_untraceable_or_replaced_array(tok_dirs, tmp_path):
 def test_a_failed_encode_leaves_the_previous_array_and_sidecar_intact(tok_dirs, tmp_path):
     tok = Tokenizer.from_pretrained(tok_dirs["a"])
     out = tmp_path / "ids.npy"
-    encode_file_to_npy(DATA / "tinystories_heldout.txt", tok, out, num_workers=1)
+    encode_to_npy(DATA / "tinystories_heldout.txt", tok, out, num_workers=1)
     before = out.read_bytes(), sidecar_path(out).read_bytes()
     bad = tmp_path / "bad.txt"
     bad.write_bytes(b"fine text " * 1000 + b"\xff\xfe broken")
     with pytest.raises(ValueError):
-        encode_file_to_npy(bad, tok, out, num_workers=1)
+        encode_to_npy(bad, tok, out, num_workers=1)
     assert (out.read_bytes(), sidecar_path(out).read_bytes()) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.txt", "ids.npy", "ids.npy.json"]
 
@@ -125,7 +125,7 @@ def test_sidecar_is_written_through_a_temp_file_and_a_rename(tok_dirs, tmp_path)
     tok = Tokenizer.from_pretrained(tok_dirs["a"])
     out = tmp_path / "ids.npy"
     src = DATA / "tinystories_heldout.txt"
-    encode_file_to_npy(src, tok, out, num_workers=1)
+    encode_to_npy(src, tok, out, num_workers=1)
     seen, stop = [], threading.Event()
 
     def poll():
@@ -136,7 +136,7 @@ def test_sidecar_is_written_through_a_temp_file_and_a_rename(tok_dirs, tmp_path)
     reader.start()
     try:
         for _ in range(5):
-            encode_file_to_npy(src, tok, out, num_workers=1)
+            encode_to_npy(src, tok, out, num_workers=1)
     finally:
         stop.set()
         reader.join()

@@ -217,11 +217,11 @@ def _loaded(run: Path) -> Tokenizer:
 def test_bpe_encode_with_a_picky_run_falls_back_to_our_encoder(picky_run, tmp_path):
     import numpy as np
 
-    from bpe.encode.npy import encode_file_to_npy
+    from bpe.encode.npy import encode_to_npy
 
     tok = _loaded(picky_run)
     out = tmp_path / "ids.npy"
-    encode_file_to_npy(DATA / "tinystories_heldout.txt", tok, out, backend="tiktoken",
+    encode_to_npy(DATA / "tinystories_heldout.txt", tok, out, backend="tiktoken",
                        num_workers=1)  # fmt: skip
     text = (DATA / "tinystories_heldout.txt").read_text("utf-8")
     assert np.load(out).tolist() == tok.encode(text)

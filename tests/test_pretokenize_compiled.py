@@ -161,7 +161,7 @@ def test_groups_of_chunks_counted_in_workers_equal_the_regex_counts(method, monk
     path = ROOT / "tests" / "fixtures" / "corpus.en"
     # pinned: the policy picks forkserver in a process with threads (a run's memory sampler, or
     # whatever an earlier test in this process started) and fork otherwise
-    monkeypatch.setattr("bpe.pretokenize.start_method_for", lambda n: method)
+    monkeypatch.setattr("bpe.pretokenize.readers.start_method_for", lambda n: method)
     monkeypatch.setattr(
         "bpe.pretokenize.counting.GROUP_BYTES", 16 * 1024
     )  # several groups per worker

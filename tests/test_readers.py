@@ -394,7 +394,7 @@ def test_bpe_encode_of_shards_gives_the_ids_of_the_text_file(corpora, tmp_path):
     import numpy as np
 
     from bpe.cli.encode import main as bpe_encode
-    from bpe.encode.npy import encode_file_to_npy
+    from bpe.encode.npy import encode_to_npy
     from bpe.tokenizer import Tokenizer
 
     vocab, merges = train_bpe(corpora["text"], 320, [EOT], num_workers=1)
@@ -402,7 +402,7 @@ def test_bpe_encode_of_shards_gives_the_ids_of_the_text_file(corpora, tmp_path):
     expected = np.array(tok.encode(Path(corpora["text"]).read_text("utf-8")))
     for name in ("txt.gz", "jsonl.zst", "jsonl", "directory", "glob", "parquet"):
         out = tmp_path / f"{name}.npy"
-        result = encode_file_to_npy(
+        result = encode_to_npy(
             corpora[name], tok, out, num_workers=2, chunk_bytes=8 * 1024, min_parallel_bytes=1
         )
         assert np.array_equal(np.load(out), expected), name
@@ -419,12 +419,12 @@ def test_bpe_encode_of_shards_gives_the_ids_of_the_text_file(corpora, tmp_path):
 
 
 def test_bpe_encode_refuses_a_separator_the_tokenizer_lacks(corpora, tmp_path):
-    from bpe.encode.npy import encode_file_to_npy
+    from bpe.encode.npy import encode_to_npy
     from bpe.tokenizer import Tokenizer
 
     tok = Tokenizer({i: bytes([i]) for i in range(256)}, [], [])
     with pytest.raises(ValueError, match="pass the one that separates documents with --separator"):
-        encode_file_to_npy(corpora["parquet"], tok, tmp_path / "x.npy")
+        encode_to_npy(corpora["parquet"], tok, tmp_path / "x.npy")
     assert not (tmp_path / "x.npy").exists()
 
 

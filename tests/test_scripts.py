@@ -221,7 +221,10 @@ def test_every_import_of_the_library_resolves(script):
             "from bpe.pretokenize import chunks\nchunks.no_such_name\n",
             "line 2: chunks.no_such_name does",
         ),
-        ("import bpe.pretokenize.chunks as c\nc.plan\nc.gone\n", "line 3: c.gone does not exist"),
+        (
+            "import bpe.pretokenize.chunks as c\nc.plan_chunks\nc.gone\n",
+            "line 3: c.gone does not exist",
+        ),
         ("from make_scale_corpus import no_such_name\n", "line 1: 'make_scale_corpus' has no"),
         ("import make_scale_corpus as corpus\ncorpus.gone\n", "line 2: corpus.gone does"),
     ],
@@ -236,8 +239,8 @@ def test_the_import_check_accepts_what_exists():
         "import bpe.pretokenize.chunks as c\nfrom bpe import train_bpe\n"
         "from bpe.pretokenize import chunks\n"
         "from make_scale_corpus import make_corpus\nimport make_scale_corpus as corpus\n"
-        "def f():\n    from bpe.encode.npy import encode_file_to_npy\n"
-        "c.plan, chunks.plan, corpus.make_corpus\n"
+        "def f():\n    from bpe.encode.npy import encode_to_npy\n"
+        "c.plan_chunks, chunks.plan_chunks, corpus.make_corpus\n"
     )
     assert broken_imports(source) == []
 

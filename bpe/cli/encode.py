@@ -3,7 +3,7 @@
 CORPUS is a text file, or any corpus `bpe.pretokenize.readers` reads: `.gz`/`.zst`/`.xz`/`.bz2`
 text, JSON lines, parquet, a `datasets` save_to_disk directory, a folder or a quoted glob.
 
-The command line only: `bpe.encode.npy.encode_file_to_npy` does the work (and its docstring
+The command line only: `bpe.encode.npy.encode_to_npy` does the work (and its docstring
 says how). Exit status 0; 2 with one error line on bad input; 1 when a worker process was lost
 (no output is written then).
 """
@@ -20,7 +20,7 @@ from bpe.encode.npy import (
     DEFAULT_CHUNK_BYTES,
     DTYPES,
     ENCODE_BACKENDS,
-    encode_file_to_npy,
+    encode_to_npy,
     open_tokenizer,
     resolve_tokenizer_files,
 )
@@ -128,7 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         tokenizer = open_tokenizer(args.tokenizer, special_tokens=args.special_tokens)
         vocab_path, _ = resolve_tokenizer_files(args.tokenizer)
-        result = encode_file_to_npy(
+        result = encode_to_npy(
             args.input,
             tokenizer,
             args.out,

@@ -1,37 +1,41 @@
-"""`bpe-encode`: tokenize a text file into a NumPy `.npy` array of token ids, in parallel.
+"""`bpe-encode`: tokenize a corpus into a NumPy `.npy` array of token ids, in parallel.
 
 What it does:
-    * cuts the file into chunks that start at a special token (or, where a corpus has none
-      nearby, where no pretoken of the tokenizer's own split pattern can span the cut) and
-      encodes them in worker processes, through the chunk pipeline (`bpe.pretokenize.chunks`:
-      one worker and start-method policy), so encoding the chunks separately and concatenating
-      gives exactly `Tokenizer.encode` of the whole file (tested);
-    * writes the ids in file order, block by block, to a temporary `.npy` next to the target
+    * `encode_to_npy` takes any corpus `bpe.pretokenize.readers` reads (a text file being a
+      one-file corpus) and plans its parts (`plan_parts`: plain text cut at a special token or,
+      where the text has none nearby, where no pretoken of the tokenizer's own split pattern
+      can span the cut; a compressed file or a row group whole); it encodes them in worker
+      processes (`bpe.util.pool`, one worker and start-method policy), so encoding the parts
+      separately and concatenating gives exactly `Tokenizer.encode` of the whole text
+      (tested), with a separator's id between the documents of a corpus of records or files;
+    * writes the ids in order, block by block, to a temporary `.npy` next to the target
       (header reserved up front, filled in at the end), then renames it into place. Memory is a
-      few chunks, whatever the file size; a failed run (a lost worker included: it fails at
-      once, naming the chunk and the signal) leaves no file at the target path;
+      few parts, whatever the corpus size; a failed run (a lost worker included: it fails at
+      once, naming the part and the signal) leaves no file at the target path;
     * refuses a vocab whose ids do not fit the dtype (uint16 holds ids below 65,536; pass
-      `--dtype uint32` for larger vocabs).
+      `--dtype uint32` for larger vocabs), and any output that would replace an input or a file
+      it did not write (`check_output`).
 
-What it does not do: shuffle, split into train/validation, or add tokens between documents
+What it does not do: shuffle, split into train/validation, or add tokens inside a text file
 (the `<|endoftext|>` already in the text is encoded like any other special token).
 
 Every `.npy` gets a sidecar `<out>.npy.json` (corpus sha256, tokenizer merges sha256, command,
 ...; see `bpe.encode.lineage`). Read the result with `bpe.encode.npy.load(path)`, which checks the
-sidecar, or `np.load(path, mmap_mode="r")`. `--backend tiktoken` encodes with the tiktoken export
-on threads (see `bpe.formats.exports.tiktoken_chunk_arrays`). `--dropout p --seed s` applies
-BPE-dropout (`Tokenizer.encode`); the ids are the same whatever the chunks and workers.
+sidecar, or `np.load(path, mmap_mode="r")`. `--backend tiktoken` encodes a plain text file with
+the tiktoken export on threads (see `bpe.formats.exports.tiktoken_chunk_arrays`). `--dropout p
+--seed s` applies BPE-dropout (`Tokenizer.encode`); the ids are the same whatever the parts and
+workers.
 """
 
 from __future__ import annotations
 
-import glob
 import io
 import logging
 import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import closing
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -41,13 +45,12 @@ from bpe.encode.lineage import load  # noqa: F401  (re-exported: bpe.encode.npy.
 from bpe.formats import exports
 from bpe.formats.gpt2_format import load_tokenizer_files
 from bpe.formats.pretrained import vocab_special_tokens
-from bpe.pretokenize.chunks import plan, read_chunk_text
-from bpe.pretokenize.counting import check_input_file
+from bpe.pretokenize.chunks import read_chunk_text
 from bpe.pretokenize.readers import (
     DEFAULT_TEXT_FIELD,
     Corpus,
     Part,
-    plan_parts,
+    plan_work,
     read_part,
     resolve_source,
 )
@@ -55,8 +58,8 @@ from bpe.text.specials import EOT
 from bpe.tokenizer import Tokenizer
 from bpe.tokenizer.dropout import check_dropout
 from bpe.util.io import atomic_open, check_writable, counted, files_in
-from bpe.util.pool import Chunk, map_chunks
-from bpe.util.workers import DEFAULT_MIN_PARALLEL_BYTES, WorkerPlan, plan_workers, start_method_for
+from bpe.util.pool import map_chunks
+from bpe.util.workers import DEFAULT_MIN_PARALLEL_BYTES, WorkerPlan
 
 logger = logging.getLogger(__name__)
 
@@ -141,19 +144,6 @@ def check_dtype(tokenizer: Tokenizer, dtype: str) -> np.dtype:
 # ---------------------------------------------------------------------------------------------
 # Workers
 # ---------------------------------------------------------------------------------------------
-
-
-def _encode_chunk(context: tuple[Tokenizer, str, str, float, int], chunk: Chunk) -> np.ndarray:
-    # subtle: with fork the tokenizer is inherited, not pickled; with forkserver or spawn it is
-    # rebuilt once per worker from its vocab and merges (Tokenizer.__reduce__).
-    tokenizer, path, dtype, dropout, seed = context
-    text = read_chunk_text(path, chunk.start, chunk.end)
-    if not dropout:
-        return np.array(tokenizer.encode(text), dtype=dtype)
-    # invariant: dropout's draws depend on (seed, a pretoken's byte offset in the file), so
-    # the ids do not depend on how the file was cut into chunks or on the worker count
-    ids = tokenizer.encode(text, dropout=dropout, seed=seed, offset=chunk.start)
-    return np.array(ids, dtype=dtype)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -295,154 +285,6 @@ def _is_our_output(path: Path) -> bool:
     return magic == NPY_MAGIC and lineage.sidecar_path(path).is_file()
 
 
-def encode_file_to_npy(
-    input_path: str | os.PathLike,
-    tokenizer: Tokenizer,
-    out_path: str | os.PathLike,
-    *,
-    num_workers: int | None = None,
-    dtype: str = "uint16",
-    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-    min_parallel_bytes: int = DEFAULT_MIN_PARALLEL_BYTES,
-    progress: bool = False,
-    backend: str = "python",
-    tokenizer_dir: str | os.PathLike | None = None,
-    command: str | None = None,
-    force: bool = False,
-    dropout: float = 0.0,
-    seed: int = 0,
-    format: str = "auto",  # noqa: A002 - the config key's name
-    text_field: str = DEFAULT_TEXT_FIELD,
-    separator: str | None = None,
-) -> dict:
-    """Encode a corpus into a 1-D `.npy` array of token ids, written atomically.
-
-    A UTF-8 text file is encoded as it is. Any other corpus `bpe.pretokenize.readers` reads (a
-    compressed file, JSON lines, parquet, a folder, a glob) is encoded as the text file holding
-    its documents joined by `separator` would be: its ids, with the separator's id between
-    documents (and between files); see `encode_corpus_to_npy`.
-
-    The output never replaces the input (`check_output`), and replaces an existing file only
-    when it is a previous output of ours (a `.npy` with its sidecar) or `force=True`.
-
-    Args:
-        input_path: UTF-8 text file (an empty file gives an empty array).
-        tokenizer: the tokenizer; its special tokens also choose where chunks may be cut.
-        out_path: target `.npy`; replaced only when encoding succeeded.
-        num_workers: processes; None means every usable CPU; 1 encodes in-process; capped at
-            the usable CPUs and the number of chunks (policy: `bpe.pretokenize.chunks.plan`).
-        dtype: "uint16" (ids < 65,536) or "uint32".
-        chunk_bytes: about how many bytes of text each job encodes.
-        min_parallel_bytes: files smaller than this are encoded in-process.
-        progress: show a tqdm bar over the input bytes.
-        backend: "python" (bpe.Tokenizer in processes) or "tiktoken" (the tiktoken export on
-            threads; falls back to python with a warning if the first chunk differs).
-        tokenizer_dir: recorded in the sidecar `<out_path>.json` (`bpe.encode.lineage`).
-        command: the command line, recorded in the sidecar too.
-        dropout: BPE-dropout probability in [0, 1) (`Tokenizer.encode`); 0 is ordinary BPE.
-            The python backend only.
-        seed: dropout's seed. The ids depend on (file, tokenizer, dropout, seed) only, not on
-            the chunks or the worker count. Both are recorded in the sidecar.
-        format: "auto", "text", "jsonl", "parquet" or "arrow" (`resolve_source`).
-        text_field: the JSON field or parquet/Arrow column holding each document's text.
-        separator: the special token between documents of a corpus (default: `<|endoftext|>`
-            when the tokenizer has it, else its only special token).
-
-    Returns:
-        dict with `num_tokens`, `num_bytes`, `num_chunks`, `num_workers`, `start_method`,
-        `seconds`, `path`, `backend` (the one used) and `sidecar` (its path).
-
-    Raises:
-        FileNotFoundError: the input is missing.
-        ValueError: ids too large for dtype, invalid UTF-8 (names the byte offset), bad options.
-        bpe.pretokenize.chunks.ChunkWorkerError: a worker process died (names the chunk and
-            the signal).
-
-    >>> import tempfile
-    >>> from pathlib import Path
-    >>> tok = Tokenizer({i: bytes([i]) for i in range(256)} | {256: b"ab"}, [(b"a", b"b")])
-    >>> with tempfile.TemporaryDirectory() as tmp:
-    ...     _ = (Path(tmp) / "in.txt").write_text("abcab")
-    ...     result = encode_file_to_npy(Path(tmp) / "in.txt", tok, Path(tmp) / "ids.npy")
-    ...     np.load(Path(tmp) / "ids.npy").tolist(), result["num_tokens"]
-    ([256, 99, 256], 3)
-    """
-    corpus = _corpus_of(input_path, format=format, text_field=text_field)
-    if corpus is not None:
-        return encode_corpus_to_npy(
-            corpus, tokenizer, out_path, num_workers=num_workers, dtype=dtype,
-            chunk_bytes=chunk_bytes, min_parallel_bytes=min_parallel_bytes, progress=progress,
-            backend=backend, tokenizer_dir=tokenizer_dir, command=command, force=force,
-            dropout=dropout, separator=separator,
-        )  # fmt: skip
-    dt, src, size = _check_arguments(
-        input_path, tokenizer, out_path, dtype=dtype, backend=backend, chunk_bytes=chunk_bytes,
-        force=force, dropout=dropout, seed=seed, tokenizer_dir=tokenizer_dir,
-    )  # fmt: skip
-    start_time = time.perf_counter()
-    chunks, workers = plan(
-        src,
-        list(tokenizer.special_tokens),
-        num_workers=num_workers,
-        max_chunk_bytes=chunk_bytes,
-        min_parallel_bytes=min_parallel_bytes,
-        pattern=tokenizer.pattern,
-    )
-    logger.info(
-        "encoding %s (%d bytes) in %s with %s (%s) -> %s",
-        src, size, counted(len(chunks), "chunk"), counted(workers.workers, "worker"),
-        workers.start_method, out_path,
-    )  # fmt: skip
-    arrays, backend = _encoded_chunks(
-        tokenizer, src, chunks, workers, dt, backend=backend, dropout=dropout, seed=seed
-    )
-    target = Path(out_path)
-    with closing(arrays):
-        num_tokens = _write(target, dt, arrays, chunks, size=size, progress=progress)
-    seconds = time.perf_counter() - start_time
-    record = lineage.encode_sidecar(
-        tokenizer=tokenizer,
-        input_path=src,
-        num_tokens=num_tokens,
-        dtype=dt.name,
-        backend=backend,
-        tokenizer_dir=tokenizer_dir,
-        command=command,
-        dropout=dropout,
-        seed=seed if dropout else None,
-    )
-    sidecar = lineage.write_sidecar(target, record)
-    logger.info(
-        "wrote %d tokens (%s) to %s in %.2f s (%.2f MB/s)",
-        num_tokens, dt.name, target, seconds, size / seconds / 1e6 if seconds else 0.0,
-    )  # fmt: skip
-    return {
-        "path": str(target),
-        "num_tokens": num_tokens,
-        "num_bytes": size,
-        "num_chunks": len(chunks),
-        "num_workers": workers.workers,
-        "start_method": workers.start_method,
-        "seconds": seconds,
-        "backend": backend,
-        "sidecar": str(sidecar),
-    }
-
-
-def _corpus_of(input_path: str | os.PathLike, *, format: str, text_field: str) -> Corpus | None:  # noqa: A002
-    """The corpus the input names, or None when it is one plain text file (or empty, or
-    missing: the text path's checks say so)."""
-    src = Path(input_path)
-    if src.is_file() and (src.stat().st_size == 0 or format in ("auto", "text")):
-        if src.stat().st_size == 0:
-            return None
-        corpus = resolve_source(src, format=format, text_field=text_field)
-        return None if corpus.is_plain_text_file else corpus
-    if not src.exists() and not glob.has_magic(str(input_path)):
-        return None
-    return resolve_source(input_path, format=format, text_field=text_field)
-
-
 def corpus_separator(tokenizer: Tokenizer, separator: str | None) -> tuple[str, int]:
     """The special token put between documents, and its id.
 
@@ -470,26 +312,45 @@ def corpus_separator(tokenizer: Tokenizer, separator: str | None) -> tuple[str, 
     return separator, int(specials[separator])
 
 
-def _encode_part(context: tuple[Tokenizer, Corpus, str, int, str], part: Part) -> tuple:
+@dataclass(frozen=True)
+class _Job:
+    """What every part of one encoding is encoded with (sent to each worker once)."""
+
+    tokenizer: Tokenizer
+    corpus: Corpus
+    #: the separator's id between documents (None: one text file, whose own text is kept)
+    sep_id: int | None
+    dtype: str
+    dropout: float
+    seed: int
+
+
+def _encode_part(job: _Job, part: Part) -> tuple[np.ndarray, int]:
     """The ids of one part, with the separator's id before every document but the corpus's
     first (and before a file's first text), and the bytes of text it read."""
-    tokenizer, corpus, separator, sep_id, dtype = context
-    specials = list(tokenizer.special_tokens)
+    # subtle: with fork the tokenizer is inherited, not pickled; with forkserver or spawn it is
+    # rebuilt once per worker from its vocab and merges (Tokenizer.__reduce__).
+    tok, corpus = job.tokenizer, job.corpus
     ids: list[int] = []
     num_bytes = 0
     text_file = corpus.files[part.file].format == "text"
-    need_sep = part.index > 0 and (part.first_in_file or not text_file)
-    for piece in read_part(corpus, part, specials, pattern=tokenizer.pattern):
+    need_sep = job.sep_id is not None and part.index > 0 and (part.first_in_file or not text_file)
+    for piece in read_part(corpus, part, list(tok.special_tokens), pattern=tok.pattern):
         if need_sep:
-            ids.append(sep_id)
-        ids.extend(tokenizer.encode(piece.text))
+            ids.append(job.sep_id)
+        if job.dropout:
+            # invariant: dropout's draws depend on (seed, a pretoken's byte offset in the file),
+            # so the ids do not depend on how the file was cut into parts or on the workers
+            ids.extend(tok.encode(piece.text, dropout=job.dropout, seed=job.seed, offset=piece.at))
+        else:
+            ids.extend(tok.encode(piece.text))
         num_bytes += piece.num_bytes
-        need_sep = piece.is_record
-    return np.array(ids, dtype=dtype), num_bytes
+        need_sep = job.sep_id is not None and piece.is_record
+    return np.array(ids, dtype=job.dtype), num_bytes
 
 
-def encode_corpus_to_npy(
-    corpus: Corpus,
+def encode_to_npy(
+    source: Corpus | str | os.PathLike,
     tokenizer: Tokenizer,
     out_path: str | os.PathLike,
     *,
@@ -503,101 +364,128 @@ def encode_corpus_to_npy(
     command: str | None = None,
     force: bool = False,
     dropout: float = 0.0,
+    seed: int = 0,
+    format: str = "auto",  # noqa: A002 - the config key's name
+    text_field: str = DEFAULT_TEXT_FIELD,
     separator: str | None = None,
 ) -> dict:
-    """Encode a corpus's parts (`plan_parts`) in worker processes into one `.npy`, in order.
+    """Encode a corpus into a 1-D `.npy` array of token ids, written atomically, in order.
 
-    The ids are those of the text file holding the corpus's documents joined by `separator`
-    (records are documents; a text file's own special tokens separate its documents; files
-    are separated too). Takes and returns what `encode_file_to_npy` does; `num_bytes` is the
-    bytes of text read. The python backend only, without dropout.
+    A UTF-8 text file is a one-file corpus, encoded as it is (its ids are `Tokenizer.encode`
+    of the whole file). Any other corpus `bpe.pretokenize.readers` reads (a compressed file,
+    JSON lines, parquet, a folder, a glob) is encoded as the text file holding its documents
+    joined by `separator` would be: its ids, with the separator's id between documents (and
+    between files). Its parts (`plan_parts`) are encoded in worker processes.
+
+    The output never replaces an input (`check_output`), and replaces an existing file only
+    when it is a previous output of ours (a `.npy` with its sidecar) or `force=True`.
+
+    Args:
+        source: a `Corpus`, or a path, folder or glob (`resolve_source`); an empty text file
+            gives an empty array.
+        tokenizer: the tokenizer; its special tokens also choose where parts may be cut.
+        out_path: target `.npy`; replaced only when encoding succeeded.
+        num_workers: processes; None means every usable CPU; 1 encodes in-process; capped at
+            the usable CPUs and the number of parts (policy: `bpe.util.workers`).
+        dtype: "uint16" (ids < 65,536) or "uint32".
+        chunk_bytes: about how many bytes of text each job encodes.
+        min_parallel_bytes: inputs smaller than this (on disk) are encoded in-process.
+        progress: show a tqdm bar over the input bytes.
+        backend: "python" (bpe.Tokenizer in processes) or "tiktoken" (the tiktoken export on
+            threads, for one plain text file; falls back to python with a warning if the
+            first part differs, or for any other corpus).
+        tokenizer_dir: recorded in the sidecar `<out_path>.json` (`bpe.encode.lineage`).
+        command: the command line, recorded in the sidecar too.
+        dropout: BPE-dropout probability in [0, 1) (`Tokenizer.encode`); 0 is ordinary BPE.
+            The python backend only, on a corpus of one text file (plain or compressed).
+        seed: dropout's seed. The ids depend on (file, tokenizer, dropout, seed) only, not on
+            the parts or the worker count. Both are recorded in the sidecar.
+        format: "auto", "text", "jsonl", "parquet" or "arrow" (`resolve_source`).
+        text_field: the JSON field or parquet/Arrow column holding each document's text.
+        separator: the special token between documents of a corpus (default: `<|endoftext|>`
+            when the tokenizer has it, else its only special token).
+
+    Returns:
+        dict with `num_tokens`, `num_bytes` (bytes of text read), `num_chunks` (parts),
+        `num_workers`, `start_method`, `seconds`, `path`, `backend` (the one used) and
+        `sidecar` (its path).
 
     Raises:
-        ValueError: the separator is not a special token of the tokenizer, dropout was asked
-            for, a reader's error (naming the file), or ids too large for dtype.
+        FileNotFoundError: the input is missing.
+        ValueError: ids too large for dtype, invalid UTF-8 (names the file and the byte offset
+            or row), a separator that is not a special token, bad options.
+        bpe.util.pool.ChunkWorkerError: a worker process died (names the part and the signal).
+
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> tok = Tokenizer({i: bytes([i]) for i in range(256)} | {256: b"ab"}, [(b"a", b"b")])
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     _ = (Path(tmp) / "in.txt").write_text("abcab")
+    ...     result = encode_to_npy(Path(tmp) / "in.txt", tok, Path(tmp) / "ids.npy")
+    ...     np.load(Path(tmp) / "ids.npy").tolist(), result["num_tokens"]
+    ([256, 99, 256], 3)
     """
     dt = check_dtype(tokenizer, dtype)
-    sep, sep_id = corpus_separator(tokenizer, separator)
+    _check_options(backend=backend, dropout=dropout, seed=seed, chunk_bytes=chunk_bytes)
+    start_time = time.perf_counter()
+    if _is_empty_file(source):
+        check_output(source, out_path, force=force, protected=files_in(tokenizer_dir))
+        return _finish(
+            Path(out_path), write_npy_atomically(Path(out_path), dt, []), source=source,
+            corpus=None, tokenizer=tokenizer, dt=dt, backend=backend, parts=0, workers=1,
+            method="in-process", num_bytes=0, start_time=start_time,
+            tokenizer_dir=tokenizer_dir, command=command, dropout=dropout, seed=seed,
+        )  # fmt: skip
+    corpus = (
+        source
+        if isinstance(source, Corpus)
+        else resolve_source(os.fspath(source), format=format, text_field=text_field)
+    )
     check_output([f.path for f in corpus.files], out_path, force=force,
                  protected=files_in(tokenizer_dir))  # fmt: skip
-    if dropout:
+    one_text = len(corpus.files) == 1 and corpus.files[0].format == "text"
+    if dropout and not one_text:
         raise ValueError(
-            f"dropout={dropout!r} is applied to one text file only; decompress or convert "
-            f"{corpus.source!r} to a text file first, or encode without --dropout"
+            f"dropout={dropout!r} is applied to a corpus of one text file only; decompress or "
+            f"convert {corpus.source!r} to a text file first, or encode without --dropout"
         )
-    if backend != "python":
-        logger.info("backend=%r encodes text files; a corpus of %s is encoded with python",
-                    backend, "+".join(corpus.kinds))  # fmt: skip
-    if chunk_bytes < 1:
-        raise ValueError(f"chunk_bytes={chunk_bytes!r} must be >= 1")
-    start_time = time.perf_counter()
-    wanted = plan_workers(num_workers, num_bytes=corpus.num_bytes,
-                          min_parallel_bytes=min_parallel_bytes)  # fmt: skip
-    parts = plan_parts(
-        corpus, list(tokenizer.special_tokens), max_chunk_bytes=chunk_bytes, min_parts=wanted,
+    sep, sep_id = (None, None) if one_text else corpus_separator(tokenizer, separator)
+    parts, plan = plan_work(
+        corpus, list(tokenizer.special_tokens), num_workers=num_workers,
+        max_chunk_bytes=chunk_bytes, min_parallel_bytes=min_parallel_bytes,
         pattern=tokenizer.pattern,
     )  # fmt: skip
-    workers = min(wanted, max(len(parts), 1))
-    plan_ = WorkerPlan(workers, start_method_for(workers))
     logger.info(
-        "encoding %s (%s) in %s with %s (%s), %r between documents -> %s",
+        "encoding %s (%s) in %s with %s (%s)%s -> %s",
         corpus.source, corpus.describe(), counted(len(parts), "part"),
-        counted(plan_.workers, "worker"), plan_.start_method, sep, out_path,
+        counted(plan.workers, "worker"), plan.start_method,
+        f", {sep!r} between documents" if sep else "", out_path,
     )  # fmt: skip
-    context = (tokenizer, corpus, sep, sep_id, dt.name)
-    results = map_chunks(_encode_part, context, parts, plan_, ordered=True)
+    job = _Job(tokenizer, corpus, sep_id, dt.name, dropout, seed)
     read = [0]
-
-    def arrays() -> Iterator[np.ndarray]:
-        for ids, num_bytes in results:
-            read[0] += num_bytes
-            yield ids
-
+    arrays, backend = _part_arrays(job, parts, plan, backend=backend, read=read)
     target = Path(out_path)
-    with closing(results):
-        num_tokens = _write(target, dt, arrays(), parts, size=corpus.num_bytes, progress=progress)
-    seconds = time.perf_counter() - start_time
-    record = lineage.encode_sidecar(
-        tokenizer=tokenizer, input_path=corpus.source, num_tokens=num_tokens, dtype=dt.name,
-        backend="python", tokenizer_dir=tokenizer_dir, command=command, corpus=corpus,
+    with closing(arrays):
+        num_tokens = _write(target, dt, arrays, parts, size=corpus.num_bytes, progress=progress)
+    return _finish(
+        target, num_tokens, source=corpus.source, corpus=corpus, tokenizer=tokenizer, dt=dt,
+        backend=backend, parts=len(parts), workers=plan.workers, method=plan.start_method,
+        num_bytes=read[0], start_time=start_time, tokenizer_dir=tokenizer_dir,
+        command=command, dropout=dropout, seed=seed, separator=sep,
     )  # fmt: skip
-    record["input"]["separator"] = sep
-    sidecar = lineage.write_sidecar(target, record)
-    logger.info(
-        "wrote %d tokens (%s) to %s in %.2f s (%.2f MB/s of text)",
-        num_tokens, dt.name, target, seconds, read[0] / seconds / 1e6 if seconds else 0.0,
-    )  # fmt: skip
-    return {
-        "path": str(target),
-        "num_tokens": num_tokens,
-        "num_bytes": read[0],
-        "num_chunks": len(parts),
-        "num_workers": plan_.workers,
-        "start_method": plan_.start_method,
-        "seconds": seconds,
-        "backend": "python",
-        "sidecar": str(sidecar),
-    }
 
 
-def _check_arguments(
-    input_path: str | os.PathLike,
-    tokenizer: Tokenizer,
-    out_path: str | os.PathLike,
-    *,
-    dtype: str,
-    backend: str,
-    chunk_bytes: int,
-    force: bool,
-    dropout: float,
-    seed: int,
-    tokenizer_dir: str | os.PathLike | None = None,
-) -> tuple[np.dtype, Path, int]:
-    """Every check before any work: the dtype holds the ids, the output may be written, the
-    backend exists (and can apply dropout), dropout and seed are valid, the input is a readable
-    file (an empty one is allowed). Returns the dtype, the input path and its size."""
-    dt = check_dtype(tokenizer, dtype)
-    check_output(input_path, out_path, force=force, protected=files_in(tokenizer_dir))
+def _is_empty_file(source: object) -> bool:
+    """An existing regular file of 0 bytes: encoded as an empty array, not refused."""
+    if isinstance(source, Corpus):
+        return False
+    path = Path(os.fspath(source))  # type: ignore[arg-type]
+    return path.is_file() and path.stat().st_size == 0
+
+
+def _check_options(*, backend: str, dropout: float, seed: int, chunk_bytes: int) -> None:
+    """The options, checked before any work: the backend exists (and can apply dropout),
+    dropout and seed are valid, parts have a size."""
     if backend not in ENCODE_BACKENDS:
         raise ValueError(f"backend={backend!r} is not supported; use one of {ENCODE_BACKENDS}")
     check_dropout(dropout, seed)
@@ -608,46 +496,94 @@ def _check_arguments(
             f"dropout={dropout!r} needs backend='python' (--backend python): tiktoken cannot "
             f"skip merges, and backend={backend!r} was asked for"
         )
-    src = Path(input_path)
-    size = src.stat().st_size if src.is_file() else None
-    if size != 0:
-        check_input_file(src)  # missing / not a file / unreadable: a clear error
-        size = src.stat().st_size
     if chunk_bytes < 1:
         raise ValueError(f"chunk_bytes={chunk_bytes!r} must be >= 1")
-    return dt, src, size
 
 
-def _encoded_chunks(
-    tokenizer: Tokenizer,
-    src: Path,
-    chunks: list[Chunk],
-    workers: WorkerPlan,
-    dt: np.dtype,
-    *,
-    backend: str,
-    dropout: float = 0.0,
-    seed: int = 0,
+def _part_arrays(
+    job: _Job, parts: list[Part], plan: WorkerPlan, *, backend: str, read: list[int]
 ) -> tuple[Iterator[np.ndarray], str]:
-    """The chunks' id arrays in order, and the backend that made them: tiktoken's threads when
-    asked for and its export agrees on the first chunk, else our tokenizer in processes."""
+    """The parts' id arrays in order, and the backend that made them: tiktoken's threads when
+    asked for, the corpus is one plain text file and the export agrees on the first part;
+    else our tokenizer in processes. `read[0]` adds up the bytes of text read."""
+    corpus = job.corpus
     if backend == "tiktoken":
-        ranges = [(c.start, c.end) for c in chunks]
-        arrays = exports.tiktoken_chunk_arrays(
-            tokenizer, src, ranges, read_text=read_chunk_text, dtype=dt.name,
-            threads=workers.workers,
-        )  # fmt: skip
-        if arrays is not None:
-            return arrays, "tiktoken"
-    context = (tokenizer, str(src), dt.name, dropout, seed)
-    return map_chunks(_encode_chunk, context, chunks, workers, ordered=True), "python"
+        if corpus.is_plain_text_file and corpus.stop is None:
+            path = corpus.files[0].path
+            ranges = [(p.start, p.end) for p in parts]
+            arrays = exports.tiktoken_chunk_arrays(
+                job.tokenizer, path, ranges, read_text=read_chunk_text, dtype=job.dtype,
+                threads=plan.workers,
+            )  # fmt: skip
+            if arrays is not None:
+                read[0] = corpus.num_bytes
+                return arrays, "tiktoken"
+        else:
+            logger.info("backend='tiktoken' encodes plain text files; %s is encoded with python",
+                        corpus.describe())  # fmt: skip
+    results = map_chunks(_encode_part, job, parts, plan, ordered=True)
+
+    def arrays_of() -> Iterator[np.ndarray]:
+        with closing(results):
+            for ids, num_bytes in results:
+                read[0] += num_bytes
+                yield ids
+
+    return arrays_of(), "python"
+
+
+def _finish(
+    target: Path,
+    num_tokens: int,
+    *,
+    source: object,
+    corpus: Corpus | None,
+    tokenizer: Tokenizer,
+    dt: np.dtype,
+    backend: str,
+    parts: int,
+    workers: int,
+    method: str,
+    num_bytes: int,
+    start_time: float,
+    tokenizer_dir: str | os.PathLike | None,
+    command: str | None,
+    dropout: float,
+    seed: int,
+    separator: str | None = None,
+) -> dict:
+    """Write the sidecar, log the speed, and say what was done (`encode_to_npy`'s result)."""
+    seconds = time.perf_counter() - start_time
+    record = lineage.encode_sidecar(
+        tokenizer=tokenizer, input_path=os.fspath(source), num_tokens=num_tokens,  # type: ignore[arg-type]
+        dtype=dt.name, backend=backend, tokenizer_dir=tokenizer_dir, command=command,
+        dropout=dropout, seed=seed if dropout else None, corpus=corpus,
+    )  # fmt: skip
+    if separator is not None:
+        record["input"]["separator"] = separator
+    sidecar = lineage.write_sidecar(target, record)
+    logger.info(
+        "wrote %d tokens (%s) to %s in %.2f s (%.2f MB/s of text)",
+        num_tokens, dt.name, target, seconds, num_bytes / seconds / 1e6 if seconds else 0.0,
+    )  # fmt: skip
+    return {
+        "path": str(target),
+        "num_tokens": num_tokens,
+        "num_bytes": num_bytes,
+        "num_chunks": parts,
+        "num_workers": workers,
+        "start_method": method,
+        "seconds": seconds,
+        "backend": backend,
+        "sidecar": str(sidecar),
+    }
 
 
 def _write(
     target: Path,
     dt: np.dtype,
     arrays: Iterable[np.ndarray],
-    chunks: Sequence[Chunk] | Sequence[Part],
+    chunks: Sequence[Part],
     *,
     size: int,
     progress: bool,

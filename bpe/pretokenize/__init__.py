@@ -41,14 +41,13 @@ from bpe.pretokenize.counting import (
 )
 from bpe.pretokenize.dask_backend import TreeCount, check_backend, dask_cluster
 from bpe.pretokenize.engines import PretokenTable, load_scanner, resolve_engine
-from bpe.pretokenize.readers import Corpus, Part, plan_parts, read_part, resolve_source
+from bpe.pretokenize.readers import Corpus, Part, plan_parts, plan_work, read_part, resolve_source
 from bpe.text.patterns import GPT2_PATTERN, compiled_pattern
 from bpe.text.pretokens import bmp_pretoken_regex
 from bpe.text.specials import special_token_regex, validate_special_tokens
 from bpe.util.io import counted
 from bpe.util.pool import map_chunks
 from bpe.util.progress import LOG_INTERVAL_S, Progress
-from bpe.util.workers import WorkerPlan, plan_workers, start_method_for
 
 logger = logging.getLogger(__name__)
 
@@ -183,16 +182,10 @@ def _on_processes(
     meter: Progress,
 ) -> tuple[Counter, list[Part], int, str]:
     corpus, pattern = job.corpus, job.pattern
-    workers = plan_workers(
-        num_workers, num_bytes=corpus.num_bytes, min_parallel_bytes=min_parallel_bytes
-    )
-    parts = plan_parts(
-        corpus, job.specials, max_chunk_bytes=job.block_bytes, min_parts=workers, pattern=pattern
-    )
-    if workers > len(parts):
-        logger.info("num_workers=%d capped at %d: the number of parts", workers, len(parts))
-        workers = max(len(parts), 1)
-    plan = WorkerPlan(workers, start_method_for(workers))
+    parts, plan = plan_work(
+        corpus, job.specials, num_workers=num_workers, max_chunk_bytes=job.block_bytes,
+        min_parallel_bytes=min_parallel_bytes, pattern=pattern,
+    )  # fmt: skip
     logger.info(
         "pretokenizing %s (%s) in %s with %s (%s)",
         corpus.source, corpus.describe(), counted(len(parts), "part"),

@@ -8,8 +8,10 @@ What it does:
       separately gives exactly the result of the whole file. Only a window around each cut is
       read; a chunk that stays above the size bound because its text has no safe cut is logged
       as a WARNING;
-    * chooses the worker count and the start method once (`plan`; the policy is
-      `bpe.util.workers`); `bpe.util.pool.map_chunks` then maps a function over the chunks.
+    * `read_chunk_text`: the text of one chunk, as strict UTF-8 (the error names the offset).
+
+The corpus layer plans a file's parts with it (`bpe.pretokenize.readers.plan_parts`), and
+`plan_work` there picks the workers once.
 
 What it does not do: know what a chunk means (stage 1 and dataset encoding pass their own
 function), or run the processes (`bpe.util.pool`).
@@ -24,12 +26,6 @@ from collections.abc import Sequence
 from bpe.text.cuts import safe_cut
 from bpe.text.patterns import GPT2_PATTERN
 from bpe.util.pool import Chunk
-from bpe.util.workers import (
-    DEFAULT_MIN_PARALLEL_BYTES,
-    WorkerPlan,
-    plan_workers,
-    start_method_for,
-)
 
 logger = logging.getLogger(__name__)
 
@@ -153,57 +149,3 @@ def read_chunk_text(path: str | os.PathLike, start: int, end: int) -> str:
             f"input file {str(path)!r} is not valid UTF-8: bad byte(s) {bad!r} at byte offset "
             f"{offset}; re-encode the file as UTF-8 (e.g. iconv -t UTF-8) before training"
         ) from None
-
-
-# ---------------------------------------------------------------------------------------------
-# Workers and start method: the one policy
-# ---------------------------------------------------------------------------------------------
-
-
-def plan(
-    path: str | os.PathLike,
-    special_tokens: Sequence[str] = (),
-    *,
-    num_workers: int | None,
-    max_chunk_bytes: int,
-    min_parallel_bytes: int = DEFAULT_MIN_PARALLEL_BYTES,
-    window_bytes: int = DEFAULT_WINDOW_BYTES,
-    pattern: str = GPT2_PATTERN,
-) -> tuple[list[Chunk], WorkerPlan]:
-    """Plan the chunks of a file and, once, the workers that process them and their start method.
-
-    The policy, in order:
-      1. `num_workers` None means every usable CPU (a launcher running jobs side by side passes
-         its `fair_share` instead); an explicit value must be an int >= 1.
-      2. Never more workers than usable CPUs (more only compete for them and multiply memory)
-         nor than chunks (an idle worker costs a process start); a cap is logged. There are at
-         least as many chunks as workers when the text allows the cuts.
-      3. A file below `min_parallel_bytes` is processed in-process.
-      4. A daemonic process (a `multiprocessing.Pool` worker, for one) may not have children:
-         in-process, logged.
-      5. The start method is `start_method_for(workers)`: fork with a single thread, else
-         forkserver. Inside a process whose default start method is not a standard one (a
-         joblib/loky worker says "loky"), `map_chunks` hands the chosen method to the children
-         while it starts them (`_children_start_as`), so they start there too.
-
-    >>> import tempfile
-    >>> with tempfile.NamedTemporaryFile(suffix=".txt") as f:
-    ...     _ = f.write(b"one two three")
-    ...     f.flush()
-    ...     plan(f.name, num_workers=1, max_chunk_bytes=100)
-    ([Chunk(index=0, start=0, end=13)], WorkerPlan(workers=1, start_method='in-process'))
-    """
-    size = os.path.getsize(path)
-    workers = plan_workers(num_workers, num_bytes=size, min_parallel_bytes=min_parallel_bytes)
-    chunks = plan_chunks(
-        path,
-        special_tokens,
-        max_chunk_bytes=max_chunk_bytes,
-        min_chunks=workers,
-        window_bytes=window_bytes,
-        pattern=pattern,
-    )
-    if workers > len(chunks):
-        logger.info("num_workers=%d capped at %d: the number of chunks", workers, len(chunks))
-        workers = len(chunks)
-    return chunks, WorkerPlan(workers, start_method_for(workers))

@@ -68,6 +68,12 @@ from bpe.pretokenize.listing import Listing, list_files, split_glob
 from bpe.text.cuts import safe_cut
 from bpe.text.patterns import GPT2_PATTERN
 from bpe.util.io import sha256_file
+from bpe.util.workers import (
+    DEFAULT_MIN_PARALLEL_BYTES,
+    WorkerPlan,
+    plan_workers,
+    start_method_for,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -924,6 +930,52 @@ def plan_parts(
     return parts
 
 
+def plan_work(
+    corpus: Corpus,
+    special_tokens: Sequence[str] = (),
+    *,
+    num_workers: int | None,
+    max_chunk_bytes: int,
+    min_parallel_bytes: int = DEFAULT_MIN_PARALLEL_BYTES,
+    pattern: str = GPT2_PATTERN,
+) -> tuple[list[Part], WorkerPlan]:
+    """Plan the parts of a corpus and, once, the workers that process them and their start
+    method: stage 1 and encoding both ask here.
+
+    The policy, in order:
+      1. `num_workers` None means every usable CPU (a launcher running jobs side by side passes
+         its `fair_share` instead); an explicit value must be an int >= 1.
+      2. Never more workers than usable CPUs (more only compete for them and multiply memory)
+         nor than parts (an idle worker costs a process start); a cap is logged. There are at
+         least as many parts as workers when the text allows the cuts.
+      3. A corpus below `min_parallel_bytes` on disk is processed in-process.
+      4. A daemonic process (a `multiprocessing.Pool` worker, for one) may not have children:
+         in-process, logged.
+      5. The start method is `start_method_for(workers)`: fork with a single thread, else
+         forkserver. Inside a process whose default start method is not a standard one (a
+         joblib/loky worker says "loky"), `bpe.util.pool.map_chunks` hands the chosen method
+         to the children while it starts them, so they start there too.
+
+    >>> import tempfile
+    >>> path = Path(tempfile.mkdtemp()) / "a.txt"
+    >>> _ = path.write_text("one two three")
+    >>> parts, plan = plan_work(resolve_source(path), num_workers=1, max_chunk_bytes=100)
+    >>> [p.describe() for p in parts], plan
+    (['part 0 (a.txt, bytes 0-13)'], WorkerPlan(workers=1, start_method='in-process'))
+    """
+    workers = plan_workers(
+        num_workers, num_bytes=corpus.num_bytes, min_parallel_bytes=min_parallel_bytes
+    )
+    parts = plan_parts(
+        corpus, special_tokens, max_chunk_bytes=max_chunk_bytes, min_parts=workers,
+        pattern=pattern,
+    )  # fmt: skip
+    if workers > len(parts):
+        logger.info("num_workers=%d capped at %d: the number of parts", workers, len(parts))
+        workers = max(len(parts), 1)
+    return parts, WorkerPlan(workers, start_method_for(workers))
+
+
 def _trim(
     f: InputFile, planned: list[tuple[str, int, int, int]], limit: int
 ) -> list[tuple[str, int, int, int]]:
@@ -1231,7 +1283,9 @@ def find_holdout(
 def text_bytes_up_to(corpus: Corpus, separator: str, limit: int) -> int:
     """The UTF-8 bytes of the corpus's documents (separators not counted), read from its
     start until they reach `limit`: the whole text's size when it is smaller, else a number
-    >= `limit`. The same documents give the same number in any container.
+    >= `limit`. The same documents give the same number in any container. A plain text file
+    is counted as bytes less its separators, without decoding (invalid UTF-8 stays stage 1's
+    error to name, with its offset).
 
     >>> import tempfile
     >>> path = Path(tempfile.mkdtemp()) / "docs.txt"
@@ -1241,10 +1295,41 @@ def text_bytes_up_to(corpus: Corpus, separator: str, limit: int) -> int:
     (11, 6)
     """
     total = 0
-    for doc in iter_documents(corpus, separator):
-        total += len(doc.encode("utf-8"))
+    for f in corpus.files:
         if total >= limit:
             break
+        if f.kind == "text":
+            total += _plain_text_bytes(f, separator.encode("utf-8"), limit - total)
+            continue
+        only = Corpus((f,), text_field=corpus.text_field, source=corpus.source)
+        for doc in iter_documents(only, separator):
+            total += len(doc.encode("utf-8"))
+            if total >= limit:
+                break
+    return total
+
+
+def _plain_text_bytes(f: InputFile, sep: bytes, limit: int, block: int = 1 << 20) -> int:
+    """A plain text file's bytes less its separators' bytes, read in blocks until `limit`."""
+    total = 0
+    carry = b""
+    with open(f.path, "rb") as fh:
+        while total < limit:
+            data = fh.read(block)
+            buf = carry + data
+            # a separator may start in the last len(sep) - 1 bytes and end in the next block
+            cut = len(buf) if not data else max(0, len(buf) - len(sep) + 1)
+            found, at = 0, buf.find(sep)
+            end = 0
+            while at != -1 and at < cut:
+                found += 1
+                end = at + len(sep)
+                at = buf.find(sep, end)
+            done = max(cut, end)
+            total += done - found * len(sep)
+            carry = buf[done:]
+            if not data:
+                break
     return total
 
 
