@@ -18,11 +18,11 @@ import pandas as pd
 from bpe.analysis.loader import input_key, load_runs, tidy
 from bpe.analysis.run_report import write_run_report
 from bpe.analysis.sweep import merge_agreement
-from bpe.experiment.evaluate import TAIL_FRACTION, TAIL_MAX_BYTES
-from bpe.measures import tail_documents
+from bpe.experiment.evaluate import TAIL_MAX_BYTES
 from bpe.pretokenize import datasets
+from bpe.pretokenize.readers import resolve_source, tail_documents
 from bpe.util.io import sha256_file
-from tests.conftest import FIXTURES, ROOT
+from tests.conftest import EOT, FIXTURES, ROOT
 
 FAST = ["progress=false", "num_workers=1", "analysis.max_docs=5",
         "analysis.throughput_seconds=0.02", "analysis.gpt2_baseline=false"]  # fmt: skip
@@ -62,11 +62,9 @@ def test_sweep_over_two_files_compares_trainers_per_input(tmp_path):
         assert metrics["run"]["input_name"] == f"custom-{path.stem}"
         assert metrics["run"]["dataset"] == "tinystories_sample"  # the config group, to rerun
         own = metrics["compression"]["own"]
-        docs, offset = tail_documents(
-            path, fraction=TAIL_FRACTION, max_bytes=TAIL_MAX_BYTES, max_docs=5
-        )
+        docs, file = tail_documents(resolve_source(path), EOT, max_bytes=TAIL_MAX_BYTES, max_docs=5)
         assert own["dataset"] == f"custom-{path.stem}" and own["source"] == "input_tail"
-        assert own["seen_in_training"] and own["offset"] == offset
+        assert own["seen_in_training"] and own["file"] == file == str(path.resolve())
         assert own["bytes"] == sum(len(d.encode("utf-8")) for d in docs)
         # every measure reads the same documents: efficiency, under-trained tokens and the
         # tiktoken check are measured on the tail too, not left out
@@ -152,12 +150,12 @@ def test_a_custom_path_is_named_after_its_file_and_drops_the_named_held_out_text
         raise AssertionError("a missing custom file must fail")
 
 
-def test_tail_documents_reads_a_bounded_slice_at_a_character_boundary(tmp_path):
+def test_the_input_tail_is_whole_documents_whatever_the_parts(tmp_path):
+    """A text file's tail is read from its last part backwards: a part that starts inside a
+    document (or inside an é) never gives half a document."""
     path = tmp_path / "t.txt"
-    path.write_text("é" * 1000 + "<|endoftext|>" + "last doc", "utf-8")
-    docs, offset = tail_documents(path, fraction=0.5, max_bytes=100)
-    assert docs == ["last doc"] and offset == path.stat().st_size - len("last doc")
-    docs, offset = tail_documents(path, fraction=1.0, max_bytes=51)  # starts inside an é
-    assert docs == ["last doc"]
-    docs, offset = tail_documents(path, separator="\n", max_bytes=7)  # no separator: one doc
-    assert docs == ["st doc"] or docs == ["ast doc"]
+    path.write_text("é" * 300_000 + EOT + "second" + EOT + "last doc", "utf-8")
+    corpus = resolve_source(path)
+    assert tail_documents(corpus, EOT, max_bytes=100) == (["second", "last doc"], str(path))
+    assert tail_documents(corpus, EOT, max_bytes=100, max_docs=1)[0] == ["last doc"]
+    assert tail_documents(corpus, EOT, max_bytes=10)[0] == ["last doc"]

@@ -9,11 +9,11 @@ from bpe.measures import (
     _gpt2_files,
     compression_ratio,
     gpt2_tokenizer,
-    load_documents,
     measure_throughput,
     pile_projection,
     tiktoken_gpt2_encoding,
 )
+from bpe.pretokenize.readers import load_documents
 from tests.conftest import DATA, EOT, FIXTURES
 
 

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from bpe import Tokenizer, train_bpe
 from bpe.formats.gpt2_format import save_tokenizer_files
-from bpe.measures import gpt2_tokenizer, load_documents, tiktoken_gpt2_encoding
+from bpe.measures import gpt2_tokenizer, tiktoken_gpt2_encoding
+from bpe.pretokenize.readers import load_documents
 from bpe.text.patterns import GPT2_REGEX
 from bpe.text.pretokens import bmp_pretoken_regex
 from bpe.tokenizer import _merge_bytes, _merge_long

@@ -17,10 +17,11 @@ from bpe.measures import (
 )
 from bpe.measures.vocab_stats import (
     distribution_metrics,
-    read_training_sample,
     token_counts,
     undertrained_tokens,
 )
+from bpe.pretokenize.readers import head_text, resolve_source
+from bpe.text.specials import EOT
 from bpe.tokenizer import Tokenizer
 
 BYTES = {i: bytes([i]) for i in range(256)}
@@ -119,14 +120,16 @@ def test_self_unreachable_token():
 
 
 def test_training_sample_is_capped_at_whole_documents(tmp_path):
+    """The training sample of a text file is its first whole documents, as for any corpus."""
     path = tmp_path / "t.txt"
     path.write_text("ab<|endoftext|>cd<|endoftext|>ef", "utf-8")
-    text, info = read_training_sample(path, max_bytes=1000)
+    text, info = head_text(resolve_source(path), EOT, max_bytes=1000)
     assert info["whole_file"] and text == path.read_text("utf-8")
-    text, info = read_training_sample(path, max_bytes=18)
-    assert text == "ab<|endoftext|>" and info == {
-        "file": "t.txt", "bytes": 15, "file_bytes": 32, "whole_file": False,
+    text, info = head_text(resolve_source(path), EOT, max_bytes=18)
+    assert text == "ab<|endoftext|>cd" and info == {
+        "file": "t.txt", "bytes": 17, "file_bytes": 32, "whole_file": False,
+        "first_doc_cut": False,
     }  # fmt: skip
-    path.write_text("é" * 10 + "\n" + "é" * 10, "utf-8")  # no separator: cut at a newline
-    text, info = read_training_sample(path, max_bytes=25)
-    assert text == "é" * 10 + "\n"
+    path.write_text("é" * 10 + "\n" + "é" * 10, "utf-8")  # one document: cut, at a character
+    text, info = head_text(resolve_source(path), EOT, max_bytes=25)
+    assert text == "é" * 10 + "\n" + "éé" and info["first_doc_cut"]

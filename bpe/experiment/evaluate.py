@@ -31,7 +31,6 @@ What it does not do: format anything; missing inputs give null values plus a log
 from __future__ import annotations
 
 import codecs
-import itertools
 import logging
 import time
 from collections import Counter
@@ -46,23 +45,19 @@ from bpe.measures import (
     TOKEN_KINDS,
     compression_ratio,
     gpt2_tokenizer,
-    load_documents,
     measure_throughput,
     merge_support,
     pile_projection,
-    tail_documents,
     token_kind,
 )
 from bpe.measures.ngram import DEFAULT_ORDER, DEFAULT_SPLITS, KneserNey, bits_per_byte
 from bpe.pretokenize.datasets import (
-    HELDOUT_FRACTION,
     HELDOUT_MAX_BYTES,
     Dataset,
     is_pattern,
     measured_sides,
 )
-from bpe.pretokenize.readers import Holdout, Stop, iter_documents
-from bpe.pretokenize.readers import tail_documents as corpus_tail_documents
+from bpe.pretokenize.readers import Holdout, Stop, load_documents, tail_documents
 from bpe.runs.schema import HeldOutTail
 from bpe.tokenizer import Tokenizer
 from bpe.training import TrainResult
@@ -75,9 +70,8 @@ PREVIEW_BYTES = 64
 #: the whole bundled samples, and about 2 s of fitting and scoring.
 DEFAULT_BPB_TRAIN_BYTES = 4_000_000
 #: When nothing of an input without held-out file is held out (`heldout_fraction=0`, one
-#: document), compression is measured on its end, seen in training: this share of it ...
-TAIL_FRACTION = HELDOUT_FRACTION
-#: ... but at most this many bytes (the same budget as a held-out tail's).
+#: document), compression is measured on its last documents, seen in training: at most this
+#: many bytes of them (the same budget as a held-out tail's).
 TAIL_MAX_BYTES = HELDOUT_MAX_BYTES
 
 
@@ -417,34 +411,19 @@ def _docs(
         if not ds.path.exists() and not ds.is_pattern:
             logger.warning("dataset %s has no input at %s: skipping it", ds.name, ds.path)
             return None, {}
-        if not ds.is_plain_text:
-            return _corpus_tail(ds, max_docs)
-        docs, offset = tail_documents(
-            ds.path, ds.document_separator, fraction=TAIL_FRACTION,
-            max_bytes=TAIL_MAX_BYTES, max_docs=max_docs,
-        )  # fmt: skip
-        logger.info(
-            "dataset %s has no held-out file: measuring the input's bytes from %d on (seen in "
-            "training)", ds.name, offset,
-        )  # fmt: skip
-        return docs, {"source": "input_tail", "offset": offset, "seen_in_training": True}
+        return _input_tail(ds, max_docs)
     if not path.exists() and not is_pattern(path):
         logger.warning("dataset %s has no held-out file at %s: skipping it", ds.name, path)
         return None, {}
-    if path.is_file() and ds.format in ("auto", "text"):
-        heldout = ds.heldout_corpus()
-        if heldout is not None and heldout.is_plain_text_file:
-            docs = load_documents(path, ds.document_separator, max_docs=max_docs)
-            return docs, {"source": "heldout", "seen_in_training": False}
     heldout = ds.heldout_corpus()
     assert heldout is not None  # invariant: heldout_path is set
-    docs = list(itertools.islice(iter_documents(heldout, ds.document_separator), max_docs))
+    docs = load_documents(heldout, ds.document_separator, max_docs=max_docs)
     return docs, {"source": "heldout", "seen_in_training": False}
 
 
-def _corpus_tail(ds: Dataset, max_docs: int) -> tuple[list[str], dict]:
-    """The last documents of a corpus of several files or of records (seen in training)."""
-    docs, file = corpus_tail_documents(
+def _input_tail(ds: Dataset, max_docs: int) -> tuple[list[str], dict]:
+    """The last documents of the training input, which training saw (nothing was held out)."""
+    docs, file = tail_documents(
         ds.corpus(), ds.document_separator, max_bytes=TAIL_MAX_BYTES, max_docs=max_docs
     )
     logger.info(

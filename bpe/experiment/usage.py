@@ -22,7 +22,6 @@ from typing import Protocol
 from bpe.measures.vocab_stats import (
     DEFAULT_SAMPLE_BYTES,
     distribution_metrics,
-    read_training_sample,
     token_counts,
     undertrained_tokens,
 )
@@ -42,16 +41,12 @@ class MeasuredSide(Protocol):
 
 
 def training_sample(ds: Dataset, *, max_bytes: int, stop: Stop | None = None) -> tuple[str, dict]:
-    """The first whole documents of a run's training input, up to `max_bytes`, and what they
-    are (`bpe.measures.vocab_stats.read_training_sample` for a text file; the first records or
-    files of any other corpus, joined by the document separator). With `stop` (documents held
-    out of training), none past it: the sample never holds a held-out document."""
-    if stop is not None:
-        corpus = dataclasses.replace(ds.corpus(), stop=stop)
-        return head_text(corpus, ds.document_separator, max_bytes=max_bytes)
-    if ds.is_plain_text:
-        return read_training_sample(ds.path, max_bytes=max_bytes, separator=ds.document_separator)
-    return head_text(ds.corpus(), ds.document_separator, max_bytes=max_bytes)
+    """The first whole documents of a run's training input, up to `max_bytes`, joined by the
+    document separator, and what they are (`bpe.pretokenize.readers.head_text`: the same for a
+    text file as for records or files). With `stop` (documents held out of training), none
+    past it: the sample never holds a held-out document."""
+    corpus = ds.corpus() if stop is None else dataclasses.replace(ds.corpus(), stop=stop)
+    return head_text(corpus, ds.document_separator, max_bytes=max_bytes)
 
 
 def usage_metrics(

@@ -3,9 +3,6 @@
 What it does:
     * `TOKEN_KINDS` and `token_kind`: what a learned token is made of (whole word, number, ...),
       with the label reports use for each kind;
-    * `load_documents` reads a corpus file into documents split on `<|endoftext|>`, and
-      `tail_documents` the documents of a bounded slice at a file's end (an input without a
-      held-out file is measured on it);
     * `compression_ratio` is UTF-8 bytes per token over a set of documents;
     * `measure_throughput` times `Tokenizer.encode` over documents (bytes per second), reporting
       the first pass (cold pretoken cache) and the steady state (warm cache) separately;
@@ -13,17 +10,17 @@ What it does:
     * `gpt2_tokenizer` loads the GPT-2 baseline from `data/gpt2`, and
       `tiktoken_gpt2_encoding` builds tiktoken's GPT-2 encoding offline from the same files.
 
-What it does not do: write metrics.json or reports (the experiment harness does), or run
-several processes (throughput is single-thread, like the reference it is compared with). Both
-the experiment harness (which records these measures) and the analysis (which reports them)
-import this module; neither imports the other.
+What it does not do: read corpora (the documents come from `bpe.pretokenize.readers`:
+`load_documents`, `head_text`, `tail_documents`), write metrics.json or reports (the experiment
+harness does), or run several processes (throughput is single-thread, like the reference it is
+compared with). Both the experiment harness (which records these measures) and the analysis (which
+reports them) import this module; neither imports the other.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import os
 import time
 from collections.abc import Sequence
 from functools import lru_cache
@@ -86,92 +83,6 @@ def token_kind(token: bytes) -> str:
         if pattern.match(text):
             return name
     return "mixed"
-
-
-def load_documents(
-    path: str | os.PathLike, separator: str = EOT, max_docs: int | None = None
-) -> list[str]:
-    """Read a UTF-8 file and split it into non-empty documents on `separator`.
-
-    A file without the separator is one document. Whitespace-only documents are kept (they
-    are text too); only empty strings are dropped.
-
-    Raises:
-        FileNotFoundError: the file is missing.
-        ValueError: an empty separator or a negative max_docs.
-
-    >>> import tempfile, pathlib
-    >>> path = pathlib.Path(tempfile.mkdtemp()) / "docs.txt"
-    >>> _ = path.write_text(f"a{EOT}{EOT}b", encoding="utf-8")
-    >>> load_documents(path)
-    ['a', 'b']
-    """
-    if not separator:
-        raise ValueError("separator='' would split between every character; pass a marker")
-    if max_docs is not None and max_docs < 0:
-        raise ValueError(f"max_docs={max_docs!r} must be >= 0 (or None for all)")
-    p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(
-            f"document file {str(p)!r} does not exist; check the path (samples live in data/)"
-        )
-    docs = [d for d in p.read_text(encoding="utf-8").split(separator) if d]
-    return docs if max_docs is None else docs[:max_docs]
-
-
-def tail_documents(
-    path: str | os.PathLike,
-    separator: str = EOT,
-    *,
-    fraction: float = 0.05,
-    max_bytes: int = 1 << 20,
-    max_docs: int | None = None,
-) -> tuple[list[str], int]:
-    """The documents of the last `fraction` of a file (at most `max_bytes`), and where they start.
-
-    Reads only the slice, so the cost is bounded whatever the file's size. The slice starts at a
-    character boundary; when it starts mid-file and holds a separator, the cut first document is
-    dropped. Returns the last `max_docs` documents (all when None) in file order, and the byte
-    offset of the slice.
-
-    Raises:
-        FileNotFoundError: the file is missing.
-        ValueError: an empty separator, or fraction / max_bytes out of range.
-
-    >>> import tempfile, pathlib
-    >>> path = pathlib.Path(tempfile.mkdtemp()) / "docs.txt"
-    >>> _ = path.write_text(f"one{EOT}two{EOT}three", encoding="utf-8")
-    >>> tail_documents(path, fraction=0.5)
-    (['three'], 32)
-    """
-    if not separator:
-        raise ValueError("separator='' would split between every character; pass a marker")
-    if not 0 < fraction <= 1 or max_bytes < 1:
-        raise ValueError(
-            f"fraction={fraction!r} must be in (0, 1] and max_bytes={max_bytes!r} >= 1"
-        )
-    p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"document file {str(p)!r} does not exist; check the path")
-    size = p.stat().st_size
-    start = size - min(max(1, int(size * fraction)), max_bytes, size)
-    with p.open("rb") as f:
-        f.seek(start)
-        data = f.read()
-    skip = 0
-    while skip < min(3, len(data)) and data[skip] & 0xC0 == 0x80:
-        skip += 1  # a UTF-8 continuation byte: the slice began inside a character
-    start += skip
-    text = data[skip:].decode("utf-8")
-    parts = text.split(separator)
-    if start > 0 and len(parts) > 1:
-        cut = len(parts[0]) + len(separator)
-        start += len(text[:cut].encode("utf-8"))
-        parts = parts[1:]
-    docs = [d for d in parts if d]
-    if max_docs is not None:
-        docs = docs[max(0, len(docs) - max_docs) :]
-    return docs, start
 
 
 def compression_ratio(tokenizer: Tokenizer, documents: Sequence[str]) -> float:

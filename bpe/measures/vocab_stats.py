@@ -4,8 +4,6 @@ What it does:
     * `token_counts`: how often each id occurs when a tokenizer encodes some documents;
     * `distribution_metrics`: fertility, Shannon and Rényi efficiency and the share of the vocab
       used, for one set of documents (formulas in `bpe.measures`);
-    * `read_training_sample`: the first bytes of a training file (whole documents, capped), so
-      the cost of counting stays bounded on full-size corpora;
     * `undertrained_tokens`: learned tokens a model trained on the corpus would (almost) never
       see: those that are never the final token of any training pretoken because every
       occurrence was merged further ("intermediate only", unreachable in the sense of Land &
@@ -19,10 +17,8 @@ analysis do), or look at anything but the vocab, the merges and the text it is g
 from __future__ import annotations
 
 import logging
-import os
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 
 from bpe.formats.gpt2_format import render
 from bpe.measures import (
@@ -32,7 +28,6 @@ from bpe.measures import (
     shannon_efficiency,
     vocab_used_share,
 )
-from bpe.text.specials import EOT
 from bpe.tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)
@@ -103,45 +98,6 @@ def distribution_metrics(
         "vocab_used": sum(1 for c in values if c),
         "vocab_used_share": round(vocab_used_share(values, size), 4),
     }
-
-
-def read_training_sample(
-    path: str | os.PathLike, *, max_bytes: int = DEFAULT_SAMPLE_BYTES, separator: str = EOT
-) -> tuple[str, dict]:
-    """The first `max_bytes` of a training file, cut after the last whole document in them.
-
-    Returns the text and what it is: `{"file" (its name), "bytes", "file_bytes",
-    "whole_file"}`. Without a separator in the prefix the cut falls after the last newline
-    (always a UTF-8 boundary).
-
-    Raises:
-        FileNotFoundError: the file is missing.
-        ValueError: max_bytes < 1.
-
-    >>> import tempfile, pathlib
-    >>> path = pathlib.Path(tempfile.mkdtemp()) / "train.txt"
-    >>> _ = path.write_text(f"one{EOT}two{EOT}three", encoding="utf-8")
-    >>> text, info = read_training_sample(path, max_bytes=20)
-    >>> text, info["whole_file"]
-    ('one<|endoftext|>', False)
-    """
-    if max_bytes < 1:
-        raise ValueError(f"max_bytes={max_bytes!r} must be >= 1")
-    p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"training file {str(p)!r} does not exist; check dataset.path")
-    size = p.stat().st_size
-    with p.open("rb") as f:
-        data = f.read(max_bytes)
-    whole = len(data) == size
-    if not whole:
-        sep = separator.encode("utf-8")
-        cut = data.rfind(sep)
-        cut = cut + len(sep) if cut > 0 else data.rfind(b"\n") + 1
-        # one line longer than max_bytes: its first max_bytes, cut at a character boundary
-        data = data[:cut] if cut > 0 else data.decode("utf-8", "ignore").encode("utf-8")
-    info = {"file": p.name, "bytes": len(data), "file_bytes": size, "whole_file": whole}
-    return data.decode("utf-8"), info
 
 
 def undertrained_tokens(

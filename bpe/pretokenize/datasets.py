@@ -18,8 +18,7 @@ glob, `hf:owner/name/pattern`, a Hub dataset streamed with `datasets`:
 `text_field` and `max_files` (`Dataset.corpus`).
 
 What it does not do: download anything (see `scripts/download_data.py`; `hf:` sources are
-fetched by the readers) or read text (see `bpe.pretokenize.readers` and
-`bpe.measures.load_documents`).
+fetched by the readers) or read text (see `bpe.pretokenize.readers`).
 """
 
 from __future__ import annotations

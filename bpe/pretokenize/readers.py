@@ -51,6 +51,7 @@ import gzip
 import hashlib
 import importlib
 import io
+import itertools
 import json
 import logging
 import lzma
@@ -67,6 +68,7 @@ from bpe.pretokenize.chunks import plan_chunks
 from bpe.pretokenize.listing import Listing, list_files, split_glob
 from bpe.text.cuts import safe_cut
 from bpe.text.patterns import GPT2_PATTERN
+from bpe.text.specials import EOT
 from bpe.util.io import sha256_file
 from bpe.util.workers import (
     DEFAULT_MIN_PARALLEL_BYTES,
@@ -1165,6 +1167,31 @@ def iter_documents(corpus: Corpus, separator: str) -> Iterator[str]:
         yield pending
 
 
+def load_documents(
+    source: Corpus | str | os.PathLike, separator: str = EOT, max_docs: int | None = None
+) -> list[str]:
+    """The first `max_docs` non-empty documents of a corpus (all when None), in order: records
+    as they are, text split on `separator` (a file without it is one document). Whitespace-only
+    documents are kept (they are text too); only empty strings are dropped.
+
+    Raises:
+        FileNotFoundError: the source names nothing.
+        ValueError: an empty separator, a negative max_docs, a reader's error.
+
+    >>> import tempfile
+    >>> path = Path(tempfile.mkdtemp()) / "docs.txt"
+    >>> _ = path.write_text(f"a{EOT}{EOT}b", encoding="utf-8")
+    >>> load_documents(path), load_documents(path, max_docs=1)
+    (['a', 'b'], ['a'])
+    """
+    if not separator:
+        raise ValueError("separator='' would split between every character; pass a marker")
+    if max_docs is not None and max_docs < 0:
+        raise ValueError(f"max_docs={max_docs!r} must be >= 0 (or None for all)")
+    corpus = source if isinstance(source, Corpus) else resolve_source(os.fspath(source))
+    return list(itertools.islice(iter_documents(corpus, separator), max_docs))
+
+
 def tail_documents(
     corpus: Corpus, separator: str, *, max_bytes: int, max_docs: int | None = None
 ) -> tuple[list[str], str]:
@@ -1452,7 +1479,8 @@ def _file_docs(corpus: Corpus, index: int, separator: str) -> Iterator[_Doc]:
 
 def head_text(corpus: Corpus, separator: str, *, max_bytes: int) -> tuple[str, dict]:
     """The first whole documents of a corpus, joined by `separator`, up to `max_bytes`; and what
-    they are (`file`, `bytes`, `file_bytes`, `whole_file`, as `read_training_sample` says).
+    they are: `file` (the first file's name), `bytes` (of the sample), `file_bytes` (the
+    corpus on disk), `whole_file` (the sample is every document) and `first_doc_cut`.
 
     A first document longer than `max_bytes` is cut to its first `max_bytes` (at a character
     boundary, `first_doc_cut` true): the cap holds for any document size, so the measures that
