@@ -222,7 +222,7 @@ def train_bpe_detailed(
             text_field=text_field,
             max_files=max_files,
             max_bytes=max_bytes,
-        )  # fmt: skip
+        )
     )
     if corpus.is_plain_text_file:
         check_input_file(corpus.files[0].path)
@@ -230,10 +230,17 @@ def train_bpe_detailed(
     timings: dict[str, float] = {}
     with _timed(timings, "pretokenize"):
         counted, cache, manifest = _count_pretokens(
-            corpus, specials, pattern=regex_pattern, cache_dir=cache_dir,
-            num_workers=num_workers, progress=progress, backend=backend, scheduler=scheduler,
-            log_interval=log_interval, engine=chosen_engine,
-        )  # fmt: skip
+            corpus,
+            specials,
+            pattern=regex_pattern,
+            cache_dir=cache_dir,
+            num_workers=num_workers,
+            progress=progress,
+            backend=backend,
+            scheduler=scheduler,
+            log_interval=log_interval,
+            engine=chosen_engine,
+        )
     # the scanner's load leaves stage 1 first, so the log says the time metrics.json records
     scanner_cached = _move_scanner_load(counted, timings)
     _log_stage_1(counted, cache, regex_pattern, timings["pretokenize"], corpus)
@@ -247,19 +254,36 @@ def train_bpe_detailed(
     with _timed(timings, "merge"):
         # the counts are handed over, not kept: the trainer frees them once it has built its words
         output = learn_merges(
-            trainer, counted.take_counts(), stage_one_size, specials, progress=progress,
-            parent=parent, log_interval=log_interval, picky_threshold=chosen.threshold,
-            marks=marks, reached=reached,
-        )  # fmt: skip
+            trainer,
+            counted.take_counts(),
+            stage_one_size,
+            specials,
+            progress=progress,
+            parent=parent,
+            log_interval=log_interval,
+            picky_threshold=chosen.threshold,
+            marks=marks,
+            reached=reached,
+        )
     facts: dict = {"removals": len(output.removals)} if chosen.name == "picky" else {}
     if chosen.name == "superbpe":
         stage_two_pattern = resolve_pattern(chosen.stage_two_pattern)
         output, facts["stage_two"] = _superbpe_stage_two(
-            output, corpus, specials, timings, stage_one_unique=counted.num_unique, trainer=trainer,
-            vocab_size=vocab_size, pattern=stage_two_pattern, cache_dir=cache_dir,
-            num_workers=num_workers, progress=progress, backend=backend, scheduler=scheduler,
+            output,
+            corpus,
+            specials,
+            timings,
+            stage_one_unique=counted.num_unique,
+            trainer=trainer,
+            vocab_size=vocab_size,
+            pattern=stage_two_pattern,
+            cache_dir=cache_dir,
+            num_workers=num_workers,
+            progress=progress,
+            backend=backend,
+            scheduler=scheduler,
             log_interval=log_interval,
-        )  # fmt: skip
+        )
         # the tokenizer encodes as stage two trained: its pattern, every merge by rank
         regex_pattern = stage_two_pattern
     logger.info(
@@ -317,8 +341,9 @@ def _move_scanner_load(counted: PretokenCounts, timings: dict[str, float]) -> bo
 
 def _all_cached(compiled: CompileInfo | None, scanner_cached: bool | None) -> bool | None:
     """Whether every compiled piece of the run came from Numba's cache; None if none ran."""
-    known = [c for c in (None if compiled is None else compiled.cached, scanner_cached)
-             if c is not None]  # fmt: skip
+    known = [
+        c for c in (None if compiled is None else compiled.cached, scanner_cached) if c is not None
+    ]
     return all(known) if known else None
 
 
@@ -392,15 +417,24 @@ def _superbpe_stage_two(
     logger.info(
         "superbpe stage two: %d pretokens, %d unique (%s pattern), longest %d bytes, counts "
         "about %.1f MB, %.3f s",
-        facts["pretokens"], facts["unique_pretokens"], pattern_name(pattern),
-        facts["longest_pretoken_bytes"], facts["counts_mb"], counting,
-    )  # fmt: skip
+        facts["pretokens"],
+        facts["unique_pretokens"],
+        pattern_name(pattern),
+        facts["longest_pretoken_bytes"],
+        facts["counts_mb"],
+        counting,
+    )
     parent = _StageOne(stage_one.vocab, stage_one.merges, specials)
     t1 = time.perf_counter()
     output = learn_merges(
-        trainer, counts, vocab_size, specials, progress=progress, parent=parent,
+        trainer,
+        counts,
+        vocab_size,
+        specials,
+        progress=progress,
+        parent=parent,
         log_interval=log_interval,
-    )  # fmt: skip
+    )
     merging = time.perf_counter() - t1
     timings["merge"] += merging
     done = len(stage_one.merges)
@@ -439,9 +473,13 @@ def _count_pretokens(
     manifest = corpus_manifest(corpus)
     hashed = time.perf_counter() - t0
     counted, info, _ = pretokenize_cached(
-        corpus, specials, pattern=pattern, cache_dir=cache_dir, count=count,
+        corpus,
+        specials,
+        pattern=pattern,
+        cache_dir=cache_dir,
+        count=count,
         input_sha256=manifest["sha256"],
-    )  # fmt: skip
+    )
     info.hash_seconds = hashed
     return counted, info, manifest
 

@@ -38,8 +38,15 @@ print(f"{len(done)} complete runs on {sorted(set(done['dataset']))}")
 # ## Compression (bytes per token on held-out documents)
 
 # %%
-cols = ["dataset", "vocab_size", "trainer", "compression", "gpt2_compression",
-        "other_dataset", "other_compression"]  # fmt: skip
+cols = [
+    "dataset",
+    "vocab_size",
+    "trainer",
+    "compression",
+    "gpt2_compression",
+    "other_dataset",
+    "other_compression",
+]
 done[cols].sort_values(["dataset", "vocab_size"]).drop_duplicates(["dataset", "vocab_size"])
 
 # %%

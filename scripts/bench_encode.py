@@ -239,10 +239,16 @@ def bench_backends(
             np.load(Path(tmp) / "python.npy"), np.load(Path(tmp) / "tiktoken.npy")
         )
     return [
-        {"encoder": name, "backend_used": used.get(name, "-"), "workers": workers,
-         "mb": size / 1e6, "mb_s": size / sec / 1e6, "same_ids": same}
+        {
+            "encoder": name,
+            "backend_used": used.get(name, "-"),
+            "workers": workers,
+            "mb": size / 1e6,
+            "mb_s": size / sec / 1e6,
+            "same_ids": same,
+        }
         for name, sec in best.items()
-    ]  # fmt: skip
+    ]
 
 
 def _or_na(value: float | None, spec: str) -> str:
@@ -273,11 +279,20 @@ def main(argv: list[str] | None = None) -> int:
     mb = 1e6
     print()
     columns = [
-        "sample", "MB", "ours cold (python) MB/s", "ours cold (compiled) MB/s", "ours warm MB/s",
-        "ours stream MB/s", "tiktoken MB/s", "HF MB/s", "ours/tiktoken cold (python)",
-        "ours/tiktoken cold (compiled)", "ours/tiktoken warm", "ids == tiktoken",
+        "sample",
+        "MB",
+        "ours cold (python) MB/s",
+        "ours cold (compiled) MB/s",
+        "ours warm MB/s",
+        "ours stream MB/s",
+        "tiktoken MB/s",
+        "HF MB/s",
+        "ours/tiktoken cold (python)",
+        "ours/tiktoken cold (compiled)",
+        "ours/tiktoken warm",
+        "ids == tiktoken",
         "HF ids == tiktoken",
-    ]  # fmt: skip
+    ]
     print("| " + " | ".join(columns) + " |")
     print("| --- " * len(columns) + "|")
     for r in rows:

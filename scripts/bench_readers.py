@@ -90,8 +90,9 @@ def write_formats(docs: list[str], folder: Path, shards: int) -> dict[str, str]:
         part = docs[k * per : (k + 1) * per]
         if part:
             table = pa.table({"text": part})
-            pq.write_table(table, shard_dir / f"shard-{k:03d}.parquet",
-                           row_group_size=ROWS_PER_GROUP)  # fmt: skip
+            pq.write_table(
+                table, shard_dir / f"shard-{k:03d}.parquet", row_group_size=ROWS_PER_GROUP
+            )
     return {
         "text": str(folder / "corpus.txt"),
         "txt.gz": str(folder / "corpus.txt.gz"),
@@ -129,17 +130,23 @@ def measure(mode: str, source: str, workers: int) -> dict:
     counted = pretokenize(corpus, [EOT], num_workers=workers)
     seconds = time.perf_counter() - t0
     digest = hashlib.sha256(repr(sorted(counted.counts.items())).encode()).hexdigest()
-    return {"seconds": seconds, "bytes": counted.num_bytes, "records": counted.records or 0,
-            "digest": digest}  # fmt: skip
+    return {
+        "seconds": seconds,
+        "bytes": counted.num_bytes,
+        "records": counted.records or 0,
+        "digest": digest,
+    }
 
 
 def run_fresh(mode: str, source: str, workers: int) -> dict:
     """`measure` in a fresh interpreter (no warm imports, no shared caches)."""
     proc = subprocess.run(
         [sys.executable, __file__, "--measure", mode, source, "--workers", str(workers)],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"measuring {mode} of {source} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -153,8 +160,11 @@ def rounds(mode: str, sources: dict[str, str], repeats: int, workers: int) -> di
         order = names[r % len(names) :] + names[: r % len(names)]
         for name in order:
             results[name].append(run_fresh(mode, sources[name], workers))
-            print(f"  {mode} round {r + 1}: {name} {results[name][-1]['seconds']:.2f} s",
-                  file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"  {mode} round {r + 1}: {name} {results[name][-1]['seconds']:.2f} s",
+                file=sys.stderr,
+                flush=True,
+            )
     return results
 
 
@@ -225,8 +235,11 @@ def main(argv: list[str] | None = None) -> int:
         for mode, mb in (("read", args.mb), ("count", args.count_mb)):
             t0 = time.perf_counter()
             sources = write_formats(corpus_documents(mb), Path(tmp) / mode, args.shards)
-            print(f"{mode}: wrote {mb:g} MB in every format in {time.perf_counter() - t0:.1f} s",
-                  file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"{mode}: wrote {mb:g} MB in every format in {time.perf_counter() - t0:.1f} s",
+                file=sys.stderr,
+                flush=True,
+            )
             results = rounds(mode, sources, args.repeats, workers)
             lines, same = table(mode, results, sources)
             ok &= same

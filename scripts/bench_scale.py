@@ -78,17 +78,26 @@ QUICK_VOCABS = (300,)
 #: every system the benchmark can run, in the report's order (bench_scale_worker.SYSTEMS)
 IMPLS = ("ours", "compiled", "hf", "rustbpe", "bpeasy")
 #: the module each system needs: a system whose module is not installed is left out
-REQUIRES = {"ours": "bpe", "compiled": "numba", "hf": "tokenizers", "rustbpe": "rustbpe",
-            "bpeasy": "bpeasy"}  # fmt: skip
+REQUIRES = {
+    "ours": "bpe",
+    "compiled": "numba",
+    "hf": "tokenizers",
+    "rustbpe": "rustbpe",
+    "bpeasy": "bpeasy",
+}
 #: our systems and the anchors they are compared with
 OURS = ("ours", "compiled")
 ANCHORS = ("hf", "rustbpe", "bpeasy")
 #: how each system appears in the report
-LABELS = {"ours": "ours (heap)", "compiled": "ours (compiled)", "hf": "HF", "rustbpe": "rustbpe",
-          "bpeasy": "bpeasy"}  # fmt: skip
+LABELS = {
+    "ours": "ours (heap)",
+    "compiled": "ours (compiled)",
+    "hf": "HF",
+    "rustbpe": "rustbpe",
+    "bpeasy": "bpeasy",
+}
 #: the distribution whose version the report records, per system
-DISTRIBUTIONS = {"compiled": "numba", "hf": "tokenizers", "rustbpe": "rustbpe",
-                 "bpeasy": "bpeasy"}  # fmt: skip
+DISTRIBUTIONS = {"compiled": "numba", "hf": "tokenizers", "rustbpe": "rustbpe", "bpeasy": "bpeasy"}
 #: how often the parent samples the child's process tree (seconds)
 SAMPLE_INTERVAL = 0.025
 #: the report and its folder (results.json, figures) under --out-dir
@@ -121,8 +130,9 @@ def available_systems() -> list[str]:
 def measure(impl: str, path: Path, vocab_size: int) -> dict:
     """Run one training in a fresh interpreter; sample its process tree's PSS meanwhile."""
     spec = json.dumps({"impl": impl, "path": str(path), "vocab_size": vocab_size})
-    out, run = run_sampled([sys.executable, str(WORKER), spec], what=f"{impl} run on "
-                           f"{path.name} @ {vocab_size}")  # fmt: skip
+    out, run = run_sampled(
+        [sys.executable, str(WORKER), spec], what=f"{impl} run on {path.name} @ {vocab_size}"
+    )
     result = json.loads(out.strip().splitlines()[-1])
     return result | run
 
@@ -343,8 +353,9 @@ def summarize(results: dict) -> list[dict]:
                 for key in KEYS:
                     row[f"{impl}_{key}"] = _median([r.get(key) for r in runs])
                 row[f"{impl}_merges"] = sorted({r["merges"] for r in runs})
-                row[f"{impl}_tokens"] = sorted({r["tokens_sha256"] for r in runs
-                                                if r.get("tokens_sha256")})  # fmt: skip
+                row[f"{impl}_tokens"] = sorted(
+                    {r["tokens_sha256"] for r in runs if r.get("tokens_sha256")}
+                )
                 row[f"{impl}_n"] = len(runs)
             row["time_ratio"] = _ratio(row.get("ours_seconds"), row.get("hf_seconds"))
             row["memory_ratio"] = _ratio(row.get("ours_peak_tree_mb"), row.get("hf_peak_tree_mb"))
@@ -666,8 +677,14 @@ def _section_systems(results: dict, rows: list[dict]) -> list[str]:
                 _same_merges(rows, system),
             ]
         )
-    headers = ["system", "what", "version", "tie-break (equal counts)", "merge count = ours'",
-               "same merges as ours (heap)"]  # fmt: skip
+    headers = [
+        "system",
+        "what",
+        "version",
+        "tie-break (equal counts)",
+        "merge count = ours'",
+        "same merges as ours (heap)",
+    ]
     from bpe.analysis.markdown import table
 
     return [
@@ -719,9 +736,16 @@ def _section_anchors(results: dict, rows: list[dict]) -> list[str]:
     for what, key, spec, unit, measured, better in (
         ("time", "seconds", ".1f", "s", "wall seconds", "faster"),
         ("memory", "peak_tree_mb", ".0f", "MB", "peak PSS of the process tree", "smaller"),
-        ("cpu", "cpu_s", ".1f", "CPU s", "user + system CPU seconds of the process tree, threads "
-         "included: on a busy machine the steadier measure of work", "cheaper"),
-    ):  # fmt: skip
+        (
+            "cpu",
+            "cpu_s",
+            ".1f",
+            "CPU s",
+            "user + system CPU seconds of the process tree, threads "
+            "included: on a busy machine the steadier measure of work",
+            "cheaper",
+        ),
+    ):
         table_rows = [
             [f"{novelty} {_binary(r['size'])}", _vocab(r["vocab"])]
             + [_f(r[f"{s}_{key}"], spec) for s in systems]
@@ -763,8 +787,17 @@ def _section_time_memory(results: dict, rows: list[dict]) -> list[str]:
         ]
         for r in rows
     ]
-    headers = ["corpus", "unique pretokens", "vocab", "ours s", "HF s", "ours/HF time",
-               "ours MB", "HF MB", "ours/HF memory"]  # fmt: skip
+    headers = [
+        "corpus",
+        "unique pretokens",
+        "vocab",
+        "ours s",
+        "HF s",
+        "ours/HF time",
+        "ours MB",
+        "HF MB",
+        "ours/HF memory",
+    ]
     return ["## Time and memory", "", *_table(table_rows, headers)]
 
 
@@ -787,8 +820,17 @@ def _section_stage_split(results: dict, rows: list[dict]) -> list[str]:
         ]
         for r in rows
     ]
-    headers = ["size", "vocab", "pretokenize s", "merge s", "merge share", "ours own peak MB",
-               "HF own peak MB", "ours CPU s", "HF CPU s"]  # fmt: skip
+    headers = [
+        "size",
+        "vocab",
+        "pretokenize s",
+        "merge s",
+        "merge share",
+        "ours own peak MB",
+        "HF own peak MB",
+        "ours CPU s",
+        "HF CPU s",
+    ]
     return [
         "Our stage split (medians; pre-tokenization on "
         f"{_workers(results)} worker(s)) and the run's own peak RSS (the larger of the process's "
@@ -862,9 +904,21 @@ def _section_projections(projections: list[dict]) -> list[str]:
         ]
         for p in projections
     ]
-    headers = ["run", "bytes", "vocab", "unique", "ours s (bytes)", "HF s (bytes)",
-               "ours s (unique)", "HF s (unique)", "ours s (split)", "ours MB (bytes)",
-               "HF MB (bytes)", "ours MB (unique)", "HF MB (unique)"]  # fmt: skip
+    headers = [
+        "run",
+        "bytes",
+        "vocab",
+        "unique",
+        "ours s (bytes)",
+        "HF s (bytes)",
+        "ours s (unique)",
+        "HF s (unique)",
+        "ours s (split)",
+        "ours MB (bytes)",
+        "HF MB (bytes)",
+        "ours MB (unique)",
+        "HF MB (unique)",
+    ]
     return [
         "## Projections to the full datasets on this machine",
         "",
@@ -901,8 +955,14 @@ def _section_corpora(results: dict) -> list[str]:
         ]
         for c in results["corpora"]
     ]
-    headers = ["size", "bytes", "documents", "predicted unique", "generator MB/s (wall)",
-               "MB per CPU s"]  # fmt: skip
+    headers = [
+        "size",
+        "bytes",
+        "documents",
+        "predicted unique",
+        "generator MB/s (wall)",
+        "MB per CPU s",
+    ]
     return ["## Corpora", "", *_table(corpus_rows, headers)]
 
 

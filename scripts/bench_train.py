@@ -210,17 +210,35 @@ def report(plan: list[tuple[str, str, int, list[str]]], *, repeats: int = 1) -> 
             ok &= same_count
             compile_s = first.get("timings", {}).get("compile")
             rows.append(
-                [name, vocab, kind, first.get("engine", ""),
-                 _spread(runs[kind], "seconds"), _spread(runs[kind], "cpu_s"),
-                 f"{_median(runs[kind], 'peak_tree_mb'):.0f}", first["merges"],
-                 "yes" if same else ("NO" if is_ours(kind) else "no (own tie-break)"),
-                 f"{_median(runs[kind], 'seconds') / heap_s:.2f}",
-                 "" if compile_s is None else f"{compile_s:.2f}",
-                 TIE_BREAKS["ours" if is_ours(kind) else kind]]
-            )  # fmt: skip
-    header = ["data", "vocab", "impl", "stage 1 engine", "wall s", "CPU s",
-              "peak tree MB (PSS)", "merges", "same merges as heap (else our first)",
-              "time / heap", "compile s (in wall)", "tie-break"]  # fmt: skip
+                [
+                    name,
+                    vocab,
+                    kind,
+                    first.get("engine", ""),
+                    _spread(runs[kind], "seconds"),
+                    _spread(runs[kind], "cpu_s"),
+                    f"{_median(runs[kind], 'peak_tree_mb'):.0f}",
+                    first["merges"],
+                    "yes" if same else ("NO" if is_ours(kind) else "no (own tie-break)"),
+                    f"{_median(runs[kind], 'seconds') / heap_s:.2f}",
+                    "" if compile_s is None else f"{compile_s:.2f}",
+                    TIE_BREAKS["ours" if is_ours(kind) else kind],
+                ]
+            )
+    header = [
+        "data",
+        "vocab",
+        "impl",
+        "stage 1 engine",
+        "wall s",
+        "CPU s",
+        "peak tree MB (PSS)",
+        "merges",
+        "same merges as heap (else our first)",
+        "time / heap",
+        "compile s (in wall)",
+        "tie-break",
+    ]
     from tabulate import tabulate
 
     print(tabulate(rows, headers=header, tablefmt="github"))
@@ -253,8 +271,10 @@ def report(plan: list[tuple[str, str, int, list[str]]], *, repeats: int = 1) -> 
 
 _LABEL = {"hf": "HF", "rustbpe": "rustbpe", "bpeasy": "bpeasy"}
 #: the project's goals, printed beside the ratios they concern
-_TARGETS = {("heap", "hf"): " (target <= 1.5)", ("compiled", "rustbpe"): " (goal: <= 1.5 on "
-            "the OWT sample, <= 1 on a 64 MiB corpus)"}  # fmt: skip
+_TARGETS = {
+    ("heap", "hf"): " (target <= 1.5)",
+    ("compiled", "rustbpe"): " (goal: <= 1.5 on the OWT sample, <= 1 on a 64 MiB corpus)",
+}
 
 
 def _counts_note(rows: list[list]) -> str:

@@ -50,7 +50,7 @@ SOURCES = {
         ("stanford-cs336/owt-sample", "owt_train.txt.gz", "owt_train.txt.gz"),
         ("stanford-cs336/owt-sample", "owt_valid.txt.gz", "owt_valid.txt.gz"),
     ],
-}  # fmt: skip
+}
 
 logger = logging.getLogger("download_data")
 
@@ -79,18 +79,25 @@ def download(
     target.parent.mkdir(parents=True, exist_ok=True)
     url = hf_hub_url(repo_id, filename, repo_type="dataset", revision=revision)
     try:
-        if try_to_load_from_cache(
-            repo_id, filename, cache_dir=cache_dir, revision=revision, repo_type="dataset"
-        ) is None:  # fmt: skip
+        if (
+            try_to_load_from_cache(
+                repo_id, filename, cache_dir=cache_dir, revision=revision, repo_type="dataset"
+            )
+            is None
+        ):
             # One HEAD request with our timeout: offline, this fails in seconds, where the
             # download call would retry with backoff for half a minute before giving up.
             get_hf_file_metadata(url, timeout=timeout)
         cached = Path(
             hf_hub_download(
-                repo_id, filename, repo_type="dataset", revision=revision,
-                cache_dir=cache_dir, etag_timeout=timeout,
+                repo_id,
+                filename,
+                repo_type="dataset",
+                revision=revision,
+                cache_dir=cache_dir,
+                etag_timeout=timeout,
             )
-        )  # fmt: skip
+        )
     # the client's own connection errors differ between huggingface_hub versions
     except Exception as err:  # noqa: BLE001 - reported with its type, never swallowed
         raise OfflineError(
@@ -137,9 +144,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("dataset", choices=[*SOURCES, "all"])
     parser.add_argument("--dest", type=Path, default=FULL_DIR)
     parser.add_argument(
-        "--cache-dir", type=Path, default=None,
+        "--cache-dir",
+        type=Path,
+        default=None,
         help="Hub cache (default: HF_HUB_CACHE, usually ~/.cache/huggingface/hub)",
-    )  # fmt: skip
+    )
     parser.add_argument("--timeout", type=float, default=15.0, help="seconds to reach the Hub")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
@@ -149,9 +158,12 @@ def main(argv: list[str] | None = None) -> int:
         for name in names:
             for repo_id, filename, target in SOURCES[name]:
                 download(
-                    repo_id, filename, args.dest / target,
-                    timeout=args.timeout, cache_dir=args.cache_dir,
-                )  # fmt: skip
+                    repo_id,
+                    filename,
+                    args.dest / target,
+                    timeout=args.timeout,
+                    cache_dir=args.cache_dir,
+                )
     except OfflineError as err:
         logger.error("%s", err)
         return 2

@@ -29,9 +29,11 @@ ROOT = Path(__file__).resolve().parent.parent
 DEST = ROOT / "tests" / "fixtures" / "experiments"
 CORPUS = "tests/fixtures/corpus.en"
 COMMON = [
-    "progress=false", "num_workers=1",
-    "analysis.max_docs=10", "analysis.throughput_seconds=0.05",
-]  # fmt: skip
+    "progress=false",
+    "num_workers=1",
+    "analysis.max_docs=10",
+    "analysis.throughput_seconds=0.05",
+]
 
 
 def bpe_train(dest: Path, *args: str, multirun: bool = False, check: bool = True) -> None:

@@ -476,10 +476,14 @@ def make_corpus(
     if num_bytes <= 0:
         raise ValueError(f"size {num_bytes!r} must be positive")
     check_writable(
-        out, what="--out", inputs=list(SOURCES.values()), force=force,
+        out,
+        what="--out",
+        inputs=list(SOURCES.values()),
+        force=force,
         ours=Path(out).resolve().parent == SCALE_DIR.resolve(),
-        fix="pass another --out", not_ours="is not a corpus in the scale cache (data/scale/)",
-    )  # fmt: skip
+        fix="pass another --out",
+        not_ours="is not a corpus in the scale cache (data/scale/)",
+    )
     process, sample_fit = calibrate(novelty, source=source)
     start, cpu_start = time.perf_counter(), time.process_time()
     written = docs = 0
@@ -532,9 +536,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--out", help="output file (default data/scale/<source>_<size>_...txt)")
     parser.add_argument("--fit", action="store_true", help="print the fits and exit")
     parser.add_argument(
-        "--force", action="store_true",
+        "--force",
+        action="store_true",
         help="replace an existing --out outside data/scale/ (never a source sample)",
-    )  # fmt: skip
+    )
     args = parser.parse_args(argv)
     if args.fit:
         print(json.dumps(describe(args.source), indent=2))

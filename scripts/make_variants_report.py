@@ -30,8 +30,16 @@ ROOT = Path(__file__).resolve().parent.parent
 def run_sweep(root: Path, *, quick: bool) -> Path:
     """Run the bpe_family sweep under `root`; returns its sweep directory."""
     extra = ["debug=fast", "dataset=tinystories_sample", "vocab_size=300"] if quick else []
-    cmd = [sys.executable, "-m", "bpe.cli.train", "-m", "experiment=bpe_family", *extra,
-           f"experiments_dir={root}", "progress=false"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "bpe.cli.train",
+        "-m",
+        "experiment=bpe_family",
+        *extra,
+        f"experiments_dir={root}",
+        "progress=false",
+    ]
     subprocess.run(cmd, cwd=ROOT, check=True)
     sweeps = sorted((root / "sweeps").iterdir())
     return sweeps[-1]

@@ -50,9 +50,16 @@ def main(argv: list[str] | None = None) -> None:
     for dataset in DATASETS:
         if dataset in have:
             continue
-        cmd = [sys.executable, "-m", "bpe.cli.train", f"dataset={dataset}", *extra,
-               f"vocab_size={vocab_size}", f"experiments_dir={root}",
-               "progress=false"]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "bpe.cli.train",
+            f"dataset={dataset}",
+            *extra,
+            f"vocab_size={vocab_size}",
+            f"experiments_dir={root}",
+            "progress=false",
+        ]
         subprocess.run(cmd, cwd=ROOT, check=True)
     _, runs = load_tidy(root, hint="training failed")
     command = "python scripts/make_vocab_report.py"

@@ -50,8 +50,9 @@ def pytest_configure(config: pytest.Config) -> None:
     """
     if hasattr(config, "workerinput") or not config.getoption("numprocesses", default=None):
         return
-    subprocess.run([sys.executable, "-c", _WARM_NUMBA], cwd=ROOT, capture_output=True,
-                   timeout=900, check=False)  # fmt: skip
+    subprocess.run(
+        [sys.executable, "-c", _WARM_NUMBA], cwd=ROOT, capture_output=True, timeout=900, check=False
+    )
 
 
 @pytest.fixture(params=sorted(TRAINERS))
@@ -126,10 +127,20 @@ def fast_run(corpus: Path, experiments: Path, *args: str, timeout: float = 600) 
     import json
 
     proc = subprocess.run(
-        [sys.executable, "-m", "bpe.cli.train", "debug=fast", f"dataset.path={corpus}",
-         f"experiments_dir={experiments}", *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "bpe.cli.train",
+            "debug=fast",
+            f"dataset.path={corpus}",
+            f"experiments_dir={experiments}",
+            *args,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     (path,) = [p for p in experiments.glob("2*/metrics.json") if not p.parent.is_symlink()]
     return json.loads(path.read_text("utf-8"))

@@ -142,14 +142,25 @@ class _Handler(BaseHTTPRequestHandler):
         repo, files = found
         api = f"/api/datasets/{repo}"
         if path in (api, f"{api}/revision/main", f"{api}/revision/{COMMIT}"):
-            return self._json({
-                "id": repo, "_id": "0" * 24, "sha": COMMIT, "private": False,
-                "disabled": False, "gated": False, "downloads": 0, "likes": 0, "tags": [],
-                "lastModified": "2024-01-01T00:00:00.000Z", "cardData": {},
-                "siblings": [{"rfilename": n, "size": len(b),
-                              "blobId": hashlib.sha1(b).hexdigest()}  # noqa: S324 - as git's
-                             for n, b in files.items()],
-            })  # fmt: skip
+            return self._json(
+                {
+                    "id": repo,
+                    "_id": "0" * 24,
+                    "sha": COMMIT,
+                    "private": False,
+                    "disabled": False,
+                    "gated": False,
+                    "downloads": 0,
+                    "likes": 0,
+                    "tags": [],
+                    "lastModified": "2024-01-01T00:00:00.000Z",
+                    "cardData": {},
+                    "siblings": [
+                        {"rfilename": n, "size": len(b), "blobId": hashlib.sha1(b).hexdigest()}  # noqa: S324 - as git's
+                        for n, b in files.items()
+                    ],
+                }
+            )
         for rev in ("main", COMMIT):
             tree = f"{api}/tree/{rev}"
             if path == tree or path.startswith(tree + "/"):

@@ -112,8 +112,16 @@ def _set_launcher(sweep: Path, launcher: dict) -> None:
 def test_sweep_report_warns_when_joblib_jobs_overlapped(experiments):
     sweep = next((experiments / "sweeps").iterdir())
     overrides = ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]
-    _set_launcher(sweep, {"name": "joblib", "n_jobs": 2, "workers_per_job": 1,
-                          "parallel_jobs": 2, "overrides": overrides})  # fmt: skip
+    _set_launcher(
+        sweep,
+        {
+            "name": "joblib",
+            "n_jobs": 2,
+            "workers_per_job": 1,
+            "parallel_jobs": 2,
+            "overrides": overrides,
+        },
+    )
     text = write_sweep_report(sweep).read_text("utf-8")
     assert "> ⚠ **Timings are not comparable.** Launcher joblib: n_jobs=2, up to 2 jobs" in text
     assert "| merge s ⚠ " in text and "| total s ⚠ " in text
@@ -126,8 +134,14 @@ def test_sweep_report_warns_when_joblib_jobs_overlapped(experiments):
 def test_sweep_report_says_slurm_timings_are_comparable_only_within_a_job(experiments):
     sweep = next((experiments / "sweeps").iterdir())
     overrides = ["hydra/launcher=slurm", "hydra.launcher.partition=cpu"]
-    launcher = {"name": "submitit_slurm", "n_jobs": None, "workers_per_job": 8,
-                "parallel_jobs": 1, "cpus_per_task": 8, "overrides": overrides}  # fmt: skip
+    launcher = {
+        "name": "submitit_slurm",
+        "n_jobs": None,
+        "workers_per_job": 8,
+        "parallel_jobs": 1,
+        "cpus_per_task": 8,
+        "overrides": overrides,
+    }
     _set_launcher(sweep, launcher)
     text = write_sweep_report(sweep).read_text("utf-8")
     # even one job at a time: the jobs may still land on different machines
@@ -140,8 +154,16 @@ def test_sweep_report_says_slurm_timings_are_comparable_only_within_a_job(experi
 
 def test_sweep_report_says_sequential_timings_are_comparable(experiments):
     sweep = next((experiments / "sweeps").iterdir())
-    _set_launcher(sweep, {"name": "basic", "n_jobs": None, "workers_per_job": 1,
-                          "parallel_jobs": 1, "overrides": []})  # fmt: skip
+    _set_launcher(
+        sweep,
+        {
+            "name": "basic",
+            "n_jobs": None,
+            "workers_per_job": 1,
+            "parallel_jobs": 1,
+            "overrides": [],
+        },
+    )
     text = write_sweep_report(sweep).read_text("utf-8")
     assert "*Timings are comparable: launcher basic ran the jobs one after another.*" in text
     assert "⚠" not in text and "\nbpe-train -m progress=False " in text
@@ -198,8 +220,10 @@ def test_reports_all_refuses_reports_of_other_runs_unless_forced(experiments, tm
 
 
 def test_reports_cli_and_empty_dir(experiments, tmp_path, caplog):
-    assert report_main(["--all", "--experiments-dir", str(experiments),
-                        "--out", str(tmp_path / "r")]) == 0  # fmt: skip
+    assert (
+        report_main(["--all", "--experiments-dir", str(experiments), "--out", str(tmp_path / "r")])
+        == 0
+    )
     assert (tmp_path / "r" / "trainers.md").is_file()
     empty = tmp_path / "empty"
     empty.mkdir()

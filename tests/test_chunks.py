@@ -39,9 +39,27 @@ from tests.conftest import DATA, EOT, ROOT, sigint_as_in_a_terminal
 # Letters, digits, punctuation, apostrophes (contractions), spaces of several kinds, CJK,
 # Cyrillic, emoji and combining marks: every class boundary the GPT-2 pattern knows.
 _PIECES = list("aZé'sdmtlvre09٣²½.,!?-+/=「」。、") + [
-    " ", "  ", "\n", "\t", "\r\n", "\u00a0", "\u3000", "日本", "語", "Привет", "мир", "🙂",
-    "👍🏽", "e\u0301", "'ll", "'ve", "'re", "x'", "1'", "''",
-]  # fmt: skip
+    " ",
+    "  ",
+    "\n",
+    "\t",
+    "\r\n",
+    "\u00a0",
+    "\u3000",
+    "日本",
+    "語",
+    "Привет",
+    "мир",
+    "🙂",
+    "👍🏽",
+    "e\u0301",
+    "'ll",
+    "'ve",
+    "'re",
+    "x'",
+    "1'",
+    "''",
+]
 
 
 @settings(max_examples=500, deadline=None)
@@ -309,9 +327,13 @@ def test_kill_9_of_a_worker_fails_the_count_within_seconds_naming_chunk_and_sign
 def test_ctrl_c_during_the_pool_stops_everything_without_deadlock(big_corpus):
     proc = subprocess.Popen(
         [sys.executable, "-c", _PRETOKENIZE, str(big_corpus)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True, preexec_fn=sigint_as_in_a_terminal,
-    )  # fmt: skip
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=sigint_as_in_a_terminal,
+    )
     try:
         _wait_for_workers(proc, 2)
         others = _descendants(proc.pid)
@@ -328,9 +350,17 @@ def test_kill_9_of_a_training_worker_marks_the_run_failed(big_corpus, tmp_path):
     import json
 
     code, out, elapsed = _kill_9_one_worker(
-        [sys.executable, "-m", "bpe.cli.train", f"experiments_dir={tmp_path}", "progress=false",
-         f"dataset.path={big_corpus}", "num_workers=2", "vocab_size=300"]
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "bpe.cli.train",
+            f"experiments_dir={tmp_path}",
+            "progress=false",
+            f"dataset.path={big_corpus}",
+            "num_workers=2",
+            "vocab_size=300",
+        ]
+    )
     assert code != 0 and elapsed < 30, out
     (metrics_path,) = tmp_path.glob("*/metrics.json")
     metrics = json.loads(metrics_path.read_text("utf-8"))
@@ -349,9 +379,21 @@ def test_kill_9_of_an_encode_worker_exits_non_zero_without_output(big_corpus, tm
     save_tokenizer_files(vocab, merges, tmp_path)
     out = tmp_path / "ids.npy"
     code, log, elapsed = _kill_9_one_worker(
-        [sys.executable, "-m", "bpe.cli.encode", "--tokenizer", str(tmp_path),
-         "--input", str(big_corpus), "--out", str(out), "--num-workers", "2", "--no-progress"]
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "bpe.cli.encode",
+            "--tokenizer",
+            str(tmp_path),
+            "--input",
+            str(big_corpus),
+            "--out",
+            str(out),
+            "--num-workers",
+            "2",
+            "--no-progress",
+        ]
+    )
     assert code == 1 and elapsed < 30, log
     assert "SIGKILL" in log and "no output was written" in log, log
     assert not out.exists()

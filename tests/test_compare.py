@@ -88,8 +88,11 @@ def test_run_without_vocab_json_rebuilds_the_trainer_layout():
 def test_pairwise_overlap_over_a_sweep():
     runs = load_runs(SWEEP)
     frame = pairwise_overlap(runs)
-    assert list(frame.index) == list(frame.columns) == [p.name for p in sorted(SWEEP.iterdir())
-                                                         if p.is_dir()]  # fmt: skip
+    assert (
+        list(frame.index)
+        == list(frame.columns)
+        == [p.name for p in sorted(SWEEP.iterdir()) if p.is_dir()]
+    )
     assert (frame.values == frame.values.T).all()
     assert frame.loc[TS300.name, TS350.name] == pytest.approx(299 / 349)
     divergence = pairwise_overlap(runs, measure="divergence")
@@ -100,17 +103,31 @@ def test_pairwise_overlap_over_a_sweep():
 
 def test_bpe_compare_command(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "bpe.cli.compare", str(TS300), str(TS350),
-         "--out", str(tmp_path), "--labels", "small", "large"],
-        capture_output=True, text=True, cwd=ROOT,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "bpe.cli.compare",
+            str(TS300),
+            str(TS350),
+            "--out",
+            str(tmp_path),
+            "--labels",
+            "small",
+            "large",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stderr
     text = (tmp_path / "COMPARE.md").read_text("utf-8")
     assert text.startswith("# Vocabulary comparison: small vs large")
     bad = subprocess.run(
         [sys.executable, "-m", "bpe.cli.compare", str(TS300), str(tmp_path)],
-        capture_output=True, text=True, cwd=ROOT,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert bad.returncode == 2 and "neither a run directory" in bad.stderr
 
 
@@ -124,12 +141,18 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     a.write_text(text[: len(text) // 2], "utf-8")
     b.write_text(text[len(text) // 2 :], "utf-8")
     exp = tmp / "experiments"
-    for args in (["-m", f"dataset.path={a},{b}", "pretokenizer=gpt2,cl100k"],
-                 [f"dataset.path={a}"]):  # fmt: skip
+    for args in (
+        ["-m", f"dataset.path={a},{b}", "pretokenizer=gpt2,cl100k"],
+        [f"dataset.path={a}"],
+    ):
         proc = subprocess.run(
             ["bpe-train", *args, "debug=fast", f"experiments_dir={exp}"],
-            cwd=tmp, env=console_env(), capture_output=True, text=True, timeout=600,
-        )  # fmt: skip
+            cwd=tmp,
+            env=console_env(),
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert proc.returncode == 0, proc.stderr[-2000:]
     found = {}
     for path in exp.rglob("metrics.json"):
@@ -168,8 +191,9 @@ def test_the_same_config_twice_is_labelled_by_run_directory(runs, tmp_path):
 
 
 def test_labels_option_overrides_the_labels(runs, tmp_path):
-    title = _title(runs["custom-a gpt2"], runs["custom-b gpt2"], "--labels", "mine", "theirs",
-                   out=tmp_path)  # fmt: skip
+    title = _title(
+        runs["custom-a gpt2"], runs["custom-b gpt2"], "--labels", "mine", "theirs", out=tmp_path
+    )
     assert title == "# Vocabulary comparison: mine vs theirs"
 
 

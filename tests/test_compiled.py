@@ -232,10 +232,19 @@ def test_without_numba_the_compiled_engine_says_how_to_install_and_auto_uses_reg
 def test_without_numba_bpe_train_exits_2_before_making_a_run_directory(without_numba, tmp_path):
     runs = tmp_path / "runs"
     proc = subprocess.run(
-        ["bpe-train", "trainer=compiled", "debug=fast", f"dataset.path={FIXTURES / 'corpus.en'}",
-         f"experiments_dir={runs}"],
-        env=without_numba, capture_output=True, text=True, timeout=300, cwd=tmp_path,
-    )  # fmt: skip
+        [
+            "bpe-train",
+            "trainer=compiled",
+            "debug=fast",
+            f"dataset.path={FIXTURES / 'corpus.en'}",
+            f"experiments_dir={runs}",
+        ],
+        env=without_numba,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 2, proc.stderr[-2000:]
     (line,) = proc.stderr.splitlines()
     assert line.startswith("bpe-train: error: trainer=compiled: ")
@@ -249,8 +258,12 @@ def test_bpe_train_with_trainer_compiled_and_defaults(tmp_path):
     """The default dataset and vocab size, every CPU: the run records compile apart."""
     proc = subprocess.run(
         ["bpe-train", "trainer=compiled", f"experiments_dir={tmp_path / 'runs'}"],
-        env=console_env(), capture_output=True, text=True, timeout=900, cwd=tmp_path,
-    )  # fmt: skip
+        env=console_env(),
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     run = (tmp_path / "runs" / "latest").resolve()
     metrics = json.loads((run / "metrics.json").read_text("utf-8"))
@@ -278,8 +291,13 @@ def test_a_huge_vocab_on_a_tiny_corpus_costs_what_the_corpus_can_merge():
     )
     grown = {}
     for size in (10**3, 10**8):
-        proc = subprocess.run([sys.executable, "-c", code.replace("{size}", str(size))],
-                              cwd=ROOT, capture_output=True, text=True, timeout=300)  # fmt: skip
+        proc = subprocess.run(
+            [sys.executable, "-c", code.replace("{size}", str(size))],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert proc.returncode == 0, proc.stderr[-2000:]
         merged[size], grown[size] = map(int, proc.stdout.split())
     assert merged[10**8] == merged[10**3] < 10**3 - 257  # the corpus ran out of pairs

@@ -27,9 +27,13 @@ FAST = ["debug=fast", f"dataset.path={FIXTURES / 'corpus.en'}"]
 def bpe_train(*args: str, cwd: Path = ROOT, env: dict | None = None) -> subprocess.CompletedProcess:
     """The real console script, as a user runs it."""
     return subprocess.run(
-        ["bpe-train", *args], capture_output=True, text=True, cwd=cwd, timeout=300,
+        ["bpe-train", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=300,
         env=env or console_env(),
-    )  # fmt: skip
+    )
 
 
 def one_error_line(proc: subprocess.CompletedProcess) -> str:
@@ -51,9 +55,17 @@ def _compose(*overrides: str):
 
 @pytest.mark.parametrize(
     "override",
-    ["vocab_size=abc", "vocab_size=500.5", 'dataset.special_tokens="[EOS]"', "progress=maybe",
-     "num_workers=two", "analysis.max_docs=1.5", "vocab_sze=500", "dataset.pth=x.txt"],
-)  # fmt: skip
+    [
+        "vocab_size=abc",
+        "vocab_size=500.5",
+        'dataset.special_tokens="[EOS]"',
+        "progress=maybe",
+        "num_workers=two",
+        "analysis.max_docs=1.5",
+        "vocab_sze=500",
+        "dataset.pth=x.txt",
+    ],
+)
 def test_composition_rejects_wrong_types_and_unknown_keys(override):
     with pytest.raises(ConfigCompositionException):
         _compose(override)
@@ -214,10 +226,12 @@ def test_help_lists_groups_keys_with_meanings_and_examples(tmp_path):
     ("args", "said"),
     [
         (["hydra.job.name=../../evil"], "hydra.job.name='../../evil' names a file outside"),
-        (["-m", "hydra.sweep.subdir=../../out${hydra.job.num}"],
-         "leads out of the sweep directory"),
+        (
+            ["-m", "hydra.sweep.subdir=../../out${hydra.job.num}"],
+            "leads out of the sweep directory",
+        ),
     ],
-)  # fmt: skip
+)
 def test_hydra_names_cannot_lead_out_of_the_experiments_directory(tmp_path, args, said):
     experiments = tmp_path / "a" / "b" / "experiments"
     line = one_error_line(bpe_train(f"experiments_dir={experiments}", *FAST, *args, cwd=tmp_path))
@@ -228,17 +242,21 @@ def test_hydra_names_cannot_lead_out_of_the_experiments_directory(tmp_path, args
 @pytest.mark.parametrize(
     ("args", "said"),
     [
-        (["variant=superbpe", "variant.transition_vocab=900"],
-         "variant.transition_vocab=900 must lie between 256 (the specials and 256 bytes) and "
-         "vocab_size=400"),
+        (
+            ["variant=superbpe", "variant.transition_vocab=900"],
+            "variant.transition_vocab=900 must lie between 256 (the specials and 256 bytes) and "
+            "vocab_size=400",
+        ),
         (["variant=superbpe", "variant.stage_two_pattern='(?'"], "is not a valid regex"),
-        (["variant=superbpe", "variant.threshold=0.5"],
-         "variant.threshold=0.5 is a setting of variant=picky, not of variant=superbpe"),
+        (
+            ["variant=superbpe", "variant.threshold=0.5"],
+            "variant.threshold=0.5 is a setting of variant=picky, not of variant=superbpe",
+        ),
         (["dataset.path=missing.txt"], "not found at"),
         (["dataset.heldout_path=empty.txt"], "is empty, so nothing can be measured on it"),
         (["dataset.path=broken.parquet"], "broken.parquet' is not a readable parquet file"),
     ],
-)  # fmt: skip
+)
 def test_input_and_variant_mistakes_stop_before_any_run_directory(tmp_path, args, said):
     (tmp_path / "empty.txt").write_text("", "utf-8")
     (tmp_path / "broken.parquet").write_bytes(b"not parquet")

@@ -24,8 +24,13 @@ from bpe.pretokenize.readers import resolve_source, tail_documents
 from bpe.util.io import sha256_file
 from tests.conftest import EOT, FIXTURES, ROOT
 
-FAST = ["progress=false", "num_workers=1", "analysis.max_docs=5",
-        "analysis.throughput_seconds=0.02", "analysis.gpt2_baseline=false"]  # fmt: skip
+FAST = [
+    "progress=false",
+    "num_workers=1",
+    "analysis.max_docs=5",
+    "analysis.throughput_seconds=0.02",
+    "analysis.gpt2_baseline=false",
+]
 
 
 def _two_files(tmp_path: Path) -> tuple[Path, Path]:
@@ -40,15 +45,31 @@ def _two_files(tmp_path: Path) -> tuple[Path, Path]:
 def test_sweep_over_two_files_compares_trainers_per_input(tmp_path):
     a, b = _two_files(tmp_path)
     proc = subprocess.run(
-        [sys.executable, "-m", "bpe.cli.train", "-m", f"experiments_dir={tmp_path / 'exp'}", *FAST,
-         f"dataset.path={a},{b}", "trainer=indexed,heap", "vocab_size=300"],
-        capture_output=True, text=True, cwd=ROOT, timeout=600,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "bpe.cli.train",
+            "-m",
+            f"experiments_dir={tmp_path / 'exp'}",
+            *FAST,
+            f"dataset.path={a},{b}",
+            "trainer=indexed,heap",
+            "vocab_size=300",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     (sweep,) = (tmp_path / "exp" / "sweeps").iterdir()
     jobs = {p.name: p for p in sweep.iterdir() if (p / "metrics.json").is_file()}
-    assert sorted(jobs) == ["0_custom-a_indexed_v300", "1_custom-a_heap_v300",
-                            "2_custom-b_indexed_v300", "3_custom-b_heap_v300"]  # fmt: skip
+    assert sorted(jobs) == [
+        "0_custom-a_indexed_v300",
+        "1_custom-a_heap_v300",
+        "2_custom-b_indexed_v300",
+        "3_custom-b_heap_v300",
+    ]
 
     report = (sweep / "SWEEP.md").read_text("utf-8")
     assert "- custom-a @ 300: heap, indexed produced identical merges." in report
@@ -134,8 +155,12 @@ def test_checked_in_runs_without_sha256_still_load_and_group_by_path():
 def test_a_custom_path_is_named_after_its_file_and_drops_the_named_held_out_text(tmp_path):
     own = datasets.load_named("owt_sample")
     assert not own.custom and own.name == "owt_sample" and own.heldout_path is not None
-    cfg = {"name": "owt_sample", "path": str(tmp_path / "my corpus.txt"),
-           "heldout_path": "data/owt_heldout.txt", "download": None}  # fmt: skip
+    cfg = {
+        "name": "owt_sample",
+        "path": str(tmp_path / "my corpus.txt"),
+        "heldout_path": "data/owt_heldout.txt",
+        "download": None,
+    }
     ds = datasets.from_config(cfg)
     assert ds.custom and ds.name == "custom-my-corpus" and ds.heldout_path is None
     mine = tmp_path / "mine_heldout.txt"

@@ -93,9 +93,13 @@ def test_dask_with_the_compiled_engine_counts_the_same(scheduler, reference):
     """Each Dask worker splits its chunks with the compiled scanner (loading it once)."""
     pytest.importorskip("numba")
     got = pretokenize(
-        SAMPLE, [EOT], backend="dask", scheduler=scheduler, max_chunk_bytes=4 * SMALL_CHUNKS,
+        SAMPLE,
+        [EOT],
+        backend="dask",
+        scheduler=scheduler,
+        max_chunk_bytes=4 * SMALL_CHUNKS,
         engine="compiled",
-    )  # fmt: skip
+    )
     assert got.counts == reference and got.engine == "compiled"
 
 
@@ -198,11 +202,22 @@ def test_the_default_backend_never_imports_dask(tmp_path):
 def test_bpe_train_with_the_dask_backend_defaults(tmp_path):
     """`bpe-train pretokenize.backend=dask` as a user types it: a LocalCluster of every CPU."""
     proc = subprocess.run(
-        ["bpe-train", "pretokenize.backend=dask", "vocab_size=300", "progress=false",
-         f"experiments_dir={tmp_path}", "analysis.max_docs=5", "analysis.throughput_seconds=0.02",
-         "analysis.gpt2_baseline=false"],
-        capture_output=True, text=True, timeout=300, env=console_env(), cwd=tmp_path,
-    )  # fmt: skip
+        [
+            "bpe-train",
+            "pretokenize.backend=dask",
+            "vocab_size=300",
+            "progress=false",
+            f"experiments_dir={tmp_path}",
+            "analysis.max_docs=5",
+            "analysis.throughput_seconds=0.02",
+            "analysis.gpt2_baseline=false",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=console_env(),
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     metrics_path = tmp_path / "latest" / "metrics.json"
     metrics = json.loads(metrics_path.read_text("utf-8"))
@@ -224,9 +239,14 @@ def test_bpe_train_with_the_dask_backend_defaults(tmp_path):
 def test_dask_progress_is_logged_in_bytes(scheduler, caplog):
     caplog.set_level("INFO", logger="bpe.pretokenize")
     pretokenize(
-        SAMPLE, [EOT], backend="dask", scheduler=scheduler, max_chunk_bytes=SMALL_CHUNKS,
-        log_interval=0.01, label="stage 1 (count pretokens)",
-    )  # fmt: skip
+        SAMPLE,
+        [EOT],
+        backend="dask",
+        scheduler=scheduler,
+        max_chunk_bytes=SMALL_CHUNKS,
+        log_interval=0.01,
+        label="stage 1 (count pretokens)",
+    )
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("stage 1")]
     size_mb = f"of {SAMPLE.stat().st_size / 1e6:.1f} MB"
     # heartbeats until the first chunk completes, then bytes counted as chunks complete

@@ -30,8 +30,12 @@ def _build_strict(config: Path, site: Path, cwd: Path) -> subprocess.CompletedPr
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     return subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", config, "-d", site],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_the_site_builds_strict(tmp_path):
@@ -40,8 +44,12 @@ def test_the_site_builds_strict(tmp_path):
     proc = _build_strict(ROOT / "mkdocs.yml", site, ROOT)
     assert proc.returncode == 0, proc.stderr[-5000:]
     assert "WARNING" not in proc.stderr, proc.stderr[-5000:]
-    for page in ("index.html", "api/training/index.html", "reports/trainers/index.html",
-                 "run-directory/index.html"):  # fmt: skip
+    for page in (
+        "index.html",
+        "api/training/index.html",
+        "reports/trainers/index.html",
+        "run-directory/index.html",
+    ):
         assert (site / page).is_file(), page
     assert "train_bpe" in (site / "api" / "training" / "index.html").read_text("utf-8")
 

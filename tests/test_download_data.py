@@ -113,15 +113,30 @@ def _hub_files(repo: str, files: dict[str, bytes]) -> dict[str, bytes]:
 
 def _run(tmp_path: Path, endpoint: str, *args: str) -> subprocess.CompletedProcess:
     env = {
-        **os.environ, "HF_ENDPOINT": endpoint, "HF_HOME": str(tmp_path / "hf_home"),
-        "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_DISABLE_XET": "1",
-    }  # fmt: skip
+        **os.environ,
+        "HF_ENDPOINT": endpoint,
+        "HF_HOME": str(tmp_path / "hf_home"),
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "HF_HUB_DISABLE_XET": "1",
+    }
     env.pop("HF_HUB_OFFLINE", None)
     return subprocess.run(
-        [sys.executable, str(SCRIPT), *args, "--dest", str(tmp_path / "full"),
-         "--cache-dir", str(tmp_path / "cache"), "--timeout", "3"],
-        capture_output=True, text=True, env=env, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(SCRIPT),
+            *args,
+            "--dest",
+            str(tmp_path / "full"),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--timeout",
+            "3",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
 
 
 def test_download_lands_at_dataset_path_and_cache_serves_a_rerun(tmp_path):

@@ -64,8 +64,9 @@ def _paper_distribution(word: tuple, ranks: dict, merged: list[int], p: float) -
 
     @cache
     def dist(state: tuple) -> tuple:
-        candidates = [(ranks[pair], i) for i, pair in enumerate(zip(state, state[1:]))
-                      if pair in ranks]  # fmt: skip
+        candidates = [
+            (ranks[pair], i) for i, pair in enumerate(zip(state, state[1:])) if pair in ranks
+        ]
         out: Counter = Counter()
         for mask in range(1 << len(candidates)):
             kept = [c for j, c in enumerate(candidates) if mask >> j & 1]
@@ -93,9 +94,14 @@ def overlapping() -> Tokenizer:
 
 @pytest.mark.parametrize(
     "which, word",
-    [("trained", " there"), ("trained", " something"), ("trained", "thethe"),
-     ("overlapping", "aaaaa"), ("overlapping", "abababab")],
-)  # fmt: skip
+    [
+        ("trained", " there"),
+        ("trained", " something"),
+        ("trained", "thethe"),
+        ("overlapping", "aaaaa"),
+        ("overlapping", "abababab"),
+    ],
+)
 def test_the_lazy_sampler_has_the_papers_distribution(trained, overlapping, which, word):
     """Drawing only the deciding coins gives the paper's segmentation distribution (computed
     exactly over every coin outcome): each segmentation's frequency over 20,000 seeds lies
@@ -263,9 +269,15 @@ def test_bpe_encode_with_dropout_is_the_same_whatever_the_workers(gpt2, tmp_path
     expected = gpt2.encode(src.read_text(encoding="utf-8"), dropout=0.1, seed=7)
     encode_to_npy(src, gpt2, tmp_path / "one.npy", num_workers=1, dropout=0.1, seed=7)
     two = encode_to_npy(
-        src, gpt2, tmp_path / "two.npy", num_workers=2, chunk_bytes=16 * 1024,
-        min_parallel_bytes=1, dropout=0.1, seed=7,
-    )  # fmt: skip
+        src,
+        gpt2,
+        tmp_path / "two.npy",
+        num_workers=2,
+        chunk_bytes=16 * 1024,
+        min_parallel_bytes=1,
+        dropout=0.1,
+        seed=7,
+    )
     assert two["num_chunks"] > 4 and two["num_workers"] == 2
     a = np.load(tmp_path / "one.npy").tolist()
     assert a == np.load(tmp_path / "two.npy").tolist() == expected
@@ -290,7 +302,9 @@ def test_bpe_encode_cli_records_dropout_and_refuses_bad_values(tmp_path, caplog)
     caplog.clear()
     assert main([*base, "--out", str(tmp_path / "x.npy"), "--dropout", "1"]) == 2
     assert "dropout=1.0 must be in [0, 1)" in caplog.text
-    assert main([*base, "--out", str(tmp_path / "y.npy"), "--dropout", "0.1",
-                 "--backend", "tiktoken"]) == 2  # fmt: skip
+    assert (
+        main([*base, "--out", str(tmp_path / "y.npy"), "--dropout", "0.1", "--backend", "tiktoken"])
+        == 2
+    )
     assert "needs backend='python'" in caplog.text
     assert not (tmp_path / "x.npy").exists() and not (tmp_path / "y.npy").exists()

@@ -157,8 +157,17 @@ def test_missing_input_is_named(gpt2, tmp_path, caplog):
     with pytest.raises(FileNotFoundError, match="nope.txt"):
         encode_to_npy(tmp_path / "nope.txt", gpt2, tmp_path / "out.npy")
     with caplog.at_level(logging.ERROR):
-        code = main(["--tokenizer", str(DATA / "gpt2"), "--input", str(tmp_path / "nope.txt"),
-                     "--out", str(tmp_path / "out.npy"), "--no-progress"])  # fmt: skip
+        code = main(
+            [
+                "--tokenizer",
+                str(DATA / "gpt2"),
+                "--input",
+                str(tmp_path / "nope.txt"),
+                "--out",
+                str(tmp_path / "out.npy"),
+                "--no-progress",
+            ]
+        )
     assert code == 2 and "nope.txt" in caplog.text
     assert not (tmp_path / "out.npy").exists()
 
@@ -240,8 +249,18 @@ def test_no_output_ever_replaces_an_input_even_with_force(exported_run, tmp_path
     for target in inputs:
         for out in _outs_at(target):
             for force in ([], ["--force"]):
-                code = main(["--tokenizer", str(exported_run), "--input", str(corpus),
-                             "--out", out, "--no-progress", *force])  # fmt: skip
+                code = main(
+                    [
+                        "--tokenizer",
+                        str(exported_run),
+                        "--input",
+                        str(corpus),
+                        "--out",
+                        out,
+                        "--no-progress",
+                        *force,
+                    ]
+                )
                 assert code == 2, (out, force)
                 checked += 1
     assert {p: p.read_bytes() for p in inputs} == before  # not one byte of any input changed

@@ -57,17 +57,28 @@ def test_defaults_list_is_the_table_of_contents():
     with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
         cfg = compose("config")
     assert (cfg.dataset.name, cfg.trainer.name, cfg.profiler.name) == (
-        "tinystories_sample", "heap", "none",
-    )  # fmt: skip
+        "tinystories_sample",
+        "heap",
+        "none",
+    )
     assert {"vocab_size", "num_workers", "seed", "experiments_dir"} <= set(cfg)
 
 
 def test_train_writes_a_complete_run_dir(tmp_path, trainer_name):
     metrics = run_with_report(make_cfg(tmp_path, f"trainer={trainer_name}"))
     (run,) = run_dirs(tmp_path)
-    for name in ("vocab.json", "merges.txt", "merge_counts.json", "metrics.json",
-                 "environment.json", "train.log", "ANALYSIS.md", ".hydra/config.yaml",
-                 "figures/memory_timeline.png", "figures/merge_counts.png"):  # fmt: skip
+    for name in (
+        "vocab.json",
+        "merges.txt",
+        "merge_counts.json",
+        "metrics.json",
+        "environment.json",
+        "train.log",
+        "ANALYSIS.md",
+        ".hydra/config.yaml",
+        "figures/memory_timeline.png",
+        "figures/merge_counts.png",
+    ):
         assert (run / name).is_file(), name
     on_disk = json.loads((run / "metrics.json").read_text("utf-8"))
     assert on_disk == json.loads(json.dumps(metrics))
@@ -87,8 +98,15 @@ def test_train_writes_a_complete_run_dir(tmp_path, trainer_name):
     # FAST trains on a file other than the dataset's own: filed as a custom input
     assert run.name.endswith(f"_custom-corpus_{trainer_name}_v400")
     report = (run / "ANALYSIS.md").read_text("utf-8")
-    for section in ("## Time", "## Memory", "## Profile hot spots", "## Longest tokens",
-                    "## Compression", "## Throughput", "## Sibling runs"):  # fmt: skip
+    for section in (
+        "## Time",
+        "## Memory",
+        "## Profile hot spots",
+        "## Longest tokens",
+        "## Compression",
+        "## Throughput",
+        "## Sibling runs",
+    ):
         assert section in report
     assert on_disk["merges_sha256"] in report
     # the memory headline is training's (what stages 1-3 added), analysis apart
@@ -224,19 +242,34 @@ def test_bpe_report_on_a_non_run_dir_fails_clearly(tmp_path, caplog):
 def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "bpe.cli.train", f"experiments_dir={tmp_path}", *FAST, *args],
-        capture_output=True, text=True, cwd=ROOT, timeout=300,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
 
 
 def test_the_next_command_works_as_printed_on_held_out_text(tmp_path):
     """The hint after a run encodes the held-out file, from a shell whose PATH lacks the venv
     (as after the README's commands) and from another directory, writing under experiments."""
     proc = subprocess.run(
-        [sys.executable, "-m", "bpe.cli.train", f"experiments_dir={tmp_path / 'exp'}",
-         "vocab_size=300", "num_workers=1", "progress=false", "analysis.max_docs=5",
-         "analysis.throughput_seconds=0.02", "analysis.gpt2_baseline=false"],
-        capture_output=True, text=True, cwd=ROOT, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "bpe.cli.train",
+            f"experiments_dir={tmp_path / 'exp'}",
+            "vocab_size=300",
+            "num_workers=1",
+            "progress=false",
+            "analysis.max_docs=5",
+            "analysis.throughput_seconds=0.02",
+            "analysis.gpt2_baseline=false",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     (run,) = run_dirs(tmp_path / "exp")
     last = (run / "train.log").read_text("utf-8").splitlines()[-1]
@@ -247,8 +280,9 @@ def test_the_next_command_works_as_printed_on_held_out_text(tmp_path):
     elsewhere.mkdir()
     env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
     env["PATH"] = "/usr/bin:/bin"
-    done = subprocess.run(command, shell=True, cwd=elsewhere, env=env, capture_output=True,
-                          text=True, timeout=300)  # fmt: skip
+    done = subprocess.run(
+        command, shell=True, cwd=elsewhere, env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     (npy,) = (tmp_path / "exp" / "encoded").glob("*.npy")
     assert npy.name == f"{run.name}.heldout.npy" and npy.stat().st_size > 0
@@ -352,7 +386,11 @@ def test_a_cl100k_run_continued_records_its_pattern_and_parent(tmp_path):
 def test_a_parent_with_another_pattern_fails_the_run_before_training(tmp_path):
     with pytest.raises(ValueError, match="split pattern"):
         runner.run_experiment(
-            make_cfg(tmp_path, "pretokenizer=o200k", f"init_from={ROOT / 'data' / 'gpt2'}",
-                     "vocab_size=51000"),
+            make_cfg(
+                tmp_path,
+                "pretokenizer=o200k",
+                f"init_from={ROOT / 'data' / 'gpt2'}",
+                "vocab_size=51000",
+            ),
             report=None,
-        )  # fmt: skip
+        )

@@ -263,5 +263,6 @@ def test_tiktoken_backend_falls_back_with_a_warning(tmp_path, caplog):
 
 def test_unknown_backend_is_refused(tmp_path):
     with pytest.raises(ValueError, match="backend='rust'"):
-        encode_to_npy(DATA / "owt_heldout.txt", counterexample(), tmp_path / "x.npy",
-                           backend="rust")  # fmt: skip
+        encode_to_npy(
+            DATA / "owt_heldout.txt", counterexample(), tmp_path / "x.npy", backend="rust"
+        )

@@ -29,8 +29,12 @@ def test_bpe_train_with_no_arguments_reaches_the_configured_vocab(tmp_path):
     vocab_size = int(cfg.vocab_size)
     proc = subprocess.run(
         ["bpe-train", f"experiments_dir={tmp_path / 'experiments'}"],
-        cwd=tmp_path, env=console_env(), capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        cwd=tmp_path,
+        env=console_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert EARLY_STOP not in proc.stderr
     runs = [p.parent for p in (tmp_path / "experiments").glob("*/metrics.json")]
@@ -54,12 +58,24 @@ def test_bpe_train_with_no_arguments_reaches_the_configured_vocab(tmp_path):
 def test_a_vocab_larger_than_its_corpus_supports_is_said_with_the_remedy(tmp_path):
     """The default run of before: vocab 10,000 on the 3 MB sample, 25% of merges seen <= 2x."""
     proc = subprocess.run(
-        ["bpe-train", f"experiments_dir={tmp_path}", "vocab_size=10000", "num_workers=1",
-         "progress=false", "analysis.max_docs=5", "analysis.throughput_seconds=0.02",
-         "analysis.gpt2_baseline=false", "analysis.bpb_train_bytes=100000",
-         "analysis.train_sample_bytes=100000"],
-        cwd=tmp_path, env=console_env(), capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [
+            "bpe-train",
+            f"experiments_dir={tmp_path}",
+            "vocab_size=10000",
+            "num_workers=1",
+            "progress=false",
+            "analysis.max_docs=5",
+            "analysis.throughput_seconds=0.02",
+            "analysis.gpt2_baseline=false",
+            "analysis.bpb_train_bytes=100000",
+            "analysis.train_sample_bytes=100000",
+        ],
+        cwd=tmp_path,
+        env=console_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     (metrics_path,) = [p for p in tmp_path.glob("2*/metrics.json")]
     support = json.loads(metrics_path.read_text("utf-8"))["merge_support"]

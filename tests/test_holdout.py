@@ -199,12 +199,16 @@ def make_cfg(tmp_path: Path, source, *overrides: str):
         return compose(
             "config",
             overrides=[
-                f"experiments_dir={tmp_path / 'exp'}", "debug=fast", "vocab_size=300",
-                f"dataset.path={source}", "analysis.max_docs=1000",
-                "analysis.bpb_train_bytes=50000", "analysis.train_sample_bytes=50000",
+                f"experiments_dir={tmp_path / 'exp'}",
+                "debug=fast",
+                "vocab_size=300",
+                f"dataset.path={source}",
+                "analysis.max_docs=1000",
+                "analysis.bpb_train_bytes=50000",
+                "analysis.train_sample_bytes=50000",
                 *overrides,
             ],
-        )  # fmt: skip
+        )
 
 
 def reference(tmp_path: Path, first: list[str], **options) -> tuple:
@@ -259,15 +263,25 @@ def test_runs_on_shards_and_compressed_files_hold_out_the_same_documents(inputs,
 
 def test_what_a_user_gets_the_bundled_sample_without_held_out_file(tmp_path):
     """Default workers, the bundled OWT sample (2.5 MB: workers start), no held-out file."""
-    cfg = make_cfg(tmp_path, "data/owt_sample.txt", "dataset=owt_sample", "num_workers=null",
-                   "dataset.heldout_path=null", "analysis.max_docs=10")  # fmt: skip
+    cfg = make_cfg(
+        tmp_path,
+        "data/owt_sample.txt",
+        "dataset=owt_sample",
+        "num_workers=null",
+        "dataset.heldout_path=null",
+        "analysis.max_docs=10",
+    )
     metrics = runner.run_experiment(cfg, report=None)
     docs = [d for d in (DATA_DIR / "owt_sample.txt").read_text("utf-8").split(EOT) if d]
     n = metrics["compression"]["own"]["heldout_docs"]
     assert metrics["run"]["input_name"] == "owt_sample"  # the named dataset, its own file
     assert metrics["counts"]["workers"] == default_num_workers()  # every usable CPU
-    assert n == find_holdout(resolve_source(DATA_DIR / "owt_sample.txt"), EOT, fraction=0.05,
-                             max_bytes=256 << 10).stop.docs  # fmt: skip
+    assert (
+        n
+        == find_holdout(
+            resolve_source(DATA_DIR / "owt_sample.txt"), EOT, fraction=0.05, max_bytes=256 << 10
+        ).stop.docs
+    )
     first = write_text(tmp_path / "first.txt", docs[:-n])
     assert metrics["merges_sha256"] == merges_sha256(train_bpe(first, 300, [EOT])[1])
     own = metrics["compression"]["own"]

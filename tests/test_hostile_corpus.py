@@ -32,8 +32,12 @@ def _is_run(p: Path) -> bool:
 
 
 RUN = FIXTURES / "runs" / "2026-01-01_00-00-00_000000_tinystories_sample_heap_v300"
-FAST = ["progress=false", "num_workers=1", "analysis.throughput_seconds=0.02",
-        "analysis.gpt2_baseline=false"]  # fmt: skip
+FAST = [
+    "progress=false",
+    "num_workers=1",
+    "analysis.throughput_seconds=0.02",
+    "analysis.gpt2_baseline=false",
+]
 #: 300 KB of one character: tokens of up to 300,000 bytes (the old report drew 300,000 bars).
 SIZE = 300_000
 #: Generous: the run takes a few seconds; the old report stage took minutes at this size.
@@ -45,10 +49,20 @@ def test_one_repeated_character_trains_and_reports_in_bounded_time_and_size(tmp_
     corpus.write_text("a" * SIZE, encoding="utf-8")
     start = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-m", "bpe.cli.train", f"dataset.path={corpus}", "vocab_size=500",
-         f"experiments_dir={tmp_path / 'exp'}", *FAST],
-        capture_output=True, text=True, cwd=ROOT, timeout=3 * BOUND_SECONDS,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "bpe.cli.train",
+            f"dataset.path={corpus}",
+            "vocab_size=500",
+            f"experiments_dir={tmp_path / 'exp'}",
+            *FAST,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=3 * BOUND_SECONDS,
+    )
     elapsed = time.monotonic() - start
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert elapsed < BOUND_SECONDS
@@ -80,10 +94,20 @@ def test_base64_line_reports_in_bounded_time(tmp_path):
     corpus = tmp_path / "b64.txt"
     corpus.write_bytes(base64.b64encode(random.Random(0).randbytes(150_000)))
     proc = subprocess.run(
-        [sys.executable, "-m", "bpe.cli.train", f"dataset.path={corpus}", "vocab_size=1000",
-         f"experiments_dir={tmp_path / 'exp'}", *FAST],
-        capture_output=True, text=True, cwd=ROOT, timeout=3 * BOUND_SECONDS,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "bpe.cli.train",
+            f"dataset.path={corpus}",
+            "vocab_size=1000",
+            f"experiments_dir={tmp_path / 'exp'}",
+            *FAST,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=3 * BOUND_SECONDS,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     (run,) = [p for p in (tmp_path / "exp").iterdir() if _is_run(p)]
     metrics = json.loads((run / "metrics.json").read_text("utf-8"))

@@ -38,9 +38,19 @@ def tokenizer_dir(tmp_path_factory) -> Path:
 
 def _encode(tokenizer_dir: Path, src: Path, out: Path, *extra: str) -> int:
     return encode_main(
-        ["--tokenizer", str(tokenizer_dir), "--input", str(src), "--out", str(out),
-         "--no-progress", "--num-workers", "1", *extra]
-    )  # fmt: skip
+        [
+            "--tokenizer",
+            str(tokenizer_dir),
+            "--input",
+            str(src),
+            "--out",
+            str(out),
+            "--no-progress",
+            "--num-workers",
+            "1",
+            *extra,
+        ]
+    )
 
 
 @pytest.mark.parametrize("how", ["same path", "symlink", "hard link"])
@@ -92,10 +102,20 @@ def test_out_naming_a_directory_is_a_clear_error(tokenizer_dir, tmp_path, caplog
 def test_a_dataset_name_never_puts_the_run_outside_experiments_dir(tmp_path, name):
     exp = tmp_path / "deep" / "exp"
     proc = subprocess.run(
-        [sys.executable, "-m", "bpe.cli.train", *FAST, f"dataset.name={name}",
-         f"dataset.path={FIXTURES / 'corpus.en'}", f"experiments_dir={exp}"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "bpe.cli.train",
+            *FAST,
+            f"dataset.name={name}",
+            f"dataset.path={FIXTURES / 'corpus.en'}",
+            f"experiments_dir={exp}",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     runs = [p for p in exp.iterdir() if not p.is_symlink() and not p.name.startswith(".")]
     assert len(runs) == 1 and runs[0].resolve().parent == exp.resolve()
@@ -116,15 +136,27 @@ def test_a_run_outside_experiments_dir_leaves_latest_alone(tmp_path):
     exp, outside = tmp_path / "exp", tmp_path / "elsewhere" / "X"
     inside = subprocess.run(
         [sys.executable, "-m", "bpe.cli.train", *FAST, f"experiments_dir={exp}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert inside.returncode == 0, inside.stderr[-2000:]
     before = os.readlink(exp / "latest")
     placed = subprocess.run(
-        [sys.executable, "-m", "bpe.cli.train", *FAST, f"experiments_dir={exp}",
-         f"hydra.run.dir={outside}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "bpe.cli.train",
+            *FAST,
+            f"experiments_dir={exp}",
+            f"hydra.run.dir={outside}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert placed.returncode == 0, placed.stderr[-2000:]
     assert json.loads((outside / "metrics.json").read_text("utf-8"))["status"] == "complete"
     assert os.readlink(exp / "latest") == before  # still the run inside

@@ -54,9 +54,12 @@ def hub_repos() -> dict[str, dict[str, bytes]]:
 
 def env_for(endpoint: str, tmp_path: Path) -> dict[str, str]:
     env = {
-        **os.environ, "HF_ENDPOINT": endpoint, "HF_HOME": str(tmp_path / "hf_home"),
-        "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_DISABLE_XET": "1",
-    }  # fmt: skip
+        **os.environ,
+        "HF_ENDPOINT": endpoint,
+        "HF_HOME": str(tmp_path / "hf_home"),
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "HF_HUB_DISABLE_XET": "1",
+    }
     for key in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
         env.pop(key, None)
     return env
@@ -84,9 +87,13 @@ def test_a_streamed_dataset_reads_its_documents_in_order_with_lineage(tmp_path):
     ]
     with DatasetHub(hub_repos()) as hub:
         proc = subprocess.run(
-            [sys.executable, "-c", READ, json.dumps(cases)], capture_output=True, text=True,
-            cwd=ROOT, env=env_for(hub.endpoint, tmp_path), timeout=300,
-        )  # fmt: skip
+            [sys.executable, "-c", READ, json.dumps(cases)],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=env_for(hub.endpoint, tmp_path),
+            timeout=300,
+        )
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = json.loads(proc.stdout)
     assert got["default"]["docs"] == docs
@@ -95,13 +102,17 @@ def test_a_streamed_dataset_reads_its_documents_in_order_with_lineage(tmp_path):
     (entry,) = got["first file"]["manifest"]["files"]
     assert entry["format"] == "hf-stream"
     assert entry["hub"] == {
-        "repo": REPO, "config": "default", "split": "train", "revision": COMMIT,
+        "repo": REPO,
+        "config": "default",
+        "split": "train",
+        "revision": COMMIT,
         "files": ["data/train-00000.jsonl"],
-    }  # fmt: skip
+    }
     assert entry["path"] == f"hf-stream:{REPO}:default:train@{COMMIT}"
     assert got["default"]["manifest"]["files"][0]["hub"]["files"] == [
-        "data/train-00000.jsonl", "data/train-00001.jsonl",
-    ]  # fmt: skip
+        "data/train-00000.jsonl",
+        "data/train-00001.jsonl",
+    ]
     assert got["default"]["describe"].endswith("hf-stream")
 
 
@@ -109,12 +120,22 @@ def test_bpe_train_on_a_streamed_dataset_holds_out_its_last_documents(tmp_path):
     docs = sample_docs(DOCS)
     with DatasetHub(hub_repos()) as hub:
         proc = subprocess.run(
-            [sys.executable, "-m", "bpe.cli.train", "debug=fast", "vocab_size=300",
-             f"dataset.path=hf-stream:{REPO}", "dataset.heldout_fraction=0.1",
-             f"experiments_dir={tmp_path / 'exp'}"],
-            capture_output=True, text=True, cwd=ROOT, env=env_for(hub.endpoint, tmp_path),
+            [
+                sys.executable,
+                "-m",
+                "bpe.cli.train",
+                "debug=fast",
+                "vocab_size=300",
+                f"dataset.path=hf-stream:{REPO}",
+                "dataset.heldout_fraction=0.1",
+                f"experiments_dir={tmp_path / 'exp'}",
+            ],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=env_for(hub.endpoint, tmp_path),
             timeout=600,
-        )  # fmt: skip
+        )
     assert proc.returncode == 0, proc.stderr[-3000:]
     metrics = json.loads((tmp_path / "exp" / "latest" / "metrics.json").read_text("utf-8"))
     assert metrics["run"]["input_name"] == "custom-owt-tiny"
@@ -137,9 +158,13 @@ def test_an_unreachable_hub_fails_fast_naming_the_fixes(tmp_path):
     code = f"from bpe.pretokenize.readers import resolve_source; resolve_source('hf-stream:{REPO}')"
     t0 = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-        env=env_for(f"http://127.0.0.1:{port}", tmp_path), timeout=120,
-    )  # fmt: skip
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env_for(f"http://127.0.0.1:{port}", tmp_path),
+        timeout=120,
+    )
     assert time.perf_counter() - t0 < 30
     assert proc.returncode != 0
     assert f"ConnectionError: cannot stream split 'train' of the Hub dataset '{REPO}'" in (
@@ -217,9 +242,13 @@ def test_a_hub_that_stalls_or_trickles_ends_within_the_deadline(tmp_path, mode, 
         code = f"import bpe.pretokenize.readers as r\nr.{call}({source!r}, timeout=2)\n"
         t0 = time.perf_counter()
         proc = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-            env=env_for(hub.endpoint, tmp_path), timeout=120,
-        )  # fmt: skip
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=env_for(hub.endpoint, tmp_path),
+            timeout=120,
+        )
         elapsed = time.perf_counter() - t0
     finally:
         hub.close()

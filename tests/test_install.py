@@ -36,14 +36,19 @@ def test_the_wheel_runs_bpe_train_from_an_empty_directory(tmp_path):
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(ROOT / name, src / name)
     wheels = tmp_path / "wheels"
-    _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", wheels, src],
-         timeout=600)  # fmt: skip
+    _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", wheels, src], timeout=600)
     (wheel,) = wheels.glob("bpe_lab-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    for shipped in ("bpe/conf/config.yaml", "bpe/conf/debug/fast.yaml",
-                    "bpe/conf/hydra/job_logging/bpe.yaml", "bpe/data/tinystories_sample.txt",
-                    "bpe/data/tinystories_heldout.txt", "bpe/data/owt_heldout.txt",
-                    "bpe/data/gpt2/vocab.json", "bpe/data/gpt2/merges.txt"):  # fmt: skip
+    for shipped in (
+        "bpe/conf/config.yaml",
+        "bpe/conf/debug/fast.yaml",
+        "bpe/conf/hydra/job_logging/bpe.yaml",
+        "bpe/data/tinystories_sample.txt",
+        "bpe/data/tinystories_heldout.txt",
+        "bpe/data/owt_heldout.txt",
+        "bpe/data/gpt2/vocab.json",
+        "bpe/data/gpt2/merges.txt",
+    ):
         assert shipped in names, shipped
 
     venv = tmp_path / "venv"
@@ -54,12 +59,20 @@ def test_the_wheel_runs_bpe_train_from_an_empty_directory(tmp_path):
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "HYDRA_FULL_ERROR")}
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
-    where = _run([venv / "bin" / "python", "-c", "import bpe; print(bpe.__file__)"],
-                 cwd=work, env=env, timeout=120)  # fmt: skip
+    where = _run(
+        [venv / "bin" / "python", "-c", "import bpe; print(bpe.__file__)"],
+        cwd=work,
+        env=env,
+        timeout=120,
+    )
     assert Path(where.stdout.strip()).is_relative_to(venv)  # the installed copy, not the checkout
 
-    _run(["bpe-train", "vocab_size=300", "debug=fast", "analysis.gpt2_baseline=true"],
-         cwd=work, env=env, timeout=600)  # fmt: skip
+    _run(
+        ["bpe-train", "vocab_size=300", "debug=fast", "analysis.gpt2_baseline=true"],
+        cwd=work,
+        env=env,
+        timeout=600,
+    )
     (run,) = [p for p in (work / "experiments").iterdir() if _is_run(p)]
     assert run.name.endswith("_tinystories_sample_heap_v300")
     metrics = json.loads((run / "metrics.json").read_text("utf-8"))

@@ -30,10 +30,20 @@ SPECIALS = ["<|endoftext|>"]  # the default dataset's, which dataset.path= keeps
 
 def _sweep(tmp_path: Path, *overrides: str, fast: list[str] = FAST) -> tuple[str, Path]:
     proc = subprocess.run(
-        [sys.executable, "-m", "bpe.cli.train", "-m", f"experiments_dir={tmp_path}", *fast,
-         *overrides],
-        capture_output=True, text=True, cwd=ROOT, timeout=900,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "bpe.cli.train",
+            "-m",
+            f"experiments_dir={tmp_path}",
+            *fast,
+            *overrides,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=900,
+    )
     (sweep,) = (tmp_path / "sweeps").iterdir()
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stderr, sweep
@@ -56,9 +66,12 @@ def every_trainer(tmp_path_factory) -> Path:
     """One sweep: four trainers x three vocab sizes, two jobs at a time (joblib processes)."""
     tmp = tmp_path_factory.mktemp("ladder")
     _, sweep = _sweep(
-        tmp, "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
-        "trainer=naive,indexed,heap,compiled", "vocab_size=300,400,500",
-    )  # fmt: skip
+        tmp,
+        "hydra/launcher=joblib",
+        "hydra.launcher.n_jobs=2",
+        "trainer=naive,indexed,heap,compiled",
+        "vocab_size=300,400,500",
+    )
     return sweep
 
 
@@ -131,10 +144,21 @@ def test_a_failed_ladder_training_fails_every_job_of_it(tmp_path):
     bad = tmp_path / "latin1.txt"
     bad.write_bytes("caf\xe9 ".encode("latin-1") * 200)  # not UTF-8: training refuses it
     proc = subprocess.run(
-        [sys.executable, "-m", "bpe.cli.train", "-m", f"experiments_dir={tmp_path / 'exp'}",
-         "debug=fast", f"dataset.path={bad}", "vocab_size=300,400"],
-        capture_output=True, text=True, cwd=ROOT, timeout=600,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "bpe.cli.train",
+            "-m",
+            f"experiments_dir={tmp_path / 'exp'}",
+            "debug=fast",
+            f"dataset.path={bad}",
+            "vocab_size=300,400",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
     (sweep,) = (tmp_path / "exp" / "sweeps").iterdir()
     jobs = list(_jobs(sweep).values())
     assert len(jobs) == 2, proc.stderr[-3000:]
@@ -170,9 +194,12 @@ climb(plan, train, run_name="holder", run_dir=Path(sys.argv[1]))
 def test_a_lock_left_by_a_killed_training_is_taken_again(tmp_path):
     ladder = tmp_path / ".ladder" / "k"
     holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(ladder)], cwd=ROOT, stdout=subprocess.PIPE, text=True,
+        [sys.executable, "-c", HOLDER, str(ladder)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
+    )
     assert holder.stdout.readline().strip() == "training"  # it holds the lock, mid-training
     lock = json.loads((ladder / "lock").read_text("utf-8"))
     assert lock["pid"] == holder.pid
@@ -183,8 +210,9 @@ def test_a_lock_left_by_a_killed_training_is_taken_again(tmp_path):
     result = climb(
         plan,
         lambda: train_bpe_detailed(CORPUS, 400, SPECIALS, num_workers=1, rungs=(300, 400)),
-        run_name="retaker", run_dir=tmp_path,
-    )  # fmt: skip
+        run_name="retaker",
+        run_dir=tmp_path,
+    )
     assert time.monotonic() - t0 < 120
     direct = train_bpe_detailed(CORPUS, 300, SPECIALS, num_workers=1)
     assert result.merges == direct.merges and result.vocab == direct.vocab
@@ -194,7 +222,8 @@ def test_a_lock_left_by_a_killed_training_is_taken_again(tmp_path):
 
 def test_a_ladder_folder_that_cannot_be_written_names_ladder_false(tmp_path):
     (tmp_path / "blocked").write_text("a file where the ladder's folder goes", "utf-8")
-    plan = LadderPlan(directory=tmp_path / "blocked" / "k", key="k", rungs=(300, 400),
-                      vocab_size=300)  # fmt: skip
+    plan = LadderPlan(
+        directory=tmp_path / "blocked" / "k", key="k", rungs=(300, 400), vocab_size=300
+    )
     with pytest.raises(OSError, match=r"cannot write its folder .*ladder=false"):
         climb(plan, lambda: None, run_name="x", run_dir=tmp_path)

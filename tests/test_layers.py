@@ -34,15 +34,31 @@ LAYERS: dict[str, set[str]] = {
     "measures": {"text", "tokenizer", "formats", "pretokenize"},
     "encode": {"text", "tokenizer", "formats", "pretokenize"},
     "experiment": {
-        "text", "pretokenize", "trainers", "tokenizer", "formats", "training", "measures",
-        "encode", "runs",
+        "text",
+        "pretokenize",
+        "trainers",
+        "tokenizer",
+        "formats",
+        "training",
+        "measures",
+        "encode",
+        "runs",
     },
     "analysis": {"text", "runs", "measures", "tokenizer", "formats", "pretokenize"},
     "cli": {
-        "text", "pretokenize", "trainers", "tokenizer", "formats", "training", "measures",
-        "encode", "runs", "experiment", "analysis",
+        "text",
+        "pretokenize",
+        "trainers",
+        "tokenizer",
+        "formats",
+        "training",
+        "measures",
+        "encode",
+        "runs",
+        "experiment",
+        "analysis",
     },
-}  # fmt: skip
+}
 #: What may sit at the top of `bpe/` besides the layer folders (the issue: about six at most).
 TOP_LEVEL = {"__init__.py", "training.py"}
 
@@ -143,8 +159,15 @@ HEAVY_FOR_THE_TOKENIZER = ("numpy", "tiktoken", "tokenizers", "bpe.trainers", "b
 
 #: Stage 1's machinery, which the tokenizer never needs: the process pool, Dask, the corpus
 #: readers and every other module of stage 1 (the text rules it shares live in `bpe.text`).
-STAGE_ONE = ("bpe.pretokenize", "bpe.util.pool", "bpe.util.workers", "dask", "distributed",
-             "multiprocessing", "pyarrow")  # fmt: skip
+STAGE_ONE = (
+    "bpe.pretokenize",
+    "bpe.util.pool",
+    "bpe.util.workers",
+    "dask",
+    "distributed",
+    "multiprocessing",
+    "pyarrow",
+)
 
 
 def test_the_tokenizer_loads_no_trainer_numpy_exporter_or_stage_one():
@@ -164,8 +187,9 @@ def test_the_tokenizer_loads_no_trainer_numpy_exporter_or_stage_one():
 )
 def test_reading_runs_loads_no_trainer(module):
     loaded = _loaded_after(f"import {module}")
-    trainers = sorted(m for m in loaded if m in ("bpe.trainers", "bpe.training")
-                      or m.startswith("bpe.trainers."))  # fmt: skip
+    trainers = sorted(
+        m for m in loaded if m in ("bpe.trainers", "bpe.training") or m.startswith("bpe.trainers.")
+    )
     assert not trainers, f"import {module} loaded {trainers}"
     assert not [m for m in loaded if m.startswith("bpe.experiment")], module
 
@@ -207,8 +231,11 @@ def test_the_checker_sees_nested_and_relative_imports(tmp_path):
     assert "bpe.analysis.loader" in names and "bpe.training" in names
     assert not _allowed("tokenizer", layer_of("bpe.training"))
     assert imported_modules(module, "bpe.experiment.sneaky", module_level_only=True) == {
-        "typing", "typing.TYPE_CHECKING", "bpe.training", "bpe.training.TrainResult"
-    }  # fmt: skip
+        "typing",
+        "typing.TYPE_CHECKING",
+        "bpe.training",
+        "bpe.training.TrainResult",
+    }
 
 
 def test_the_table_has_no_cycle():

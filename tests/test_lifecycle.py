@@ -53,10 +53,15 @@ def test_a_sigkilled_run_reads_crashed_in_load_runs_bpe_report_and_sweep_md(tmp_
     sweep = tmp_path / "sweep"
     run = sweep / "0_owt_sample_heap_v3000"
     proc = _train(
-        "progress=false", "num_workers=1", "dataset=owt_sample", "vocab_size=3000",
-        f"hydra.run.dir={run}", f"experiments_dir={tmp_path / 'exp'}",
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        "progress=false",
+        "num_workers=1",
+        "dataset=owt_sample",
+        "vocab_size=3000",
+        f"hydra.run.dir={run}",
+        f"experiments_dir={tmp_path / 'exp'}",
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         # mid-training: pre-tokenization of the 2.5 MB sample has begun
         _wait_for(
@@ -133,17 +138,27 @@ def test_a_reused_run_dir_is_refused_before_it_is_touched(tmp_path):
     run = tmp_path / "X"
     first = subprocess.run(
         [*TRAIN, *FAST, f"hydra.run.dir={run}", f"experiments_dir={tmp_path / 'exp'}"],
-        cwd=ROOT, capture_output=True, text=True,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
         timeout=300,
-    )  # fmt: skip
+    )
     assert first.returncode == 0, first.stderr
     before = _snapshot(run)
     # a second run there (one that would fail, as in the report) must not mix with the first
     second = subprocess.run(
-        [*TRAIN, *FAST, f"dataset.path={_failing_input(tmp_path)}", f"hydra.run.dir={run}",
-         f"experiments_dir={tmp_path / 'exp'}"], cwd=ROOT,
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            *TRAIN,
+            *FAST,
+            f"dataset.path={_failing_input(tmp_path)}",
+            f"hydra.run.dir={run}",
+            f"experiments_dir={tmp_path / 'exp'}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert second.returncode == 1
     assert f"run directory {str(run)!r} is not empty" in second.stderr
     assert "metrics.json" in second.stderr and "Traceback" not in second.stderr
@@ -165,8 +180,13 @@ def test_a_run_dir_hydra_reaches_by_interpolation_is_refused_by_the_run_itself(t
     assert first.returncode == 0, first.stderr
     # Hydra rewrites its own files before any code of ours runs; everything else must stay
     kept = {k: v for k, v in _snapshot(run).items() if not k.startswith((".hydra", "train.log"))}
-    second = subprocess.run([*args, f"dataset.path={_failing_input(tmp_path)}"], cwd=ROOT,
-                            capture_output=True, text=True, timeout=300)  # fmt: skip
+    second = subprocess.run(
+        [*args, f"dataset.path={_failing_input(tmp_path)}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert second.returncode == 1
     assert "is not empty" in second.stdout + second.stderr
     after = _snapshot(run)
@@ -183,8 +203,11 @@ def _small_disk(root: Path, *, free_kb: int):
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root")
     root.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4M", "tmpfs", str(root)],
-                             capture_output=True, text=True)  # fmt: skip
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4M", "tmpfs", str(root)],
+        capture_output=True,
+        text=True,
+    )
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
     try:
@@ -206,10 +229,18 @@ def test_a_full_disk_names_the_path_and_never_leaves_a_live_or_complete_looking_
     with _small_disk(tmp_path / "disk", free_kb=free_kb) as disk:
         run = disk / "run"
         proc = subprocess.run(
-            [*TRAIN, *FAST, "analysis.max_docs=50", f"hydra.run.dir={run}",
-             f"experiments_dir={tmp_path / 'exp'}"], cwd=ROOT,
-            capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
+            [
+                *TRAIN,
+                *FAST,
+                "analysis.max_docs=50",
+                f"hydra.run.dir={run}",
+                f"experiments_dir={tmp_path / 'exp'}",
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         output = proc.stdout + proc.stderr
         assert proc.returncode == 1, output
         assert "Traceback" not in proc.stderr, proc.stderr
@@ -283,10 +314,19 @@ def test_an_input_truncated_while_stage_1_reads_it_fails_the_run(tmp_path):
     corpus.write_bytes((DATA / "owt_sample.txt").read_bytes() * 12)  # 30 MB
     exp = tmp_path / "exp"
     proc = subprocess.Popen(
-        [*TRAIN, "debug=fast", "num_workers=2", f"dataset.path={corpus}", f"experiments_dir={exp}",
-         "cache=false"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        [
+            *TRAIN,
+            "debug=fast",
+            "num_workers=2",
+            f"dataset.path={corpus}",
+            f"experiments_dir={exp}",
+            "cache=false",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         logs = list(exp.glob("2*/train.log"))

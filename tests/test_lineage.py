@@ -54,15 +54,32 @@ def test_dataset_lineage_names_the_corpus_and_heldout_bytes():
 def test_bpe_encode_writes_a_sidecar_and_load_checks_it(tok_dirs, tmp_path):
     out = tmp_path / "ids.npy"
     src = DATA / "tinystories_heldout.txt"
-    assert main(["--tokenizer", str(tok_dirs["a"]), "--input", str(src), "--out", str(out),
-                 "--num-workers", "1", "--no-progress"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "--tokenizer",
+                str(tok_dirs["a"]),
+                "--input",
+                str(src),
+                "--out",
+                str(out),
+                "--num-workers",
+                "1",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     side = json.loads(sidecar_path(out).read_text("utf-8"))
     tok = Tokenizer.from_pretrained(tok_dirs["a"])
     assert side["tokenizer"]["dir"] == str(tok_dirs["a"].resolve())
     assert side["tokenizer"]["merges_sha256"] == merges_sha256(tok.merges)
     assert side["tokenizer"]["special_tokens"] == {EOT: 0}
-    assert side["input"] == {"path": str(src.resolve()), "bytes": src.stat().st_size,
-                             "sha256": sha256_file(src)}  # fmt: skip
+    assert side["input"] == {
+        "path": str(src.resolve()),
+        "bytes": src.stat().st_size,
+        "sha256": sha256_file(src),
+    }
     assert side["dtype"] == "uint16" and side["backend"] == "python"
     assert side["command"].startswith("bpe-encode --tokenizer ")
     assert side["code"]["bpe_lab"] and "git_sha" in side["code"]
@@ -78,8 +95,7 @@ def test_load_refuses_a_mismatched_tokenizer(tok_dirs, tmp_path):
     moved = tmp_path / "tok"
     shutil.copytree(tok_dirs["a"], moved)
     out = tmp_path / "ids.npy"
-    encode_to_npy(DATA / "tinystories_heldout.txt", tok, out, num_workers=1,
-                       tokenizer_dir=moved)  # fmt: skip
+    encode_to_npy(DATA / "tinystories_heldout.txt", tok, out, num_workers=1, tokenizer_dir=moved)
     load(out)
     with pytest.raises(ValueError, match="merges sha256 .* these ids do not belong"):
         load(out, tokenizer_dir=tok_dirs["b"])
@@ -100,8 +116,14 @@ def test_load_refuses_an_untraceable_or_replaced_array(tok_dirs, tmp_path):
         load(out)
     tok = Tokenizer.from_pretrained(tok_dirs["a"])
     # an array without a sidecar is not ours: replacing it takes force
-    encode_to_npy(DATA / "tinystories_heldout.txt", tok, out, num_workers=1,
-                       tokenizer_dir=tok_dirs["a"], force=True)  # fmt: skip
+    encode_to_npy(
+        DATA / "tinystories_heldout.txt",
+        tok,
+        out,
+        num_workers=1,
+        tokenizer_dir=tok_dirs["a"],
+        force=True,
+    )
     np.save(out, np.arange(5, dtype=np.uint16))
     with pytest.raises(ValueError, match="replaced after encoding"):
         load(out)
@@ -147,8 +169,12 @@ def test_a_run_is_a_tokenizer_directory_with_lineage(tmp_path):
     transformers = pytest.importorskip("transformers")
     metrics = run_with_report(make_cfg(tmp_path))
     (run,) = run_dirs(tmp_path)
-    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-                 "tokenizer.tiktoken"):  # fmt: skip
+    for name in (
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "tokenizer.tiktoken",
+    ):
         assert (run / name).is_file(), name
     tok = Tokenizer.from_pretrained(run)
     auto = transformers.AutoTokenizer.from_pretrained(run)

@@ -104,10 +104,19 @@ def test_a_fifo_or_device_is_not_a_regular_file_not_missing(tmp_path, kind):
     else:
         path = Path("/dev/zero")
     proc = subprocess.run(
-        [sys.executable, "-m", "bpe.cli.train", "debug=fast", f"dataset.path={path}",
-         f"experiments_dir={tmp_path / 'exp'}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "bpe.cli.train",
+            "debug=fast",
+            f"dataset.path={path}",
+            f"experiments_dir={tmp_path / 'exp'}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode != 0
     assert "is not a regular file (a FIFO, socket or device)" in proc.stderr, proc.stderr[-2000:]
     assert "not found" not in proc.stderr
@@ -117,8 +126,14 @@ def test_a_corpus_folder_holding_the_experiments_directory_leaves_the_runs_out(t
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     (corpus / "a.txt").write_text(TEXT, "utf-8")
-    args = [sys.executable, "-m", "bpe.cli.train", "debug=fast", f"dataset.path={corpus}",
-            f"experiments_dir={corpus / 'experiments'}"]  # fmt: skip
+    args = [
+        sys.executable,
+        "-m",
+        "bpe.cli.train",
+        "debug=fast",
+        f"dataset.path={corpus}",
+        f"experiments_dir={corpus / 'experiments'}",
+    ]
     for _ in range(2):  # the second run finds the first's merges.txt and train.log in the folder
         proc = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr[-3000:]

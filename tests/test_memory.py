@@ -30,8 +30,12 @@ SAME_TRAINING = ["vocab_size=2000", "cache=false", "progress=false"]
 def _train(tmp: Path, *args: str) -> None:
     out = subprocess.run(
         [sys.executable, "-m", "bpe.cli.train", *args, f"experiments_dir={tmp}", *SAME_TRAINING],
-        cwd=ROOT, env=console_env(), capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        cwd=ROOT,
+        env=console_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
 
 
@@ -44,8 +48,13 @@ def test_training_memory_is_the_same_alone_and_as_the_fifth_job_of_a_joblib_swee
     _train(tmp_path / "alone")
     alone = _metrics(next((tmp_path / "alone").glob("2*/metrics.json")))
     # n_jobs=1: joblib runs the five jobs one after another in one reused process
-    _train(tmp_path / "sweep", "-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=1",
-           "seed=1,2,3,4,5")  # fmt: skip
+    _train(
+        tmp_path / "sweep",
+        "-m",
+        "hydra/launcher=joblib",
+        "hydra.launcher.n_jobs=1",
+        "seed=1,2,3,4,5",
+    )
     jobs = sorted((tmp_path / "sweep").glob("sweeps/*/*/metrics.json"))
     fifth = _metrics(next(p for p in jobs if p.parent.name.startswith("4_")))
     assert fifth["merges_sha256"] == alone["merges_sha256"]  # the same training

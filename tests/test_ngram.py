@@ -156,10 +156,19 @@ def test_fitting_and_scoring_cost_linear_time():
 def test_a_real_bpe_train_run_reports_bits_per_byte(tmp_path):
     """The defaults a user gets (bundled TinyStories sample, default workers and model)."""
     proc = subprocess.run(
-        ["bpe-train", "vocab_size=500", "progress=false", "analysis.throughput_seconds=0.05",
-         f"experiments_dir={tmp_path}"],
-        cwd=ROOT, env=console_env(), capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [
+            "bpe-train",
+            "vocab_size=500",
+            "progress=false",
+            "analysis.throughput_seconds=0.05",
+            f"experiments_dir={tmp_path}",
+        ],
+        cwd=ROOT,
+        env=console_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     run = (tmp_path / "latest").resolve()
     metrics = json.loads((run / "metrics.json").read_text("utf-8"))
@@ -177,8 +186,12 @@ def test_a_real_bpe_train_run_reports_bits_per_byte(tmp_path):
 def test_an_unsupported_order_fails_before_any_run_directory(tmp_path):
     proc = subprocess.run(
         ["bpe-train", "debug=fast", "analysis.bpb_order=7", f"experiments_dir={tmp_path}"],
-        cwd=ROOT, env=console_env(), capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        cwd=ROOT,
+        env=console_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode != 0
     assert "analysis.bpb_order=7 is not supported: use one of [3, 4, 5]" in proc.stderr
     assert not list(tmp_path.iterdir())

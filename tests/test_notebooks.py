@@ -63,8 +63,7 @@ def test_the_vocab_notebook_runs_on_a_run_with_long_tokens(tmp_path, monkeypatch
     experiments = tmp_path / "experiments"
     metrics = fast_run(corpus, experiments)
     assert max(int(k) for k in metrics["token_lengths"]) >= 128
-    _execute(ROOT / "notebooks" / "02_vocab_and_compression.py", experiments, tmp_path,
-             monkeypatch)  # fmt: skip
+    _execute(ROOT / "notebooks" / "02_vocab_and_compression.py", experiments, tmp_path, monkeypatch)
 
 
 def test_figures_leave_the_matplotlib_backend_alone():
@@ -152,9 +151,16 @@ def test_jupyterlab_opens_a_py_notebook_as_a_notebook_with_inline_figures(tmp_pa
     for var in ("JUPYTER_CONFIG_DIR", "JUPYTER_RUNTIME_DIR"):
         monkeypatch.setenv(var, str(tmp_path / var.lower()))  # no user settings leak in
     port, token = _free_port(), secrets.token_hex(16)
-    cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}",
-           "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
-           f"--ServerApp.root_dir={root}"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "jupyterlab",
+        "--no-browser",
+        f"--port={port}",
+        "--ServerApp.port_retries=0",
+        f"--IdentityProvider.token={token}",
+        f"--ServerApp.root_dir={root}",
+    ]
     if os.geteuid() == 0:
         cmd.append("--allow-root")
     log = (tmp_path / "lab.log").open("w")
@@ -175,17 +181,24 @@ def test_jupyterlab_opens_a_py_notebook_as_a_notebook_with_inline_figures(tmp_pa
         assert model["content"]["metadata"]["jupytext"]["formats"] == "ipynb,py:percent"
         notebook = nbformat.from_dict(model["content"])
         # the user's own plot next to ours: it must render too (the backend is untouched)
-        notebook.cells.append(nbformat.v4.new_code_cell(
-            "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()"
-        ))  # fmt: skip
+        notebook.cells.append(
+            nbformat.v4.new_code_cell(
+                "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()"
+            )
+        )
         nbclient.NotebookClient(
-            notebook, timeout=180, kernel_name="python3",
+            notebook,
+            timeout=180,
+            kernel_name="python3",
             resources={"metadata": {"path": root / "notebooks"}},
-        ).execute()  # fmt: skip
+        ).execute()
         pngs = [
-            k for k, cell in enumerate(notebook.cells) if cell.cell_type == "code"
-            for o in cell.outputs if "image/png" in o.get("data", {})
-        ]  # fmt: skip
+            k
+            for k, cell in enumerate(notebook.cells)
+            if cell.cell_type == "code"
+            for o in cell.outputs
+            if "image/png" in o.get("data", {})
+        ]
         assert len(set(pngs)) >= 2, "expected our figure and the user's plot as image/png"
         assert len(notebook.cells) - 1 in pngs  # the user's pyplot cell
     finally:

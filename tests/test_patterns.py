@@ -103,10 +103,36 @@ def test_splits_equal_tiktokens_on_random_unicode(text, name):
 # Letters of both cases, digits in long runs, punctuation that may lead a word, apostrophes and
 # contractions in both cases, every kind of whitespace, CJK, Cyrillic, emoji, combining marks.
 _TRICKY = list("aZé'sSdmtlvre09٣²½.,!?-+/=(「」。、") + [
-    " ", "  ", "\n", "\t", "\r", "\r\n", "\u00a0", "\u3000", "日本", "語", "Привет", "мир",
-    "🙂", "👍🏽", "e\u0301", "\u0301", "'ll", "'VE", "'Re", "x'", "1'", "''", "12345",
-    "camelCase", "HTMLParser", "DON'T", "//", "\n\n", " \n",
-]  # fmt: skip
+    " ",
+    "  ",
+    "\n",
+    "\t",
+    "\r",
+    "\r\n",
+    "\u00a0",
+    "\u3000",
+    "日本",
+    "語",
+    "Привет",
+    "мир",
+    "🙂",
+    "👍🏽",
+    "e\u0301",
+    "\u0301",
+    "'ll",
+    "'VE",
+    "'Re",
+    "x'",
+    "1'",
+    "''",
+    "12345",
+    "camelCase",
+    "HTMLParser",
+    "DON'T",
+    "//",
+    "\n\n",
+    " \n",
+]
 
 
 @settings(max_examples=300, deadline=None)

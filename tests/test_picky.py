@@ -69,9 +69,12 @@ def test_encoding_replays_what_training_left(corpus, extra, threshold):
 
 @pytest.mark.parametrize(
     ("path", "vocab_size", "threshold"),
-    [(DATA / "tinystories_sample.txt", 500, 0.9), (DATA / "owt_sample.txt", 300, 0.6),
-     (FIXTURES / "corpus.en", 450, 0.9)],
-)  # fmt: skip
+    [
+        (DATA / "tinystories_sample.txt", 500, 0.9),
+        (DATA / "owt_sample.txt", 300, 0.6),
+        (FIXTURES / "corpus.en", 450, 0.9),
+    ],
+)
 def test_naive_and_indexed_agree_on_the_bundled_samples(path, vocab_size, threshold):
     variant = picky_variant(threshold)
     naive = train_bpe_detailed(path, vocab_size, [EOT], trainer="naive", variant=variant)
@@ -89,8 +92,9 @@ def picky_variant(threshold: float):
 
 
 def test_removed_tokens_are_never_bytes_or_specials_and_their_parts_spell_them():
-    result = train_bpe_detailed(DATA / "tinystories_sample.txt", 800, [EOT], trainer="indexed",
-                                variant="picky")  # fmt: skip
+    result = train_bpe_detailed(
+        DATA / "tinystories_sample.txt", 800, [EOT], trainer="indexed", variant="picky"
+    )
     assert result.removals
     for _, token, parts in result.removals:
         assert len(token) > 1 and token != EOT.encode()
@@ -109,8 +113,9 @@ def test_the_other_trainers_refuse_picky_naming_the_trainers_that_run_it(trainer
 @pytest.mark.parametrize("threshold", [0, 1.5, -0.1])
 def test_a_threshold_outside_0_1_is_refused(threshold):
     with pytest.raises(ValueError, match=r"variant.threshold=.* must be in \(0, 1\]"):
-        train_bpe_detailed(FIXTURES / "corpus.en", 400, [EOT], trainer="indexed",
-                           variant=picky_variant(threshold))  # fmt: skip
+        train_bpe_detailed(
+            FIXTURES / "corpus.en", 400, [EOT], trainer="indexed", variant=picky_variant(threshold)
+        )
 
 
 long_pretoken = st.text(alphabet="ab", min_size=65, max_size=300).map(str.encode)
@@ -126,8 +131,9 @@ def test_long_pretokens_replay_as_short_ones_do(corpus, extra, threshold, data):
 
 
 def test_replaying_a_long_pretoken_grows_as_n_log_n():
-    result = train_bpe_detailed(FIXTURES / "corpus.en", 600, [EOT], trainer="indexed",
-                                variant=picky_variant(0.6))  # fmt: skip
+    result = train_bpe_detailed(
+        FIXTURES / "corpus.en", 600, [EOT], trainer="indexed", variant=picky_variant(0.6)
+    )
     assert result.removals
     replay = Replay(result.merges, as_removals(result.removals))
     text = (FIXTURES / "corpus.en").read_bytes().replace(b" ", b"")  # one long "word"
@@ -150,10 +156,22 @@ def picky_run(tmp_path_factory) -> Path:
     """A real `bpe-train variant=picky` run on the bundled sample, with the default workers."""
     exp = tmp_path_factory.mktemp("picky")
     proc = subprocess.run(
-        [sys.executable, "-m", "bpe.cli.train", "debug=fast", "num_workers=null",
-         "variant=picky", "trainer=indexed", "vocab_size=1000", f"experiments_dir={exp}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "bpe.cli.train",
+            "debug=fast",
+            "num_workers=null",
+            "variant=picky",
+            "trainer=indexed",
+            "vocab_size=1000",
+            f"experiments_dir={exp}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return (exp / layout.LATEST).resolve()
 
@@ -221,7 +239,6 @@ def test_bpe_encode_with_a_picky_run_falls_back_to_our_encoder(picky_run, tmp_pa
 
     tok = _loaded(picky_run)
     out = tmp_path / "ids.npy"
-    encode_to_npy(DATA / "tinystories_heldout.txt", tok, out, backend="tiktoken",
-                       num_workers=1)  # fmt: skip
+    encode_to_npy(DATA / "tinystories_heldout.txt", tok, out, backend="tiktoken", num_workers=1)
     text = (DATA / "tinystories_heldout.txt").read_text("utf-8")
     assert np.load(out).tolist() == tok.encode(text)

@@ -206,9 +206,12 @@ def test_an_input_that_changes_while_counting_is_not_cached(tmp_path, caplog):
 
     with caplog.at_level(logging.WARNING, logger="bpe.pretokenize.cache"):
         _, info, _ = pretoken_cache.pretokenize_cached(
-            corpus, [EOT], pattern=GPT2_PATTERN, cache_dir=tmp_path / "cache",
+            corpus,
+            [EOT],
+            pattern=GPT2_PATTERN,
+            cache_dir=tmp_path / "cache",
             count=count_while_appending,
-        )  # fmt: skip
+        )
     assert info.status == "miss" and info.path is None
     assert "changed while it was being pre-tokenized" in caplog.text
     assert not cache_files(tmp_path / "cache")
@@ -261,12 +264,25 @@ def test_concurrent_writers_never_expose_a_partial_file(tmp_path):
 
 def _sweep(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "bpe.cli.train", "-m", f"experiments_dir={tmp_path}",
-         f"dataset.path={DATA / 'tinystories_sample.txt'}", "progress=false",
-         "analysis.max_docs=5", "analysis.throughput_seconds=0.02",
-         "analysis.gpt2_baseline=false", *overrides],
-        capture_output=True, text=True, cwd=ROOT, timeout=600, env=console_env(),
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "bpe.cli.train",
+            "-m",
+            f"experiments_dir={tmp_path}",
+            f"dataset.path={DATA / 'tinystories_sample.txt'}",
+            "progress=false",
+            "analysis.max_docs=5",
+            "analysis.throughput_seconds=0.02",
+            "analysis.gpt2_baseline=false",
+            *overrides,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+        env=console_env(),
+    )
 
 
 def test_a_vocab_sweep_pretokenizes_once(tmp_path):
@@ -290,8 +306,11 @@ def test_a_vocab_sweep_pretokenizes_once(tmp_path):
     # the lineage reuses training's hash instead of reading the corpus again
     sha = sha256_file(DATA / "tinystories_sample.txt")
     for job in jobs:
-        assert job["lineage"]["input"] == {**job["lineage"]["input"], "sha256": sha,
-                                           "hashed_by": "training"}  # fmt: skip
+        assert job["lineage"]["input"] == {
+            **job["lineage"]["input"],
+            "sha256": sha,
+            "hashed_by": "training",
+        }
     hit_report = (job_dirs[1] / "ANALYSIS.md").read_text("utf-8")
     miss_report = (job_dirs[0] / "ANALYSIS.md").read_text("utf-8")
     assert "**cache hit**: loaded in" in hit_report and "MB/s (pretoken cache" not in hit_report

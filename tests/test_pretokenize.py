@@ -26,15 +26,26 @@ def test_gpt2_pattern_is_the_published_one():
 
 def test_iter_pretokens_splits_like_gpt2():
     assert list(iter_pretokens("I'll say   hi 2024!!\n")) == [
-        "I", "'ll", " say", "  ", " hi", " 2024", "!!", "\n",
-    ]  # fmt: skip
+        "I",
+        "'ll",
+        " say",
+        "  ",
+        " hi",
+        " 2024",
+        "!!",
+        "\n",
+    ]
 
 
 def test_special_tokens_split_longest_first():
     specials = ["<|a|>", "<|a|><|a|>"]
     assert split_on_special_tokens("x<|a|><|a|>y<|a|>", specials) == [
-        "x", "<|a|><|a|>", "y", "<|a|>", "",
-    ]  # fmt: skip
+        "x",
+        "<|a|><|a|>",
+        "y",
+        "<|a|>",
+        "",
+    ]
 
 
 def test_count_pretokens_never_crosses_or_keeps_special_tokens():

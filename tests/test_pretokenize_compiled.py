@@ -93,9 +93,12 @@ def test_its_counts_equal_count_pretokens_with_special_tokens(parts):
 
 
 BUNDLED = sorted(
-    [*(ROOT / "data").glob("*.txt"), *(ROOT / "tests" / "fixtures").glob("*.txt"),
-     ROOT / "tests" / "fixtures" / "corpus.en"]
-)  # fmt: skip
+    [
+        *(ROOT / "data").glob("*.txt"),
+        *(ROOT / "tests" / "fixtures").glob("*.txt"),
+        ROOT / "tests" / "fixtures" / "corpus.en",
+    ]
+)
 
 
 @pytest.mark.parametrize("path", BUNDLED, ids=lambda p: p.name)
@@ -111,9 +114,14 @@ def test_the_class_table_is_regex_own():
     for cp in [*rng.sample(range(0x110000), 3000), 0x20, 0x85, 0x3000, 0x1D7D9, 0x10FFFF]:
         ch = chr(cp)
         expected = (
-            3 if regex.match(r"\s", ch) else 1 if regex.match(r"\p{L}", ch)
-            else 2 if regex.match(r"\p{N}", ch) else 0
-        )  # fmt: skip
+            3
+            if regex.match(r"\s", ch)
+            else 1
+            if regex.match(r"\p{L}", ch)
+            else 2
+            if regex.match(r"\p{N}", ch)
+            else 0
+        )
         assert table[cp] == expected, hex(cp)
 
 
@@ -130,8 +138,9 @@ def test_the_engine_choice():
 def test_the_scanner_is_linear_in_the_text():
     """Many distinct pretokens (the hash table grows) and long ones (a 10^5-letter word)."""
     rng = random.Random(1)
-    words = ["".join(rng.choice("abcdefghij") for _ in range(rng.randint(1, 9)))
-             for _ in range(40_000)]  # fmt: skip
+    words = [
+        "".join(rng.choice("abcdefghij") for _ in range(rng.randint(1, 9))) for _ in range(40_000)
+    ]
     base = " ".join(words) + " " + "x" * 100_000 + "  \n" + "7" * 50_000 + " "
 
     def work(n: int) -> None:

@@ -56,8 +56,22 @@ def test_every_reader_finds_the_same_special_tokens_and_ids(dirs, kind, tmp_path
         assert tok.encode(TEXT) == reference.encode(TEXT), name
     corpus, out = tmp_path / "c.txt", tmp_path / "ids.npy"
     corpus.write_text(TEXT, encoding="utf-8")
-    assert encode_main(["--tokenizer", str(path), "--input", str(corpus), "--out", str(out),
-                        "--no-progress", "--num-workers", "1"]) == 0  # fmt: skip
+    assert (
+        encode_main(
+            [
+                "--tokenizer",
+                str(path),
+                "--input",
+                str(corpus),
+                "--out",
+                str(out),
+                "--no-progress",
+                "--num-workers",
+                "1",
+            ]
+        )
+        == 0
+    )
     assert np.load(out).tolist() == reference.encode(TEXT)
 
 
@@ -97,9 +111,12 @@ def _crafted(tmp_path, kind: str):
 
 @pytest.mark.parametrize(
     ("kind", "said"),
-    [("no_id", "added_tokens[0] needs an int 'id'"), ("dict", "added_tokens is a dict"),
-     ("nested", "nests deeper than any tokenizer file")],
-)  # fmt: skip
+    [
+        ("no_id", "added_tokens[0] needs an int 'id'"),
+        ("dict", "added_tokens is a dict"),
+        ("nested", "nests deeper than any tokenizer file"),
+    ],
+)
 def test_a_crafted_tokenizer_json_is_named_by_every_reader(tmp_path, kind, said, capsys):
     from bpe.cli.compare import main as compare_main
     from bpe.cli.encode import main as encode_main
@@ -113,8 +130,20 @@ def test_a_crafted_tokenizer_json_is_named_by_every_reader(tmp_path, kind, said,
     with pytest.raises(ValueError, match=said.replace("[", r"\[").replace("]", r"\]")):
         load_parent(str(run))
     (tmp_path / "in.txt").write_text("hello", "utf-8")
-    assert encode_main(["--tokenizer", str(run), "--input", str(tmp_path / "in.txt"),
-                        "--out", str(tmp_path / "o.npy"), "--no-progress"]) == 2  # fmt: skip
+    assert (
+        encode_main(
+            [
+                "--tokenizer",
+                str(run),
+                "--input",
+                str(tmp_path / "in.txt"),
+                "--out",
+                str(tmp_path / "o.npy"),
+                "--no-progress",
+            ]
+        )
+        == 2
+    )
     calls = (
         lambda: show_main([str(run), "hello"]),
         lambda: compare_main([str(run), str(run), "--out", str(tmp_path / "c")]),

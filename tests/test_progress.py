@@ -32,9 +32,13 @@ def test_a_stage_without_ticks_still_logs_a_heartbeat_every_interval(caplog):
     logger = logging.getLogger("bpe.test_progress")
     with caplog.at_level(logging.INFO, logger="bpe.test_progress"):
         with Progress(
-            "stage 3 (select and merge)", total=100, unit="merge", logger=logger,
-            waiting="stage 2 (count pairs)", interval=INTERVAL,
-        ) as meter:  # fmt: skip
+            "stage 3 (select and merge)",
+            total=100,
+            unit="merge",
+            logger=logger,
+            waiting="stage 2 (count pairs)",
+            interval=INTERVAL,
+        ) as meter:
             time.sleep(10 * INTERVAL)  # stage 2: no tick at all
             for _ in range(40):
                 meter.update()

@@ -105,8 +105,12 @@ def test_reading_a_large_shard_stays_within_a_block(big_files, name, pool):
     env = {**os.environ, **({"ARROW_DEFAULT_MEMORY_POOL": pool} if pool else {})}
     proc = subprocess.run(
         [sys.executable, "-c", READER, str(path), EOT, str(BLOCK), str(decompressed)],
-        capture_output=True, text=True, cwd=ROOT, timeout=120, env=env,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     got = json.loads(proc.stdout)
     assert got["text"] >= TEXT_BYTES  # every document was read

@@ -100,8 +100,18 @@ def corpora(tmp_path_factory) -> dict[str, object]:
     return out
 
 
-FORMATS = ["txt.gz", "txt.xz", "txt.bz2", "jsonl", "jsonl.zst", "jsonl.gz", "parquet",
-           "directory", "glob", "list"]  # fmt: skip
+FORMATS = [
+    "txt.gz",
+    "txt.xz",
+    "txt.bz2",
+    "jsonl",
+    "jsonl.zst",
+    "jsonl.gz",
+    "parquet",
+    "directory",
+    "glob",
+    "list",
+]
 
 
 @pytest.mark.parametrize("name", FORMATS)
@@ -228,8 +238,11 @@ def test_the_pretoken_cache_keys_every_shard(corpora, tmp_path):
 def test_a_json_line_without_the_field_names_the_line(tmp_path):
     path = tmp_path / "bad.jsonl"
     path.write_text('{"text": "ok"}\n{"body": "no"}\n', encoding="utf-8")
-    with pytest.raises(ValueError, match=r"bad.jsonl.*line at byte 15 has no field 'text' "
-                       r"\(found: \['body'\]\); set dataset.text_field"):  # fmt: skip
+    with pytest.raises(
+        ValueError,
+        match=r"bad.jsonl.*line at byte 15 has no field 'text' "
+        r"\(found: \['body'\]\); set dataset.text_field",
+    ):
         pretokenize(resolve_source(path), [EOT])
 
 
@@ -260,8 +273,11 @@ def test_a_truncated_zstd_names_the_file(tmp_path):
 def test_invalid_utf8_in_a_compressed_stream_names_the_offset(tmp_path):
     path = tmp_path / "bad.txt.gz"
     path.write_bytes(gzip.compress(b"hello \xff world"))
-    with pytest.raises(ValueError, match=r"bad.txt.gz' is not valid UTF-8.*decompressed byte "
-                       r"offset 6"):  # fmt: skip
+    with pytest.raises(
+        ValueError,
+        match=r"bad.txt.gz' is not valid UTF-8.*decompressed byte "
+        r"offset 6",
+    ):
         pretokenize(resolve_source(path), [EOT])
 
 
@@ -329,8 +345,14 @@ def test_dask_counts_parquet_row_groups_as_tasks(corpora, tmp_path):
 
 # -- bpe-train ---------------------------------------------------------------------------------
 
-FAST = ["progress=false", "num_workers=1", "analysis.max_docs=5", "vocab_size=300",
-        "analysis.throughput_seconds=0.02", "analysis.gpt2_baseline=false"]  # fmt: skip
+FAST = [
+    "progress=false",
+    "num_workers=1",
+    "analysis.max_docs=5",
+    "vocab_size=300",
+    "analysis.throughput_seconds=0.02",
+    "analysis.gpt2_baseline=false",
+]
 
 
 def _bpe_train(tmp_path: Path, *overrides: str) -> Path:
@@ -340,10 +362,19 @@ def _bpe_train(tmp_path: Path, *overrides: str) -> Path:
     from tests.conftest import ROOT
 
     proc = subprocess.run(
-        [sys.executable, "-m", "bpe.cli.train", f"experiments_dir={tmp_path / 'exp'}", *FAST,
-         *overrides],
-        capture_output=True, text=True, cwd=ROOT, timeout=600,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "bpe.cli.train",
+            f"experiments_dir={tmp_path / 'exp'}",
+            *FAST,
+            *overrides,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     runs = (tmp_path / "exp").iterdir()
     (run,) = [p for p in runs if not p.is_symlink() and (p / "metrics.json").is_file()]
@@ -379,8 +410,12 @@ def test_bpe_train_on_a_folder_of_parquet_shards(tmp_path):
 def test_bpe_train_glob_with_a_jsonl_zst_heldout(tmp_path):
     folder = parquet_shards(tmp_path / "shards", sample_docs(60), shards=2)
     held = write_jsonl(tmp_path / "held.jsonl.zst", sample_docs(70)[60:])
-    run = _bpe_train(tmp_path, f"dataset.path={folder}/*.parquet", f"dataset.heldout_path={held}",
-                     "dataset=owt_sample")  # fmt: skip
+    run = _bpe_train(
+        tmp_path,
+        f"dataset.path={folder}/*.parquet",
+        f"dataset.heldout_path={held}",
+        "dataset=owt_sample",
+    )
     metrics = json.loads((run / "metrics.json").read_text("utf-8"))
     assert metrics["compression"]["own"]["source"] == "heldout"
     assert metrics["compression"]["own"]["docs"] == 5
@@ -411,8 +446,17 @@ def test_bpe_encode_of_shards_gives_the_ids_of_the_text_file(corpora, tmp_path):
     run = tmp_path / "run"
     tok.save_pretrained(run)
     out = tmp_path / "cli.npy"
-    code = bpe_encode(["--tokenizer", str(run), "--input", str(corpora["directory"]),
-                       "--out", str(out), "--no-progress"])  # fmt: skip
+    code = bpe_encode(
+        [
+            "--tokenizer",
+            str(run),
+            "--input",
+            str(corpora["directory"]),
+            "--out",
+            str(out),
+            "--no-progress",
+        ]
+    )
     assert code == 0 and np.array_equal(np.load(out), expected)
     sidecar = json.loads((tmp_path / "cli.npy.json").read_text("utf-8"))
     assert len(sidecar["input"]["files"]) == 3 and sidecar["input"]["separator"] == EOT
@@ -443,15 +487,19 @@ def test_an_unreachable_hub_fails_fast_naming_the_fixes(tmp_path):
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = {**os.environ, "HF_ENDPOINT": f"http://127.0.0.1:{port}",
-           "HF_HUB_CACHE": str(tmp_path / "hub")}  # fmt: skip
+    env = {
+        **os.environ,
+        "HF_ENDPOINT": f"http://127.0.0.1:{port}",
+        "HF_HUB_CACHE": str(tmp_path / "hub"),
+    }
     code = (
         "import yaml; from bpe.pretokenize.datasets import load_named\n"
         "load_named('fineweb_edu_10bt').check()\n"
     )
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-                          env=env, timeout=120)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120
+    )
     assert time.perf_counter() - t0 < 30
     assert proc.returncode != 0
     assert "ConnectionError: cannot fetch 'sample/10BT/*.parquet' of the Hub dataset " in (
@@ -477,8 +525,13 @@ def test_bpe_train_reads_text_field_and_takes_a_prefix_of_files(tmp_path):
     folder.mkdir()
     write_jsonl(folder / "a.jsonl", sample_docs(20), field="body")
     write_jsonl(folder / "b.jsonl", sample_docs(40)[20:], field="body")
-    run = _bpe_train(tmp_path, f"dataset.path={folder}", "dataset.text_field=body",
-                     "dataset.max_files=1", "dataset=owt_sample")  # fmt: skip
+    run = _bpe_train(
+        tmp_path,
+        f"dataset.path={folder}",
+        "dataset.text_field=body",
+        "dataset.max_files=1",
+        "dataset=owt_sample",
+    )
     metrics = json.loads((run / "metrics.json").read_text("utf-8"))
     source = metrics["lineage"]["input"]
     held = metrics["compression"]["own"]["heldout_docs"]  # the last records of a.jsonl

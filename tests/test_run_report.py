@@ -122,11 +122,13 @@ def test_the_time_sentence_names_the_pretokenization_backend():
     metrics = json.loads((RUN / "metrics.json").read_text("utf-8"))
     assert "backend" not in render_analysis(RunFacts(metrics=metrics))  # older runs: as before
     for backend, expected in [
-        ({"name": "dask", "scheduler": "LocalCluster(2)"}, "dask backend on LocalCluster(2), "
-         "cluster start included)."),
+        (
+            {"name": "dask", "scheduler": "LocalCluster(2)"},
+            "dask backend on LocalCluster(2), cluster start included).",
+        ),
         ({"name": "dask", "scheduler": "tcp://head:8786"}, "dask backend on tcp://head:8786)."),
         ({"name": "processes", "scheduler": None}, "worker(s), processes backend)."),
-    ]:  # fmt: skip
+    ]:
         text = render_analysis(RunFacts(metrics={**metrics, "backend": backend}))
         assert expected in text
 
@@ -138,10 +140,20 @@ def test_a_variant_run_lists_the_plain_run_on_its_input_as_differing_by_design(t
     corpus = FIXTURES / "corpus.en"
     for variant in ("bpe", "superbpe"):
         proc = subprocess.run(
-            [sys.executable, "-m", "bpe.cli.train", "debug=fast", f"dataset.path={corpus}",
-             f"experiments_dir={tmp_path}", f"variant={variant}"],
-            cwd=ROOT, capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "bpe.cli.train",
+                "debug=fast",
+                f"dataset.path={corpus}",
+                f"experiments_dir={tmp_path}",
+                f"variant={variant}",
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert proc.returncode == 0, proc.stderr[-2000:]
     (superbpe,) = [p for p in tmp_path.glob("2*_superbpe_*") if p.is_dir()]
     text = (superbpe / "ANALYSIS.md").read_text("utf-8")

@@ -30,10 +30,19 @@ READERS = ["bpe/analysis", "bpe/cli"]
 def run(tmp_path_factory) -> Path:
     exp = tmp_path_factory.mktemp("contract")
     proc = subprocess.run(
-        [sys.executable, "-m", "bpe.cli.train", "debug=fast", "progress=false",
-         f"experiments_dir={exp}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "bpe.cli.train",
+            "debug=fast",
+            "progress=false",
+            f"experiments_dir={exp}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return (exp / layout.LATEST).resolve()
 
@@ -50,10 +59,20 @@ def test_every_key_a_reader_uses_is_in_a_real_run(run):
 def test_a_compiling_trainers_run_holds_its_compile_keys(tmp_path):
     """The keys only `trainer=compiled` runs have (`always=False`), against a real one."""
     proc = subprocess.run(
-        [sys.executable, "-m", "bpe.cli.train", "debug=fast", "progress=false",
-         "trainer=compiled", f"experiments_dir={tmp_path}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "bpe.cli.train",
+            "debug=fast",
+            "progress=false",
+            "trainer=compiled",
+            f"experiments_dir={tmp_path}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     metrics = json.loads((tmp_path / layout.LATEST / layout.METRICS_FILE).read_text("utf-8"))
     for k in (schema.COMPILE_SECONDS, schema.COMPILE_CACHED):
@@ -74,11 +93,23 @@ def test_a_vocab_ladder_runs_hold_its_ladder_keys(tmp_path):
 
     corpus = ROOT / "tests" / "fixtures" / "tinystories_sample.txt"  # 6 documents
     proc = subprocess.run(
-        [sys.executable, "-m", "bpe.cli.train", "-m", "debug=fast", "progress=false",
-         f"dataset.path={corpus}", "dataset.heldout_fraction=0.3", "vocab_size=270,280",
-         f"experiments_dir={tmp_path}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "bpe.cli.train",
+            "-m",
+            "debug=fast",
+            "progress=false",
+            f"dataset.path={corpus}",
+            "dataset.heldout_fraction=0.3",
+            "vocab_size=270,280",
+            f"experiments_dir={tmp_path}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     (sweep,) = (tmp_path / "sweeps").iterdir()
     for job in sorted(sweep.glob("*/" + layout.METRICS_FILE)):
@@ -109,8 +140,13 @@ def test_a_vocab_ladder_runs_hold_its_ladder_keys(tmp_path):
 
 def test_bits_per_byte_is_read_back_as_numbers(run):
     metrics = json.loads((run / layout.METRICS_FILE).read_text("utf-8"))
-    for k in (schema.BITS_PER_BYTE, schema.UNIGRAM_BITS_PER_BYTE, schema.OTHER_BITS_PER_BYTE,
-              schema.BITS_PER_BYTE_MIN, schema.BITS_PER_BYTE_MAX):  # fmt: skip
+    for k in (
+        schema.BITS_PER_BYTE,
+        schema.UNIGRAM_BITS_PER_BYTE,
+        schema.OTHER_BITS_PER_BYTE,
+        schema.BITS_PER_BYTE_MIN,
+        schema.BITS_PER_BYTE_MAX,
+    ):
         assert isinstance(schema.get(metrics, k), float) and schema.get(metrics, k) > 0, k
     assert schema.get(metrics, schema.BPB_ORDER) == 3
 
@@ -139,9 +175,10 @@ def test_the_loader_reads_a_real_run_without_warnings(run):
 def test_the_tidy_columns_come_from_the_schema():
     columns = {k.column for k in schema.KEYS.values()}
     hand_typed = {
-        name: source for name, source in TIDY_COLUMNS.items()
+        name: source
+        for name, source in TIDY_COLUMNS.items()
         if source is not None and source.startswith("metrics.") and source not in columns
-    }  # fmt: skip
+    }
     assert not hand_typed, f"name these through bpe.runs.schema: {hand_typed}"
 
 
@@ -155,15 +192,17 @@ def _string_constants(path: Path) -> list[tuple[int, str]]:
         id(node.body[0].value)
         for node in ast.walk(tree)
         if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
-        and node.body and isinstance(node.body[0], ast.Expr)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
         and isinstance(node.body[0].value, ast.Constant)
-    }  # fmt: skip
+    }
     return [
         (node.lineno, node.value)
         for node in ast.walk(tree)
-        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
         and id(node) not in docstrings
-    ]  # fmt: skip
+    ]
 
 
 @pytest.mark.parametrize("package", READERS)

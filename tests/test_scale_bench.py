@@ -153,8 +153,11 @@ def test_quick_benchmark_writes_results_and_report(tmp_path):
     results = json.loads((out_dir / "scale" / "results.json").read_text(encoding="utf-8"))
     runs = results["runs"]
     assert sorted((r["impl"], r["size"]) for r in runs) == [
-        ("hf", "1M"), ("hf", "256K"), ("ours", "1M"), ("ours", "256K"),
-    ]  # fmt: skip
+        ("hf", "1M"),
+        ("hf", "256K"),
+        ("ours", "1M"),
+        ("ours", "256K"),
+    ]
     for run in runs:
         assert run["merges"] == 300 - 257  # both count the special token and the 256 bytes
         assert run["peak_tree_mb"] > 0 and run["ru_maxrss_mb"] > 0 and run["seconds"] > 0

@@ -302,8 +302,12 @@ def test_script_runs_with_its_smallest_settings(script, tmp_path):
         ]
         proc = subprocess.run(
             [sys.executable, str(SCRIPTS / script), *argv],
-            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert proc.returncode == 0, (
             f"{script} {argv}: exit {proc.returncode}\n{proc.stderr[-3000:]}"
         )

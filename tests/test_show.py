@@ -73,6 +73,8 @@ def test_terminal_gets_colours_and_a_pipe_gets_brackets():
 def test_missing_directory_is_an_error(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "bpe.cli.show", str(tmp_path), "x"],
-        capture_output=True, text=True, cwd=ROOT,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert proc.returncode == 2 and "neither a run directory" in proc.stderr

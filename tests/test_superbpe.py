@@ -25,16 +25,31 @@ HELDOUT = (DATA / "tinystories_heldout.txt").read_text("utf-8")[:40_000]
 @pytest.fixture(scope="module")
 def superbpe():
     return train_bpe_detailed(
-        DATA / "tinystories_sample.txt", 700, [EOT], trainer="heap", num_workers=1,
+        DATA / "tinystories_sample.txt",
+        700,
+        [EOT],
+        trainer="heap",
+        num_workers=1,
         variant=Variant("superbpe", transition_vocab=600),
-    )  # fmt: skip
+    )
 
 
 def test_the_stage_two_pattern_joins_words_but_not_across_punctuation_or_digits():
-    pieces = find_pretokens("Once upon a time, there was a little girl. She had 12345 toys\n",
-                            STAGE_TWO_PATTERN)  # fmt: skip
-    assert pieces == ["Once upon a time", ",", " there was a little", " girl", ".", " She had",
-                      " 12", "345", " toys", "\n"]  # fmt: skip
+    pieces = find_pretokens(
+        "Once upon a time, there was a little girl. She had 12345 toys\n", STAGE_TWO_PATTERN
+    )
+    assert pieces == [
+        "Once upon a time",
+        ",",
+        " there was a little",
+        " girl",
+        ".",
+        " She had",
+        " 12",
+        "345",
+        " toys",
+        "\n",
+    ]
     assert pattern_name(STAGE_TWO_PATTERN) == "superbpe_stage_two"
     # at most four words in a pretoken, so no superword spans more
     assert all(len(p.split()) <= 4 for p in find_pretokens(HELDOUT, STAGE_TWO_PATTERN))
@@ -42,8 +57,9 @@ def test_the_stage_two_pattern_joins_words_but_not_across_punctuation_or_digits(
 
 def test_stage_one_is_a_plain_run_to_the_transition_size(trainer_name):
     variant = Variant("superbpe", transition_vocab=330)
-    sup = train_bpe_detailed(FIXTURES / "corpus.en", 360, [EOT], trainer=trainer_name,
-                             variant=variant)  # fmt: skip
+    sup = train_bpe_detailed(
+        FIXTURES / "corpus.en", 360, [EOT], trainer=trainer_name, variant=variant
+    )
     plain = train_bpe_detailed(FIXTURES / "corpus.en", 330, [EOT], trainer=trainer_name)
     assert sup.merges[: len(plain.merges)] == plain.merges
     assert {i: sup.vocab[i] for i in plain.vocab} == plain.vocab
@@ -53,8 +69,10 @@ def test_stage_one_is_a_plain_run_to_the_transition_size(trainer_name):
 
 def test_every_trainer_learns_the_same_superwords():
     variant = Variant("superbpe", transition_vocab=330)
-    runs = [train_bpe_detailed(FIXTURES / "corpus.en", 380, [EOT], trainer=t, variant=variant)
-            for t in TRAINERS]  # fmt: skip
+    runs = [
+        train_bpe_detailed(FIXTURES / "corpus.en", 380, [EOT], trainer=t, variant=variant)
+        for t in TRAINERS
+    ]
     assert all(run.merges == runs[0].merges for run in runs)
 
 
@@ -85,8 +103,9 @@ def test_bad_transition_sizes_are_refused():
         with pytest.raises(ValueError, match=r"variant.transition_vocab=\d+ must lie between"):
             train_bpe_detailed(FIXTURES / "corpus.en", 700, [EOT], variant=variant)
     with pytest.raises(ValueError, match="cannot continue a parent"):
-        train_bpe_detailed(FIXTURES / "corpus.en", 700, [EOT], variant="superbpe",
-                           init_from=DATA / "gpt2")  # fmt: skip
+        train_bpe_detailed(
+            FIXTURES / "corpus.en", 700, [EOT], variant="superbpe", init_from=DATA / "gpt2"
+        )
 
 
 @pytest.fixture(scope="module")
@@ -94,10 +113,21 @@ def superbpe_run(tmp_path_factory) -> Path:
     """A real `bpe-train variant=superbpe` run on the bundled sample (default workers)."""
     exp = tmp_path_factory.mktemp("superbpe")
     proc = subprocess.run(
-        [sys.executable, "-m", "bpe.cli.train", "debug=fast", "num_workers=null",
-         "variant=superbpe", "vocab_size=600", f"experiments_dir={exp}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "bpe.cli.train",
+            "debug=fast",
+            "num_workers=null",
+            "variant=superbpe",
+            "vocab_size=600",
+            f"experiments_dir={exp}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return (exp / layout.LATEST).resolve()
 

@@ -20,10 +20,20 @@ def _sweep(
     tmp_path: Path, *overrides: str, fast: list[str] = FAST
 ) -> tuple[subprocess.CompletedProcess, Path]:
     proc = subprocess.run(
-        [sys.executable, "-m", "bpe.cli.train", "-m", f"experiments_dir={tmp_path}", *fast,
-        *overrides],
-        capture_output=True, text=True, cwd=ROOT, timeout=600,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "bpe.cli.train",
+            "-m",
+            f"experiments_dir={tmp_path}",
+            *fast,
+            *overrides,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
     sweeps = list((tmp_path / "sweeps").iterdir()) if (tmp_path / "sweeps").is_dir() else []
     assert len(sweeps) == 1, proc.stderr
     return proc, sweeps[0]
@@ -79,8 +89,12 @@ def test_a_failing_job_does_not_stop_the_sweep_and_is_reported(tmp_path):
 def test_a_bad_value_in_a_sweep_fails_it_before_any_job_runs(tmp_path, values, message):
     proc = subprocess.run(
         ["bpe-train", "-m", f"experiments_dir={tmp_path}", *FAST, "trainer=heap", values],
-        capture_output=True, text=True, cwd=ROOT, timeout=300, env=console_env(),
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+        env=console_env(),
+    )
     assert proc.returncode == 2 and proc.stdout == ""
     (line,) = proc.stderr.splitlines()
     assert line.startswith(f"bpe-train: error: {message}")
@@ -91,9 +105,13 @@ def test_joblib_launcher_runs_jobs_in_parallel_processes(tmp_path):
     # The default num_workers and the bundled 3 MB sample: big enough for worker processes.
     defaults = ["debug=fast", "num_workers=null"]
     proc, sweep = _sweep(
-        tmp_path, "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "trainer=indexed,heap",
-        "vocab_size=300", fast=defaults,
-    )  # fmt: skip
+        tmp_path,
+        "hydra/launcher=joblib",
+        "hydra.launcher.n_jobs=2",
+        "trainer=indexed,heap",
+        "vocab_size=300",
+        fast=defaults,
+    )
     assert proc.returncode == 0, proc.stderr
     jobs = sorted(p for p in sweep.iterdir() if (p / "metrics.json").is_file())
     assert [_status(j) for j in jobs] == ["complete", "complete"]
@@ -117,11 +135,16 @@ def test_sweep_md_names_the_backend_and_flags_a_mix():
     from bpe.analysis.sweep import backend_note
 
     assert backend_note(pd.DataFrame({"metrics.run.trainer": ["heap"]})) is None  # older jobs
-    same = pd.DataFrame({"metrics.backend.name": ["processes"] * 2,
-                         "metrics.backend.scheduler": [None, None]})  # fmt: skip
+    same = pd.DataFrame(
+        {"metrics.backend.name": ["processes"] * 2, "metrics.backend.scheduler": [None, None]}
+    )
     assert backend_note(same) == "*Pre-tokenization backend: processes in every job.*"
-    mixed = pd.DataFrame({"metrics.backend.name": ["processes", "dask"],
-                          "metrics.backend.scheduler": [None, "tcp://head:8786"]})  # fmt: skip
+    mixed = pd.DataFrame(
+        {
+            "metrics.backend.name": ["processes", "dask"],
+            "metrics.backend.scheduler": [None, "tcp://head:8786"],
+        }
+    )
     note = backend_note(mixed)
     assert "differ between jobs" in note and "dask on tcp://head:8786, processes" in note
 

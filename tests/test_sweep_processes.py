@@ -22,9 +22,11 @@ from bpe.util.workers import default_num_workers, fair_share
 from tests.conftest import DATA, ROOT, late_bad_utf8, sigint_as_in_a_terminal
 
 QUICK = [
-    "progress=false", "analysis.max_docs=5", "analysis.throughput_seconds=0.02",
+    "progress=false",
+    "analysis.max_docs=5",
+    "analysis.throughput_seconds=0.02",
     "analysis.gpt2_baseline=false",
-]  # fmt: skip
+]
 
 
 class Sweep:
@@ -33,12 +35,23 @@ class Sweep:
     def __init__(self, tmp_path: Path, *overrides: str, launcher: str = "joblib") -> None:
         self.tmp_path = tmp_path
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bpe.cli.train", "-m", f"experiments_dir={tmp_path}",
-             *QUICK, f"hydra/launcher={launcher}", *overrides],
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            [
+                sys.executable,
+                "-m",
+                "bpe.cli.train",
+                "-m",
+                f"experiments_dir={tmp_path}",
+                *QUICK,
+                f"hydra/launcher={launcher}",
+                *overrides,
+            ],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
             start_new_session=True,  # its own process group, as a shell gives a command
             preexec_fn=sigint_as_in_a_terminal,
-        )  # fmt: skip
+        )
         self.seen: dict[int, psutil.Process] = {}
 
     def poll_children(self) -> list[psutil.Process]:
@@ -162,9 +175,12 @@ def _cmd(p: psutil.Process) -> list[str]:
 @pytest.mark.skipif(default_num_workers() < 2, reason="needs 2 usable CPUs for 2 workers")
 def test_ctrl_c_during_a_joblib_sweep_leaves_nothing_running(tmp_path, corpus_20mb):
     sweep = Sweep(
-        tmp_path, "trainer=indexed,heap", "vocab_size=300", "hydra.launcher.n_jobs=1",
+        tmp_path,
+        "trainer=indexed,heap",
+        "vocab_size=300",
+        "hydra.launcher.n_jobs=1",
         f"dataset.path={corpus_20mb}",
-    )  # fmt: skip
+    )
     assert sweep.wait(timeout=120, until=_chunk_workers_running) is None
     os.killpg(sweep.proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
     sweep.wait(timeout=60)
@@ -199,9 +215,12 @@ def test_a_killed_joblib_job_ends_the_sweep_with_sweep_md_and_a_non_zero_exit(
     """kill -9 of a job's process: loky stops the jobs beside it; the sweep still writes
     SWEEP.md, says in one line which jobs did not complete, and exits 1, leaving nothing."""
     sweep = Sweep(
-        tmp_path, "trainer=indexed,heap", "vocab_size=300", "hydra.launcher.n_jobs=2",
+        tmp_path,
+        "trainer=indexed,heap",
+        "vocab_size=300",
+        "hydra.launcher.n_jobs=2",
         f"dataset.path={corpus_20mb}",
-    )  # fmt: skip
+    )
     assert sweep.wait(timeout=120, until=lambda s: _job_running(s) is not None) is None
     victim = _job_running(sweep)
     os.kill(victim["process"]["pid"], signal.SIGKILL)

@@ -140,9 +140,12 @@ def test_a_killed_submitit_job_ends_the_sweep_with_an_error_and_leaves_nothing(
 ):
     """What SLURM does to a job past its time or memory: SIGKILL, no chance to record it."""
     sweep = Sweep(
-        tmp_path, "trainer=indexed,heap", "vocab_size=300", f"dataset.path={corpus_20mb}",
+        tmp_path,
+        "trainer=indexed,heap",
+        "vocab_size=300",
+        f"dataset.path={corpus_20mb}",
         launcher="submitit_local",
-    )  # fmt: skip
+    )
     assert sweep.wait(timeout=120, until=lambda s: _running_job(s) is not None) is None
     victim = _running_job(sweep)
     os.kill(victim["process"]["pid"], signal.SIGKILL)

@@ -91,8 +91,7 @@ def test_kernel_follows_rank_then_leftmost_on_any_merge_order():
     """Merges whose results merge at a lower rank, and a pair listed twice: still the scan's."""
     vocab = {i: bytes([i]) for i in range(256)}
     vocab |= {256: b"bc", 257: b"ab", 258: b"aa", 259: b"abc", 260: b"aaaa"}
-    merges = [(b"ab", b"c"), (b"b", b"c"), (b"a", b"b"), (b"aa", b"aa"), (b"a", b"a"),
-              (b"a", b"b")]  # fmt: skip
+    merges = [(b"ab", b"c"), (b"b", b"c"), (b"a", b"b"), (b"aa", b"aa"), (b"a", b"a"), (b"a", b"b")]
     python = Tokenizer(vocab, merges, merge_backend="python")
     compiled = Tokenizer(vocab, merges, merge_backend="compiled")
     for text in ("abc", "aaa", "aaaa", "aaaaaaa", "abcabc", "a" * 100 + "bc" * 50, "ab" * 99):

@@ -26,9 +26,12 @@ from tests.conftest import FIXTURES, ROOT
 mlflow = pytest.importorskip("mlflow")
 
 QUICK = [
-    "progress=false", "analysis.max_docs=5", "analysis.throughput_seconds=0.02",
-    "analysis.gpt2_baseline=false", f"dataset.path={FIXTURES / 'corpus.en'}",
-]  # fmt: skip
+    "progress=false",
+    "analysis.max_docs=5",
+    "analysis.throughput_seconds=0.02",
+    "analysis.gpt2_baseline=false",
+    f"dataset.path={FIXTURES / 'corpus.en'}",
+]
 FAILED_RUN = FIXTURES / "experiments" / "2026-11-22_14-53-29_151839_tinystories_sample_heap_v10"
 
 
@@ -57,10 +60,23 @@ def sweep(tmp_path_factory) -> Path:
     """A 2-job sweep logged to MLflow by the callback; returns the experiments directory."""
     experiments = tmp_path_factory.mktemp("experiments")
     proc = subprocess.run(
-        [sys.executable, "-m", "bpe.cli.train", "-m", "hydra/callbacks=mlflow",
-         "trainer=indexed,heap", "vocab_size=300", f"experiments_dir={experiments}", *QUICK],
-        cwd=ROOT, capture_output=True, text=True, timeout=600, env=_env(),
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "bpe.cli.train",
+            "-m",
+            "hydra/callbacks=mlflow",
+            "trainer=indexed,heap",
+            "vocab_size=300",
+            f"experiments_dir={experiments}",
+            *QUICK,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=_env(),
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return experiments
 
@@ -76,9 +92,13 @@ def test_sweep_is_logged_and_queried_back(sweep, monkeypatch):
     assert set(runs["params.num_workers"]) == {"null"}  # the default: every CPU
     for column in ("params.workers", "params.profiler", "params.analysis.max_docs"):
         assert runs[column].notna().all(), column
-    for column in ("metrics.timings.merge",
-                   "metrics.memory.peak_mb", "metrics.compression.own.ratio",
-                   "metrics.throughput.bytes_per_second", "metrics.counts.merges"):  # fmt: skip
+    for column in (
+        "metrics.timings.merge",
+        "metrics.memory.peak_mb",
+        "metrics.compression.own.ratio",
+        "metrics.throughput.bytes_per_second",
+        "metrics.counts.merges",
+    ):
         assert (runs[column] > 0).all(), column
     # one after another on one corpus: the second job loads the first's pretoken counts, and a
     # load is never logged as a pre-tokenization time
@@ -113,10 +133,22 @@ def test_failed_single_run_is_logged_failed(tmp_path, monkeypatch):
     bad = tmp_path / "bad.txt"  # config-valid, so the run starts, then fails in training
     bad.write_bytes(b"hello \xff\xfe world<|endoftext|>\n")
     proc = subprocess.run(
-        [sys.executable, "-m", "bpe.cli.train", "hydra/callbacks=mlflow", "vocab_size=300",
-         f"experiments_dir={tmp_path}", *QUICK, f"dataset.path={bad}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=600, env=_env(),
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "bpe.cli.train",
+            "hydra/callbacks=mlflow",
+            "vocab_size=300",
+            f"experiments_dir={tmp_path}",
+            *QUICK,
+            f"dataset.path={bad}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=_env(),
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     runs = _search_runs(monkeypatch, f"sqlite:///{tmp_path / 'mlflow.db'}")
     (run,) = runs.to_dict("records")
@@ -131,10 +163,22 @@ def test_cli_logs_an_existing_run_and_leaves_it_untouched(tmp_path):
     before = _digests(run_dir)
     uri = f"sqlite:///{tmp_path / 'store.db'}"
     proc = subprocess.run(
-        [sys.executable, "-m", "bpe.analysis.tracking", str(run_dir), "--tracking-uri", uri,
-         "--experiment-name", "by-hand"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300, env=_env(),
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "bpe.analysis.tracking",
+            str(run_dir),
+            "--tracking-uri",
+            uri,
+            "--experiment-name",
+            "by-hand",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=_env(),
+    )
     assert proc.returncode == 0, proc.stderr
     assert _digests(run_dir) == before, "the tracker only reads run directories"
     client = mlflow.MlflowClient(tracking_uri=uri)
@@ -157,8 +201,10 @@ def test_run_record_reads_a_run_directory_without_mlflow():
     assert "memory.timeline" not in " ".join(record.metrics)
     assert record.start_ms is not None and record.end_ms - record.start_ms == 2500
     assert {(p.name, folder) for p, folder in record.artifacts} >= {
-        ("metrics.json", None), ("vocab.json", "tokenizer"), ("merges.txt", "tokenizer"),
-    }  # fmt: skip
+        ("metrics.json", None),
+        ("vocab.json", "tokenizer"),
+        ("merges.txt", "tokenizer"),
+    }
 
 
 def test_run_record_names_a_missing_directory(tmp_path):
@@ -189,10 +235,21 @@ def _expected(run_dir: Path) -> tuple[dict, dict]:
     run = metrics["run"]
     params = {
         key: _as_param(run[key])
-        for key in ("dataset", "input_name", "input_path", "pretokenizer", "trainer",
-                    "vocab_size", "init_from", "profiler", "num_workers", "seed",
-                    "special_tokens", "command")
-    }  # fmt: skip
+        for key in (
+            "dataset",
+            "input_name",
+            "input_path",
+            "pretokenizer",
+            "trainer",
+            "vocab_size",
+            "init_from",
+            "profiler",
+            "num_workers",
+            "seed",
+            "special_tokens",
+            "command",
+        )
+    }
     params["workers"] = _as_param(metrics["counts"]["workers"])
     params |= {f"analysis.{k}": _as_param(v) for k, v in config["analysis"].items()}
     params |= {f"launcher.{k}": _as_param(v) for k, v in run["launcher"].items() if v is not None}
@@ -252,11 +309,22 @@ def test_every_param_and_tag_the_docs_list_is_logged_with_its_value(sweep):
 def _train_with_a_bad_store(experiments: Path, *overrides: str) -> subprocess.CompletedProcess:
     """A single smallest run (debug=fast) logged to experiments/mlflow.db."""
     return subprocess.run(
-        [sys.executable, "-m", "bpe.cli.train", "debug=fast",
-         f"dataset.path={FIXTURES / 'corpus.en'}", "hydra/callbacks=mlflow",
-         f"experiments_dir={experiments}", *overrides],
-        cwd=ROOT, capture_output=True, text=True, timeout=600, env=_env(),
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "bpe.cli.train",
+            "debug=fast",
+            f"dataset.path={FIXTURES / 'corpus.en'}",
+            "hydra/callbacks=mlflow",
+            f"experiments_dir={experiments}",
+            *overrides,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=_env(),
+    )
 
 
 def _assert_run_complete_with_one_warning(proc, experiments: Path, *phrases: str) -> None:

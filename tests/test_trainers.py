@@ -28,9 +28,19 @@ from tests.conftest import DATA, EOT
 
 SENNRICH = {b"low": 5, b"lower": 2, b"widest": 3, b"newest": 6}
 SENNRICH_MERGES = [
-    "s t", "e st", "o w", "l ow", "w est", "n e", "ne west", "w i", "wi d", "wid est", "low e",
+    "s t",
+    "e st",
+    "o w",
+    "l ow",
+    "w est",
+    "n e",
+    "ne west",
+    "w i",
+    "wi d",
+    "wid est",
+    "low e",
     "lowe r",
-]  # fmt: skip
+]
 
 
 def test_sennrich_example(trainer_name):
@@ -219,9 +229,13 @@ def test_a_long_pretoken_costs_linear_time(trainer_name, unit):
 def test_trainers_agree_on_long_repetitive_words():
     """Pairs at many positions of several words, overlapping runs included."""
     counts = {
-        b"a" * 1001: 3, b"ab" * 500: 2, b"aab" * 333: 1, b"ba" * 7: 5, b"abba" * 250: 2,
+        b"a" * 1001: 3,
+        b"ab" * 500: 2,
+        b"aab" * 333: 1,
+        b"ba" * 7: 5,
+        b"abba" * 250: 2,
         b"b" * 64: 1,
-    }  # fmt: skip
+    }
     outs = [learn_merges(name, counts, 400, [EOT]) for name in TRAINERS]
     assert all(o.merges == outs[0].merges for o in outs)
     assert all(o.merge_counts == outs[0].merge_counts for o in outs)

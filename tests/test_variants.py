@@ -50,10 +50,19 @@ def test_bpe_variant_changes_nothing():
 
 def test_a_variant_the_trainer_cannot_run_fails_before_anything_is_created(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "bpe.cli.train", "variant=picky", "debug=fast",
-         f"experiments_dir={tmp_path}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "bpe.cli.train",
+            "variant=picky",
+            "debug=fast",
+            f"experiments_dir={tmp_path}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "variant=picky runs on the naive and indexed trainers only" in proc.stderr
     assert not any(tmp_path.iterdir())

@@ -127,9 +127,12 @@ def test_training_sample_is_capped_at_whole_documents(tmp_path):
     assert info["whole_file"] and text == path.read_text("utf-8")
     text, info = head_text(resolve_source(path), EOT, max_bytes=18)
     assert text == "ab<|endoftext|>cd" and info == {
-        "file": "t.txt", "bytes": 17, "file_bytes": 32, "whole_file": False,
+        "file": "t.txt",
+        "bytes": 17,
+        "file_bytes": 32,
+        "whole_file": False,
         "first_doc_cut": False,
-    }  # fmt: skip
+    }
     path.write_text("é" * 10 + "\n" + "é" * 10, "utf-8")  # one document: cut, at a character
     text, info = head_text(resolve_source(path), EOT, max_bytes=25)
     assert text == "é" * 10 + "\n" + "éé" and info["first_doc_cut"]

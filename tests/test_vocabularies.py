@@ -21,17 +21,30 @@ def _runs(tmp_path, rows):
         d = tmp_path / name
         d.mkdir()
         (d / "merges.txt").write_text("#version: 0.2\n", "utf-8")
-        frame.append({"run_dir": str(d), "status": "complete", "dataset": dataset,
-                      "trainer": trainer, "vocab_size": vocab})  # fmt: skip
+        frame.append(
+            {
+                "run_dir": str(d),
+                "status": "complete",
+                "dataset": dataset,
+                "trainer": trainer,
+                "vocab_size": vocab,
+            }
+        )
     return pd.DataFrame(frame)
 
 
 def test_pick_prefers_10k_then_heap_then_newest(tmp_path):
-    runs = _runs(tmp_path, [
-        ("1_a_heap_v300", "a", "heap", 300), ("2_a_naive_v10000", "a", "naive", 10000),
-        ("3_a_heap_v10000", "a", "heap", 10000), ("4_a_heap_v10000", "a", "heap", 10000),
-        ("5_b_heap_v300", "b", "heap", 300), ("6_b_indexed_v10000", "b", "indexed", 10000),
-    ])  # fmt: skip
+    runs = _runs(
+        tmp_path,
+        [
+            ("1_a_heap_v300", "a", "heap", 300),
+            ("2_a_naive_v10000", "a", "naive", 10000),
+            ("3_a_heap_v10000", "a", "heap", 10000),
+            ("4_a_heap_v10000", "a", "heap", 10000),
+            ("5_b_heap_v300", "b", "heap", 300),
+            ("6_b_indexed_v10000", "b", "indexed", 10000),
+        ],
+    )
     assert [p.name for p in pick_runs(runs)] == ["4_a_heap_v10000", "6_b_indexed_v10000"]
     only_300 = runs[runs["vocab_size"] == 300]
     assert [p.name for p in pick_runs(only_300)] == ["1_a_heap_v300", "5_b_heap_v300"]

@@ -39,8 +39,10 @@ def experiments(tmp_path) -> Path:
 @pytest.fixture
 def sides(experiments) -> list[Path]:
     sweep = next((experiments / "sweeps").iterdir())
-    return [sweep / SWEEP.joinpath(name).name for name in
-            ("0_tinystories_sample_naive_v300", "1_tinystories_sample_naive_v350")]  # fmt: skip
+    return [
+        sweep / SWEEP.joinpath(name).name
+        for name in ("0_tinystories_sample_naive_v300", "1_tinystories_sample_naive_v350")
+    ]
 
 
 def test_compare_into_a_compared_directory_changes_none_of_its_files(sides, caplog):

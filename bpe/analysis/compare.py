@@ -92,9 +92,12 @@ class Side:
 
     def __post_init__(self) -> None:
         self.tokenizer = Tokenizer(
-            self.vocab, self.merges, self.special_tokens, pattern=self.pattern,
+            self.vocab,
+            self.merges,
+            self.special_tokens,
+            pattern=self.pattern,
             removals=self.removals,
-        )  # fmt: skip
+        )
 
     @property
     def tokens(self) -> set[bytes]:
@@ -395,12 +398,26 @@ def section_sides(c: Comparison) -> list[str]:
     """The title and one row per side: where it comes from and what it holds."""
     sides = c.sides
     rows = [
-        [s.label, s.source, s.kind, s.dataset or "n/a", len(s.tokens), len(s.learned),
-         len(s.heldout) if s.heldout else "none"]
+        [
+            s.label,
+            s.source,
+            s.kind,
+            s.dataset or "n/a",
+            len(s.tokens),
+            len(s.learned),
+            len(s.heldout) if s.heldout else "none",
+        ]
         for s in sides
-    ]  # fmt: skip
-    heads = ["side", "directory", "kind", "trained on", "tokens (no specials)",
-             "learned (merges)", "held-out docs"]  # fmt: skip
+    ]
+    heads = [
+        "side",
+        "directory",
+        "kind",
+        "trained on",
+        "tokens (no specials)",
+        "learned (merges)",
+        "held-out docs",
+    ]
     return [
         f"{TITLE}{' vs '.join(s.label for s in sides)}",
         "",
@@ -418,25 +435,43 @@ def section_shared(c: Comparison) -> list[str]:
         ta, tb = a.tokens, b.tokens
         la, lb = set(a.learned), set(b.learned)
         div = merge_divergence(a.merges, b.merges)
-        rows.append([
-            a.label, b.label, len(ta & tb), fmt(jaccard(ta, tb), ".3f"), len(la & lb),
-            fmt(jaccard(la, lb), ".3f"), div,
-            "identical" if div == len(a.merges) == len(b.merges) else f"#{div + 1}",
-        ])  # fmt: skip
+        rows.append(
+            [
+                a.label,
+                b.label,
+                len(ta & tb),
+                fmt(jaccard(ta, tb), ".3f"),
+                len(la & lb),
+                fmt(jaccard(la, lb), ".3f"),
+                div,
+                "identical" if div == len(a.merges) == len(b.merges) else f"#{div + 1}",
+            ]
+        )
     a, b = c.sides[0], c.sides[1]
     la, lb = set(a.learned), set(b.learned)
     return [
         "## Shared tokens",
         "",
-        table(rows, ["side A", "side B", "shared tokens", "Jaccard", "shared learned",
-                     "Jaccard (learned)", "common merge prefix", "first different merge"]),
+        table(
+            rows,
+            [
+                "side A",
+                "side B",
+                "shared tokens",
+                "Jaccard",
+                "shared learned",
+                "Jaccard (learned)",
+                "common merge prefix",
+                "first different merge",
+            ],
+        ),
         "",
         f"{a.label} and {b.label} share {len(la & lb)} learned tokens (Jaccard "
         f"{fmt(jaccard(la, lb), '.3f')} over learned tokens, "
         f"{fmt(jaccard(a.tokens, b.tokens), '.3f')} with the 256 bytes); their merge lists "
         f"agree on the first {merge_divergence(a.merges, b.merges)} merges.",
         "",
-    ]  # fmt: skip
+    ]
 
 
 def section_only_in(c: Comparison) -> list[str]:
@@ -490,8 +525,14 @@ def section_topk(c: Comparison, figure: str | None) -> list[str]:
     for a, b in combinations(c.sides, 2):
         curve = topk_overlap(a.learned, b.learned)
         cells = [fmt(curve[k - 1], ".3f") if k <= len(curve) else "n/a" for k in TOPK_POINTS]
-        rows.append([a.label, b.label, *cells, f"{fmt(curve[-1] if curve else None, '.3f')} "
-                     f"(k={len(curve)})"])  # fmt: skip
+        rows.append(
+            [
+                a.label,
+                b.label,
+                *cells,
+                f"{fmt(curve[-1] if curve else None, '.3f')} (k={len(curve)})",
+            ]
+        )
     heads = ["side A", "side B", *(f"k={k}" for k in TOPK_POINTS), "all (k = smaller vocab)"]
     return [*lines, table(rows, heads), ""]
 
@@ -509,10 +550,15 @@ def _only_in(side: Side, other: Side, occ: Counter[bytes]) -> list[str]:
     ]
     if only:
         rows = [
-            [_tok(t), clip(repr(t.decode("utf-8", errors="replace")), 30), len(t),
-             occ.get(t, 0), rank[t] + 1]
+            [
+                _tok(t),
+                clip(repr(t.decode("utf-8", errors="replace")), 30),
+                len(t),
+                occ.get(t, 0),
+                rank[t] + 1,
+            ]
             for t in only[:EXAMPLES]
-        ]  # fmt: skip
+        ]
         lines += [table(rows, ["token", "text", "bytes", "occurrences", "merge #"]), ""]
     return lines
 
@@ -524,9 +570,12 @@ def _matrices(c: Comparison) -> list[str]:
     heads = [f"{name} ({len(docs)} docs)" for name, docs in c.heldout.items()]
     for title, values, spec in (
         ("bytes per token (higher compresses better)", c.compression, ".3f"),
-        (f"Rényi efficiency, α = {RENYI_ALPHA} (of the vocab without specials)", c.efficiency,
-         ".3f"),
-    ):  # fmt: skip
+        (
+            f"Rényi efficiency, α = {RENYI_ALPHA} (of the vocab without specials)",
+            c.efficiency,
+            ".3f",
+        ),
+    ):
         rows = [[s.label, *(fmt(values[(s.label, n)], spec) for n in c.heldout)] for s in c.sides]
         lines += [f"{title.capitalize()}:", "", table(rows, ["tokenizer", *heads]), ""]
     for name in c.heldout:
@@ -551,12 +600,15 @@ def section_bits_per_byte(c: Comparison) -> list[str]:
             rows.append([s.label, "not recorded", "n/a", "n/a", "n/a"])
         for m in measured:
             spread = m.get("splits") or {}
-            rows.append([
-                s.label, f"{m['dataset']} ({m['docs']} docs)",
-                fmt(m["bits_per_byte"], ".3f") + (f" ({order}-gram)" if order else ""),
-                f"{fmt(spread.get('min'), '.3f')} to {fmt(spread.get('max'), '.3f')}",
-                fmt(m["unigram_bits_per_byte"], ".3f"),
-            ])  # fmt: skip
+            rows.append(
+                [
+                    s.label,
+                    f"{m['dataset']} ({m['docs']} docs)",
+                    fmt(m["bits_per_byte"], ".3f") + (f" ({order}-gram)" if order else ""),
+                    f"{fmt(spread.get('min'), '.3f')} to {fmt(spread.get('max'), '.3f')}",
+                    fmt(m["unigram_bits_per_byte"], ".3f"),
+                ]
+            )
             key = (m["dataset"], m["docs"], order)
             same_docs.setdefault(key, []).append((m["bits_per_byte"], s.label))
     heads = ["tokenizer", "held-out documents", "bits/byte", "over splits", "bits/byte (unigram)"]
@@ -601,10 +653,14 @@ def write_compare(
     ours = _is_our_compare(report)
     for written in (report, figure):
         check_writable(
-            written, what=f"--out {str(out)!r} ({written.relative_to(out)})",
-            inputs=files_in(paths), ours=ours, force=force,
-            fix="pass another --out", not_ours="is not a comparison written by bpe-compare",
-        )  # fmt: skip
+            written,
+            what=f"--out {str(out)!r} ({written.relative_to(out)})",
+            inputs=files_in(paths),
+            ours=ours,
+            force=force,
+            fix="pass another --out",
+            not_ours="is not a comparison written by bpe-compare",
+        )
     sides = [load_side(p) for p in paths]
     for side, label in zip(sides, side_labels(sides, given=labels)):
         side.label = label

@@ -91,8 +91,14 @@ def render_trainers(runs: pd.DataFrame, root: Path, out_dir: Path) -> str:
     clean = complete(runs, unprofiled=True)
     lines += _provenance(clean, root, "complete, unprofiled")
     if clean.empty:
-        return "\n".join(lines + ["No complete unprofiled runs yet: run `bpe-train -m "
-                                  "experiment=compare_trainers` first.", ""])  # fmt: skip
+        return "\n".join(
+            lines
+            + [
+                "No complete unprofiled runs yet: run `bpe-train -m "
+                "experiment=compare_trainers` first.",
+                "",
+            ]
+        )
     lines += [
         "All trainers implement one contract and must produce identical merges; they "
         "differ in how they find the next pair. Times are the merge stage (pre-tokenization is "
@@ -122,8 +128,11 @@ def render_trainers(runs: pd.DataFrame, root: Path, out_dir: Path) -> str:
             ref = med["merge"].get((vocab, REFERENCE))
             for base in bases:
                 b = med["merge"].get((vocab, base))
-                row.append(fmt(b / ref if b is not None and ref else None, ".1f") + "x"
-                           if b is not None and ref else "n/a")  # fmt: skip
+                row.append(
+                    fmt(b / ref if b is not None and ref else None, ".1f") + "x"
+                    if b is not None and ref
+                    else "n/a"
+                )
             for t in trainers:
                 row.append(fmt(med["peak"].get((vocab, t)), ".0f"))
             rows.append(row)
@@ -167,9 +176,11 @@ def render_trainers(runs: pd.DataFrame, root: Path, out_dir: Path) -> str:
         if group["vocab_size"].nunique() > 1:
             fig = out_dir / f"trainers_time_{dataset}.png"
             figures.time_vs_vocab(
-                group, fig, time_col="merge_seconds",
+                group,
+                fig,
+                time_col="merge_seconds",
                 title=f"Merge time vs vocab size ({dataset})",
-            )  # fmt: skip
+            )
             lines += [f"![merge time on {dataset}](figures/{fig.name})", ""]
             if "naive" in trainers and len(trainers) > 1:
                 fig = out_dir / f"trainers_speedup_{dataset}.png"
@@ -207,8 +218,11 @@ def _longest(frame: pd.DataFrame, run_dir: str, k: int) -> list[dict]:
 def _kinds(frame: pd.DataFrame, run_dir: str) -> dict[str, float]:
     row = frame.loc[frame["run_dir"] == run_dir].iloc[0]
     prefix = f"{schema.TOKEN_KINDS.column}."
-    return {c[len(prefix):]: float(row[c]) for c in frame.columns
-            if c.startswith(prefix) and pd.notna(row[c])}  # fmt: skip
+    return {
+        c[len(prefix) :]: float(row[c])
+        for c in frame.columns
+        if c.startswith(prefix) and pd.notna(row[c])
+    }
 
 
 def render_datasets(runs: pd.DataFrame, frame: pd.DataFrame, root: Path, out_dir: Path) -> str:
@@ -224,22 +238,43 @@ def render_datasets(runs: pd.DataFrame, frame: pd.DataFrame, root: Path, out_dir
         )
         .groupby(["dataset", "vocab_size"], sort=True)
         .head(1)
-    )  # fmt: skip
+    )
     lines += _provenance(reps, root, "representative (one per dataset and vocab size)")
     if reps.empty:
-        return "\n".join(lines + ["No complete runs yet: run `bpe-train -m "
-                                  "experiment=compare_datasets` first.", ""])  # fmt: skip
+        return "\n".join(
+            lines
+            + ["No complete runs yet: run `bpe-train -m experiment=compare_datasets` first.", ""]
+        )
 
     lines += ["## Compression (bytes per token on held-out documents)", ""]
     rows = []
     for _, r in reps.iterrows():
-        rows.append([
-            r["dataset"], str(int(r["vocab_size"])), fmt(r["compression"], ".3f"),
-            fmt(r["gpt2_compression"], ".3f"), r["other_dataset"] or "n/a",
-            fmt(r["other_compression"], ".3f"), fmt(r["other_gpt2_compression"], ".3f"),
-        ])  # fmt: skip
-    lines += [table(rows, ["trained on", "vocab", "own domain", "GPT-2 own", "other domain",
-                            "other", "GPT-2 other"]), ""]  # fmt: skip
+        rows.append(
+            [
+                r["dataset"],
+                str(int(r["vocab_size"])),
+                fmt(r["compression"], ".3f"),
+                fmt(r["gpt2_compression"], ".3f"),
+                r["other_dataset"] or "n/a",
+                fmt(r["other_compression"], ".3f"),
+                fmt(r["other_gpt2_compression"], ".3f"),
+            ]
+        )
+    lines += [
+        table(
+            rows,
+            [
+                "trained on",
+                "vocab",
+                "own domain",
+                "GPT-2 own",
+                "other domain",
+                "other",
+                "GPT-2 other",
+            ],
+        ),
+        "",
+    ]
     for dataset, group in reps.groupby("dataset", sort=True):
         top = group.loc[group["vocab_size"].idxmax()]
         if pd.notna(top["compression"]) and pd.notna(top["other_compression"]):
@@ -311,10 +346,13 @@ def _merge_count_curves(reps: pd.DataFrame, out_dir: Path) -> list[str]:
         return []
     fig = out_dir / "datasets_merge_counts.png"
     figures.line(
-        series, fig, xlabel="merge step k",
-        ylabel="occurrences of the k-th merged pair", title="How frequent the k-th merge is",
+        series,
+        fig,
+        xlabel="merge step k",
+        ylabel="occurrences of the k-th merged pair",
+        title="How frequent the k-th merge is",
         log_y=True,
-    )  # fmt: skip
+    )
     out = ["## How frequent the k-th merge is", ""]
     for label, counts in series.items():
         out.append(
@@ -383,7 +421,7 @@ def render_index(
             ]
             if vocabularies
             else []
-        ),  # fmt: skip
+        ),
         *(
             f"| [runs/{p.name}](runs/{p.name}/ANALYSIS.md) | One run in full (its own "
             "ANALYSIS.md): time, memory, longest tokens, compression, siblings. |"
@@ -401,12 +439,14 @@ def render_index(
             f"Trainers: {', '.join(trainer_order(runs['trainer']))}. "
             "Vocab sizes: "
             f"{', '.join(str(int(v)) for v in sorted(set(runs['vocab_size'].dropna())))}."
-        ]  # fmt: skip
+        ]
     skipped = frame.attrs.get("skipped") or []
     if skipped:
         lines += ["", "Skipped (corrupt) run directories:", ""]
-        lines += [f"- `{_rel(p, root)}`: {Path(p).name} {reason.split(': ', 1)[-1]}"
-                  for p, reason in skipped]  # fmt: skip
+        lines += [
+            f"- `{_rel(p, root)}`: {Path(p).name} {reason.split(': ', 1)[-1]}"
+            for p, reason in skipped
+        ]
     failed = runs[runs["status"] != "complete"]
     if not failed.empty:
         lines += ["", "Runs that did not complete (left out of the comparisons):", ""]
@@ -420,10 +460,13 @@ def manifest(runs: pd.DataFrame, root: Path) -> dict:
     `sha256` digests that list, so two manifests agree exactly when the runs do.
     """
     rows = [
-        {"run": _rel(r["run_dir"], root), "status": str(r["status"]),
-         "merges_sha256": r["merges_sha256"] if isinstance(r["merges_sha256"], str) else None}
+        {
+            "run": _rel(r["run_dir"], root),
+            "status": str(r["status"]),
+            "merges_sha256": r["merges_sha256"] if isinstance(r["merges_sha256"], str) else None,
+        }
         for _, r in runs.iterrows()
-    ]  # fmt: skip
+    ]
     rows.sort(key=lambda row: row["run"])
     digest = hashlib.sha256(json.dumps(rows, sort_keys=True).encode("utf-8")).hexdigest()
     return {"command": COMMAND, "experiments_dir": root.name, "sha256": digest, "runs": rows}
@@ -533,7 +576,7 @@ def write_all_reports(
                 examples,
                 vocabularies=vocabularies is not None,
                 others=[name for name in SCRIPT_REPORTS if (out / name).is_file()],
-            ),  # fmt: skip
+            ),
         ),
         _write(out / MANIFEST, json.dumps(made_from, indent=1) + "\n"),
     ]

@@ -137,8 +137,9 @@ def sibling_rows(run_dir: Path, metrics: dict) -> list[dict]:
                 "same_variant": True,
             }
         )
-    rows.sort(key=lambda r: (not r["same_variant"], r["vocab_size"] or 0, r["trainer"] or "",
-                             r["rel"]))  # fmt: skip
+    rows.sort(
+        key=lambda r: (not r["same_variant"], r["vocab_size"] or 0, r["trainer"] or "", r["rel"])
+    )
     return rows
 
 
@@ -146,14 +147,19 @@ def _other_variant_row(r, other: Path, root: Path, variant: str) -> dict:
     """A sibling of another BPE-family member: listed, never compared merge for merge."""
     vocab_size = _value(r["vocab_size"])
     return {
-        "name": other.name, "rel": other.relative_to(root).as_posix(),
+        "name": other.name,
+        "rel": other.relative_to(root).as_posix(),
         "trainer": _value(r["trainer"]),
         "vocab_size": None if vocab_size is None else int(vocab_size),
-        "profiled": bool(r["profiled"]), "merge": _value(r["merge_seconds"]),
-        "total": _value(r["total_seconds"]), "train_mb": _value(r["train_mb"]),
-        "same_merges": None, "agree": f"{variant}: differs by design", "variant": variant,
+        "profiled": bool(r["profiled"]),
+        "merge": _value(r["merge_seconds"]),
+        "total": _value(r["total_seconds"]),
+        "train_mb": _value(r["train_mb"]),
+        "same_merges": None,
+        "agree": f"{variant}: differs by design",
+        "variant": variant,
         "same_variant": False,
-    }  # fmt: skip
+    }
 
 
 def draw_figures(run_dir: Path, metrics: dict) -> None:
@@ -488,13 +494,21 @@ def section_memory(metrics: dict, figures_made: frozenset[str]) -> list[str]:
         per_stage = {s: mb for s, mb in per_stage.items() if s != "report"}
     baseline = schema.get(metrics, schema.BASELINE_MB, default=None)
     rows = [
-        [s, fmt(per_stage[s], ".1f"), fmt(None if baseline is None else per_stage[s] - baseline,
-                                          "+.1f")]
+        [
+            s,
+            fmt(per_stage[s], ".1f"),
+            fmt(None if baseline is None else per_stage[s] - baseline, "+.1f"),
+        ]
         for s in shown_stages(per_stage)
-    ]  # fmt: skip
+    ]
     lines = ["## Memory", ""]
-    lines += [table(rows, ["stage", "peak MB (process tree, PSS)", "above the run's start"],
-                    colalign=("left", "right", "right"))]  # fmt: skip
+    lines += [
+        table(
+            rows,
+            ["stage", "peak MB (process tree, PSS)", "above the run's start"],
+            colalign=("left", "right", "right"),
+        )
+    ]
     lines.append("")
     if memory:
         lines += _memory_headline(metrics, headline)
@@ -552,10 +566,15 @@ def section_profile(metrics: dict, profile: dict | None) -> list[str]:
     if profile and profile.get("functions"):
         if profile.get("profiler") == "scalene":
             rows = [
-                [f"`{r['file']}:{r['line']}`", r["code"] or "", fmt(r["cpu_percent"], ".1f"),
-                 fmt(r["cpu_python_percent"], ".1f"), fmt(r["peak_mb"], ".1f")]
+                [
+                    f"`{r['file']}:{r['line']}`",
+                    r["code"] or "",
+                    fmt(r["cpu_percent"], ".1f"),
+                    fmt(r["cpu_python_percent"], ".1f"),
+                    fmt(r["peak_mb"], ".1f"),
+                ]
                 for r in profile.get("lines", [])[:10]
-            ]  # fmt: skip
+            ]
             top = (profile.get("lines") or profile["functions"])[0]
             lines += [
                 "Top lines by CPU (scalene):",
@@ -567,11 +586,16 @@ def section_profile(metrics: dict, profile: dict | None) -> list[str]:
             ]
         else:
             rows = [
-                [f"`{r['function']}`", f"`{r['file']}:{r['line']}`", r["calls"],
-                 fmt(r["self_seconds"]), fmt(r["cumulative_seconds"]),
-                 fmt(r["self_percent"], ".1f")]
+                [
+                    f"`{r['function']}`",
+                    f"`{r['file']}:{r['line']}`",
+                    r["calls"],
+                    fmt(r["self_seconds"]),
+                    fmt(r["cumulative_seconds"]),
+                    fmt(r["self_percent"], ".1f"),
+                ]
                 for r in profile["functions"][:10]
-            ]  # fmt: skip
+            ]
             top = profile["functions"][0]
             lines += [
                 "Top functions by self time (cProfile, parent process only):",
@@ -595,10 +619,16 @@ def section_longest_tokens(metrics: dict, figures_made: frozenset[str]) -> list[
     longest = metrics.get("longest_tokens") or []
     if longest:
         rows = [
-            [k + 1, t["id"], t["bytes"], fmt(t.get("merge_count"), "d"),
-             f"`{shown(t, 'gpt2')}`", shown(t, "text", repr)]
+            [
+                k + 1,
+                t["id"],
+                t["bytes"],
+                fmt(t.get("merge_count"), "d"),
+                f"`{shown(t, 'gpt2')}`",
+                shown(t, "text", repr),
+            ]
             for k, t in enumerate(longest)
-        ]  # fmt: skip
+        ]
         headers = ["#", "id", "bytes", "merge count", "GPT-2 rendering", "text"]
         lines += [table(rows, headers), ""]
         lines += [_longest_judgement(longest, metrics), ""]
@@ -666,15 +696,32 @@ def section_compression(metrics: dict) -> list[str]:
         ratio = c.get("ratio")
         base = c.get("gpt2_ratio")
         where = f"{c['dataset']} ({_origin(c, side)})"
-        rows.append([
-            where,
-            c["docs"], c["bytes"],
-            fmt(ratio), fmt(base), fmt(ratio / base if ratio and base else None, ".2f"),
-        ])  # fmt: skip
+        rows.append(
+            [
+                where,
+                c["docs"],
+                c["bytes"],
+                fmt(ratio),
+                fmt(base),
+                fmt(ratio / base if ratio and base else None, ".2f"),
+            ]
+        )
     if not rows:
         return [*lines, "No held-out documents were measured.", "", *_tiktoken_lines(metrics)]
-    lines += [table(rows, ["held-out documents", "docs", "bytes", "bytes/token (ours)",
-                           "bytes/token (GPT-2)", "ours / GPT-2"]), ""]  # fmt: skip
+    lines += [
+        table(
+            rows,
+            [
+                "held-out documents",
+                "docs",
+                "bytes",
+                "bytes/token (ours)",
+                "bytes/token (GPT-2)",
+                "ours / GPT-2",
+            ],
+        ),
+        "",
+    ]
     own, other = comp.get("own"), comp.get("other")
     if own and own.get("source") == "input_tail" and not own.get("seen_in_training", True):
         lines += [
@@ -740,16 +787,29 @@ def section_bits_per_byte(metrics: dict) -> list[str]:
             continue
         spread = b.get("splits") or {}
         where = f"{b['dataset']} ({_origin(b, side)})"
-        rows.append([
-            where, b["docs"], b["tokens"], fmt(b["bits_per_byte"], ".3f"),
-            f"{fmt(spread.get('min'), '.3f')} to {fmt(spread.get('max'), '.3f')}",
-            fmt(b["unigram_bits_per_byte"], ".3f"), fmt(b["bits_per_token"], ".2f"),
-        ])  # fmt: skip
+        rows.append(
+            [
+                where,
+                b["docs"],
+                b["tokens"],
+                fmt(b["bits_per_byte"], ".3f"),
+                f"{fmt(spread.get('min'), '.3f')} to {fmt(spread.get('max'), '.3f')}",
+                fmt(b["unigram_bits_per_byte"], ".3f"),
+                fmt(b["bits_per_token"], ".2f"),
+            ]
+        )
     if not rows:
         return [*lines, "No held-out documents were measured.", ""]
     splits = f"over {model.get('splits')} splits"
-    headers = ["held-out documents", "docs", "tokens", f"bits/byte ({order}-gram)", splits,
-               "bits/byte (unigram)", "bits/token"]  # fmt: skip
+    headers = [
+        "held-out documents",
+        "docs",
+        "tokens",
+        f"bits/byte ({order}-gram)",
+        splits,
+        "bits/byte (unigram)",
+        "bits/token",
+    ]
     train = model.get("train") or {}
     scope = "all" if train.get("whole_file") else f"the first {train.get('bytes')} bytes"
     lines += [
@@ -808,16 +868,28 @@ def section_throughput(metrics: dict) -> list[str]:
             f"tokenizing The Pile would take about {fmt(warm_hours, '.0f')} hours "
             f"({fmt((warm_hours or 0) / 24, '.1f')} days)."
         )
-    headers = ["tokenizer", "first pass MB/s", "warm MB/s", "Pile hours (first pass)",
-               "Pile hours (warm)"]  # fmt: skip
+    headers = [
+        "tokenizer",
+        "first pass MB/s",
+        "warm MB/s",
+        "Pile hours (first pass)",
+        "Pile hours (warm)",
+    ]
     measured_on = schema.get(metrics, schema.DATASET, default="this run's")
     caveat = (
         f"The speed was measured on {measured_on} held-out text with a vocab trained on it; "
         "The Pile's text is of other domains, whose longer and rarer words change the rate "
         "too, so read the hours as an order of magnitude."
     )
-    return [*lines, table(rows, headers), "", "MB/s on one thread; The Pile is 825 GB.", "",
-            f"{projection} {caveat}", ""]  # fmt: skip
+    return [
+        *lines,
+        table(rows, headers),
+        "",
+        "MB/s on one thread; The Pile is 825 GB.",
+        "",
+        f"{projection} {caveat}",
+        "",
+    ]
 
 
 def _pile_hours(tp: dict, who: str, speed: str) -> float | None:
@@ -847,12 +919,30 @@ def section_siblings(metrics: dict, sibs: list[dict]) -> list[str]:
     rows = []
     for s in sibs:
         speed = fmt(s["merge"] / my_merge, ".2f") if s["merge"] and my_merge else "n/a"
-        rows.append([s["rel"], s["variant"], s["trainer"], s["vocab_size"], fmt(s["merge"]),
-                     fmt(s["total"]),
-                     fmt(s["train_mb"], ".1f"), speed + (" (profiled)" if s["profiled"] else ""),
-                     s["agree"]])  # fmt: skip
-    headers = ["run", "variant", "trainer", "vocab", "merge s", "total s", "training MB added",
-               "their merge time / ours", "merges vs this run"]  # fmt: skip
+        rows.append(
+            [
+                s["rel"],
+                s["variant"],
+                s["trainer"],
+                s["vocab_size"],
+                fmt(s["merge"]),
+                fmt(s["total"]),
+                fmt(s["train_mb"], ".1f"),
+                speed + (" (profiled)" if s["profiled"] else ""),
+                s["agree"],
+            ]
+        )
+    headers = [
+        "run",
+        "variant",
+        "trainer",
+        "vocab",
+        "merge s",
+        "total s",
+        "training MB added",
+        "their merge time / ours",
+        "merges vs this run",
+    ]
     return [*lines, table(rows, headers), "", _sibling_summary(sibs, metrics), ""]
 
 

@@ -124,12 +124,19 @@ def section_patterns(runs: pd.DataFrame) -> list[str]:
     if done.empty or done["pattern"].nunique() < 2:
         return []
     rows = [
-        [r["dataset"], r["pattern"], fmt(r["vocab_size"], "d"), fmt(r["pretokens"], ".0f"),
-         fmt(r["unique_pretokens"], ".0f"), fmt(r["compression"], ".3f"),
-         f"{fmt(r['other_compression'], '.3f')} ({r['other_dataset']})"
-         if isinstance(r["other_dataset"], str) else "n/a"]
+        [
+            r["dataset"],
+            r["pattern"],
+            fmt(r["vocab_size"], "d"),
+            fmt(r["pretokens"], ".0f"),
+            fmt(r["unique_pretokens"], ".0f"),
+            fmt(r["compression"], ".3f"),
+            f"{fmt(r['other_compression'], '.3f')} ({r['other_dataset']})"
+            if isinstance(r["other_dataset"], str)
+            else "n/a",
+        ]
         for _, r in done.sort_values(["dataset", "vocab_size", "pattern"]).iterrows()
-    ]  # fmt: skip
+    ]
     return [
         "## Split patterns",
         "",
@@ -147,7 +154,7 @@ def section_patterns(runs: pd.DataFrame) -> list[str]:
                 "bytes/token (own)",
                 "bytes/token (other)",
             ],
-        ),  # fmt: skip
+        ),
         "",
     ]
 
@@ -305,10 +312,11 @@ def _figures(runs: pd.DataFrame, frame: pd.DataFrame, out_dir: Path) -> list[tup
             }
         if values:
             figures.stage_bars(
-                values, out_dir / "memory_by_stage.png",
+                values,
+                out_dir / "memory_by_stage.png",
                 ylabel="MB added above the run's start (process tree)",
                 title="Memory each stage added",
-            )  # fmt: skip
+            )
             made.append(("Memory each stage added", "figures/memory_by_stage.png"))
     return made
 
@@ -367,12 +375,28 @@ def section_variants(runs: pd.DataFrame) -> list[str]:
     rows = []
     for (dataset, vocab), group in done.groupby(["dataset", "vocab_size"], sort=True):
         for _, r in group.sort_values("_variant", key=lambda s: s.map(order)).iterrows():
-            rows.append([
-                dataset, fmt(vocab, "d"), r["_variant"], r["trainer"], fmt(r["compression"], ".3f"),
-                fmt(r["merges"], ".0f"), fmt(r["train_seconds"], ".2f"), fmt(r["train_mb"], ".1f"),
-            ])  # fmt: skip
-    header = ["dataset", "vocab", "variant", "trainer", "bytes/token", "merges", "train s",
-              "training MB added"]  # fmt: skip
+            rows.append(
+                [
+                    dataset,
+                    fmt(vocab, "d"),
+                    r["_variant"],
+                    r["trainer"],
+                    fmt(r["compression"], ".3f"),
+                    fmt(r["merges"], ".0f"),
+                    fmt(r["train_seconds"], ".2f"),
+                    fmt(r["train_mb"], ".1f"),
+                ]
+            )
+    header = [
+        "dataset",
+        "vocab",
+        "variant",
+        "trainer",
+        "bytes/token",
+        "merges",
+        "train s",
+        "training MB added",
+    ]
     return [
         "## Variants",
         "",
@@ -409,19 +433,37 @@ def section_jobs(facts: SweepFacts) -> list[str]:
     """One row per job: what it trained, how long it took, its memory, merges and compression."""
     rows = []
     for _, r in facts.runs.iterrows():
-        rows.append([
-            _job_label(r, facts.sweep_dir), _dataset_cell(r), trainer_label(r),
-            fmt(r["vocab_size"], "d"), r["status"], fmt(r["merge_seconds"], ".3f"),
-            fmt(r["total_seconds"], ".3f") + (" ¹" if r["pretoken_cache"] == "hit" else ""),
-            fmt(r["train_mb"], ".1f") + (" ¹" if r["pretoken_cache"] == "hit" else ""),
-            fmt(r["merges"], ".0f"),
-            (r["merges_sha256"] or "")[:12] if isinstance(r["merges_sha256"], str) else "n/a",
-            fmt(r["compression"], ".3f"), fmt(r["bits_per_byte"], ".3f"),
-        ])  # fmt: skip
+        rows.append(
+            [
+                _job_label(r, facts.sweep_dir),
+                _dataset_cell(r),
+                trainer_label(r),
+                fmt(r["vocab_size"], "d"),
+                r["status"],
+                fmt(r["merge_seconds"], ".3f"),
+                fmt(r["total_seconds"], ".3f") + (" ¹" if r["pretoken_cache"] == "hit" else ""),
+                fmt(r["train_mb"], ".1f") + (" ¹" if r["pretoken_cache"] == "hit" else ""),
+                fmt(r["merges"], ".0f"),
+                (r["merges_sha256"] or "")[:12] if isinstance(r["merges_sha256"], str) else "n/a",
+                fmt(r["compression"], ".3f"),
+                fmt(r["bits_per_byte"], ".3f"),
+            ]
+        )
     warn = facts.warn
-    header = ["job", "dataset", "trainer", "vocab", "status", f"merge s{warn}", f"total s{warn}",
-              "training MB added", "merges", "merges sha256", "bytes/token",
-              "bits/byte"]  # fmt: skip
+    header = [
+        "job",
+        "dataset",
+        "trainer",
+        "vocab",
+        "status",
+        f"merge s{warn}",
+        f"total s{warn}",
+        "training MB added",
+        "merges",
+        "merges sha256",
+        "bytes/token",
+        "bits/byte",
+    ]
     return ["## Jobs", "", table(rows, header), ""]
 
 
@@ -564,11 +606,15 @@ def memory_sentences(done: pd.DataFrame) -> list[str]:
     fair = done[~done["profiled"].fillna(False).astype(bool) & done["merge_mb"].notna()]
     left_out = len(done) - len(fair)
     if len(fair) < 2:
-        return [] if left_out == 0 else [
-            f"- Memory: no ranking ({len(fair)} job(s) with comparable training memory; "
-            f"{left_out} cut from a vocab ladder, profiled or from before training's memory "
-            "was recorded apart)."
-        ]  # fmt: skip
+        return (
+            []
+            if left_out == 0
+            else [
+                f"- Memory: no ranking ({len(fair)} job(s) with comparable training memory; "
+                f"{left_out} cut from a vocab ladder, profiled or from before training's memory "
+                "was recorded apart)."
+            ]
+        )
     added = fair["merge_mb"].astype(float).sort_values(ascending=False)
     if added.iloc[0] - added.iloc[1] < max(MEMORY_NOISE_MB, 0.1 * added.iloc[0]):
         return [
@@ -656,10 +702,13 @@ def sweep_outcome(sweep_dir: Path) -> SweepOutcome:
     _, runs = load_tidy(sweep_dir, hint="pass a sweep directory written by `bpe-train -m`")
     bad = runs[runs["status"] != "complete"]
     unfinished = tuple(
-        (Path(r["run_dir"]).name, str(r["status"]),
-         r["error"] if isinstance(r["error"], str) else None)
+        (
+            Path(r["run_dir"]).name,
+            str(r["status"]),
+            r["error"] if isinstance(r["error"], str) else None,
+        )
         for _, r in bad.sort_values("run_dir").iterrows()
-    )  # fmt: skip
+    )
     return SweepOutcome(sweep_dir, len(runs), unfinished)
 
 

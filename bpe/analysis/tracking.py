@@ -50,13 +50,33 @@ STORE_NAME = "mlflow.db"  # under experiments_dir
 ARTIFACTS_NAME = "mlruns"  # under experiments_dir
 
 # Sections of metrics.json whose numeric leaves become MLflow metrics.
-METRIC_SECTIONS = ("timings", "memory", "counts", "compression", "throughput", "token_kinds",
-                   "tiktoken", "leading_space_share", "learned_tokens",
-                   "bits_per_byte")  # fmt: skip
+METRIC_SECTIONS = (
+    "timings",
+    "memory",
+    "counts",
+    "compression",
+    "throughput",
+    "token_kinds",
+    "tiktoken",
+    "leading_space_share",
+    "learned_tokens",
+    "bits_per_byte",
+)
 # Keys of metrics.json's "run" section logged as params (what a run was asked to do).
-RUN_PARAMS = ("dataset", "trainer", "vocab_size", "profiler", "num_workers", "seed",
-              "special_tokens", "input_path", "input_name", "pretokenizer", "init_from",
-              "command")  # fmt: skip
+RUN_PARAMS = (
+    "dataset",
+    "trainer",
+    "vocab_size",
+    "profiler",
+    "num_workers",
+    "seed",
+    "special_tokens",
+    "input_path",
+    "input_name",
+    "pretokenizer",
+    "init_from",
+    "command",
+)
 PARAM_LIMIT = 6000  # MLflow rejects longer param values
 
 
@@ -175,8 +195,11 @@ def run_record(run_dir: str | os.PathLike) -> RunRecord:
     }
     if not has_metrics:
         tags["error"] = "no metrics.json: the run stopped before it started"
-    tags = {k: str(v).lower() if isinstance(v, bool) else str(v)
-            for k, v in tags.items() if v is not None}  # fmt: skip
+    tags = {
+        k: str(v).lower() if isinstance(v, bool) else str(v)
+        for k, v in tags.items()
+        if v is not None
+    }
 
     artifacts: list[tuple[Path, str | None]] = [
         (run_dir / name, None) for name in RECORD_FILES if (run_dir / name).is_file()
@@ -445,14 +468,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--experiment-name", default=DEFAULT_EXPERIMENT)
     parser.add_argument("--no-artifacts", dest="artifacts", action="store_false")
-    args = parser.parse_args(argv)  # fmt: skip
+    args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     for run_dir in args.run_dirs:
         try:
             log_run(
-                run_dir, tracking_uri=args.tracking_uri, experiment_name=args.experiment_name,
+                run_dir,
+                tracking_uri=args.tracking_uri,
+                experiment_name=args.experiment_name,
                 artifacts=args.artifacts,
-            )  # fmt: skip
+            )
         except StoreUnavailable as err:
             logger.error("%s", err)
             return 1

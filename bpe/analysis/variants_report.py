@@ -158,19 +158,38 @@ def _pct(x: float | None) -> str:
 
 def section_table(rows: Sequence[VariantRow]) -> list[str]:
     with_bpb = any(r.bits_per_byte is not None for r in rows)
-    header = ["dataset", "vocab", "variant", "bytes/token", "Rényi eff.", "under-trained",
-              *(["bits/byte"] if with_bpb else []), "longest tokens", "merge s", "train s",
-              "merge MB added", "merges"]  # fmt: skip
+    header = [
+        "dataset",
+        "vocab",
+        "variant",
+        "bytes/token",
+        "Rényi eff.",
+        "under-trained",
+        *(["bits/byte"] if with_bpb else []),
+        "longest tokens",
+        "merge s",
+        "train s",
+        "merge MB added",
+        "merges",
+    ]
     body = []
     for r in rows:
-        body.append([
-            r.dataset, fmt(r.vocab_size, "d"), r.variant, fmt(r.bytes_per_token, ".3f"),
-            fmt(r.renyi, ".3f"), _pct(r.undertrained_share),
-            *([_bpb(r)] if with_bpb else []),
-            " · ".join(f"`{t}`" for t in r.longest) or "n/a",
-            fmt(r.merge_seconds, ".2f"), fmt(r.train_seconds, ".2f"), fmt(r.merge_mb, ".1f"),
-            fmt(r.merges, ".0f"),
-        ])  # fmt: skip
+        body.append(
+            [
+                r.dataset,
+                fmt(r.vocab_size, "d"),
+                r.variant,
+                fmt(r.bytes_per_token, ".3f"),
+                fmt(r.renyi, ".3f"),
+                _pct(r.undertrained_share),
+                *([_bpb(r)] if with_bpb else []),
+                " · ".join(f"`{t}`" for t in r.longest) or "n/a",
+                fmt(r.merge_seconds, ".2f"),
+                fmt(r.train_seconds, ".2f"),
+                fmt(r.merge_mb, ".1f"),
+                fmt(r.merges, ".0f"),
+            ]
+        )
     return [
         "## The runs",
         "",
@@ -298,11 +317,14 @@ def section_bits_per_byte(rows: Sequence[VariantRow]) -> list[str]:
             "compared across vocabularies).",
             "",
         ]
-    lines = ["## Which one would a model prefer?", "",
-             "Bits per byte of an n-gram model over each tokenizer's ids, the measure that "
-             "compares tokenizers fairly (lower is better; a SuperBPE replication saw per-token "
-             "loss rise while per-byte loss stayed flat):",
-             ""]  # fmt: skip
+    lines = [
+        "## Which one would a model prefer?",
+        "",
+        "Bits per byte of an n-gram model over each tokenizer's ids, the measure that "
+        "compares tokenizers fairly (lower is better; a SuperBPE replication saw per-token "
+        "loss rise while per-byte loss stayed flat):",
+        "",
+    ]
     for (dataset, vocab), group in _groups(rows).items():
         measured = {v: r.bits_per_byte for v, r in group.items() if r.bits_per_byte is not None}
         if len(measured) < 2:

@@ -18,28 +18,40 @@ from bpe.runs import schema
 
 #: The measures ANALYSIS.md uses beyond time and memory, and how each is computed.
 GLOSSARY = (
-    ("compression ratio",
-     "UTF-8 bytes of the documents / tokens they encode to (higher is better)"),
-    ("fertility",
-     "tokens / whitespace-separated words (`str.split()`) of the documents (lower is better)"),
-    ("Shannon efficiency",
-     "H(p) / log\\|V\\|, H(p) = -Σ p_i log p_i over the unigram distribution p of token ids "
-     "in the encoded documents; \\|V\\| = vocab without special tokens"),
-    ("Rényi efficiency",
-     "H_α(p) / log\\|V\\|, H_α(p) = log(Σ p_i^α) / (1 - α), α = 2.5 (Zouhar et al., "
-     "ACL 2023); weighs frequent tokens more than Shannon's; 1 = every entry equally used"),
+    (
+        "compression ratio",
+        "UTF-8 bytes of the documents / tokens they encode to (higher is better)",
+    ),
+    (
+        "fertility",
+        "tokens / whitespace-separated words (`str.split()`) of the documents (lower is better)",
+    ),
+    (
+        "Shannon efficiency",
+        "H(p) / log\\|V\\|, H(p) = -Σ p_i log p_i over the unigram distribution p of token ids "
+        "in the encoded documents; \\|V\\| = vocab without special tokens",
+    ),
+    (
+        "Rényi efficiency",
+        "H_α(p) / log\\|V\\|, H_α(p) = log(Σ p_i^α) / (1 - α), α = 2.5 (Zouhar et al., "
+        "ACL 2023); weighs frequent tokens more than Shannon's; 1 = every entry equally used",
+    ),
     ("vocab used", "share of \\|V\\| that occurs at least once in the encoded documents"),
-    ("intermediate only",
-     "a learned token that never ends up in the encoding of the training sample: every "
-     "occurrence was merged further (unreachable in Land & Bartolo's sense, 2024)"),
+    (
+        "intermediate only",
+        "a learned token that never ends up in the encoding of the training sample: every "
+        "occurrence was merged further (unreachable in Land & Bartolo's sense, 2024)",
+    ),
     ("never produced", "intermediate only, and absent from the encoded held-out documents too"),
     ("self-unreachable", "a learned token whose own text does not encode to that token alone"),
     ("merge count", "how often the pair occurred in the training pretokens when it was merged"),
-    ("bits per byte",
-     "-Σ log2 P(token \\| n-1 tokens before) / UTF-8 bytes of the held-out documents; P: a "
-     "Kneser-Ney n-gram model of the run's ids on its training text (lower is better)"),
+    (
+        "bits per byte",
+        "-Σ log2 P(token \\| n-1 tokens before) / UTF-8 bytes of the held-out documents; P: a "
+        "Kneser-Ney n-gram model of the run's ids on its training text (lower is better)",
+    ),
     ("unigram bits per byte", "the same with P the tokens' frequencies alone (n = 1)"),
-)  # fmt: skip
+)
 
 
 def section_efficiency(metrics: dict) -> list[str]:
@@ -51,17 +63,29 @@ def section_efficiency(metrics: dict) -> list[str]:
         e = eff.get(side)
         if not e:
             continue
-        rows.append([
-            f"{e['dataset']} ({'same' if side == 'own' else 'other'} domain)",
-            e["docs"], e["tokens"], fmt(e["fertility"], ".2f"),
-            fmt(e["shannon_efficiency"], ".3f"), fmt(e["renyi_efficiency"], ".3f"),
-            f"{e['vocab_used']} ({fmt(100 * e['vocab_used_share'], '.1f')}%)",
-        ])  # fmt: skip
+        rows.append(
+            [
+                f"{e['dataset']} ({'same' if side == 'own' else 'other'} domain)",
+                e["docs"],
+                e["tokens"],
+                fmt(e["fertility"], ".2f"),
+                fmt(e["shannon_efficiency"], ".3f"),
+                fmt(e["renyi_efficiency"], ".3f"),
+                f"{e['vocab_used']} ({fmt(100 * e['vocab_used_share'], '.1f')}%)",
+            ]
+        )
     if not rows:
         return [*lines, "Not measured for this run (it predates the efficiency measures).", ""]
     alpha = next(e["renyi_alpha"] for e in eff.values() if e)
-    headers = ["held-out documents", "docs", "tokens", "tokens/word", "Shannon eff.",
-               f"Rényi eff. (α={alpha})", "vocab used"]  # fmt: skip
+    headers = [
+        "held-out documents",
+        "docs",
+        "tokens",
+        "tokens/word",
+        "Shannon eff.",
+        f"Rényi eff. (α={alpha})",
+        "vocab used",
+    ]
     lines += [table(rows, headers), ""]
     own, other = eff.get("own"), eff.get("other")
     if own:
@@ -93,15 +117,27 @@ def section_undertrained(metrics: dict) -> list[str]:
     )
     size = u["vocab_size"]
     rows = [
-        ["intermediate only (count 0 on the training sample)", u["intermediate_only"],
-         fmt(100 * u["intermediate_only_share"], ".2f")],
-        ["... of which held-out text still produces", u["intermediate_only_in_heldout"],
-         fmt(100 * u["intermediate_only_in_heldout"] / size, ".2f")],
-        ["never produced (training sample nor held-out)", u["never_produced"],
-         fmt(100 * u["never_produced_share"], ".2f")],
-        ["self-unreachable (own text encodes otherwise)", u["self_unreachable"],
-         fmt(100 * u["self_unreachable_share"], ".2f")],
-    ]  # fmt: skip
+        [
+            "intermediate only (count 0 on the training sample)",
+            u["intermediate_only"],
+            fmt(100 * u["intermediate_only_share"], ".2f"),
+        ],
+        [
+            "... of which held-out text still produces",
+            u["intermediate_only_in_heldout"],
+            fmt(100 * u["intermediate_only_in_heldout"] / size, ".2f"),
+        ],
+        [
+            "never produced (training sample nor held-out)",
+            u["never_produced"],
+            fmt(100 * u["never_produced_share"], ".2f"),
+        ],
+        [
+            "self-unreachable (own text encodes otherwise)",
+            u["self_unreachable"],
+            fmt(100 * u["self_unreachable_share"], ".2f"),
+        ],
+    ]
     lines += [
         f"The tokenizer encoded {scope} ({sample.get('file')}, {sample.get('bytes')} bytes) and "
         f"{u['heldout_docs']} held-out documents; of its {u['learned']} learned tokens:",
@@ -114,13 +150,26 @@ def section_undertrained(metrics: dict) -> list[str]:
     examples = u.get("examples") or []
     if examples:
         rows = [
-            [e["rank"], f"`{e['gpt2']}`", clip(repr(e["text"])), e["bytes"],
-             fmt(e["merge_count"], "d"), e["heldout_count"],
-             f"`{e['merged_into']}`" if e["merged_into"] else "n/a"]
+            [
+                e["rank"],
+                f"`{e['gpt2']}`",
+                clip(repr(e["text"])),
+                e["bytes"],
+                fmt(e["merge_count"], "d"),
+                e["heldout_count"],
+                f"`{e['merged_into']}`" if e["merged_into"] else "n/a",
+            ]
             for e in examples
-        ]  # fmt: skip
-        headers = ["merge #", "token", "text", "bytes", "merge count", "held-out count",
-                   "first merged into"]  # fmt: skip
+        ]
+        headers = [
+            "merge #",
+            "token",
+            "text",
+            "bytes",
+            "merge count",
+            "held-out count",
+            "first merged into",
+        ]
         top = examples[0]
         lines += [
             "The most striking intermediate-only tokens (highest merge count first): a model "
@@ -160,20 +209,32 @@ def section_sweep_usage(runs: pd.DataFrame, frame: pd.DataFrame) -> list[str]:
         return fmt(None if value is None or pd.isna(value) else scale * value, spec)
 
     rows = [
-        [r["dataset"], fmt(r["vocab_size"], "d"),
-         cell(r["run_dir"], f"{eff}renyi_efficiency", ".3f"),
-         cell(r["run_dir"], f"{eff}shannon_efficiency", ".3f"),
-         cell(r["run_dir"], f"{eff}fertility", ".2f"),
-         cell(r["run_dir"], f"{eff}vocab_used_share", ".1f", 100),
-         cell(r["run_dir"], f"{und}intermediate_only", ".0f"),
-         cell(r["run_dir"], f"{und}intermediate_only_share", ".2f", 100),
-         cell(r["run_dir"], f"{und}never_produced", ".0f")]
+        [
+            r["dataset"],
+            fmt(r["vocab_size"], "d"),
+            cell(r["run_dir"], f"{eff}renyi_efficiency", ".3f"),
+            cell(r["run_dir"], f"{eff}shannon_efficiency", ".3f"),
+            cell(r["run_dir"], f"{eff}fertility", ".2f"),
+            cell(r["run_dir"], f"{eff}vocab_used_share", ".1f", 100),
+            cell(r["run_dir"], f"{und}intermediate_only", ".0f"),
+            cell(r["run_dir"], f"{und}intermediate_only_share", ".2f", 100),
+            cell(r["run_dir"], f"{und}never_produced", ".0f"),
+        ]
         for _, r in done.iterrows()
-    ]  # fmt: skip
+    ]
     if not rows:
         return []
-    headers = ["dataset", "vocab", "Rényi eff.", "Shannon eff.", "tokens/word",
-               "% vocab used", "intermediate only", "% of vocab", "never produced"]  # fmt: skip
+    headers = [
+        "dataset",
+        "vocab",
+        "Rényi eff.",
+        "Shannon eff.",
+        "tokens/word",
+        "% vocab used",
+        "intermediate only",
+        "% of vocab",
+        "never produced",
+    ]
     return [
         "## Vocab use (own held-out documents; once per distinct vocab)",
         "",

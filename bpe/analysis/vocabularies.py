@@ -112,16 +112,20 @@ def render_vocabularies(
         counts = m.get("counts") or {}
         asked = (m.get("run") or {}).get("vocab_size")
         got = counts.get("vocab")
-        rows.append([
-            side.label,
-            f"{got}" + (f" of {asked} (stopped early)" if m.get("stopped_early") else ""),
-            u.get("intermediate_only", "n/a"),
-            fmt(100 * share, ".2f") if share is not None else "n/a",
-            u.get("never_produced", "n/a"), u.get("self_unreachable", "n/a"),
-            fmt(e.get("renyi_efficiency"), ".3f"), fmt(e.get("shannon_efficiency"), ".3f"),
-            fmt(e.get("fertility"), ".2f"),
-            fmt(100 * e["vocab_used_share"], ".1f") if e.get("vocab_used_share") else "n/a",
-        ])  # fmt: skip
+        rows.append(
+            [
+                side.label,
+                f"{got}" + (f" of {asked} (stopped early)" if m.get("stopped_early") else ""),
+                u.get("intermediate_only", "n/a"),
+                fmt(100 * share, ".2f") if share is not None else "n/a",
+                u.get("never_produced", "n/a"),
+                u.get("self_unreachable", "n/a"),
+                fmt(e.get("renyi_efficiency"), ".3f"),
+                fmt(e.get("shannon_efficiency"), ".3f"),
+                fmt(e.get("fertility"), ".2f"),
+                fmt(100 * e["vocab_used_share"], ".1f") if e.get("vocab_used_share") else "n/a",
+            ]
+        )
     lines += [
         table(
             rows,
@@ -137,7 +141,7 @@ def render_vocabularies(
                 "tokens/word",
                 "% vocab used",
             ],
-        ),  # fmt: skip
+        ),
         "",
         "Intermediate-only tokens have count 0 when the run's training file is encoded: every "
         "occurrence was merged further, so a model trained on that text never sees them; "

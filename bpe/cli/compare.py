@@ -26,10 +26,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", type=Path, default=Path("."), help="output dir (default: .)")
     parser.add_argument("--labels", nargs="+", help="names for the sides, one per directory")
     parser.add_argument(
-        "--force", action="store_true",
+        "--force",
+        action="store_true",
         help="replace a COMPARE.md in --out that bpe-compare did not write (a previous "
         "comparison is replaced without it; a compared directory's files never are)",
-    )  # fmt: skip
+    )
     return parser
 
 

@@ -30,14 +30,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--all", action="store_true", help="regenerate every report in --out")
     parser.add_argument("--experiments-dir", type=Path, default=Path("experiments"))
     parser.add_argument(
-        "--out", type=Path, default=None,
+        "--out",
+        type=Path,
+        default=None,
         help="with --all: the reports' directory (default: reports; never inside "
         "--experiments-dir)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--force", action="store_true",
+        "--force",
+        action="store_true",
         help="with --all: replace reports in --out even if other runs generated them",
-    )  # fmt: skip
+    )
     return parser
 
 

@@ -139,9 +139,16 @@ def next_steps(run: dict, *, heldout: str | None, encode: str | None = None) -> 
     out = run_dir.parent / "encoded" / f"{run_dir.name}.{what}.npy"
     said = "the held-out text" if heldout else "the training input (its held-out tail is no file)"
     command = " ".join(
-        [encode or encode_command(), "--tokenizer", shlex.quote(str(run_dir)),
-         "--input", shlex.quote(str(source)), "--out", shlex.quote(str(out))]
-    )  # fmt: skip
+        [
+            encode or encode_command(),
+            "--tokenizer",
+            shlex.quote(str(run_dir)),
+            "--input",
+            shlex.quote(str(source)),
+            "--out",
+            shlex.quote(str(out)),
+        ]
+    )
     return f"{report} | next: encode {said} with the new tokenizer: {command}"
 
 
@@ -252,9 +259,10 @@ def _jobs(
     base = _compose(fixed, return_hydra_config=True)
     params = dict(base.hydra.sweeper.get("params") or {})
     try:
-        sweep = {o.get_key_element(): o for o in parser.parse_overrides(
-            [f"{k}={v}" for k, v in params.items()]
-        )}  # fmt: skip
+        sweep = {
+            o.get_key_element(): o
+            for o in parser.parse_overrides([f"{k}={v}" for k, v in params.items()])
+        }
         sweep.update({o.get_key_element(): o for o in swept})
         values = [[f"{k}={v}" for v in o.sweep_string_iterator()] for k, o in sweep.items()]
     except HydraException as err:

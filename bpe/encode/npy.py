@@ -263,16 +263,23 @@ def check_output(
             f"{str(out / (first.stem + '.npy'))!r}"
         )
     check_writable(
-        out, what="--out", inputs=sources, ours=ours, force=force,
+        out,
+        what="--out",
+        inputs=sources,
+        ours=ours,
+        force=force,
         fix=f"write the ids to another path, e.g. {str(first.with_suffix('.npy'))!r}",
         not_ours=f"is not a token array written by bpe-encode (no {sidecar.name} beside it)",
-    )  # fmt: skip
+    )
     check_writable(
-        sidecar, what=f"the sidecar of --out {str(out)!r}", inputs=sources,
-        ours=ours, force=force,
+        sidecar,
+        what=f"the sidecar of --out {str(out)!r}",
+        inputs=sources,
+        ours=ours,
+        force=force,
         fix=f"pass an --out ending in .npy, e.g. {str(out.with_suffix('.npy'))!r}",
         not_ours="was not written by bpe-encode",
-    )  # fmt: skip
+    )
 
 
 def _is_our_output(path: Path) -> bool:
@@ -431,18 +438,31 @@ def encode_to_npy(
     if _is_empty_file(source):
         check_output(source, out_path, force=force, protected=files_in(tokenizer_dir))
         return _finish(
-            Path(out_path), write_npy_atomically(Path(out_path), dt, []), source=source,
-            corpus=None, tokenizer=tokenizer, dt=dt, backend=backend, parts=0, workers=1,
-            method="in-process", num_bytes=0, start_time=start_time,
-            tokenizer_dir=tokenizer_dir, command=command, dropout=dropout, seed=seed,
-        )  # fmt: skip
+            Path(out_path),
+            write_npy_atomically(Path(out_path), dt, []),
+            source=source,
+            corpus=None,
+            tokenizer=tokenizer,
+            dt=dt,
+            backend=backend,
+            parts=0,
+            workers=1,
+            method="in-process",
+            num_bytes=0,
+            start_time=start_time,
+            tokenizer_dir=tokenizer_dir,
+            command=command,
+            dropout=dropout,
+            seed=seed,
+        )
     corpus = (
         source
         if isinstance(source, Corpus)
         else resolve_source(os.fspath(source), format=format, text_field=text_field)
     )
-    check_output([f.path for f in corpus.files], out_path, force=force,
-                 protected=files_in(tokenizer_dir))  # fmt: skip
+    check_output(
+        [f.path for f in corpus.files], out_path, force=force, protected=files_in(tokenizer_dir)
+    )
     one_text = len(corpus.files) == 1 and corpus.files[0].format == "text"
     if dropout and not one_text:
         raise ValueError(
@@ -451,16 +471,23 @@ def encode_to_npy(
         )
     sep, sep_id = (None, None) if one_text else corpus_separator(tokenizer, separator)
     parts, plan = plan_work(
-        corpus, list(tokenizer.special_tokens), num_workers=num_workers,
-        max_chunk_bytes=chunk_bytes, min_parallel_bytes=min_parallel_bytes,
+        corpus,
+        list(tokenizer.special_tokens),
+        num_workers=num_workers,
+        max_chunk_bytes=chunk_bytes,
+        min_parallel_bytes=min_parallel_bytes,
         pattern=tokenizer.pattern,
-    )  # fmt: skip
+    )
     logger.info(
         "encoding %s (%s) in %s with %s (%s)%s -> %s",
-        corpus.source, corpus.describe(), counted(len(parts), "part"),
-        counted(plan.workers, "worker"), plan.start_method,
-        f", {sep!r} between documents" if sep else "", out_path,
-    )  # fmt: skip
+        corpus.source,
+        corpus.describe(),
+        counted(len(parts), "part"),
+        counted(plan.workers, "worker"),
+        plan.start_method,
+        f", {sep!r} between documents" if sep else "",
+        out_path,
+    )
     job = _Job(tokenizer, corpus, sep_id, dt.name, dropout, seed)
     read = [0]
     arrays, backend = _part_arrays(job, parts, plan, backend=backend, read=read)
@@ -468,11 +495,24 @@ def encode_to_npy(
     with closing(arrays):
         num_tokens = _write(target, dt, arrays, parts, size=corpus.num_bytes, progress=progress)
     return _finish(
-        target, num_tokens, source=corpus.source, corpus=corpus, tokenizer=tokenizer, dt=dt,
-        backend=backend, parts=len(parts), workers=plan.workers, method=plan.start_method,
-        num_bytes=read[0], start_time=start_time, tokenizer_dir=tokenizer_dir,
-        command=command, dropout=dropout, seed=seed, separator=sep,
-    )  # fmt: skip
+        target,
+        num_tokens,
+        source=corpus.source,
+        corpus=corpus,
+        tokenizer=tokenizer,
+        dt=dt,
+        backend=backend,
+        parts=len(parts),
+        workers=plan.workers,
+        method=plan.start_method,
+        num_bytes=read[0],
+        start_time=start_time,
+        tokenizer_dir=tokenizer_dir,
+        command=command,
+        dropout=dropout,
+        seed=seed,
+        separator=sep,
+    )
 
 
 def _is_empty_file(source: object) -> bool:
@@ -512,15 +552,21 @@ def _part_arrays(
             path = corpus.files[0].path
             ranges = [(p.start, p.end) for p in parts]
             arrays = exports.tiktoken_chunk_arrays(
-                job.tokenizer, path, ranges, read_text=read_chunk_text, dtype=job.dtype,
+                job.tokenizer,
+                path,
+                ranges,
+                read_text=read_chunk_text,
+                dtype=job.dtype,
                 threads=plan.workers,
-            )  # fmt: skip
+            )
             if arrays is not None:
                 read[0] = corpus.num_bytes
                 return arrays, "tiktoken"
         else:
-            logger.info("backend='tiktoken' encodes plain text files; %s is encoded with python",
-                        corpus.describe())  # fmt: skip
+            logger.info(
+                "backend='tiktoken' encodes plain text files; %s is encoded with python",
+                corpus.describe(),
+            )
     results = map_chunks(_encode_part, job, parts, plan, ordered=True)
 
     def arrays_of() -> Iterator[np.ndarray]:
@@ -555,17 +601,28 @@ def _finish(
     """Write the sidecar, log the speed, and say what was done (`encode_to_npy`'s result)."""
     seconds = time.perf_counter() - start_time
     record = lineage.encode_sidecar(
-        tokenizer=tokenizer, input_path=os.fspath(source), num_tokens=num_tokens,  # type: ignore[arg-type]
-        dtype=dt.name, backend=backend, tokenizer_dir=tokenizer_dir, command=command,
-        dropout=dropout, seed=seed if dropout else None, corpus=corpus,
-    )  # fmt: skip
+        tokenizer=tokenizer,
+        input_path=os.fspath(source),
+        num_tokens=num_tokens,  # type: ignore[arg-type]
+        dtype=dt.name,
+        backend=backend,
+        tokenizer_dir=tokenizer_dir,
+        command=command,
+        dropout=dropout,
+        seed=seed if dropout else None,
+        corpus=corpus,
+    )
     if separator is not None:
         record["input"]["separator"] = separator
     sidecar = lineage.write_sidecar(target, record)
     logger.info(
         "wrote %d tokens (%s) to %s in %.2f s (%.2f MB/s of text)",
-        num_tokens, dt.name, target, seconds, num_bytes / seconds / 1e6 if seconds else 0.0,
-    )  # fmt: skip
+        num_tokens,
+        dt.name,
+        target,
+        seconds,
+        num_bytes / seconds / 1e6 if seconds else 0.0,
+    )
     return {
         "path": str(target),
         "num_tokens": num_tokens,

@@ -23,10 +23,21 @@ from bpe.util.io import IN_CHECKOUT, PROJECT_ROOT, atomic_write_text
 from bpe.util.workers import default_num_workers
 
 PACKAGES = (
-    "bpe-lab", "hydra-core", "omegaconf", "regex", "numpy", "pandas", "matplotlib", "scalene",
-    "psutil", "tqdm", "tabulate", "tokenizers", "tiktoken",
+    "bpe-lab",
+    "hydra-core",
+    "omegaconf",
+    "regex",
+    "numpy",
+    "pandas",
+    "matplotlib",
+    "scalene",
+    "psutil",
+    "tqdm",
+    "tabulate",
+    "tokenizers",
+    "tiktoken",
     "distributed",  # the dask backend's (None when the extra is not installed)
-)  # fmt: skip
+)
 
 
 def _git(*args: str) -> str | None:

@@ -159,9 +159,13 @@ def evaluate(
 def _not_exported(reason: str) -> dict:
     """The `tiktoken` section of a run whose tokenizer cannot be exported (PickyBPE)."""
     return {
-        "pretokens": None, "unique_pretokens": None, "mismatches": None,
-        "unique_mismatches": None, "first": None, "not_exported": reason,
-    }  # fmt: skip
+        "pretokens": None,
+        "unique_pretokens": None,
+        "mismatches": None,
+        "unique_mismatches": None,
+        "first": None,
+        "not_exported": reason,
+    }
 
 
 def bits_per_byte_metrics(
@@ -235,10 +239,10 @@ def bits_per_byte_metrics(
     named = {m.side: _side_name(m) for m in measured}
     logger.info(
         "bits per byte of this tokenizer (%d-gram Kneser-Ney on %d training tokens): %s",
-        order, model.train_tokens,
-        ", ".join(f"{named[k]} {v['bits_per_byte']}" for k, v in out.items()
-                  if k != "model" and v),
-    )  # fmt: skip
+        order,
+        model.train_tokens,
+        ", ".join(f"{named[k]} {v['bits_per_byte']}" for k, v in out.items() if k != "model" and v),
+    )
     return out
 
 
@@ -309,9 +313,16 @@ def vocab_metrics(
     kind_of = {i: token_kind(t) for i, t in learned.items()}
     ordered = sorted(learned, key=lambda i: (-len(learned[i]), i))[:top_k]
     count_of = {left + right: c for (left, right), c in zip(merges, merge_counts, strict=False)}
-    longest = [{"id": i, "bytes": len(learned[i]), "kind": kind_of[i], **preview(learned[i]),
-                **({"merge_count": count_of[learned[i]]} if learned[i] in count_of else {})}
-               for i in ordered]  # fmt: skip
+    longest = [
+        {
+            "id": i,
+            "bytes": len(learned[i]),
+            "kind": kind_of[i],
+            **preview(learned[i]),
+            **({"merge_count": count_of[learned[i]]} if learned[i] in count_of else {}),
+        }
+        for i in ordered
+    ]
     lengths = Counter(len(t) for t in ordinary.values())
     kinds = Counter(kind_of.values())
     total = max(len(learned), 1)
@@ -385,9 +396,14 @@ def _held_out_tail(ds: Dataset, holdout: Holdout, max_docs: int) -> tuple[list[s
     docs = list(holdout.docs[max(0, len(holdout.docs) - max_docs) :])
     logger.info(
         "dataset %s has no held-out file: measuring %d of its last %d documents, held out of "
-        "training (from %s %d of %s)", ds.name, len(docs), stop.docs,
-        "byte" if stop.unit == "bytes" else "row", stop.offset, holdout.file,
-    )  # fmt: skip
+        "training (from %s %d of %s)",
+        ds.name,
+        len(docs),
+        stop.docs,
+        "byte" if stop.unit == "bytes" else "row",
+        stop.offset,
+        holdout.file,
+    )
     origin = HeldOutTail(
         source="input_tail",
         seen_in_training=False,
@@ -428,8 +444,11 @@ def _input_tail(ds: Dataset, max_docs: int) -> tuple[list[str], dict]:
     )
     logger.info(
         "dataset %s has no held-out file: measuring its last %d documents (from %s; seen in "
-        "training)", ds.name, len(docs), file,
-    )  # fmt: skip
+        "training)",
+        ds.name,
+        len(docs),
+        file,
+    )
     return docs, {"source": "input_tail", "file": file, "seen_in_training": True}
 
 

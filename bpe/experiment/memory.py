@@ -151,11 +151,19 @@ def _start_watcher(interval: float) -> subprocess.Popen | None:
     try:
         return subprocess.Popen(
             [sys.executable, "-c", WATCHER, str(os.getpid()), str(interval)],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [
-                str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH")
-            ]))},
-        )  # fmt: skip
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env={
+                **os.environ,
+                "PYTHONPATH": os.pathsep.join(
+                    filter(
+                        None,
+                        [str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH")],
+                    )
+                ),
+            },
+        )
     except OSError as err:
         logger.debug("memory watcher did not start (%s): sampling from a thread", err)
         return None

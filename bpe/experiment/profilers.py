@@ -172,8 +172,16 @@ def run_scalene(
             pickle.dumps({**args, "progress": progress, "result_path": str(result_path)})
         )
         # --program-path: profile the whole package, not only the target's own directory.
-        cmd = [sys.executable, "-m", "scalene", "run", "-o", str(profile_json),
-               "--program-path", str(PROJECT_ROOT / "bpe")]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "scalene",
+            "run",
+            "-o",
+            str(profile_json),
+            "--program-path",
+            str(PROJECT_ROOT / "bpe"),
+        ]
         if cpu_only:
             cmd.append("--cpu-only")
         cmd += [str(SCALENE_TARGET), "---", str(spec)]

@@ -529,9 +529,14 @@ def _complete(
     logger.info(
         "run complete: %d merges; training memory +%s MB (peak %s MB of the process tree, in "
         "%s; the run began at %s MB); analysis peaked at %s MB, apart; %s",
-        metrics.data["counts"]["merges"], training["added_mb"], training["peak_mb"],
-        training["stage"], memory["baseline_mb"], analysis["peak_mb"], run_dir,
-    )  # fmt: skip
+        metrics.data["counts"]["merges"],
+        training["added_mb"],
+        training["peak_mb"],
+        training["stage"],
+        memory["baseline_mb"],
+        analysis["peak_mb"],
+        run_dir,
+    )
 
 
 def _before_report(summary: dict) -> dict:
@@ -611,10 +616,15 @@ def log_merge_support(support: dict | None) -> None:
         "%d times (%d once), against %d distinct pretokens in the training text; every merge up "
         "to vocab size %d joined a pair seen more often: train with vocab_size=%d or less, or "
         "on more text",
-        support["rare"], support["merges"], 100 * support["rare_share"], RARE_MERGE_COUNT,
-        support["count_1"], support["unique_pretokens"], support["supported_vocab"],
+        support["rare"],
+        support["merges"],
+        100 * support["rare_share"],
+        RARE_MERGE_COUNT,
+        support["count_1"],
+        support["unique_pretokens"],
         support["supported_vocab"],
-    )  # fmt: skip
+        support["supported_vocab"],
+    )
 
 
 def input_files(ds: datasets.Dataset) -> list[str]:
@@ -690,16 +700,23 @@ def hold_out(ds: datasets.Dataset) -> Holdout | None:
             "(dataset.heldout_fraction=%s, heldout_max_bytes=%d: a zero fraction, one "
             "document, or a last document larger than that): training reads every document, "
             "and compression is measured on the input's tail, seen in training",
-            ds.name, ds.heldout_fraction, ds.heldout_max_bytes,
-        )  # fmt: skip
+            ds.name,
+            ds.heldout_fraction,
+            ds.heldout_max_bytes,
+        )
         return None
     stop = holdout.stop
     logger.info(
         "dataset %s has no held-out file: its last %d documents (%d bytes, from %s %d of %s) "
         "are held out of training and measured (found in %.3f s)",
-        ds.name, stop.docs, stop.bytes, "byte" if stop.unit == "bytes" else "row", stop.offset,
-        Path(holdout.file).name, time.perf_counter() - t0,
-    )  # fmt: skip
+        ds.name,
+        stop.docs,
+        stop.bytes,
+        "byte" if stop.unit == "bytes" else "row",
+        stop.offset,
+        Path(holdout.file).name,
+        time.perf_counter() - t0,
+    )
     return holdout
 
 

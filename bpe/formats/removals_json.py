@@ -47,11 +47,14 @@ def save_removals(
         "threshold": threshold,
         "pattern": pattern,
         "removals": [
-            {"after_merges": r.after_merges, "token": render(r.token),
-             "parts": [render(p) for p in r.parts]}
+            {
+                "after_merges": r.after_merges,
+                "token": render(r.token),
+                "parts": [render(p) for p in r.parts],
+            }
             for r in removals
         ],
-    }  # fmt: skip
+    }
     out = Path(path)
     atomic_write_text(out, json.dumps(doc, ensure_ascii=False, indent=1) + "\n")
     return out
@@ -67,10 +70,11 @@ def load_removals(path: str | os.PathLike) -> tuple[list[Removal], str | None]:
     try:
         doc = json.loads(p.read_text("utf-8"))
         removals = [
-            Removal(int(r["after_merges"]), unrender(r["token"]),
-                    tuple(unrender(x) for x in r["parts"]))
+            Removal(
+                int(r["after_merges"]), unrender(r["token"]), tuple(unrender(x) for x in r["parts"])
+            )
             for r in doc["removals"]
-        ]  # fmt: skip
+        ]
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise ValueError(
             f"removals file {str(p)!r} is not a PickyBPE removals record ({err}); restore it "

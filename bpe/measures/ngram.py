@@ -129,9 +129,15 @@ class KneserNey:
             for k in range(1, order + 1)
         ]
         return cls(
-            order, vocab_size, (np.zeros(0), *keys), tuple(counts), tuple(totals),
-            tuple(types), tuple(discounts), tokens,
-        )  # fmt: skip
+            order,
+            vocab_size,
+            (np.zeros(0), *keys),
+            tuple(counts),
+            tuple(totals),
+            tuple(types),
+            tuple(discounts),
+            tokens,
+        )
 
     def prob(self, context: Sequence[int], token: int) -> float:
         """P(token | the last n-1 ids of context); a shorter context is padded with the

@@ -145,9 +145,13 @@ def pretokenize(
     if min_parallel_bytes is None:
         min_parallel_bytes = min_parallel_for(engine)
     meter = Progress(
-        label, total=corpus.num_bytes, unit="B", logger=logger, bar=label if progress else None,
+        label,
+        total=corpus.num_bytes,
+        unit="B",
+        logger=logger,
+        bar=label if progress else None,
         interval=log_interval,
-    )  # fmt: skip
+    )
     job = _Job(corpus, specials, pattern, max_chunk_bytes, engine)
     with closing(meter):
         if backend == "dask":
@@ -164,15 +168,26 @@ def pretokenize(
             f"the corpus {corpus.source!r} ({corpus.describe()}) holds no text: every document "
             "is empty; check dataset.text_field and the files"
         )
-    logger.info("read %d bytes of text%s from %s", num_bytes,
-                f" in {records} records" if records else "", corpus.describe())  # fmt: skip
+    logger.info(
+        "read %d bytes of text%s from %s",
+        num_bytes,
+        f" in {records} records" if records else "",
+        corpus.describe(),
+    )
     return PretokenCounts(
-        total, num_bytes, len(parts), workers, method,
-        backend=backend, scheduler=label_, records=records if corpus.has_records else None,
-        num_files=len(corpus.files), engine=engine,
+        total,
+        num_bytes,
+        len(parts),
+        workers,
+        method,
+        backend=backend,
+        scheduler=label_,
+        records=records if corpus.has_records else None,
+        num_files=len(corpus.files),
+        engine=engine,
         compile_seconds=scanner.seconds if scanner and scanner.now else None,
         compile_cached=scanner.cached if scanner and scanner.now else None,
-    )  # fmt: skip
+    )
 
 
 def _on_processes(
@@ -183,14 +198,21 @@ def _on_processes(
 ) -> tuple[Counter, list[Part], int, str]:
     corpus, pattern = job.corpus, job.pattern
     parts, plan = plan_work(
-        corpus, job.specials, num_workers=num_workers, max_chunk_bytes=job.block_bytes,
-        min_parallel_bytes=min_parallel_bytes, pattern=pattern,
-    )  # fmt: skip
+        corpus,
+        job.specials,
+        num_workers=num_workers,
+        max_chunk_bytes=job.block_bytes,
+        min_parallel_bytes=min_parallel_bytes,
+        pattern=pattern,
+    )
     logger.info(
         "pretokenizing %s (%s) in %s with %s (%s)",
-        corpus.source, corpus.describe(), counted(len(parts), "part"),
-        counted(plan.workers, "worker"), plan.start_method,
-    )  # fmt: skip
+        corpus.source,
+        corpus.describe(),
+        counted(len(parts), "part"),
+        counted(plan.workers, "worker"),
+        plan.start_method,
+    )
     if job.engine == "compiled" and plan.workers == 1:
         return _in_one_table(job, parts, meter), parts, 1, plan.start_method
     bmp_pretoken_regex(pattern)  # compiled once here, so forked workers inherit it
@@ -206,8 +228,14 @@ def _on_processes(
     else:
         fn, tasks = _count_part, parts
     results = map_chunks(
-        fn, job, tasks, plan, ordered=False, with_chunks=True, on_start=meter.start,
-    )  # fmt: skip
+        fn,
+        job,
+        tasks,
+        plan,
+        ordered=False,
+        with_chunks=True,
+        on_start=meter.start,
+    )
     total: Counter = Counter()
     with closing(results):
         for part, counts in results:
@@ -285,11 +313,19 @@ def _on_dask(
     corpus = job.corpus
     with dask_cluster(scheduler, num_workers=num_workers) as cluster:
         parts = plan_parts(
-            corpus, job.specials, max_chunk_bytes=job.block_bytes, min_parts=cluster.threads,
+            corpus,
+            job.specials,
+            max_chunk_bytes=job.block_bytes,
+            min_parts=cluster.threads,
             pattern=job.pattern,
-        )  # fmt: skip
-        logger.info("pretokenizing %s (%s) in %s on Dask (%s)", corpus.source,
-                    corpus.describe(), counted(len(parts), "part"), cluster.label)  # fmt: skip
+        )
+        logger.info(
+            "pretokenizing %s (%s) in %s on Dask (%s)",
+            corpus.source,
+            corpus.describe(),
+            counted(len(parts), "part"),
+            cluster.label,
+        )
         tree = TreeCount(cluster.client, _count_part, job, parts)  # type: ignore[arg-type]
         meter.start()
         try:

@@ -327,27 +327,40 @@ def pretokenize_cached(
             if header.get("key") != info.key:
                 raise CorruptCacheFile(f"{str(target)!r} holds key {header.get('key')!r}")
         except (CorruptCacheFile, OSError) as err:
-            logger.warning("pretoken cache file %s is unusable (%s): deleting and rebuilding it",
-                           target, err)  # fmt: skip
+            logger.warning(
+                "pretoken cache file %s is unusable (%s): deleting and rebuilding it", target, err
+            )
             info.status = "rebuilt"
             target.unlink(missing_ok=True)
         else:
             info.status = "hit"
             info.load_seconds = time.perf_counter() - t0
             info.file_bytes = target.stat().st_size
-            logger.info("pretoken cache hit: %s (%d unique pretokens) loaded in %.3f s",
-                        target, len(counts), info.load_seconds)  # fmt: skip
+            logger.info(
+                "pretoken cache hit: %s (%d unique pretokens) loaded in %.3f s",
+                target,
+                len(counts),
+                info.load_seconds,
+            )
             counted = PretokenCounts(
-                counts, int(header.get("num_bytes", 0)), 0, 0, start_method="cache",
-                records=header.get("records"), num_files=int(header.get("num_files", 1)),
+                counts,
+                int(header.get("num_bytes", 0)),
+                0,
+                0,
+                start_method="cache",
+                records=header.get("records"),
+                num_files=int(header.get("num_files", 1)),
                 engine="cache",
-            )  # fmt: skip
+            )
             return counted, info, sha
     counted = count()
     if _stamp(path) != before:
         # the counts may mix old and new bytes: never file them under the old bytes' key
-        logger.warning("%s changed while it was being pre-tokenized: its pretoken counts are "
-                       "not cached; rerun on a file that stays put", path)  # fmt: skip
+        logger.warning(
+            "%s changed while it was being pre-tokenized: its pretoken counts are "
+            "not cached; rerun on a file that stays put",
+            path,
+        )
         info.path = None
         return counted, info, sha
     t0 = time.perf_counter()
@@ -366,11 +379,11 @@ def pretokenize_cached(
     try:
         info.file_bytes = save_counts(target, counted.counts, header)
     except OSError as err:
-        logger.warning("could not write the pretoken cache file %s (%s); going on without it",
-                       target, err)  # fmt: skip
+        logger.warning(
+            "could not write the pretoken cache file %s (%s); going on without it", target, err
+        )
         info.path = None
     else:
-        logger.info("pretoken cache %s: saved %s (%d bytes)", info.status, target,
-                    info.file_bytes)  # fmt: skip
+        logger.info("pretoken cache %s: saved %s (%d bytes)", info.status, target, info.file_bytes)
     info.save_seconds = time.perf_counter() - t0
     return counted, info, sha

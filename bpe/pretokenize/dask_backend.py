@@ -170,8 +170,9 @@ def _connect(
             raise
     else:
         if num_workers is not None:
-            logger.info("num_workers=%d ignored: the cluster at %s has its own", num_workers,
-                        scheduler)  # fmt: skip
+            logger.info(
+                "num_workers=%d ignored: the cluster at %s has its own", num_workers, scheduler
+            )
         label = scheduler
         try:
             client = Client(scheduler, timeout=connect_timeout)

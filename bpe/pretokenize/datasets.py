@@ -119,9 +119,11 @@ class Dataset:
         if self.heldout_path is not None:
             return None
         return find_holdout(
-            self.corpus(), self.document_separator, fraction=self.heldout_fraction,
+            self.corpus(),
+            self.document_separator,
+            fraction=self.heldout_fraction,
             max_bytes=self.heldout_max_bytes,
-        )  # fmt: skip
+        )
 
     def heldout_corpus(self) -> Corpus | None:
         """The held-out input as a `Corpus`, or None without one."""
@@ -131,9 +133,12 @@ class Dataset:
         self, path: Path, *, max_files: int | None = None, max_bytes: int | None = None
     ) -> Corpus:
         return resolve_source(
-            str(path), format=self.format, text_field=self.text_field, max_files=max_files,
+            str(path),
+            format=self.format,
+            text_field=self.text_field,
+            max_files=max_files,
             max_bytes=max_bytes,
-        )  # fmt: skip
+        )
 
     @property
     def is_pattern(self) -> bool:

@@ -210,9 +210,14 @@ class PretokenTable:
         # lone surrogates pass here and fail in `counts` (`str.encode`), as with `regex`
         cps = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
         self.slots, self.pool = _kernels().count_into(
-            cps, char_classes(), np.array(lo, np.int64), np.array(hi, np.int64), self.slots,
-            self.pool, self.used,
-        )  # fmt: skip
+            cps,
+            char_classes(),
+            np.array(lo, np.int64),
+            np.array(hi, np.int64),
+            self.slots,
+            self.pool,
+            self.used,
+        )
 
     def counts(self) -> Counter[bytes]:
         """The counts so far, keyed by each pretoken's UTF-8 bytes (in order of first
@@ -231,8 +236,9 @@ class PretokenTable:
         raw = data.tobytes()
         stops = ends.tolist()
         out: Counter[bytes] = Counter()
-        dict.update(out, zip(map(raw.__getitem__, map(slice, [0, *stops[:-1]], stops)),
-                             counts.tolist()))  # fmt: skip
+        dict.update(
+            out, zip(map(raw.__getitem__, map(slice, [0, *stops[:-1]], stops)), counts.tolist())
+        )
         return out
 
 

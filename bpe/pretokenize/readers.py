@@ -85,11 +85,15 @@ FORMATS = ("auto", "text", "jsonl", "parquet", "arrow")
 COMPRESSIONS = {".gz": "gz", ".zst": "zst", ".zstd": "zst", ".xz": "xz", ".bz2": "bz2"}
 #: Suffixes (after any compression suffix) that name a format.
 SUFFIX_FORMATS = {
-    ".txt": "text", ".text": "text",
-    ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl",
-    ".parquet": "parquet", ".pq": "parquet",
+    ".txt": "text",
+    ".text": "text",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "jsonl",
+    ".parquet": "parquet",
+    ".pq": "parquet",
     ".arrow": "arrow",
-}  # fmt: skip
+}
 #: The default text field (JSON lines) and column (parquet, Arrow).
 DEFAULT_TEXT_FIELD = "text"
 #: What to install when an optional reader library is missing.
@@ -131,8 +135,13 @@ class StreamSource:
     prefix: bool = False
 
     def as_dict(self) -> dict:
-        return {"repo": self.repo, "config": self.config, "split": self.split,
-                "revision": self.revision, "files": list(self.files)}  # fmt: skip
+        return {
+            "repo": self.repo,
+            "config": self.config,
+            "split": self.split,
+            "revision": self.revision,
+            "files": list(self.files),
+        }
 
 
 @dataclass(frozen=True)
@@ -179,8 +188,13 @@ class Stop:
 
     def as_dict(self) -> dict:
         """The stop as metrics.json and the pretoken cache key record it."""
-        return {"file": self.file, "offset": self.offset, "unit": self.unit,
-                "docs": self.docs, "bytes": self.bytes}  # fmt: skip
+        return {
+            "file": self.file,
+            "offset": self.offset,
+            "unit": self.unit,
+            "docs": self.docs,
+            "bytes": self.bytes,
+        }
 
 
 @dataclass(frozen=True)
@@ -530,8 +544,12 @@ def hub_files(source: str, *, max_files: int | None = None, timeout: float = 10.
         cached = _cached_hub_files(hub, repo, pattern)
         if not cached:
             raise ConnectionError(_offline_message(source, repo, pattern, err)) from None
-        logger.warning("the Hub is unreachable (%s): using the %d cached file(s) of %s",
-                       type(err).__name__, len(cached), source)  # fmt: skip
+        logger.warning(
+            "the Hub is unreachable (%s): using the %d cached file(s) of %s",
+            type(err).__name__,
+            len(cached),
+            source,
+        )
         return cached[:max_files] if max_files is not None else cached
     names = [n for n in names if fnmatch.fnmatchcase(n, pattern)]
     if not names:
@@ -609,9 +627,10 @@ def _cached_hub_files(hub: Any, repo: str, pattern: str) -> list[Path]:
         return []
     base = Path(root)
     return sorted(
-        p for p in base.rglob("*") if p.is_file() and fnmatch.fnmatchcase(
-            p.relative_to(base).as_posix(), pattern)
-    )  # fmt: skip
+        p
+        for p in base.rglob("*")
+        if p.is_file() and fnmatch.fnmatchcase(p.relative_to(base).as_posix(), pattern)
+    )
 
 
 def _offline_message(source: str, repo: str, what: str, err: Exception, *, stream=False) -> str:
@@ -709,8 +728,13 @@ def _resolve_stream(
         repo, config, split, info.sha, tuple(chosen), prefix=len(chosen) < len(names)
     )
     label = f"{STREAM_PREFIX}{repo}:{config or ''}:{split}@{info.sha}"
-    logger.info("%s: %d data file(s) of %s at commit %s, streamed with datasets", source,
-                len(chosen), repo, info.sha[:12])  # fmt: skip
+    logger.info(
+        "%s: %d data file(s) of %s at commit %s, streamed with datasets",
+        source,
+        len(chosen),
+        repo,
+        info.sha[:12],
+    )
     return InputFile(label, STREAM_FORMAT, None, sum(sizes.get(n, 0) for n in chosen), stream)
 
 
@@ -719,8 +743,11 @@ def _stream_records(f: InputFile, text_field: str, *, limit: int | None = None) 
     stream = f.hub
     assert stream is not None  # invariant: a STREAM_FORMAT file carries its source
     datasets = require("datasets", for_what=f"{f.path!r}")
-    options: dict[str, Any] = {"split": stream.split, "streaming": True,
-                               "revision": stream.revision}  # fmt: skip
+    options: dict[str, Any] = {
+        "split": stream.split,
+        "streaming": True,
+        "revision": stream.revision,
+    }
     if stream.prefix:  # a prefix of the files: name them
         options["data_files"] = {stream.split: list(stream.files)}
     try:
@@ -969,9 +996,12 @@ def plan_work(
         num_workers, num_bytes=corpus.num_bytes, min_parallel_bytes=min_parallel_bytes
     )
     parts = plan_parts(
-        corpus, special_tokens, max_chunk_bytes=max_chunk_bytes, min_parts=workers,
+        corpus,
+        special_tokens,
+        max_chunk_bytes=max_chunk_bytes,
+        min_parts=workers,
         pattern=pattern,
-    )  # fmt: skip
+    )
     if workers > len(parts):
         logger.info("num_workers=%d capped at %d: the number of parts", workers, len(parts))
         workers = max(len(parts), 1)
@@ -1511,8 +1541,13 @@ def head_text(corpus: Corpus, separator: str, *, max_bytes: int) -> tuple[str, d
         size += n
     text = separator.join(out)
     first = Path(corpus.files[0].path).name if corpus.files else ""
-    info = {"file": first, "bytes": size, "file_bytes": corpus.num_bytes, "whole_file": whole,
-            "first_doc_cut": cut}  # fmt: skip
+    info = {
+        "file": first,
+        "bytes": size,
+        "file_bytes": corpus.num_bytes,
+        "whole_file": whole,
+        "first_doc_cut": cut,
+    }
     return text, info
 
 
@@ -1572,8 +1607,11 @@ def _text_stream(
                 elif len(buf) > 4 * block_bytes:
                     logger.warning(
                         "%s: %d bytes from decompressed offset %d hold no safe cut; memory grows "
-                        "with them", f.path, len(buf), offset,
-                    )  # fmt: skip
+                        "with them",
+                        f.path,
+                        len(buf),
+                        offset,
+                    )
             if not block:
                 break
     if buf:
@@ -1767,10 +1805,15 @@ def corpus_manifest(corpus: Corpus, *, hashes: Sequence[str] | None = None) -> d
     """
     shas = list(hashes) if hashes is not None else [_file_sha256(f) for f in corpus.files]
     files = [
-        {"path": f.path, "bytes": f.size, "sha256": s, "format": f.kind,
-         **({"hub": f.hub.as_dict()} if f.hub is not None else {})}
+        {
+            "path": f.path,
+            "bytes": f.size,
+            "sha256": s,
+            "format": f.kind,
+            **({"hub": f.hub.as_dict()} if f.hub is not None else {}),
+        }
         for f, s in zip(corpus.files, shas, strict=True)
-    ]  # fmt: skip
+    ]
     if corpus.is_plain_text_file:
         digest = shas[0]
     else:

@@ -49,9 +49,16 @@ FIGURES = {
 RECORD_FILES = (ANALYSIS_FILE, METRICS_FILE, ENVIRONMENT_FILE, LOG_FILE)
 #: Files every complete run holds (tested against a real run).
 COMPLETE_RUN_FILES = (
-    *TOKENIZER_FILES, METRICS_FILE, ENVIRONMENT_FILE, LOG_FILE, MERGE_COUNTS_FILE,
-    ANALYSIS_FILE, f"{HYDRA_DIR}/config.yaml", f"{HYDRA_DIR}/overrides.yaml", *FIGURES.values(),
-)  # fmt: skip
+    *TOKENIZER_FILES,
+    METRICS_FILE,
+    ENVIRONMENT_FILE,
+    LOG_FILE,
+    MERGE_COUNTS_FILE,
+    ANALYSIS_FILE,
+    f"{HYDRA_DIR}/config.yaml",
+    f"{HYDRA_DIR}/overrides.yaml",
+    *FIGURES.values(),
+)
 
 #: Around the runs, inside an experiments directory.
 LATEST = "latest"

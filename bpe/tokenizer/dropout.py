@@ -251,8 +251,16 @@ class DropoutStream:
         offset: byte offset of the first pretoken in the whole stream.
     """
 
-    __slots__ = ("_utf8", "_byte_ids", "_rank_of", "_merged", "_special_ids", "_threshold",
-                 "_seed_key", "offset")  # fmt: skip
+    __slots__ = (
+        "_utf8",
+        "_byte_ids",
+        "_rank_of",
+        "_merged",
+        "_special_ids",
+        "_threshold",
+        "_seed_key",
+        "offset",
+    )
 
     def __init__(
         self,

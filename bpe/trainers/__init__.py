@@ -168,9 +168,14 @@ def learn_merges(
             )
         merge_loop = partial(picky.PICKY_LOOPS[name], threshold=picky_threshold)
     meter = Progress(
-        stage_label(3), total=None, unit="merge", logger=logger, waiting=stage_label(2),
-        bar=f"stages 2-3 ({name})" if progress else None, interval=log_interval,
-    )  # fmt: skip
+        stage_label(3),
+        total=None,
+        unit="merge",
+        logger=logger,
+        waiting=stage_label(2),
+        bar=f"stages 2-3 ({name})" if progress else None,
+        interval=log_interval,
+    )
     t0 = time.perf_counter()
     if marks and reached is None:
         raise ValueError("learn_merges(marks=...) needs reached={} to record the times in")
@@ -190,8 +195,12 @@ def learn_merges(
         logger.info(
             "%s (picky): %d merges made (what the progress bar counts), %d tokens removed "
             "(threshold %g): %d vocab entries",
-            name, len(state.merged), len(state.removals), picky_threshold, len(output.vocab),
-        )  # fmt: skip
+            name,
+            len(state.merged),
+            len(state.removals),
+            picky_threshold,
+            len(output.vocab),
+        )
         made = f"{len(state.merged)} merges and {len(state.removals)} removals"
         log_early_stop(f"{name} (picky)", made, len(output.vocab), vocab_size)
         return output
@@ -211,8 +220,11 @@ def log_early_stop(name: str, made: str, entries: int, vocab_size: int) -> None:
     logger.warning(
         "%s: stopped after %s, with %d of %d vocab entries: no pair is left to merge (the "
         "corpus is too small for this vocab size)",
-        name, made, entries, vocab_size,
-    )  # fmt: skip
+        name,
+        made,
+        entries,
+        vocab_size,
+    )
 
 
 class _MarkClock:

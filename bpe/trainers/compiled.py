@@ -80,9 +80,12 @@ def compile_kernels() -> CompileInfo:
     kernels = load_kernels()
     start = time.perf_counter()
     dispatchers = [
-        kernels.count_pairs, kernels.prefix_keys, kernels.heapify, kernels.merge_batch,
+        kernels.count_pairs,
+        kernels.prefix_keys,
+        kernels.heapify,
+        kernels.merge_batch,
         kernels.rehash,
-    ]  # fmt: skip
+    ]
     before = sum(sum(d.stats.cache_misses.values()) for d in dispatchers)
     state = MergeState(["ab", "ab"], [1, 2], {}, [], 1)
     state.vocab.update({i: bytes([i]) for i in range(256)})
@@ -148,8 +151,23 @@ def _run(
     # The arrays hold the words from here on: release the str words and their counts (on a
     # 64 MiB corpus about 30 MB, most of what put the run's peak above heap's).
     state.words, state.counts = [], []
-    (nxt, prv, word_of, pleft, pright, pcount, pstart, plen, hkeys, hvals, pool, hcnt, hpair,
-     n_pairs, pool_used) = k.count_pairs(ids, lengths, wcount)  # fmt: skip
+    (
+        nxt,
+        prv,
+        word_of,
+        pleft,
+        pright,
+        pcount,
+        pstart,
+        plen,
+        hkeys,
+        hvals,
+        pool,
+        hcnt,
+        hpair,
+        n_pairs,
+        pool_used,
+    ) = k.count_pairs(ids, lengths, wcount)
     del lengths
     first_id = len(state.vocab)
     max_tokens = first_id + limit
@@ -168,11 +186,35 @@ def _run(
     done = 0
     while done < limit:
         status = k.merge_batch(
-            ids, nxt, prv, word_of, wcount, pleft, pright, pcount, pstart, plen,
-            hkeys, hvals, pool, hcnt, hpair, tbytes, toff, tkey, by_left, by_right, drop_left,
-            drop_right, out_left, out_right, out_count, sc, first_id,
+            ids,
+            nxt,
+            prv,
+            word_of,
+            wcount,
+            pleft,
+            pright,
+            pcount,
+            pstart,
+            plen,
+            hkeys,
+            hvals,
+            pool,
+            hcnt,
+            hpair,
+            tbytes,
+            toff,
+            tkey,
+            by_left,
+            by_right,
+            drop_left,
+            drop_right,
+            out_left,
+            out_right,
+            out_count,
+            sc,
+            first_id,
             min(limit, done + batch),
-        )  # fmt: skip
+        )
         now = int(sc[k.MERGES_DONE])
         lefts, rights = out_left[done:now].tolist(), out_right[done:now].tolist()
         for left, right, count in zip(lefts, rights, out_count[done:now].tolist(), strict=True):

@@ -307,9 +307,22 @@ def count_pairs(ids, lengths, wcount):
         hcnt[p] = pcount[p]
         hpair[p] = p
     return (
-        nxt, prv, word_of, pleft, pright, pcount, pstart, plen, hkeys, hvals, pool, hcnt, hpair,
-        n_pairs, total,
-    )  # fmt: skip
+        nxt,
+        prv,
+        word_of,
+        pleft,
+        pright,
+        pcount,
+        pstart,
+        plen,
+        hkeys,
+        hvals,
+        pool,
+        hcnt,
+        hpair,
+        n_pairs,
+        total,
+    )
 
 
 @njit(**_JIT)
@@ -321,12 +334,35 @@ def heapify(hcnt, hpair, size, pleft, pright, tbytes, toff, tkey):
 
 @njit(**_JIT)
 def merge_batch(
-    tok, nxt, prv, word_of, wcount,
-    pleft, pright, pcount, pstart, plen,
-    hkeys, hvals, pool, hcnt, hpair, tbytes, toff, tkey,
-    by_left, by_right, drop_left, drop_right,
-    out_left, out_right, out_count, sc, first_id, stop_at,
-):  # fmt: skip
+    tok,
+    nxt,
+    prv,
+    word_of,
+    wcount,
+    pleft,
+    pright,
+    pcount,
+    pstart,
+    plen,
+    hkeys,
+    hvals,
+    pool,
+    hcnt,
+    hpair,
+    tbytes,
+    toff,
+    tkey,
+    by_left,
+    by_right,
+    drop_left,
+    drop_right,
+    out_left,
+    out_right,
+    out_count,
+    sc,
+    first_id,
+    stop_at,
+):
     """Stage 3: select and merge until `sc[MERGES_DONE] == stop_at`, no pair is left, or the
     next merge needs more room than the arrays have.
 
@@ -390,10 +426,37 @@ def merge_batch(
         sc[TBYTES_USED] = end
         tkey[new] = _prefix_key(tbytes, toff[new], end)
         size = _merge(
-            best, a, b, new, n_at, n_new, tok, nxt, prv, word_of, wcount,
-            pleft, pright, pcount, pstart, plen, hkeys, hvals, pool, hcnt, hpair, size,
-            tbytes, toff, tkey, by_left, by_right, drop_left, drop_right, sc,
-        )  # fmt: skip
+            best,
+            a,
+            b,
+            new,
+            n_at,
+            n_new,
+            tok,
+            nxt,
+            prv,
+            word_of,
+            wcount,
+            pleft,
+            pright,
+            pcount,
+            pstart,
+            plen,
+            hkeys,
+            hvals,
+            pool,
+            hcnt,
+            hpair,
+            size,
+            tbytes,
+            toff,
+            tkey,
+            by_left,
+            by_right,
+            drop_left,
+            drop_right,
+            sc,
+        )
         sc[HEAP_SIZE] = size
         sc[MERGES_DONE] = m + 1
     return DONE
@@ -401,10 +464,37 @@ def merge_batch(
 
 @njit(**_JIT)
 def _merge(
-    best, a, b, new, n_at, n_new, tok, nxt, prv, word_of, wcount,
-    pleft, pright, pcount, pstart, plen, hkeys, hvals, pool, hcnt, hpair, size,
-    tbytes, toff, tkey, by_left, by_right, drop_left, drop_right, sc,
-):  # fmt: skip
+    best,
+    a,
+    b,
+    new,
+    n_at,
+    n_new,
+    tok,
+    nxt,
+    prv,
+    word_of,
+    wcount,
+    pleft,
+    pright,
+    pcount,
+    pstart,
+    plen,
+    hkeys,
+    hvals,
+    pool,
+    hcnt,
+    hpair,
+    size,
+    tbytes,
+    toff,
+    tkey,
+    by_left,
+    by_right,
+    drop_left,
+    drop_right,
+    sc,
+):
     """Merge every occurrence of pair `best` = (a, b) into `new`, left to right; returns the
     heap's new size.
 

@@ -69,8 +69,11 @@ class Variant:
         ValueError: variant.threshold=0.5 is a setting of variant=picky, not of ...
         """
         check_variant(self.name)
-        owners = {"transition_vocab": "superbpe", "stage_two_pattern": "superbpe",
-                  "threshold": "picky"}  # fmt: skip
+        owners = {
+            "transition_vocab": "superbpe",
+            "stage_two_pattern": "superbpe",
+            "threshold": "picky",
+        }
         for key, owner in owners.items():
             value = getattr(self, key)
             if value is not None and owner != self.name:

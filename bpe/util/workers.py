@@ -132,12 +132,17 @@ def workers_per_job(
     workers = num_workers
     if jobs_at_once is not None and (workers is None or workers > fair_share(jobs_at_once)):
         if workers is not None and log:
-            logger.info("num_workers=%d lowered to %d: %s jobs share the CPUs",
-                        workers, fair_share(jobs_at_once), jobs_at_once)  # fmt: skip
+            logger.info(
+                "num_workers=%d lowered to %d: %s jobs share the CPUs",
+                workers,
+                fair_share(jobs_at_once),
+                jobs_at_once,
+            )
         workers = fair_share(jobs_at_once)
     if cpus_per_task is not None and (workers is None or workers > int(cpus_per_task)):
         if workers is not None and log:
-            logger.info("num_workers=%d lowered to %d: the job's cpus_per_task",
-                        workers, cpus_per_task)  # fmt: skip
+            logger.info(
+                "num_workers=%d lowered to %d: the job's cpus_per_task", workers, cpus_per_task
+            )
         workers = int(cpus_per_task)
     return workers
