@@ -9,16 +9,31 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .specials                 special tokens: the validity rule, the regex, splitting on them
       .pretokens                the pretokens of a text (an exact `re` translation when it can)
       .cuts                     where a text may be cut: no pretoken spans it (proved per pattern)
+    bpe.corpus                  corpora of any format: files, folders, globs, the Hub
+      .files                    InputFile, Corpus, Stop, Part, Piece: what a corpus is
+      .sources                  resolve_source: what a user names, as typed files
+      .listing                  the files a folder or glob names: each real file once, skips said
+      .hub                      hf: and hf-stream: sources, every network step with a deadline
+      .compression              compressed streams and strict UTF-8, errors naming offsets
+      .chunks                   a plain text file cut at safe places
+      .formats                  the format registry FORMATS: one module per format
+      .formats.base             what a format provides (Format), shared defaults
+      .formats.records          what record formats share: a record's text, a column
+      .formats.text             text, documents separated by a special token
+      .formats.jsonl            JSON lines
+      .formats.parquet          parquet, by runs of row groups
+      .formats.arrow            Arrow IPC files (datasets' save_to_disk)
+      .formats.stream           a Hub dataset streamed with datasets
+      .parts                    plan_parts, plan_work (the workers, once), read_part
+      .documents                all documents, the first, the last, the held-out tail
+      .manifest                 a corpus's identity: every file's sha256
+      .datasets                 named datasets (bpe/conf/dataset) and input files
     bpe.pretokenize             stage 1, one pipeline: a corpus's parts counted in processes or Dask
+      .counting                 pretoken counts of a text or a part's pieces; PretokenCounts
       .engines                  regex or the compiled scanner (GPT-2's pattern, Numba extra)
       .scan_kernels             the scanner's Numba kernel: GPT-2's pattern as a state machine
-      .chunks                   plan a file's chunks at safe cuts, and the workers once
       .cache                    counts saved by input sha256 + settings, loaded by later runs
-      .dask_backend             the same chunks as tasks on a Dask cluster
-      .datasets                 named datasets (bpe/conf/dataset) and input files
-      .readers                  corpora of any format: files, folders, globs, Hub; their parts
-      .listing                  the files a folder or glob names: each real file once, skips said
-      .counting                 pretoken counts of a text or a part's pieces; PretokenCounts
+      .dask_backend             the same parts as tasks on a Dask cluster
     bpe.trainers                stages 2-3: the registry TRAINERS and learn_merges (prepare, loop)
       .naive                    full recount per merge: the readable reference
       .indexed                  incremental pair counts, a scan for the best pair

@@ -20,6 +20,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from bpe.corpus.files import DEFAULT_TEXT_FIELD, Corpus
+from bpe.corpus.manifest import corpus_manifest
+from bpe.corpus.sources import resolve_source
 from bpe.formats.gpt2_format import merges_sha256
 from bpe.formats.init_from import Parent, check_parent, load_parent
 from bpe.formats.removals_json import as_removals
@@ -28,7 +31,6 @@ from bpe.pretokenize.cache import CacheInfo, pretokenize_cached
 from bpe.pretokenize.counting import PretokenCounts, check_input_file
 from bpe.pretokenize.dask_backend import check_backend
 from bpe.pretokenize.engines import resolve_engine
-from bpe.pretokenize.readers import DEFAULT_TEXT_FIELD, Corpus, corpus_manifest, resolve_source
 from bpe.runs.stages import COMPILE, STAGE_TIMINGS, stage_label
 from bpe.text.patterns import GPT2_PATTERN, pattern_name, resolve_pattern
 from bpe.text.specials import validate_special_tokens
@@ -82,7 +84,7 @@ class TrainResult:
     #: what the variant measured about itself (metrics.json's `variant` section adds these to
     #: the parameters): empty for plain BPE
     variant_facts: dict = field(default_factory=dict)
-    #: the input's files, formats and sha256 (`bpe.pretokenize.readers.corpus_manifest`) when
+    #: the input's files, formats and sha256 (`bpe.corpus.manifest.corpus_manifest`) when
     #: training hashed them, else None
     input_manifest: dict | None = None
     #: a compiling trainer or the compiled pre-tokenizer only: whether all their machine code
@@ -144,7 +146,7 @@ def train_bpe_detailed(
         input_path: the corpus: a UTF-8 text file (its bytes are used exactly as stored), a
             compressed one, JSON lines, parquet, a `datasets` save_to_disk directory, a
             directory, a glob, a list of these, or a resolved `Corpus`
-            (`bpe.pretokenize.readers.resolve_source`; one with a `stop` is read up to it,
+            (`bpe.corpus.sources.resolve_source`; one with a `stop` is read up to it,
             as runs do to hold out an input's last documents). Each record is one document: the
             merges equal those of one text file holding the documents joined by a special
             token.

@@ -27,7 +27,7 @@ A second table times whole-file encoding with `bpe-encode`'s two backends
 threads, after its first-chunk check), next to tiktoken's own GPT-2 `Encoding` on the same
 chunks and as many threads (`encode_ordinary_batch`, specials cut out first), in the same run.
 The parts and the worker count are the ones `encode_to_npy` itself plans
-(`bpe.pretokenize.readers.plan_work`: parts of about 1 MiB, every usable CPU, capped at the number
+(`bpe.corpus.parts.plan_work`: parts of about 1 MiB, every usable CPU, capped at the number
 of parts, and in-process below 256 KiB), so the three rows share them. The tokenizer is GPT-2's
 (data/gpt2) unless `--tokenizer RUN_DIR` names a run; the input is the OWT sample repeated
 `--copies` times (a temp file, removed at the end), so later copies hit the python backend's
@@ -182,11 +182,12 @@ def bench_backends(
 ) -> list[dict]:
     """MB/s of bpe-encode's backends and of tiktoken's GPT-2 on the same file, chunks, workers."""
     from bpe import Tokenizer
+    from bpe.corpus.chunks import read_chunk_text
+    from bpe.corpus.parts import plan_work
+    from bpe.corpus.sources import resolve_source
     from bpe.encode.npy import DEFAULT_CHUNK_BYTES, encode_to_npy
     from bpe.formats.exports import encode_with_tiktoken
     from bpe.measures import GPT2_DIR, tiktoken_gpt2_encoding
-    from bpe.pretokenize.chunks import read_chunk_text
-    from bpe.pretokenize.readers import plan_work, resolve_source
 
     tok = (
         Tokenizer.from_pretrained(tokenizer_dir)

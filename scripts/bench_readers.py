@@ -6,7 +6,7 @@ is written in four formats: plain text joined by `<|endoftext|>` (the reference)
 format in a fresh process, the formats alternating round after round (`--repeats` rounds, the
 best kept: the least disturbed by other load on a shared machine):
 
-    * read:  every part of the corpus read through `bpe.pretokenize.readers.read_part` in one
+    * read:  every part of the corpus read through `bpe.corpus.parts.read_part` in one
              process (decompressing, parsing JSON, reading row groups, decoding UTF-8): the
              reader's own cost, MB of text per second;
     * count: `bpe.pretokenize.pretokenize` with `--workers` workers on the first
@@ -111,7 +111,9 @@ def measure(mode: str, source: str, workers: int) -> dict:
     import pyarrow.parquet  # noqa: F401 - imported before the clock starts, whatever the format
     import zstandard  # noqa: F401
 
-    from bpe.pretokenize.readers import DEFAULT_BLOCK_BYTES, plan_parts, read_part, resolve_source
+    from bpe.corpus.files import DEFAULT_BLOCK_BYTES
+    from bpe.corpus.parts import plan_parts, read_part
+    from bpe.corpus.sources import resolve_source
 
     corpus = resolve_source(source)
     if mode == "read":

@@ -46,7 +46,7 @@ SOURCES = {
         ("roneneldan/TinyStories", "TinyStoriesV2-GPT4-valid.txt", "TinyStoriesV2-GPT4-valid.txt"),
     ],
     "owt": [
-        # kept compressed: training and bpe-encode read .gz directly (bpe.pretokenize.readers)
+        # kept compressed: training and bpe-encode read .gz directly (bpe.corpus)
         ("stanford-cs336/owt-sample", "owt_train.txt.gz", "owt_train.txt.gz"),
         ("stanford-cs336/owt-sample", "owt_valid.txt.gz", "owt_valid.txt.gz"),
     ],

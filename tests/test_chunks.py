@@ -21,10 +21,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bpe.corpus.chunks import plan_chunks, read_chunk_text
+from bpe.corpus.parts import plan_work
+from bpe.corpus.sources import resolve_source
 from bpe.pretokenize import pretokenize
-from bpe.pretokenize.chunks import plan_chunks, read_chunk_text
 from bpe.pretokenize.counting import count_pretokens
-from bpe.pretokenize.readers import plan_work, resolve_source
 from bpe.text.cuts import safe_cuts
 from bpe.text.patterns import GPT2_PATTERN, GPT2_REGEX
 from bpe.text.pretokens import find_pretokens
@@ -65,7 +66,7 @@ _PIECES = list("aZé'sdmtlvre09٣²½.,!?-+/=「」。、") + [
 @settings(max_examples=500, deadline=None)
 @given(st.lists(st.sampled_from(_PIECES), max_size=40).map("".join))
 def test_every_safe_cut_leaves_the_pretokens_unchanged(text):
-    """The proof in bpe.pretokenize.chunks (`_CUT`) checked: cutting at any safe cut changes no
+    """The proof in bpe.corpus.chunks (`_CUT`) checked: cutting at any safe cut changes no
     pretoken."""
     whole = GPT2_REGEX.findall(text)
     for k in safe_cuts(text):
@@ -117,7 +118,7 @@ def test_text_without_ascii_punctuation_is_still_cut(tmp_path, text):
 
 def test_a_chunk_without_any_safe_cut_is_a_warning(tmp_path, caplog):
     path = _write(tmp_path / "a.txt", b"a" * 50_000)
-    with caplog.at_level(logging.WARNING, logger="bpe.pretokenize.chunks"):
+    with caplog.at_level(logging.WARNING, logger="bpe.corpus.chunks"):
         chunks = plan_chunks(path, max_chunk_bytes=1000, window_bytes=1000)
     assert len(chunks) == 1
     assert "no safe cut" in caplog.text and "chunk 0 (bytes 0-50000)" in caplog.text
@@ -253,7 +254,7 @@ def _workers_of(main: psutil.Process) -> list[psutil.Process]:
 
 def _holds_a_chunk(worker: psutil.Process) -> bool:
     """A worker names itself `bpe-chunk-<index>` once it holds a chunk (see
-    bpe.pretokenize.chunks)."""
+    bpe.corpus.chunks)."""
     try:
         return worker.name().startswith("bpe-chunk-")
     except psutil.NoSuchProcess:

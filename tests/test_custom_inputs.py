@@ -18,9 +18,10 @@ import pandas as pd
 from bpe.analysis.loader import input_key, load_runs, tidy
 from bpe.analysis.run_report import write_run_report
 from bpe.analysis.sweep import merge_agreement
+from bpe.corpus import datasets
+from bpe.corpus.documents import tail_documents
+from bpe.corpus.sources import resolve_source
 from bpe.experiment.evaluate import TAIL_MAX_BYTES
-from bpe.pretokenize import datasets
-from bpe.pretokenize.readers import resolve_source, tail_documents
 from bpe.util.io import sha256_file
 from tests.conftest import EOT, FIXTURES, ROOT
 

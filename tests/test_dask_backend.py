@@ -20,8 +20,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from bpe.corpus.chunks import plan_chunks
+from bpe.corpus.datasets import load_named
 from bpe.pretokenize import pretokenize
-from bpe.pretokenize.chunks import plan_chunks
 from bpe.pretokenize.dask_backend import (
     SPLIT_EVERY,
     TreeCount,
@@ -29,7 +30,6 @@ from bpe.pretokenize.dask_backend import (
     dask_cluster,
     merge_counts,
 )
-from bpe.pretokenize.datasets import load_named
 from bpe.text.patterns import GPT2_PATTERN
 from bpe.text.specials import EOT
 from bpe.training import train_bpe_detailed

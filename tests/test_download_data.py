@@ -21,7 +21,8 @@ import pytest
 import yaml
 from huggingface_hub import constants
 
-from bpe.pretokenize.readers import iter_documents, resolve_source
+from bpe.corpus.documents import iter_documents
+from bpe.corpus.sources import resolve_source
 from tests.conftest import ROOT
 
 SCRIPT = ROOT / "scripts" / "download_data.py"

@@ -19,17 +19,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bpe.analysis.run_report import write_run_report
+from bpe.corpus.documents import _plain_text_bytes, find_holdout, iter_documents
+from bpe.corpus.parts import plan_parts
+from bpe.corpus.sources import resolve_source
 from bpe.experiment import runner
 from bpe.formats.gpt2_format import merges_sha256
 from bpe.pretokenize import pretokenize
 from bpe.pretokenize.cache import cache_key
-from bpe.pretokenize.readers import (
-    _plain_text_bytes,
-    find_holdout,
-    iter_documents,
-    plan_parts,
-    resolve_source,
-)
 from bpe.text.specials import EOT
 from bpe.training import train_bpe, train_bpe_detailed
 from bpe.util.io import CONF_DIR, DATA_DIR

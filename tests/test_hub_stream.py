@@ -67,7 +67,9 @@ def env_for(endpoint: str, tmp_path: Path) -> dict[str, str]:
 
 READ = """
 import json, sys
-from bpe.pretokenize.readers import corpus_manifest, iter_documents, resolve_source
+from bpe.corpus.documents import iter_documents
+from bpe.corpus.manifest import corpus_manifest
+from bpe.corpus.sources import resolve_source
 out = {}
 for name, source, max_files, max_bytes in json.loads(sys.argv[1]):
     corpus = resolve_source(source, max_files=max_files, max_bytes=max_bytes)
@@ -155,7 +157,7 @@ def test_an_unreachable_hub_fails_fast_naming_the_fixes(tmp_path):
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    code = f"from bpe.pretokenize.readers import resolve_source; resolve_source('hf-stream:{REPO}')"
+    code = f"from bpe.corpus.sources import resolve_source; resolve_source('hf-stream:{REPO}')"
     t0 = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-c", code],
@@ -174,8 +176,8 @@ def test_an_unreachable_hub_fails_fast_naming_the_fixes(tmp_path):
 
 
 def test_stream_sources_parse_and_name_runs():
-    from bpe.pretokenize.datasets import input_name
-    from bpe.pretokenize.readers import parse_stream_source
+    from bpe.corpus.datasets import input_name
+    from bpe.corpus.hub import parse_stream_source
 
     assert parse_stream_source("hf-stream:a/b") == ("a/b", None, "train", None)
     assert parse_stream_source("hf-stream:a/b:c:test@v2") == ("a/b", "c", "test", "v2")
@@ -239,7 +241,7 @@ def test_a_hub_that_stalls_or_trickles_ends_within_the_deadline(tmp_path, mode, 
     hub = _StallingHub(mode)
     try:
         call = "hub_files" if source.startswith("hf:") else "stream_file"
-        code = f"import bpe.pretokenize.readers as r\nr.{call}({source!r}, timeout=2)\n"
+        code = f"import bpe.corpus.hub as r\nr.{call}({source!r}, timeout=2)\n"
         t0 = time.perf_counter()
         proc = subprocess.run(
             [sys.executable, "-c", code],

@@ -13,9 +13,9 @@ import pytest
 from bpe import Tokenizer, train_bpe
 from bpe.analysis.loader import load_runs, tidy
 from bpe.cli.encode import main
+from bpe.corpus.datasets import load_named
 from bpe.encode.lineage import dataset_lineage, read_sidecar, sidecar_path
 from bpe.encode.npy import encode_to_npy, load
-from bpe.pretokenize.datasets import load_named
 from bpe.training import merges_sha256
 from bpe.util.io import sha256_file
 from tests.conftest import DATA, EOT, FIXTURES

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from bpe.corpus.listing import glob_regex, list_files
+from bpe.corpus.sources import resolve_source
 from bpe.pretokenize import pretokenize
-from bpe.pretokenize.listing import glob_regex, list_files
-from bpe.pretokenize.readers import resolve_source
 from tests.conftest import EOT, FIXTURES, ROOT
 
 TEXT = (FIXTURES / "corpus.en").read_text("utf-8")
@@ -50,7 +50,7 @@ def _names(source: str, root: Path) -> list[str]:
 
 @pytest.mark.parametrize("source", ["d", "d/*.txt", "d/**/*.txt"])
 def test_a_link_to_a_listed_file_is_read_once_and_a_dangling_link_is_said(tree, source, caplog):
-    with caplog.at_level(logging.WARNING, logger="bpe.pretokenize.listing"):
+    with caplog.at_level(logging.WARNING, logger="bpe.corpus.listing"):
         assert _names(source, tree) == ["d/a.txt"]
     said = caplog.text
     assert "b.txt: the same file as" in said and "x.txt: a dangling link (to 'nope')" in said
@@ -62,7 +62,7 @@ def test_a_link_to_a_listed_file_is_read_once_and_a_dangling_link_is_said(tree, 
 @pytest.mark.parametrize("source", ["l", "l/**/*.txt"])
 def test_links_to_a_folder_itself_or_its_parent_end_and_list_the_file_once(tree, source, caplog):
     t0 = time.monotonic()
-    with caplog.at_level(logging.WARNING, logger="bpe.pretokenize.listing"):
+    with caplog.at_level(logging.WARNING, logger="bpe.corpus.listing"):
         assert _names(source, tree) == ["l/a.txt"]
     assert time.monotonic() - t0 < 5
     assert "self: the same folder as" in caplog.text and "up: the same folder as" in caplog.text

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bpe import Tokenizer
+from bpe.corpus.documents import load_documents
 from bpe.measures import (
     _gpt2_files,
     compression_ratio,
@@ -13,7 +14,6 @@ from bpe.measures import (
     pile_projection,
     tiktoken_gpt2_encoding,
 )
-from bpe.pretokenize.readers import load_documents
 from tests.conftest import DATA, EOT, FIXTURES
 
 

@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bpe import Tokenizer, train_bpe
+from bpe.corpus.documents import load_documents
 from bpe.measures.ngram import DEFAULT_ORDER, KneserNey, bits_per_byte, ney_discount
-from bpe.pretokenize.readers import load_documents
 from bpe.runs import schema
 from tests.complexity import assert_linear
 from tests.conftest import DATA, EOT, FIXTURES, ROOT, console_env

@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bpe import Tokenizer
+from bpe.corpus.chunks import plan_chunks
 from bpe.pretokenize import pretokenize
-from bpe.pretokenize.chunks import plan_chunks
 from bpe.pretokenize.counting import count_pretokens
 from bpe.text.cuts import cut_regex, safe_cuts
 from bpe.text.patterns import (
@@ -152,7 +152,7 @@ def test_tricky_text_splits_equal_tiktokens(text, name):
     name=st.sampled_from(list(PATTERNS)),
 )
 def test_every_safe_cut_of_every_pattern_leaves_the_pretokens_unchanged(text, name):
-    """The per-pattern proofs in bpe.pretokenize.chunks checked: a cut at any safe cut changes no
+    """The per-pattern proofs in bpe.corpus.chunks checked: a cut at any safe cut changes no
     pretoken."""
     pattern = PATTERNS[name]
     whole = compiled_pattern(pattern).findall(text)

@@ -9,8 +9,8 @@ import regex
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bpe.corpus.chunks import find_chunk_boundaries
 from bpe.pretokenize import pretokenize
-from bpe.pretokenize.chunks import find_chunk_boundaries
 from bpe.pretokenize.counting import count_pretokens
 from bpe.text.patterns import GPT2_PATTERN
 from bpe.text.pretokens import iter_pretokens

@@ -18,6 +18,8 @@ import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bpe.corpus.documents import find_holdout
+from bpe.corpus.sources import resolve_source
 from bpe.pretokenize import pretokenize
 from bpe.pretokenize.counting import count_pretokens, group_ranges
 from bpe.pretokenize.engines import (
@@ -27,7 +29,6 @@ from bpe.pretokenize.engines import (
     load_scanner,
     resolve_engine,
 )
-from bpe.pretokenize.readers import find_holdout, resolve_source
 from bpe.runs.stages import COMPILE
 from bpe.text.patterns import CL100K_PATTERN, GPT2_PATTERN
 from bpe.text.specials import EOT, special_token_regex
@@ -170,7 +171,7 @@ def test_groups_of_chunks_counted_in_workers_equal_the_regex_counts(method, monk
     path = ROOT / "tests" / "fixtures" / "corpus.en"
     # pinned: the policy picks forkserver in a process with threads (a run's memory sampler, or
     # whatever an earlier test in this process started) and fork otherwise
-    monkeypatch.setattr("bpe.pretokenize.readers.start_method_for", lambda n: method)
+    monkeypatch.setattr("bpe.corpus.parts.start_method_for", lambda n: method)
     monkeypatch.setattr(
         "bpe.pretokenize.counting.GROUP_BYTES", 16 * 1024
     )  # several groups per worker

@@ -36,7 +36,8 @@ BLOCK = 256 << 10
 # part of the file, every document counted, none kept.
 READER = """
 import itertools, json, sys
-from bpe.pretokenize.readers import plan_parts, read_part, resolve_source
+from bpe.corpus.parts import plan_parts, read_part
+from bpe.corpus.sources import resolve_source
 
 def peak_kb():
     with open("/proc/self/status") as f:

@@ -18,16 +18,13 @@ from pathlib import Path
 
 import pytest
 
+from bpe.corpus.documents import iter_documents
+from bpe.corpus.files import Corpus, InputFile
+from bpe.corpus.manifest import corpus_manifest
+from bpe.corpus.parts import plan_parts
+from bpe.corpus.sources import resolve_source
 from bpe.formats.gpt2_format import merges_sha256
 from bpe.pretokenize import pretokenize
-from bpe.pretokenize.readers import (
-    Corpus,
-    InputFile,
-    corpus_manifest,
-    iter_documents,
-    plan_parts,
-    resolve_source,
-)
 from bpe.text.specials import EOT
 from bpe.training import train_bpe, train_bpe_detailed
 from bpe.util.io import DATA_DIR
@@ -321,7 +318,7 @@ def test_dask_counts_parquet_row_groups_as_tasks(corpora, tmp_path):
     distributed = pytest.importorskip("distributed")
     import dataclasses
 
-    from bpe.pretokenize.readers import find_holdout
+    from bpe.corpus.documents import find_holdout
 
     corpus = resolve_source(corpora["directory"])
     holdout = find_holdout(corpus, EOT, fraction=0.1, max_bytes=1 << 20)
@@ -493,7 +490,7 @@ def test_an_unreachable_hub_fails_fast_naming_the_fixes(tmp_path):
         "HF_HUB_CACHE": str(tmp_path / "hub"),
     }
     code = (
-        "import yaml; from bpe.pretokenize.datasets import load_named\n"
+        "import yaml; from bpe.corpus.datasets import load_named\n"
         "load_named('fineweb_edu_10bt').check()\n"
     )
     t0 = time.perf_counter()
@@ -509,8 +506,8 @@ def test_an_unreachable_hub_fails_fast_naming_the_fixes(tmp_path):
 
 
 def test_hub_sources_parse_and_name_runs():
-    from bpe.pretokenize.datasets import input_name
-    from bpe.pretokenize.readers import parse_hub_source
+    from bpe.corpus.datasets import input_name
+    from bpe.corpus.hub import parse_hub_source
 
     assert parse_hub_source("hf:a/b") == ("a/b", "**")
     with pytest.raises(ValueError, match="must read hf:owner/name"):

@@ -142,7 +142,7 @@ def broken_imports(source: str, *, siblings: Path = SCRIPTS) -> list[str]:
 
     >>> broken_imports("def f():\\n    from bpe.pretokenize import no_such_name\\n")
     ["line 2: 'bpe.pretokenize' has no 'no_such_name'"]
-    >>> broken_imports("from bpe.pretokenize.chunks import find_chunk_boundaries")
+    >>> broken_imports("from bpe.corpus.chunks import find_chunk_boundaries")
     []
     """
     problems: list[str] = []
@@ -218,11 +218,11 @@ def test_every_import_of_the_library_resolves(script):
         ),
         ("import bpe.no_such_module\n", "line 1: cannot import 'bpe.no_such_module'"),
         (
-            "from bpe.pretokenize import chunks\nchunks.no_such_name\n",
+            "from bpe.corpus import chunks\nchunks.no_such_name\n",
             "line 2: chunks.no_such_name does",
         ),
         (
-            "import bpe.pretokenize.chunks as c\nc.plan_chunks\nc.gone\n",
+            "import bpe.corpus.chunks as c\nc.plan_chunks\nc.gone\n",
             "line 3: c.gone does not exist",
         ),
         ("from make_scale_corpus import no_such_name\n", "line 1: 'make_scale_corpus' has no"),
@@ -236,8 +236,8 @@ def test_the_import_check_catches_a_moved_name(source, problem):
 
 def test_the_import_check_accepts_what_exists():
     source = (
-        "import bpe.pretokenize.chunks as c\nfrom bpe import train_bpe\n"
-        "from bpe.pretokenize import chunks\n"
+        "import bpe.corpus.chunks as c\nfrom bpe import train_bpe\n"
+        "from bpe.corpus import chunks\n"
         "from make_scale_corpus import make_corpus\nimport make_scale_corpus as corpus\n"
         "def f():\n    from bpe.encode.npy import encode_to_npy\n"
         "c.plan_chunks, chunks.plan_chunks, corpus.make_corpus\n"

@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bpe import Tokenizer, train_bpe
+from bpe.corpus.documents import load_documents
 from bpe.formats.gpt2_format import save_tokenizer_files
 from bpe.measures import gpt2_tokenizer, tiktoken_gpt2_encoding
-from bpe.pretokenize.readers import load_documents
 from bpe.text.patterns import GPT2_REGEX
 from bpe.text.pretokens import bmp_pretoken_regex
 from bpe.tokenizer import _merge_bytes, _merge_long

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,6 +24,7 @@ from bpe.trainers.common import (
     prepare,
     word_ids,
 )
+from bpe.util.io import CONF_DIR
 from tests.complexity import assert_linear
 from tests.conftest import DATA, EOT
 
@@ -96,6 +98,15 @@ def test_registry_order_and_stage_names():
     assert list(TRAINERS) == ["naive", "indexed", "heap", "compiled"]  # the order others read
     assert tuple(TRAINERS) == TRAINER_ORDER  # readers of runs take the order from there
     assert STAGES == {1: "count pretokens", 2: "count pairs", 3: "select and merge"}
+
+
+def test_every_trainer_has_its_config_and_every_config_a_trainer():
+    """`bpe-train trainer=<name>` composes bpe/conf/trainer/<name>.yaml: a trainer without one
+    cannot be chosen, a config without a trainer fails at run time."""
+    configs = {p.stem: p for p in (CONF_DIR / "trainer").glob("*.yaml")}
+    assert set(configs) == set(TRAINERS)
+    for name, path in configs.items():
+        assert yaml.safe_load(path.read_text("utf-8"))["name"] == name
 
 
 def test_initial_vocab_ids():

@@ -9,6 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from bpe.corpus.documents import head_text
+from bpe.corpus.sources import resolve_source
 from bpe.measures import (
     fertility,
     renyi_efficiency,
@@ -20,7 +22,6 @@ from bpe.measures.vocab_stats import (
     token_counts,
     undertrained_tokens,
 )
-from bpe.pretokenize.readers import head_text, resolve_source
 from bpe.text.specials import EOT
 from bpe.tokenizer import Tokenizer
 

@@ -36,14 +36,14 @@ import yaml
 
 from bpe.analysis import figures
 from bpe.analysis.markdown import clip, fmt, table
+from bpe.corpus.datasets import from_config, input_name, load_named
+from bpe.corpus.documents import load_documents
 from bpe.formats.gpt2_format import load_merges, load_vocab, render
 from bpe.formats.pretrained import special_tokens_of
 from bpe.formats.removals_json import Removal, load_removals
 from bpe.formats.tokenizer_json import pattern_of_dir
 from bpe.measures import RENYI_ALPHA, renyi_efficiency
 from bpe.measures.vocab_stats import ordinary_vocab_size, token_counts
-from bpe.pretokenize.datasets import from_config, input_name, load_named
-from bpe.pretokenize.readers import load_documents
 from bpe.runs import schema
 from bpe.runs.layout import COMPARE_FILE, MERGES_FILE, METRICS_FILE, REMOVALS_FILE
 from bpe.text.patterns import GPT2_PATTERN, pattern_name

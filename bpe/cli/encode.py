@@ -1,6 +1,6 @@
 """`bpe-encode --tokenizer RUN_DIR --input CORPUS --out IDS.npy`: a corpus as an array of ids.
 
-CORPUS is a text file, or any corpus `bpe.pretokenize.readers` reads: `.gz`/`.zst`/`.xz`/`.bz2`
+CORPUS is a text file, or any corpus `bpe.corpus` reads: `.gz`/`.zst`/`.xz`/`.bz2`
 text, JSON lines, parquet, a `datasets` save_to_disk directory, a folder or a quoted glob.
 
 The command line only: `bpe.encode.npy.encode_to_npy` does the work (and its docstring
@@ -16,6 +16,8 @@ import shlex
 import sys
 from collections.abc import Sequence
 
+from bpe.corpus.files import DEFAULT_TEXT_FIELD
+from bpe.corpus.formats import FORMAT_CHOICES
 from bpe.encode.npy import (
     DEFAULT_CHUNK_BYTES,
     DTYPES,
@@ -24,7 +26,6 @@ from bpe.encode.npy import (
     open_tokenizer,
     resolve_tokenizer_files,
 )
-from bpe.pretokenize.readers import DEFAULT_TEXT_FIELD, FORMATS
 from bpe.text.specials import EOT
 from bpe.util.pool import ChunkWorkerError
 
@@ -52,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--format",
-        choices=FORMATS,
+        choices=FORMAT_CHOICES,
         default="auto",
         help="how to read the input (auto: by suffix, then content)",
     )

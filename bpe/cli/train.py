@@ -46,11 +46,11 @@ from omegaconf.errors import OmegaConfBaseException
 
 from bpe.analysis.run_report import write_run_report
 from bpe.analysis.sweep import LAST_SWEEP
+from bpe.corpus.datasets import input_name
 from bpe.experiment import config as schema
 from bpe.experiment.metrics import RESERVE_BYTES
 from bpe.experiment.rundir import preflight
 from bpe.experiment.runner import SWEEP_JOBS_ENV, run_experiment, validate
-from bpe.pretokenize.datasets import input_name
 from bpe.trainers.variants import variant_tag
 from bpe.util.io import CONF_DIR, safe_name
 
@@ -99,7 +99,7 @@ def _app(cfg: DictConfig) -> str | None:
 
 def _heldout_file(cfg: DictConfig) -> str | None:
     """The run's held-out file (None when its held-out text is the input's tail)."""
-    from bpe.pretokenize.datasets import from_config
+    from bpe.corpus.datasets import from_config
 
     path = from_config(cfg.dataset).heldout_path
     return None if path is None else str(path)

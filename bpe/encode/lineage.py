@@ -27,9 +27,11 @@ from pathlib import Path
 
 import numpy as np
 
+from bpe.corpus.datasets import Dataset, is_pattern, measured_sides
+from bpe.corpus.files import Corpus
+from bpe.corpus.manifest import corpus_manifest
+from bpe.corpus.sources import resolve_source
 from bpe.formats.gpt2_format import load_merges, merges_sha256
-from bpe.pretokenize.datasets import Dataset, is_pattern, measured_sides
-from bpe.pretokenize.readers import Corpus, corpus_manifest, resolve_source
 from bpe.util.io import IN_CHECKOUT, PROJECT_ROOT, atomic_write_text, sha256_file
 
 logger = logging.getLogger(__name__)
@@ -71,7 +73,7 @@ def source_identity(corpus: Corpus, *, manifest: dict | None = None) -> dict:
     """`{"path", "bytes", "sha256", "files", "format", "text_field"}` of a corpus.
 
     `sha256` is the file's own for one plain text file, else the digest of the manifest
-    (`bpe.pretokenize.readers.corpus_manifest`: every file's sha256 and format, and the text
+    (`bpe.corpus.manifest.corpus_manifest`: every file's sha256 and format, and the text
     field); `files` lists each file's path, bytes, sha256 and format.
     """
     manifest = manifest if manifest is not None else corpus_manifest(corpus)

@@ -1,7 +1,7 @@
 """`bpe-encode`: tokenize a corpus into a NumPy `.npy` array of token ids, in parallel.
 
 What it does:
-    * `encode_to_npy` takes any corpus `bpe.pretokenize.readers` reads (a text file being a
+    * `encode_to_npy` takes any corpus `bpe.corpus` reads (a text file being a
       one-file corpus) and plans its parts (`plan_parts`: plain text cut at a special token or,
       where the text has none nearby, where no pretoken of the tokenizer's own split pattern
       can span the cut; a compressed file or a row group whole); it encodes them in worker
@@ -40,20 +40,15 @@ from pathlib import Path
 
 import numpy as np
 
+from bpe.corpus.chunks import read_chunk_text
+from bpe.corpus.files import DEFAULT_TEXT_FIELD, Corpus, Part
+from bpe.corpus.parts import plan_work, read_part
+from bpe.corpus.sources import resolve_source
 from bpe.encode import lineage
 from bpe.encode.lineage import load  # noqa: F401  (re-exported: bpe.encode.npy.load)
 from bpe.formats import exports
 from bpe.formats.gpt2_format import load_tokenizer_files
 from bpe.formats.pretrained import vocab_special_tokens
-from bpe.pretokenize.chunks import read_chunk_text
-from bpe.pretokenize.readers import (
-    DEFAULT_TEXT_FIELD,
-    Corpus,
-    Part,
-    plan_work,
-    read_part,
-    resolve_source,
-)
 from bpe.text.specials import EOT
 from bpe.tokenizer import Tokenizer
 from bpe.tokenizer.dropout import check_dropout
@@ -379,7 +374,7 @@ def encode_to_npy(
     """Encode a corpus into a 1-D `.npy` array of token ids, written atomically, in order.
 
     A UTF-8 text file is a one-file corpus, encoded as it is (its ids are `Tokenizer.encode`
-    of the whole file). Any other corpus `bpe.pretokenize.readers` reads (a compressed file,
+    of the whole file). Any other corpus `bpe.corpus` reads (a compressed file,
     JSON lines, parquet, a folder, a glob) is encoded as the text file holding its documents
     joined by `separator` would be: its ids, with the separator's id between documents (and
     between files). Its parts (`plan_parts`) are encoded in worker processes.

@@ -39,10 +39,10 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 
+from bpe.corpus.datasets import HELDOUT_FRACTION, HELDOUT_MAX_BYTES
+from bpe.corpus.formats import FORMAT_CHOICES
 from bpe.pretokenize.dask_backend import check_backend
-from bpe.pretokenize.datasets import HELDOUT_FRACTION, HELDOUT_MAX_BYTES
 from bpe.pretokenize.engines import check_engine
-from bpe.pretokenize.readers import FORMATS
 from bpe.runs.stages import TRAINER_ORDER, VARIANT_ORDER
 from bpe.text.patterns import PATTERNS, resolve_pattern
 from bpe.text.specials import EOT, validate_special_tokens
@@ -382,8 +382,8 @@ def check_config(cfg: DictConfig) -> None:
             "nothing out; 0.05 holds out the last 5% of the input's documents)"
         )
     fmt = _select(cfg, "dataset.format")
-    if fmt is not None and fmt not in FORMATS:
-        raise ValueError(f"dataset.format={fmt!r} is unknown; choose one of {list(FORMATS)}")
+    if fmt is not None and fmt not in FORMAT_CHOICES:
+        raise ValueError(f"dataset.format={fmt!r} is unknown; choose one of {list(FORMAT_CHOICES)}")
     backend = cfg.get("pretokenize")
     if backend is not None:
         check_backend(str(backend.get("backend", "processes")), backend.get("scheduler"))

@@ -9,7 +9,7 @@ What it does:
       own dataset and of its cross-domain dataset, encode throughput and the Pile projection,
       each next to GPT-2's tokenizer on the same documents. An input without a held-out file
       (a custom `dataset.path`) is measured on its last documents, which the run held out of
-      training (`bpe.pretokenize.datasets.Dataset.holdout`); with `heldout_fraction=0` (or
+      training (`bpe.corpus.datasets.Dataset.holdout`); with `heldout_fraction=0` (or
       nothing to hold out) on the input's tail, which training saw. `compression.own.source`
       and `seen_in_training` say which;
     * `evaluate`: both, for a `TrainResult` and the run's `analysis` config, plus the sha256 of
@@ -37,6 +37,14 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from bpe.corpus.datasets import (
+    HELDOUT_MAX_BYTES,
+    Dataset,
+    is_pattern,
+    measured_sides,
+)
+from bpe.corpus.documents import Holdout, load_documents, tail_documents
+from bpe.corpus.files import Stop
 from bpe.encode.lineage import dataset_lineage
 from bpe.experiment.usage import training_sample, usage_metrics
 from bpe.formats.exports import export_refusal, tiktoken_mismatches
@@ -51,13 +59,6 @@ from bpe.measures import (
     token_kind,
 )
 from bpe.measures.ngram import DEFAULT_ORDER, DEFAULT_SPLITS, KneserNey, bits_per_byte
-from bpe.pretokenize.datasets import (
-    HELDOUT_MAX_BYTES,
-    Dataset,
-    is_pattern,
-    measured_sides,
-)
-from bpe.pretokenize.readers import Holdout, Stop, load_documents, tail_documents
 from bpe.runs.schema import HeldOutTail
 from bpe.tokenizer import Tokenizer
 from bpe.training import TrainResult
@@ -87,7 +88,7 @@ def evaluate(
             `throughput_seconds`, `gpt2_baseline`, `train_sample_bytes`, `bpb_train_bytes`,
             `bpb_order`); missing keys take their defaults.
         holdout: the input's last documents that training did not read
-            (`bpe.pretokenize.datasets.Dataset.holdout`), when the dataset has no held-out
+            (`bpe.corpus.datasets.Dataset.holdout`), when the dataset has no held-out
             file: the own side is measured on them, and the training samples stop before them.
     """
     out = vocab_metrics(

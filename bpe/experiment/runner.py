@@ -45,6 +45,8 @@ from typing import Protocol
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from bpe.corpus import datasets
+from bpe.corpus.documents import Holdout
 from bpe.experiment import environment
 from bpe.experiment.config import check_config
 from bpe.experiment.evaluate import evaluate
@@ -58,8 +60,6 @@ from bpe.formats.gpt2_format import save_tokenizer_files
 from bpe.formats.init_from import check_parent, load_parent
 from bpe.formats.removals_json import save_removals
 from bpe.measures import RARE_MERGE_COUNT
-from bpe.pretokenize import datasets
-from bpe.pretokenize.readers import Holdout
 from bpe.runs.command import rerun_command
 from bpe.runs.layout import MERGE_COUNTS_FILE, METRICS_FILE, REMOVALS_FILE
 from bpe.runs.schema import (

@@ -19,14 +19,15 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Protocol
 
+from bpe.corpus.datasets import Dataset
+from bpe.corpus.documents import head_text
+from bpe.corpus.files import Stop
 from bpe.measures.vocab_stats import (
     DEFAULT_SAMPLE_BYTES,
     distribution_metrics,
     token_counts,
     undertrained_tokens,
 )
-from bpe.pretokenize.datasets import Dataset
-from bpe.pretokenize.readers import Stop, head_text
 from bpe.tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)
@@ -42,7 +43,7 @@ class MeasuredSide(Protocol):
 
 def training_sample(ds: Dataset, *, max_bytes: int, stop: Stop | None = None) -> tuple[str, dict]:
     """The first whole documents of a run's training input, up to `max_bytes`, joined by the
-    document separator, and what they are (`bpe.pretokenize.readers.head_text`: the same for a
+    document separator, and what they are (`bpe.corpus.documents.head_text`: the same for a
     text file as for records or files). With `stop` (documents held out of training), none
     past it: the sample never holds a held-out document."""
     corpus = ds.corpus() if stop is None else dataclasses.replace(ds.corpus(), stop=stop)

@@ -10,7 +10,7 @@ What it does:
     * `gpt2_tokenizer` loads the GPT-2 baseline from `data/gpt2`, and
       `tiktoken_gpt2_encoding` builds tiktoken's GPT-2 encoding offline from the same files.
 
-What it does not do: read corpora (the documents come from `bpe.pretokenize.readers`:
+What it does not do: read corpora (the documents come from `bpe.corpus`:
 `load_documents`, `head_text`, `tail_documents`), write metrics.json or reports (the experiment
 harness does), or run several processes (throughput is single-thread, like the reference it is
 compared with). Both the experiment harness (which records these measures) and the analysis (which

@@ -1,13 +1,13 @@
 """Stage 1: count the pretokens of a corpus, in worker processes or on Dask. One pipeline.
 
-What it does: `pretokenize` takes a corpus (`bpe.pretokenize.readers.Corpus`: any format,
+What it does: `pretokenize` takes a corpus (`bpe.corpus.files.Corpus`: any format,
 folders, globs, the Hub) or a path (a text file is a one-file corpus), plans its parts
 (`plan_parts`: byte ranges of plain text cut where no pretoken can span, parquet row groups,
 whole compressed files), counts each part in a worker (`count_pieces` over what `read_part`
 yields: text split on special tokens, or one record at a time) and adds the counts up. The
 workers and their start method follow the one policy of `bpe.util.workers`; with
 `backend="dask"` each part is one task of `bpe.pretokenize.dask_backend.TreeCount`. A corpus
-with a `stop` (documents held out of training, `bpe.pretokenize.readers.find_holdout`) is read
+with a `stop` (documents held out of training, `bpe.corpus.documents.find_holdout`) is read
 up to it, whatever its files.
 
 The counts equal those of one text file holding the same documents joined by a special token
@@ -31,6 +31,9 @@ from collections.abc import Callable, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 
+from bpe.corpus.files import Corpus, Part
+from bpe.corpus.parts import plan_parts, plan_work, read_part
+from bpe.corpus.sources import resolve_source
 from bpe.pretokenize.counting import (
     DEFAULT_MAX_CHUNK_BYTES,
     PretokenCounts,
@@ -41,7 +44,6 @@ from bpe.pretokenize.counting import (
 )
 from bpe.pretokenize.dask_backend import TreeCount, check_backend, dask_cluster
 from bpe.pretokenize.engines import PretokenTable, load_scanner, resolve_engine
-from bpe.pretokenize.readers import Corpus, Part, plan_parts, plan_work, read_part, resolve_source
 from bpe.text.patterns import GPT2_PATTERN, compiled_pattern
 from bpe.text.pretokens import bmp_pretoken_regex
 from bpe.text.specials import special_token_regex, validate_special_tokens

@@ -61,8 +61,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bpe.corpus.files import Corpus
 from bpe.pretokenize.counting import PretokenCounts
-from bpe.pretokenize.readers import Corpus
 from bpe.util.io import atomic_open, sha256_file
 
 __all__ = [
@@ -81,7 +81,7 @@ logger = logging.getLogger(__name__)
 
 #: The version of pre-tokenization the cached counts come from. Bump it whenever counting can
 #: give different counts for the same bytes, pattern and specials (`bpe.pretokenize`'s
-#: splitting or decoding, `bpe.pretokenize.chunks`' cuts): every older cache file then misses.
+#: splitting or decoding, `bpe.corpus.chunks`' cuts): every older cache file then misses.
 #: The engine (`bpe.pretokenize.engines`: regex or compiled) is not in the key: both give the
 #: same counts by construction (tested on random Unicode and every bundled corpus).
 CODE_VERSION = 1
@@ -133,7 +133,7 @@ def cache_key(
     """The content address of the pretoken counts of one input under one pattern and specials.
 
     The specials are a set for counting (longest first is applied inside), so their order does
-    not change the key. `stop` is where reading ended (`bpe.pretokenize.readers.Stop.as_dict`:
+    not change the key. `stop` is where reading ended (`bpe.corpus.files.Stop.as_dict`:
     the documents held out of training); a corpus read whole keeps the key it always had.
 
     >>> a = cache_key("00" * 32, r"\\w+|\\W+", ["<|a|>", "<|b|>"])
@@ -298,7 +298,7 @@ def pretokenize_cached(
     Args:
         path: the input file (its bytes are hashed here unless input_sha256 is given), or a
             `Corpus`: then input_sha256 must be given (its manifest digest,
-            `bpe.pretokenize.readers.corpus_manifest`, which covers every file's bytes, their
+            `bpe.corpus.manifest.corpus_manifest`, which covers every file's bytes, their
             formats and the text field).
         special_tokens: the special tokens counting uses (part of the key).
         pattern: the split pattern counting uses (part of the key).

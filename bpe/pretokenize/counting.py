@@ -1,7 +1,7 @@
 """Counting pretokens: of one text, of a part's pieces, and what a count of a corpus holds.
 
     count_pretokens   the counts of one text in memory (special tokens split off and dropped)
-    count_pieces      the counts of what a corpus part yields (`bpe.pretokenize.readers.Piece`),
+    count_pieces      the counts of what a corpus part yields (`bpe.corpus.files.Piece`),
                       with their text bytes and records, by either engine
     PretokenCounts    the counts of a corpus and what it took to get them (stage 1's result)
 
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import regex
 
+from bpe.corpus.files import Piece
 from bpe.pretokenize.engines import PretokenTable, check_engine, count_texts_compiled, load_scanner
-from bpe.pretokenize.readers import Piece
 from bpe.text.patterns import GPT2_PATTERN
 from bpe.text.pretokens import find_pretokens
 from bpe.text.specials import special_token_regex, split_on_special_tokens

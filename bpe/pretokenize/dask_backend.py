@@ -20,7 +20,7 @@ which `ChunkWorkerError` names the chunk); a task that raises is retried `DEFAUL
 times, then its original exception is raised here. Counter addition is commutative and the
 merge tasks never change their inputs, so retries and arrival order cannot change the counts.
 
-What it does not do: plan chunks (`bpe.pretokenize.chunks.plan_chunks`, in the client: it reads
+What it does not do: plan chunks (`bpe.corpus.chunks.plan_chunks`, in the client: it reads
 only a
 window around each cut), know what a chunk means (the caller passes its function, e.g.
 `bpe.pretokenize`'s chunk counter), or start a cluster on a batch system (dask-jobqueue does;

@@ -6,7 +6,7 @@ special token (a document boundary) and never cutting inside one. Counting the p
 text cut at these places separately gives exactly the counts of the whole text: that is what
 lets stage 1 and encoding work on chunks in parallel.
 
-What it does not do: read files or plan chunks (`bpe.pretokenize.chunks`, `bpe.pretokenize.
+What it does not do: read files or plan chunks (`bpe.corpus.chunks`, `bpe.pretokenize.
 readers`); it only looks at the bytes it is given.
 """
 

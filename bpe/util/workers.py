@@ -8,7 +8,7 @@ What it does:
     * `plan_workers` / `start_method_for`: the cap at the CPUs, in-process for small inputs
       and inside daemonic processes, and fork vs forkserver.
 
-What it does not do: cut chunks (`bpe.pretokenize.chunks`), start processes (`bpe.util.pool`),
+What it does not do: cut chunks (`bpe.corpus.chunks`), start processes (`bpe.util.pool`),
 or read Hydra's config (`bpe.experiment.runner.launcher_info` passes the launcher's numbers in).
 """
 

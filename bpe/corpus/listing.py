@@ -17,7 +17,7 @@ directory inside the corpus folder would otherwise feed a run its own outputs). 
     >>> [p.name for p in list_files(d, pattern="**/*.txt").files]
     ['a.txt']
 
-What it does not do: decide formats or open files (`bpe.pretokenize.readers` does), or list
+What it does not do: decide formats or open files (`bpe.corpus` does), or list
 the Hub (`hub_files`).
 """
 

@@ -10,7 +10,7 @@ What it does:
       as a WARNING;
     * `read_chunk_text`: the text of one chunk, as strict UTF-8 (the error names the offset).
 
-The corpus layer plans a file's parts with it (`bpe.pretokenize.readers.plan_parts`), and
+The corpus layer plans a file's parts with it (`bpe.corpus.parts.plan_parts`), and
 `plan_work` there picks the workers once.
 
 What it does not do: know what a chunk means (stage 1 and dataset encoding pass their own

@@ -12,13 +12,13 @@ names), and it keeps the named dataset's held-out file only if that was overridd
 one, runs hold the input's last documents out of training and measure them (`Dataset.holdout`,
 `dataset.heldout_fraction` and `dataset.heldout_max_bytes`; see `bpe.experiment.evaluate`).
 
-The input may be any corpus `bpe.pretokenize.readers` reads (a file of any format, a folder, a
+The input may be any corpus `bpe.corpus` reads (a file of any format, a folder, a
 glob, `hf:owner/name/pattern`, a Hub dataset streamed with `datasets`:
 `hf-stream:owner/name[:config[:split]][@revision]`), read with the config's `format`,
 `text_field` and `max_files` (`Dataset.corpus`).
 
 What it does not do: download anything (see `scripts/download_data.py`; `hf:` sources are
-fetched by the readers) or read text (see `bpe.pretokenize.readers`).
+fetched by the readers) or read text (see `bpe.corpus`).
 """
 
 from __future__ import annotations
@@ -32,17 +32,10 @@ from pathlib import Path
 
 import yaml
 
-from bpe.pretokenize.readers import (
-    DEFAULT_TEXT_FIELD,
-    HUB_PREFIX,
-    HUB_PREFIXES,
-    STREAM_PREFIX,
-    Corpus,
-    Holdout,
-    check_record_files,
-    find_holdout,
-    resolve_source,
-)
+from bpe.corpus.documents import Holdout, find_holdout
+from bpe.corpus.files import DEFAULT_TEXT_FIELD, HUB_PREFIX, HUB_PREFIXES, STREAM_PREFIX, Corpus
+from bpe.corpus.parts import check_record_files
+from bpe.corpus.sources import resolve_source
 from bpe.text.specials import EOT
 from bpe.util.io import CONF_DIR, IN_CHECKOUT, PACKAGE_DIR, PROJECT_ROOT, safe_name
 
@@ -77,7 +70,7 @@ class Dataset:
     download: str | None = None
     #: the path is not the named dataset's own training file (`dataset.path=` was overridden)
     custom: bool = False
-    #: how the corpus is read (`bpe.pretokenize.readers.resolve_source`)
+    #: how the corpus is read (`bpe.corpus.sources.resolve_source`)
     format: str = "auto"
     text_field: str = DEFAULT_TEXT_FIELD
     max_files: int | None = None
