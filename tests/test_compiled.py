@@ -302,3 +302,18 @@ def test_a_huge_vocab_on_a_tiny_corpus_costs_what_the_corpus_can_merge():
         merged[size], grown[size] = map(int, proc.stdout.split())
     assert merged[10**8] == merged[10**3] < 10**3 - 257  # the corpus ran out of pairs
     assert grown[10**8] < grown[10**3] + 50, grown  # MB: the asked vocab costs nothing more
+
+
+def test_a_corpus_too_big_for_the_kernels_is_trained_by_heap_with_a_warning(monkeypatch, caplog):
+    """Beyond its 32-bit arrays the compiled loop hands the state to the fallback the registry
+    gives it (heap's loop: the same merges); called without one, it refuses, naming heap."""
+    counts = count_pretokens((FIXTURES / "corpus.en").read_text("utf-8")[:20_000])
+    heap = learn_merges("heap", counts, 400)
+    monkeypatch.setattr(compiled, "_too_big_for_int", lambda state, limit: "2**31 positions")
+    with caplog.at_level("WARNING", logger="bpe.trainers.compiled"):
+        out = learn_merges("compiled", counts, 400)
+    assert out.merges == heap.merges
+    assert "2**31 positions; training with heap instead (same merges)" in caplog.text
+    state = prepare(counts, 400, [])
+    with pytest.raises(ValueError, match="use trainer=heap"):
+        compiled.merge_loop(state, lambda: None)

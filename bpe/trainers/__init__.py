@@ -31,6 +31,7 @@ What it does not do: pre-tokenize (stage 1, `bpe.pretokenize`) or time the stage
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -72,7 +73,8 @@ TRAINERS: dict[str, MergeLoop] = {
     "naive": naive.merge_loop,
     "indexed": indexed.merge_loop,
     "heap": heap.merge_loop,
-    "compiled": compiled.merge_loop,
+    # beyond what its 32-bit arrays hold, the compiled loop hands the state to heap's
+    "compiled": functools.partial(compiled.merge_loop, fallback=heap.merge_loop),
 }
 
 

@@ -16,6 +16,7 @@ run a loop (`bpe.trainers.learn_merges`).
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -78,6 +79,35 @@ def candidate_key(count: int, left: int, right: int, token_keys: Sequence[bytes]
     True
     """
     return (-count, token_keys[left], token_keys[right], left, right)
+
+
+def best_by_scan(pair_counts: Mapping[Pair, int], token_keys: Sequence[bytes]) -> tuple[Pair, int]:
+    """Stage 3's select by a scan of every count: the pair THE candidate order puts first
+    (`candidate_key`: the highest count, then the greater bytes), and its count. The scan
+    trainers (naive, indexed, PickyBPE's loops) all select here; heap and compiled keep a
+    priority queue ordered by the same key.
+
+    >>> keys = [descending_bytes_key(bytes([b])) for b in range(256)]
+    >>> best_by_scan({(97, 97): 3, (97, 98): 3, (98, 97): 2}, keys)
+    ((97, 98), 3)
+    """
+    best = max(pair_counts.values())
+    tied = [p for p, c in pair_counts.items() if c == best]
+    return min(tied, key=lambda p: candidate_key(best, *p, token_keys)), best
+
+
+def count_pairs(words: Iterable[Sequence[int]], counts: Sequence[int]) -> dict[Pair, int]:
+    """Stage 2, count pairs from scratch: every adjacent pair, weighted by how often its word
+    occurs (the naive trainers recount every merge; the others count once).
+
+    >>> dict(count_pairs([[1, 2, 1, 2], [2, 1]], [3, 5]))
+    {(1, 2): 6, (2, 1): 8}
+    """
+    pair_counts: dict[Pair, int] = defaultdict(int)
+    for word, n in zip(words, counts, strict=True):
+        for pair in iter_pairs(word):
+            pair_counts[pair] += n
+    return pair_counts
 
 
 def as_word(ids: Iterable[int]) -> str:

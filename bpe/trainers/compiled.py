@@ -30,7 +30,6 @@ from types import ModuleType
 
 import numpy as np
 
-from bpe.trainers import heap
 from bpe.trainers.common import MergeState
 
 logger = logging.getLogger(__name__)
@@ -96,14 +95,27 @@ def compile_kernels() -> CompileInfo:
     return CompileInfo(seconds=time.perf_counter() - start, cached=after == before)
 
 
-def merge_loop(state: MergeState, tick: Callable[[], object]) -> None:
-    """Stages 2-3 compiled: count pairs once, then select and merge in batches of merges."""
+def merge_loop(
+    state: MergeState,
+    tick: Callable[[], object],
+    *,
+    fallback: Callable[[MergeState, Callable[[], object]], None] | None = None,
+) -> None:
+    """Stages 2-3 compiled: count pairs once, then select and merge in batches of merges.
+
+    A corpus too big for the kernels' 32-bit arrays is trained by `fallback` (the registry
+    passes heap's loop: the same algorithm, hence the same merges), with a warning; without
+    one it is a ValueError naming the bound.
+    """
     kernels = load_kernels()
     limit = _possible_merges(state)
     too_big = _too_big_for_int(state, limit)
     if too_big:
-        logger.warning("compiled: %s; training with heap instead (same merges)", too_big)
-        heap.merge_loop(state, tick)
+        if fallback is None:
+            raise ValueError(f"trainer=compiled: {too_big}; use trainer=heap (same merges)")
+        name = fallback.__module__.rpartition(".")[2]
+        logger.warning("compiled: %s; training with %s instead (same merges)", too_big, name)
+        fallback(state, tick)
         return
     _run(kernels, state, tick, batch=BATCH, limit=limit)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from bpe.trainers.common import MergeState, candidate_key
+from bpe.trainers.common import MergeState, best_by_scan
 from bpe.trainers.pair_index import PairIndex
 
 
@@ -25,9 +25,7 @@ def merge_loop(state: MergeState, tick: Callable[[], object]) -> None:
         if not pair_counts:
             return
         # Stage 3, select: the highest count, then THE candidate order among the ties.
-        best = max(pair_counts.values())
-        tied = [p for p, c in pair_counts.items() if c == best]
-        left, right = min(tied, key=lambda p: candidate_key(best, *p, keys))
+        (left, right), best = best_by_scan(pair_counts, keys)
         # Stage 3, merge: in every word holding the pair, updating counts and index.
         new_id = state.add_merge(left, right, best)
         index.merge(left, right, new_id)

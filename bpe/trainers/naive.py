@@ -8,17 +8,9 @@ words) and is only practical at small vocab sizes (a few thousand at most).
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Callable
 
-from bpe.trainers.common import (
-    MergeState,
-    Pair,
-    candidate_key,
-    iter_pairs,
-    merge_word,
-    word_ids,
-)
+from bpe.trainers.common import MergeState, best_by_scan, count_pairs, merge_word, word_ids
 
 
 def merge_loop(state: MergeState, tick: Callable[[], object]) -> None:
@@ -30,25 +22,7 @@ def merge_loop(state: MergeState, tick: Callable[[], object]) -> None:
         if not pair_counts:
             return
         # Stage 3, select and merge: the best pair (THE candidate order), merged in every word.
-        left, right = best_pair(pair_counts, state)
-        new_id = state.add_merge(left, right, pair_counts[(left, right)])
+        (left, right), count = best_by_scan(pair_counts, state.token_keys)
+        new_id = state.add_merge(left, right, count)
         words = [merge_word(word, left, right, new_id) for word in words]
         tick()
-
-
-def count_pairs(words: list[list[int]], counts: list[int]) -> dict[Pair, int]:
-    """Stage 2, count pairs: every adjacent pair, weighted by how often its word occurs.
-
-    >>> dict(count_pairs([[1, 2, 1, 2], [2, 1]], [3, 5]))
-    {(1, 2): 6, (2, 1): 8}
-    """
-    pair_counts: dict[Pair, int] = defaultdict(int)
-    for word, n in zip(words, counts, strict=True):
-        for pair in iter_pairs(word):
-            pair_counts[pair] += n
-    return pair_counts
-
-
-def best_pair(pair_counts: dict[Pair, int], state: MergeState) -> Pair:
-    """The pair THE candidate order puts first (highest count, then the greater bytes)."""
-    return min(pair_counts, key=lambda p: candidate_key(pair_counts[p], *p, state.token_keys))

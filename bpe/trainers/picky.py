@@ -47,11 +47,11 @@ from bpe.trainers.common import (
     MergeState,
     Pair,
     TrainerOutput,
-    candidate_key,
+    best_by_scan,
+    count_pairs,
     merge_word,
     word_ids,
 )
-from bpe.trainers.naive import best_pair, count_pairs
 from bpe.trainers.pair_index import PairIndex
 
 logger = logging.getLogger(__name__)
@@ -173,8 +173,8 @@ def naive_merge_loop(state: MergeState, tick: Callable[[], object], *, threshold
         pair_counts = count_pairs(words, state.counts)
         if not pair_counts:
             return
-        left, right = best_pair(pair_counts, state)
-        new_id = rule.merge(left, right, pair_counts[(left, right)])
+        (left, right), count = best_by_scan(pair_counts, state.token_keys)
+        new_id = rule.merge(left, right, count)
         # a token that was already present (made again) had occurrences before this merge
         before = sum(n * w.count(new_id) for w, n in zip(words, state.counts, strict=True))
         words = [merge_word(word, left, right, new_id) for word in words]
@@ -277,9 +277,7 @@ def indexed_merge_loop(state: MergeState, tick: Callable[[], object], *, thresho
     while not rule.done() and check_merge_budget(rule, made):
         if not pair_counts:
             return
-        best = max(pair_counts.values())
-        tied = [p for p, c in pair_counts.items() if c == best]
-        left, right = min(tied, key=lambda p: candidate_key(best, *p, keys))
+        (left, right), best = best_by_scan(pair_counts, keys)
         new_id = rule.merge(left, right, best)
         index.merge(left, right, new_id)
         holding, merged = [], 0
