@@ -47,6 +47,8 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .picky                    PickyBPE: merges that remove the parents they used up
     bpe.training                train_bpe, train_bpe_detailed, TrainResult: stages 1-3, timed
     bpe.tokenizer               Tokenizer: encode, decode, streaming
+      .merging                  BPE of one pretoken: the list scan and the linked list
+      .cold_path                which pretokens the compiled kernel merges, and when
       .dropout                  BPE-dropout: merging with candidates skipped at random
       .compiled                 the cold path: BPE of a batch of new pretokens, Numba-compiled
       .removals                 PickyBPE's removals at encode time: replaying the history

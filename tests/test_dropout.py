@@ -18,13 +18,13 @@ from bpe.cli.encode import main
 from bpe.encode.npy import encode_to_npy
 from bpe.formats.gpt2_format import save_tokenizer_files
 from bpe.measures import gpt2_tokenizer
-from bpe.tokenizer import _merge_bytes
 from bpe.tokenizer.dropout import (
     coin_flipper,
     merge_long_with_dropout,
     merge_short_with_dropout,
     merge_with_dropout,
 )
+from bpe.tokenizer.merging import merge_bytes
 from bpe.trainers import learn_merges
 from tests.complexity import assert_linear
 from tests.conftest import DATA, EOT, FIXTURES
@@ -143,7 +143,7 @@ def test_zero_dropout_merges_as_bpe(gpt2, trained, text):
         for pretoken in tok.pretokens(text):
             data = pretoken.encode("utf-8")
             ids = [tok._byte_ids[b] for b in data]
-            expected = _merge_bytes(data, tok._byte_ids.__getitem__, tok._ranks.get, tok._merged)
+            expected = merge_bytes(data, tok._byte_ids.__getitem__, tok._ranks.get, tok._merged)
             never = coin_flipper(1, 0)
             assert tuple(merge_with_dropout(ids, tok._ranks.get, tok._merged, never)) == expected
         assert tok.encode(text, dropout=0, seed=5) == tok.encode(text)

@@ -15,7 +15,7 @@ from bpe.formats.gpt2_format import save_tokenizer_files
 from bpe.measures import gpt2_tokenizer, tiktoken_gpt2_encoding
 from bpe.text.patterns import GPT2_REGEX
 from bpe.text.pretokens import bmp_pretoken_regex
-from bpe.tokenizer import _merge_bytes, _merge_long
+from bpe.tokenizer.merging import merge_bytes, merge_long
 from bpe.trainers import learn_merges
 from tests.complexity import assert_linear
 from tests.conftest import DATA, EOT, FIXTURES
@@ -186,8 +186,8 @@ def test_merges_apply_by_rank_leftmost_first():
 def test_heap_merge_for_long_pretokens_equals_the_list_scan(gpt2, trained, data):
     for tok in (gpt2, trained):
         args = (tok._byte_ids.__getitem__, tok._ranks.get, tok._merged)
-        short = _merge_bytes(data, *args)  # <= 64 bytes: the list scan
-        assert _merge_long(list(map(args[0], data)), *args[1:]) == short
+        short = merge_bytes(data, *args)  # <= 64 bytes: the list scan
+        assert merge_long(list(map(args[0], data)), *args[1:]) == short
 
 
 def test_very_long_pretokens_match_tiktoken(gpt2, tiktoken_enc):

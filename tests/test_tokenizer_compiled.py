@@ -21,8 +21,8 @@ pytest.importorskip("numba", reason="the compiled cold path needs Numba (the com
 
 from bpe import Tokenizer, train_bpe  # noqa: E402
 from bpe.measures import gpt2_tokenizer, tiktoken_gpt2_encoding  # noqa: E402
-from bpe.tokenizer import _merge_bytes  # noqa: E402
 from bpe.tokenizer.compiled import build_tables, merge_pretokens  # noqa: E402
+from bpe.tokenizer.merging import merge_bytes  # noqa: E402
 from bpe.trainers import learn_merges  # noqa: E402
 from tests.complexity import assert_linear  # noqa: E402
 from tests.conftest import DATA, EOT, FIXTURES, ROOT  # noqa: E402
@@ -81,7 +81,7 @@ def test_kernel_equals_the_python_merge_on_any_pretokens(tables, pretokens):
     """Any strings, short (the scan) and long (the heap), merged in one batch."""
     for tok, table in tables:
         expected = [
-            _merge_bytes(p.encode(), tok._byte_ids.__getitem__, tok._ranks.get, tok._merged)
+            merge_bytes(p.encode(), tok._byte_ids.__getitem__, tok._ranks.get, tok._merged)
             for p in pretokens
         ]
         assert merge_pretokens(table, pretokens) == expected
@@ -133,7 +133,7 @@ def test_the_default_tokenizer_uses_the_kernel_on_a_large_text(gpt2):
     tok = _with(gpt2, "auto")
     text = (DATA / "owt_heldout.txt").read_text(encoding="utf-8")
     ids = tok.encode(text)
-    assert tok._compiled is not None, "auto did not load the kernel for 250 KB of new text"
+    assert tok._cold.kernel is not None, "auto did not load the kernel for 250 KB of new text"
     assert ids == _cold(_with(gpt2, "python")).encode(text)
 
 
@@ -180,10 +180,10 @@ def test_pickle_keeps_the_merge_backend(pairs):
 
 
 def test_the_tokenizer_knows_the_kernels_id_limit():
-    from bpe.tokenizer import _KERNEL_MAX_ID
+    from bpe.tokenizer.cold_path import KERNEL_MAX_ID
     from bpe.tokenizer.compiled import MAX_ID
 
-    assert _KERNEL_MAX_ID == MAX_ID
+    assert KERNEL_MAX_ID == MAX_ID
     with pytest.raises(ValueError, match="up to 2097151"):
         build_tables({}, [], [MAX_ID + 1] * 256)
 
@@ -203,7 +203,7 @@ def test_without_numba_auto_merges_in_python_and_compiled_says_how_to_install():
         "text = open('data/owt_heldout.txt', encoding='utf-8').read()\n"
         "assert tok.encode(text) == Tokenizer(tok.vocab, tok.merges, ['<|endoftext|>'],"
         " merge_backend='python').encode(text)\n"
-        "assert tok._compiled is None\n"
+        "assert tok._cold.kernel is None\n"
         "try:\n"
         "    Tokenizer(tok.vocab, tok.merges, merge_backend='compiled')\n"
         "except ValueError as err:\n"

@@ -22,11 +22,11 @@ How it is fast (the hot path does no per-character Python work):
       `map(cache.__getitem__, pretokens)` and `itertools.chain` entirely in C;
     * BPE on a cache miss works on ids with a precomputed pair -> rank table and a rank list
       that is updated only next to each merge; pretokens over 64 bytes (base64 blobs, long
-      runs) visit each rank once over a linked list instead (`_merge_long`), so their cost
-      grows linearly with their length, not as O(n^2);
-    * with Numba installed, the cold pretokens of a text (up to `_GROUP_PRETOKENS` pretokens at
-      a time) are merged in one call of a compiled kernel (`bpe.tokenizer.compiled`) that
-      gives the same ids ~15x faster; `merge_backend=` chooses (see `MERGE_BACKENDS`).
+      runs) visit each rank once over a linked list instead (`merge_long` of
+      `bpe.tokenizer.merging`), so their cost grows linearly with their length, not as O(n^2);
+    * with Numba installed, the cold pretokens of a text (up to `GROUP_PRETOKENS` pretokens at a
+      time) are merged in one call of a compiled kernel (`bpe.tokenizer.compiled`) that gives
+      the same ids ~15x faster; `merge_backend=` chooses (`bpe.tokenizer.cold_path`).
 
 Files: `from_files` / `from_pretrained` read GPT-2 `vocab.json` + `merges.txt` (a directory's
 special tokens and split pattern come from its `tokenizer.json`); `save_pretrained` writes a
@@ -39,13 +39,10 @@ What it does not do: train (see `bpe.training`), parse or write any file format 
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
-import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from heapq import heappop, heappush
-from itertools import chain, filterfalse, repeat
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import chain
 from pathlib import Path
 
 from bpe.formats.gpt2_format import check_consistent, load_tokenizer_files
@@ -54,7 +51,9 @@ from bpe.formats.removals_json import Removal, as_removals, check_history
 from bpe.text.patterns import GPT2_PATTERN, pattern_name, resolve_pattern
 from bpe.text.pretokens import find_pretokens
 from bpe.text.specials import special_token_regex, split_on_special_tokens, validate_special_tokens
+from bpe.tokenizer.cold_path import ColdPath, check_merge_backend
 from bpe.tokenizer.dropout import DropoutStream, check_dropout
+from bpe.tokenizer.merging import merge_bytes
 from bpe.tokenizer.removals import Replay
 
 logger = logging.getLogger(__name__)
@@ -65,34 +64,6 @@ DEFAULT_CACHE_SIZE = 1 << 18
 
 #: Characters gathered from an iterable before a block is encoded in `encode_iterable`.
 DEFAULT_STREAM_CHARS = 1 << 16
-
-#: How BPE runs on pretokens the cache has not seen (`Tokenizer(merge_backend=...)`):
-#: "python" merges each one in the interpreter (the reference the tests compare with);
-#: "compiled" merges a text's cold pretokens in one call of the Numba kernel of
-#: `bpe.tokenizer.compiled` (Numba must be installed); "auto" (the default) is "compiled" once a
-#: tokenizer has met enough cold pretokens to repay loading Numba, when Numba is installed, and
-#: "python" otherwise. All three give the same ids.
-MERGE_BACKENDS = ("auto", "python", "compiled")
-
-# "auto" loads Numba and the kernel (~0.5-1 s once per process, ~50 ms per tokenizer for its
-# tables) after this many cold pretokens: ~60 ms of merging in Python at ~15 us each, which the
-# kernel (~1 us each) then repays within a few tens of thousands more.
-_AUTO_LOAD_AFTER = 4096
-# "auto": fewer cold pretokens than this in one group go through Python even once the kernel is
-# loaded (a kernel call's fixed cost, packing and unpacking, is some tens of microseconds).
-_AUTO_MIN_BATCH = 16
-# The largest id (and merge count) the kernel takes (`bpe.tokenizer.compiled.MAX_ID`).
-_KERNEL_MAX_ID = (1 << 21) - 1
-# Pretokens gathered (over a text's special-token parts) before their cold ones are merged in
-# one call: large enough to amortise the call, small enough to bound the memory they hold.
-_GROUP_PRETOKENS = 1 << 16
-
-# A rank larger than any real one: an adjacent pair that is not a merge.
-_NO_MERGE = sys.maxsize
-
-# Pretokens longer than this (in bytes) are merged with a heap (O(n log n)) rather than the
-# list scan (O(n^2), but faster for the short pretokens that make up real text).
-_LONG_PRETOKEN = 64
 
 # invariant: a pretoken ending this close to the end of the text seen so far may still change
 # when more text arrives (a contraction reads up to 3 characters ahead, and o200k's words take
@@ -123,97 +94,6 @@ class _PretokenCache(dict):
         return ids
 
 
-def _merge_bytes(data: bytes, byte_id, rank_of, merged: list[int], no_merge=_NO_MERGE) -> tuple:
-    """BPE of one pretoken's bytes: merge the lowest-ranked adjacent pair (leftmost) until none.
-
-    `byte_id(b)` is the id of byte b, `rank_of((left, right), default)` a pair's merge rank and
-    `merged[rank]` the id that merge creates. Lowest rank, then leftmost, is the order Hugging
-    Face `tokenizers` uses; for merges listed in creation order it equals GPT-2's "merge every
-    occurrence of the best pair" loop.
-
-    >>> _merge_bytes(b"abc", lambda b: b, {(97, 98): 0}.get, [256])
-    (256, 99)
-    """
-    ids = list(map(byte_id, data))
-    if len(ids) < 2:
-        return tuple(ids)
-    if len(ids) > _LONG_PRETOKEN:
-        return _merge_long(ids, rank_of, merged)
-    ranks = list(map(rank_of, zip(ids, ids[1:]), repeat(no_merge)))
-    best = min(ranks)
-    while best != no_merge:
-        i = ranks.index(best)
-        new = ids[i] = merged[best]
-        del ids[i + 1]
-        # invariant: ranks[j] is the rank of (ids[j], ids[j + 1]); only the neighbours change.
-        del ranks[i]
-        if i:
-            ranks[i - 1] = rank_of((ids[i - 1], new), no_merge)
-        if i < len(ranks):
-            ranks[i] = rank_of((new, ids[i + 1]), no_merge)
-        elif not ranks:
-            break
-        best = min(ranks)
-    return tuple(ids)
-
-
-def _merge_long(ids: list[int], rank_of, merged: list[int]) -> tuple:
-    """`_merge_bytes` for long pretokens: buckets of positions by rank over a linked list.
-
-    The ranks to apply come from a heap of distinct ranks; each rank's positions are applied
-    left to right, so the order is the lowest rank, leftmost, as in the list scan. A merge
-    only creates pairs that hold its new token, and a merge of a token always ranks after the
-    merge that made it, so new candidates go into later buckets: every rank is visited once
-    and the work is linear in the pretoken's length (plus sorting each bucket's positions,
-    which arrive as a few ascending runs). Positions made stale by earlier merges are skipped
-    (their ids no longer match the rank's pair).
-
-    >>> _merge_long([97, 97, 97], {(97, 97): 0}.get, [256])
-    (256, 97)
-    """
-    n = len(ids)
-    nxt = list(range(1, n + 1))  # n marks the end
-    prv = list(range(-1, n - 1))
-    buckets: dict[int, tuple[int, int, list[int]]] = {}  # rank -> (left, right, positions)
-
-    def add(rank: int, left: int, right: int, position: int) -> None:
-        bucket = buckets.get(rank)
-        if bucket is None:
-            buckets[rank] = (left, right, [position])
-            heappush(ranks, rank)
-        else:
-            bucket[2].append(position)
-
-    ranks: list[int] = []
-    for i, (a, b) in enumerate(zip(ids, ids[1:])):
-        rank = rank_of((a, b))
-        if rank is not None:
-            add(rank, a, b, i)
-    while ranks:
-        rank = heappop(ranks)
-        a, b, positions = buckets.pop(rank)
-        positions.sort()
-        new = merged[rank]
-        for i in positions:
-            j = nxt[i]
-            if j >= n or ids[i] != a or ids[j] != b:
-                continue  # stale: one side was merged away or changed since it was queued
-            ids[i] = new
-            ids[j] = -1  # invariant: -1 marks a removed position, never a real id
-            k = nxt[i] = nxt[j]
-            if k < n:
-                prv[k] = i
-                r = rank_of((new, ids[k]))
-                if r is not None:
-                    add(r, new, ids[k], i)
-            h = prv[i]
-            if h >= 0:
-                r = rank_of((ids[h], new))
-                if r is not None:
-                    add(r, ids[h], new, h)
-    return tuple(x for x in ids if x != -1)
-
-
 # ---------------------------------------------------------------------------------------------
 # Tokenizer
 # ---------------------------------------------------------------------------------------------
@@ -231,9 +111,10 @@ class Tokenizer:
         pattern: the split pattern the vocab was trained with: a name of
             `bpe.text.patterns.PATTERNS` or a regex (keyword-only; default GPT-2's).
         merge_backend: how pretokens missing from the cache are merged, one of
-            `MERGE_BACKENDS` (keyword-only; default "auto": compiled when Numba is installed
-            and the text is large enough, else Python). The ids never depend on it.
-        removals: a PickyBPE tokenizer's removals (`bpe.tokenizer.removals.Removal`, in the
+            `bpe.tokenizer.cold_path.MERGE_BACKENDS` (keyword-only; default "auto": compiled
+            when Numba is installed and the text is large enough, else Python). The ids never
+            depend on it.
+        removals: a PickyBPE tokenizer's removals (`bpe.formats.removals_json.Removal`, in the
             order they happened; keyword-only): encoding then replays merges and removals in
             training's order (in Python), and `merges` may make tokens the vocab no longer
             holds.
@@ -263,7 +144,7 @@ class Tokenizer:
         removals: Sequence[Removal] | None = None,
     ) -> None:
         specials = validate_special_tokens(special_tokens)
-        self.merge_backend: str = _check_merge_backend(merge_backend)
+        self.merge_backend: str = check_merge_backend(merge_backend)
         #: the split pattern (a regex string), exported with the vocab
         self.pattern: str = resolve_pattern(pattern)
         if cache_size < 1:
@@ -319,16 +200,15 @@ class Tokenizer:
             self._ranks.setdefault((self._id_of[a], self._id_of[b]), len(self._merged))
             self._merged.append(self._id_of[a + b])
         self._cache = _PretokenCache(self._bpe, cache_size)
-        # The compiled cold path: its tables are built on first use (`_merge_compiled`).
-        self._compiled: Callable[[list[str]], list[tuple[int, ...]]] | None = None
-        # subtle: the kernel packs ids and ranks into 21 bits each (2 million ids), and does not
-        # replay PickyBPE's removals: those tokenizers merge in Python, whatever was asked
-        fits = max(self.max_token_id, len(self._merged)) <= _KERNEL_MAX_ID
-        self._compiled_ok = (
-            merge_backend != "python" and self._replay is None and fits and _numba_installed()
+        # how the pretokens the cache lacks are merged: in Python, or a batch in the kernel
+        self._cold = ColdPath(
+            merge_backend,
+            ranks=self._ranks,
+            merged=self._merged,
+            byte_ids=self._byte_ids,
+            max_id=self.max_token_id,
+            replays=self._replay is not None,
         )
-        self._cold_seen = 0  # cold pretokens met by "auto" before it loads the kernel
-        self._group_pretokens = _GROUP_PRETOKENS if self._compiled_ok else 0
         logger.debug(
             "tokenizer: %d ids, %d merges, special tokens %s",
             len(self.vocab),
@@ -457,7 +337,7 @@ class Tokenizer:
         data = self._utf8(pretoken)
         if self._replay is not None:
             return tuple(map(self._id_of.__getitem__, self._replay.tokens(data)))
-        return _merge_bytes(data, self._byte_ids.__getitem__, self._ranks.get, self._merged)
+        return merge_bytes(data, self._byte_ids.__getitem__, self._ranks.get, self._merged)
 
     @staticmethod
     def _utf8(pretoken: str) -> bytes:
@@ -485,14 +365,15 @@ class Tokenizer:
 
         `pretoken_ids(pretokens)` gives a list's ids (dropout passes its own); by default they
         come from the cache, and with the compiled path on, segments are gathered until they
-        hold `_GROUP_PRETOKENS` pretokens, so that the cold pretokens of many short parts
-        (documents between special tokens) are merged in one kernel call. Otherwise each list
+        hold `GROUP_PRETOKENS` pretokens (`bpe.tokenizer.cold_path`), so that the cold
+        pretokens of many short parts (documents between special tokens) are merged in one
+        kernel call. Otherwise each list
         is turned into ids at once, in text order (dropout's draws depend on that order).
         """
         ids: list[int] = []
         group: list[int | list[str]] = []
         size = 0
-        limit = self._group_pretokens if pretoken_ids is None else 0
+        limit = self._cold.group_pretokens if pretoken_ids is None else 0
         for segment in segments:
             group.append(segment)
             if not isinstance(segment, int):
@@ -507,10 +388,12 @@ class Tokenizer:
     def _extend_with_group(
         self, ids: list[int], group: list[int | list[str]], pretoken_ids=None
     ) -> None:
-        if pretoken_ids is None and self._compiled_ok and self._all_cached(ids, group):
+        cold = self._cold
+        if pretoken_ids is None and cold.on and cold.all_cached(self._cache, ids, group):
             return
         if pretoken_ids is None:
-            lookup = self._lookup([s for s in group if not isinstance(s, int)])
+            pretoken_lists = [s for s in group if not isinstance(s, int)]
+            lookup = cold.lookup(self._cache, self._cache_size, pretoken_lists)
         for segment in group:
             if isinstance(segment, int):
                 ids.append(segment)
@@ -518,83 +401,6 @@ class Tokenizer:
                 ids.extend(chain.from_iterable(map(lookup, segment)))
             else:
                 ids.extend(pretoken_ids(segment))
-
-    def _all_cached(self, ids: list[int], group: list[int | list[str]]) -> bool:
-        """Extend ids with the group's if every pretoken is cached; else leave ids as they were.
-
-        The warm path of the compiled cold path: finding the cold pretokens (a set of the
-        group's pretokens, then the cache's misses) costs ~15% of a warm encode, so the cache is
-        tried first and the search runs only after a miss (in a cold text, at once).
-        """
-        mark = len(ids)
-        get = self._cache.get  # subtle: a miss gives None, which chain cannot iterate
-        try:
-            for segment in group:
-                if isinstance(segment, int):
-                    ids.append(segment)
-                else:
-                    ids.extend(chain.from_iterable(map(get, segment)))
-        except TypeError:
-            del ids[mark:]
-            return False
-        return True
-
-    def _lookup(self, pretoken_lists: list[list[str]]) -> Callable[[str], tuple[int, ...]]:
-        """pretoken -> ids for these pretokens, their cold ones merged first in one batch.
-
-        Without the compiled path this is the cache's lookup (a miss runs `_bpe`). With it,
-        the pretokens the cache lacks are merged by the kernel and stored in the cache; a
-        group with more new pretokens than the cache holds gets a table of its own.
-        """
-        cache = self._cache
-        if not self._compiled_ok or not pretoken_lists:
-            return cache.__getitem__
-        unique = set(chain.from_iterable(pretoken_lists))
-        cold = list(filterfalse(cache.__contains__, unique))
-        if not self._use_compiled(len(cold)):
-            return cache.__getitem__
-        try:
-            merged = self._merge_compiled(cold)
-        except UnicodeEncodeError:
-            merged = None  # a lone surrogate: `_bpe` names it
-        if merged is None:
-            return cache.__getitem__
-        if len(cache) + len(cold) <= self._cache_size:
-            cache.update(zip(cold, merged))
-            return cache.__getitem__
-        # subtle: emptying the cache would drop this group's warm pretokens: keep them aside
-        table = {p: cache[p] for p in unique.difference(cold)}
-        table.update(zip(cold, merged))
-        cache.clear()
-        if len(table) <= self._cache_size:
-            cache.update(table)
-        return table.__getitem__
-
-    def _use_compiled(self, num_cold: int) -> bool:
-        """Whether a group with num_cold cold pretokens goes to the kernel."""
-        if self.merge_backend == "compiled":
-            return num_cold > 0
-        if self._compiled is None:
-            self._cold_seen += num_cold
-            return self._cold_seen >= _AUTO_LOAD_AFTER and num_cold >= _AUTO_MIN_BATCH
-        return num_cold >= _AUTO_MIN_BATCH
-
-    def _merge_compiled(self, pretokens: list[str]) -> list[tuple[int, ...]] | None:
-        """The kernel's ids for these pretokens; None if "auto" cannot load Numba."""
-        if self._compiled is None:
-            try:
-                # subtle: NumPy and Numba load here, on first use, never on `import bpe.tokenizer`
-                from bpe.tokenizer import compiled
-            except ImportError as err:
-                if self.merge_backend == "compiled":
-                    raise ValueError(_NO_NUMBA.format(err=err)) from err
-                logger.debug("compiled cold path off (%s); merging in Python", err)
-                self._compiled_ok = False
-                self._group_pretokens = 0
-                return None
-            tables = compiled.build_tables(self._ranks, self._merged, self._byte_ids)
-            self._compiled = lambda batch: compiled.merge_pretokens(tables, batch)
-        return self._compiled(pretokens)
 
     def encode_ordinary(self, text: str) -> list[int]:
         """Encode text, treating special-token strings as ordinary text.
@@ -845,26 +651,3 @@ def _rebuild(
         merge_backend=merge_backend,
         removals=removals,
     )
-
-
-_NO_NUMBA = (
-    "merge_backend='compiled' needs Numba, which cannot be imported ({err}); install it with "
-    "pip install 'bpe-lab[compiled]', or pass merge_backend='auto' to merge in Python without it"
-)
-
-
-def _numba_installed() -> bool:
-    """Whether Numba and NumPy can be found (without importing either)."""
-    return all(importlib.util.find_spec(name) is not None for name in ("numba", "numpy"))
-
-
-def _check_merge_backend(merge_backend: str) -> str:
-    """merge_backend, checked: one of MERGE_BACKENDS, and "compiled" only with Numba installed."""
-    if merge_backend not in MERGE_BACKENDS:
-        raise ValueError(
-            f"merge_backend={merge_backend!r} is not one of {MERGE_BACKENDS}; "
-            "'auto' uses the compiled kernel when Numba is installed"
-        )
-    if merge_backend == "compiled" and not _numba_installed():
-        raise ValueError(_NO_NUMBA.format(err="numba or numpy not found"))
-    return merge_backend

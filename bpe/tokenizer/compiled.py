@@ -7,7 +7,7 @@ What it does:
     * `merge_pretokens` runs BPE on a batch of pretokens (their UTF-8 bytes) in one call of the
       kernel, so the call's fixed cost (about a microsecond to pass the arrays) is paid once per
       batch, not once per pretoken;
-    * the kernel applies the merges exactly as `bpe.tokenizer._merge_bytes` does: the lowest
+    * the kernel applies the merges exactly as `bpe.tokenizer.merging.merge_bytes` does: the lowest
       rank first, the leftmost of equal ranks. Pretokens of up to `SHORT_PRETOKEN` bytes use a
       scan of the pair ranks (the fastest for the few bytes of a typical word); longer ones a
       binary heap of (rank, position) over a linked list, whose stale entries are skipped when

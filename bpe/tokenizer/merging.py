@@ -1,0 +1,115 @@
+"""BPE of one pretoken: the pure merge algorithms the tokenizer runs on its cold pretokens.
+
+    merge_bytes   merge the lowest-ranked adjacent pair (leftmost first) until none: a list
+                  scan for the short pretokens that make up real text
+    merge_long    the same order over a linked list with buckets of positions by rank, linear
+                  in the pretoken's length, for long ones
+
+Both give exactly the ids of Hugging Face `tokenizers`' order (lowest rank, then leftmost),
+which for merges listed in creation order is GPT-2's "merge every occurrence of the best
+pair" loop. What it does not do: cache, split text, or know a vocab (it takes lookups).
+"""
+
+from __future__ import annotations
+
+import sys
+from heapq import heappop, heappush
+from itertools import repeat
+
+#: A rank larger than any real one: an adjacent pair that is not a merge.
+NO_MERGE = sys.maxsize
+
+#: Pretokens longer than this (in bytes) are merged with `merge_long` (O(n log n)) rather than
+#: the list scan (O(n^2), but faster for the short pretokens that make up real text).
+LONG_PRETOKEN = 64
+
+
+def merge_bytes(data: bytes, byte_id, rank_of, merged: list[int], no_merge=NO_MERGE) -> tuple:
+    """BPE of one pretoken's bytes: merge the lowest-ranked adjacent pair (leftmost) until none.
+
+    `byte_id(b)` is the id of byte b, `rank_of((left, right), default)` a pair's merge rank and
+    `merged[rank]` the id that merge creates. Lowest rank, then leftmost, is the order Hugging
+    Face `tokenizers` uses; for merges listed in creation order it equals GPT-2's "merge every
+    occurrence of the best pair" loop.
+
+    >>> merge_bytes(b"abc", lambda b: b, {(97, 98): 0}.get, [256])
+    (256, 99)
+    """
+    ids = list(map(byte_id, data))
+    if len(ids) < 2:
+        return tuple(ids)
+    if len(ids) > LONG_PRETOKEN:
+        return merge_long(ids, rank_of, merged)
+    ranks = list(map(rank_of, zip(ids, ids[1:]), repeat(no_merge)))
+    best = min(ranks)
+    while best != no_merge:
+        i = ranks.index(best)
+        new = ids[i] = merged[best]
+        del ids[i + 1]
+        # invariant: ranks[j] is the rank of (ids[j], ids[j + 1]); only the neighbours change.
+        del ranks[i]
+        if i:
+            ranks[i - 1] = rank_of((ids[i - 1], new), no_merge)
+        if i < len(ranks):
+            ranks[i] = rank_of((new, ids[i + 1]), no_merge)
+        elif not ranks:
+            break
+        best = min(ranks)
+    return tuple(ids)
+
+
+def merge_long(ids: list[int], rank_of, merged: list[int]) -> tuple:
+    """`merge_bytes` for long pretokens: buckets of positions by rank over a linked list.
+
+    The ranks to apply come from a heap of distinct ranks; each rank's positions are applied
+    left to right, so the order is the lowest rank, leftmost, as in the list scan. A merge
+    only creates pairs that hold its new token, and a merge of a token always ranks after the
+    merge that made it, so new candidates go into later buckets: every rank is visited once
+    and the work is linear in the pretoken's length (plus sorting each bucket's positions,
+    which arrive as a few ascending runs). Positions made stale by earlier merges are skipped
+    (their ids no longer match the rank's pair).
+
+    >>> merge_long([97, 97, 97], {(97, 97): 0}.get, [256])
+    (256, 97)
+    """
+    n = len(ids)
+    nxt = list(range(1, n + 1))  # n marks the end
+    prv = list(range(-1, n - 1))
+    buckets: dict[int, tuple[int, int, list[int]]] = {}  # rank -> (left, right, positions)
+
+    def add(rank: int, left: int, right: int, position: int) -> None:
+        bucket = buckets.get(rank)
+        if bucket is None:
+            buckets[rank] = (left, right, [position])
+            heappush(ranks, rank)
+        else:
+            bucket[2].append(position)
+
+    ranks: list[int] = []
+    for i, (a, b) in enumerate(zip(ids, ids[1:])):
+        rank = rank_of((a, b))
+        if rank is not None:
+            add(rank, a, b, i)
+    while ranks:
+        rank = heappop(ranks)
+        a, b, positions = buckets.pop(rank)
+        positions.sort()
+        new = merged[rank]
+        for i in positions:
+            j = nxt[i]
+            if j >= n or ids[i] != a or ids[j] != b:
+                continue  # stale: one side was merged away or changed since it was queued
+            ids[i] = new
+            ids[j] = -1  # invariant: -1 marks a removed position, never a real id
+            k = nxt[i] = nxt[j]
+            if k < n:
+                prv[k] = i
+                r = rank_of((new, ids[k]))
+                if r is not None:
+                    add(r, new, ids[k], i)
+            h = prv[i]
+            if h >= 0:
+                r = rank_of((ids[h], new))
+                if r is not None:
+                    add(r, ids[h], new, h)
+    return tuple(x for x in ids if x != -1)
