@@ -45,6 +45,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .parent                   continued training: a parent's merges replayed first
       .variants                 the BPE family (bpe, superbpe, picky) and their parameters
       .picky                    PickyBPE: merges that remove the parents they used up
+      .superbpe                 SuperBPE's stage two: merges across words, after stage one
     bpe.training                train_bpe, train_bpe_detailed, TrainResult: stages 1-3, timed
     bpe.tokenizer               Tokenizer: encode, decode, streaming
       .merging                  BPE of one pretoken: the list scan and the linked list

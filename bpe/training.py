@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 from bpe.corpus.files import DEFAULT_TEXT_FIELD, Corpus
 from bpe.corpus.manifest import corpus_manifest
@@ -30,14 +29,20 @@ from bpe.pretokenize import pretokenize
 from bpe.pretokenize.cache import CacheInfo, pretokenize_cached
 from bpe.pretokenize.counting import PretokenCounts, check_input_file
 from bpe.pretokenize.dask_backend import check_backend
-from bpe.pretokenize.engines import resolve_engine
+from bpe.pretokenize.engines import load_scanner, resolve_engine
 from bpe.runs.stages import COMPILE, STAGE_TIMINGS, stage_label
 from bpe.text.patterns import GPT2_PATTERN, pattern_name, resolve_pattern
 from bpe.text.specials import validate_special_tokens
 from bpe.tokenizer import Tokenizer
-from bpe.trainers import CompileInfo, check_trainer, compile_trainer, learn_merges
+from bpe.trainers import CompileInfo, check_trainer, compile_trainer, learn_merges, superbpe
 from bpe.trainers.common import TrainerOutput, check_vocab_size
-from bpe.trainers.variants import Variant, as_variant, check_trainer_supports, check_transition
+from bpe.trainers.variants import (
+    Variant,
+    as_variant,
+    check_continuation,
+    check_trainer_supports,
+    check_transition,
+)
 from bpe.util.progress import LOG_INTERVAL_S
 
 logger = logging.getLogger(__name__)
@@ -52,7 +57,7 @@ class TrainResult:
     stages 2 and 3, count pairs and select and merge (the trainer, from pretoken counts to
     merges). A compiling trainer (`compiled`) also records `compile` (`COMPILE`) between
     them: its machine code compiled, or loaded from Numba's cache (`compile_cached` says which);
-    so does a run whose stage 1 loaded the compiled pre-tokenizer (its load is moved there).
+    so does a run whose stage 1 uses the compiled pre-tokenizer (loaded before stage 1).
     """
 
     vocab: dict[int, bytes]
@@ -190,17 +195,107 @@ def train_bpe_detailed(
             Numba: the message says `pip install 'bpe-lab[compiled]'`).
         ConnectionError: the Dask scheduler could not be reached.
     """
+    run = _check(
+        input_path, vocab_size, special_tokens, trainer=trainer, backend=backend,
+        scheduler=scheduler, pattern=pattern, init_from=init_from, variant=variant,
+        rungs=rungs, engine=engine,
+        corpus_options={"format": format, "text_field": text_field, "max_files": max_files,
+                        "max_bytes": max_bytes},
+    )  # fmt: skip
+    stage_one_options = {
+        "num_workers": num_workers, "progress": progress, "backend": backend,
+        "scheduler": scheduler, "log_interval": log_interval,
+    }  # fmt: skip
+    timings: dict[str, float] = {}
+    scanner = _load_scanner(run.engine)
+    counted, cache, manifest = _stage_one(run, timings, cache_dir, stage_one_options)
+    if scanner is not None:  # timed apart from stage 1, in the order stages run
+        timings[COMPILE] = scanner[1]
+    compiled = _compile(trainer, timings)
+    reached: dict[int, float] = {}
+    merge_options = {"progress": progress, "log_interval": log_interval}
+    with _timed(timings, "merge"):
+        # the counts are handed over, not kept: the trainer frees them once it has built its words
+        output = learn_merges(
+            trainer, counted.take_counts(), run.stage_one_size, run.specials, parent=run.parent,
+            picky_threshold=run.variant.threshold, marks=run.marks, reached=reached,
+            **merge_options,
+        )  # fmt: skip
+    output, facts, final_pattern = _variant_stage(
+        run, output, counted, timings, cache_dir, stage_one_options, merge_options
+    )
+    logger.info(
+        "%s with %s: %d merges in %.3f s",
+        stage_label(*STAGE_TIMINGS["merge"]), trainer, len(output.merges), timings["merge"],
+    )  # fmt: skip
+    return TrainResult(
+        vocab=output.vocab,
+        merges=output.merges,
+        trainer=trainer,
+        vocab_size=vocab_size,
+        special_tokens=run.specials,
+        pretokenized=counted,
+        timings=timings,
+        merge_counts=output.merge_counts,
+        pattern=final_pattern,
+        init_from=None if run.parent is None else _parent_record(run.parent),
+        pretoken_cache=cache.as_dict(),
+        input_sha256=None if manifest is None else manifest["sha256"],
+        input_manifest=manifest,
+        variant=run.variant,
+        removals=output.removals,
+        variant_facts=facts,
+        compile_cached=_all_cached(compiled, None if scanner is None else scanner[0]),
+        rung_seconds={
+            int(v): reached.get(m, timings["merge"]) for v, m in zip(rungs, run.marks, strict=True)
+        },
+    )
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What `train_bpe_detailed` checked and resolved before any work."""
+
+    corpus: Corpus
+    specials: list[str]
+    trainer: str
+    vocab_size: int
+    #: the vocab stage one trains to (SuperBPE's transition; else `vocab_size`)
+    stage_one_size: int
+    variant: Variant
+    #: the split pattern of stage 1 (a regex string)
+    pattern: str
+    engine: str
+    parent: Parent | None
+    #: the vocab ladder's rungs as merge counts
+    marks: list[int]
+
+
+def _check(
+    input_path: str | os.PathLike | Sequence[str | os.PathLike] | Corpus,
+    vocab_size: int,
+    special_tokens: Sequence[str] | None,
+    *,
+    trainer: str,
+    backend: str,
+    scheduler: str | None,
+    pattern: str | None,
+    init_from: str | os.PathLike | Parent | None,
+    variant: Variant | str | None,
+    rungs: Sequence[int],
+    engine: str,
+    corpus_options: dict,
+) -> _Run:
+    """Every check before any work (a bad trainer name or vocab size fails in milliseconds,
+    not after stage 1), and the run's inputs resolved: variant, pattern, engine, parent,
+    corpus."""
     specials = validate_special_tokens(special_tokens)
     check_trainer(trainer)
     check_backend(backend, scheduler)
     check_vocab_size(vocab_size, specials)
     chosen = as_variant(variant).resolve(vocab_size=vocab_size)
     check_trainer_supports(chosen.name, trainer)
-    if chosen.name != "bpe" and init_from is not None:
-        raise ValueError(
-            f"variant={chosen.name} cannot continue a parent tokenizer (init_from=): train "
-            "from scratch, or continue with variant=bpe"
-        )
+    check_continuation(chosen.name, init_from)
     marks = [int(v) - 256 - len(specials) for v in rungs]
     if marks and (chosen.name != "bpe" or init_from is not None):
         raise ValueError(
@@ -218,127 +313,86 @@ def train_bpe_detailed(
     corpus = (
         input_path
         if isinstance(input_path, Corpus)
-        else resolve_source(
-            input_path,
-            format=format,
-            text_field=text_field,
-            max_files=max_files,
-            max_bytes=max_bytes,
-        )
+        else resolve_source(input_path, **corpus_options)
     )
     if corpus.is_plain_text_file:
         check_input_file(corpus.files[0].path)
+    return _Run(
+        corpus, specials, trainer, vocab_size, stage_one_size, chosen, regex_pattern,
+        chosen_engine, parent, marks,
+    )  # fmt: skip
 
-    timings: dict[str, float] = {}
+
+def _stage_one(
+    run: _Run, timings: dict[str, float], cache_dir: str | os.PathLike | None, options: dict
+) -> tuple[PretokenCounts, CacheInfo, dict | None]:
+    """Stage 1, timed and logged: the corpus's pretoken counts (through the cache when there
+    is one), what the cache did, and the manifest when the cache key needed it."""
     with _timed(timings, "pretokenize"):
         counted, cache, manifest = _count_pretokens(
-            corpus,
-            specials,
-            pattern=regex_pattern,
-            cache_dir=cache_dir,
-            num_workers=num_workers,
-            progress=progress,
-            backend=backend,
-            scheduler=scheduler,
-            log_interval=log_interval,
-            engine=chosen_engine,
-        )
-    # the scanner's load leaves stage 1 first, so the log says the time metrics.json records
-    scanner_cached = _move_scanner_load(counted, timings)
-    _log_stage_1(counted, cache, regex_pattern, timings["pretokenize"], corpus)
+            run.corpus, run.specials, pattern=run.pattern, cache_dir=cache_dir,
+            engine=run.engine, **options,
+        )  # fmt: skip
+    _log_stage_1(counted, cache, run.pattern, timings["pretokenize"], run.corpus)
     if not counted.counts:  # one rule for every container: an all-empty parquet fails alike
         raise ValueError(
-            f"the corpus {corpus.source!r} holds no text outside its special tokens, so BPE has "
-            "nothing to learn merges from; check dataset.path (and dataset.text_field)"
+            f"the corpus {run.corpus.source!r} holds no text outside its special tokens, so BPE "
+            "has nothing to learn merges from; check dataset.path (and dataset.text_field)"
         )
-    compiled = _compile(trainer, timings)
-    reached: dict[int, float] = {}
-    with _timed(timings, "merge"):
-        # the counts are handed over, not kept: the trainer frees them once it has built its words
-        output = learn_merges(
-            trainer,
-            counted.take_counts(),
-            stage_one_size,
-            specials,
-            progress=progress,
-            parent=parent,
-            log_interval=log_interval,
-            picky_threshold=chosen.threshold,
-            marks=marks,
-            reached=reached,
-        )
-    facts: dict = {"removals": len(output.removals)} if chosen.name == "picky" else {}
-    if chosen.name == "superbpe":
-        stage_two_pattern = resolve_pattern(chosen.stage_two_pattern)
-        output, facts["stage_two"] = _superbpe_stage_two(
-            output,
-            corpus,
-            specials,
-            timings,
-            stage_one_unique=counted.num_unique,
-            trainer=trainer,
-            vocab_size=vocab_size,
-            pattern=stage_two_pattern,
-            cache_dir=cache_dir,
-            num_workers=num_workers,
-            progress=progress,
-            backend=backend,
-            scheduler=scheduler,
-            log_interval=log_interval,
-        )
-        # the tokenizer encodes as stage two trained: its pattern, every merge by rank
-        regex_pattern = stage_two_pattern
-    logger.info(
-        "%s with %s: %d merges in %.3f s",
-        stage_label(*STAGE_TIMINGS["merge"]),
-        trainer,
-        len(output.merges),
-        timings["merge"],
-    )
-    return TrainResult(
-        vocab=output.vocab,
-        merges=output.merges,
-        trainer=trainer,
-        vocab_size=vocab_size,
-        special_tokens=specials,
-        pretokenized=counted,
-        timings=timings,
-        merge_counts=output.merge_counts,
-        pattern=regex_pattern,
-        init_from=None if parent is None else _parent_record(parent),
-        pretoken_cache=cache.as_dict(),
-        input_sha256=None if manifest is None else manifest["sha256"],
-        input_manifest=manifest,
-        variant=chosen,
-        removals=output.removals,
-        variant_facts=facts,
-        compile_cached=_all_cached(compiled, scanner_cached),
-        rung_seconds={
-            int(v): reached.get(m, timings["merge"]) for v, m in zip(rungs, marks, strict=True)
-        },
-    )
+    return counted, cache, manifest
 
 
-def _move_scanner_load(counted: PretokenCounts, timings: dict[str, float]) -> bool | None:
-    """Move the compiled scanner's load time out of stage 1 into `COMPILE`.
+def _variant_stage(
+    run: _Run,
+    output: TrainerOutput,
+    counted: PretokenCounts,
+    timings: dict[str, float],
+    cache_dir: str | os.PathLike | None,
+    stage_one_options: dict,
+    merge_options: dict,
+) -> tuple[TrainerOutput, dict, str]:
+    """What a variant adds after the merge stage: PickyBPE's count of removals, SuperBPE's
+    stage two (`bpe.trainers.superbpe`); the output, the variant's facts and the pattern the
+    tokenizer encodes with (SuperBPE's: stage two's, every merge by rank)."""
+    if run.variant.name == "picky":
+        return output, {"removals": len(output.removals)}, run.pattern
+    if run.variant.name != "superbpe":
+        return output, {}, run.pattern
+    pattern = resolve_pattern(run.variant.stage_two_pattern)
 
-    Stage 1 loads the scanner (imports Numba, loads or compiles its machine code) before
-    counting; that is the fixed cost of a compiled run, not counting speed, so it is timed
-    as `compile` with the trainer's kernels. Returns whether it came from Numba's cache (None:
-    nothing was loaded in this call).
-    """
-    if counted.compile_seconds is None:
+    def count() -> tuple[PretokenCounts, str]:
+        counted, cache, _ = _count_pretokens(
+            run.corpus, run.specials, pattern=pattern, cache_dir=cache_dir, **stage_one_options
+        )
+        return counted, cache.status
+
+    output, stage_two_facts = superbpe.stage_two(
+        output, count, run.specials, timings, stage_one_unique=counted.num_unique,
+        trainer=run.trainer, vocab_size=run.vocab_size, pattern=pattern, **merge_options,
+    )  # fmt: skip
+    return output, {"stage_two": stage_two_facts}, pattern
+
+
+def _load_scanner(engine: str) -> tuple[bool, float] | None:
+    """The compiled pre-tokenizer, loaded before stage 1 so that its load is timed as
+    `COMPILE`: importing Numba and loading (or compiling) its machine code is the fixed cost
+    of a compiled run, not counting speed. Returns whether it came from Numba's cache and the
+    seconds it took; None with the regex engine, or when this process loaded it before."""
+    if engine != "compiled":
         return None
-    timings["pretokenize"] -= counted.compile_seconds
-    timings[COMPILE] = counted.compile_seconds
+    t0 = time.perf_counter()
+    info = load_scanner()
+    seconds = time.perf_counter() - t0
+    if not info.now:
+        return None
     logger.info(
         "compiled pre-tokenizer: %s in %.3f s (timed as compile, not as stage 1)",
         "Numba imported and the scanner loaded from its cache"
-        if counted.compile_cached
+        if info.cached
         else "scanner compiled (the first run after an install or a change)",
-        counted.compile_seconds,
+        seconds,
     )
-    return counted.compile_cached
+    return info.cached, seconds
 
 
 def _all_cached(compiled: CompileInfo | None, scanner_cached: bool | None) -> bool | None:
@@ -367,83 +421,6 @@ def _compile(trainer: str, timings: dict[str, float]) -> CompileInfo | None:
         time.perf_counter() - t0,
     )
     return info
-
-
-class _StageOne(NamedTuple):
-    """SuperBPE's stage one as the parent stage two continues from (`bpe.trainers.Parent`)."""
-
-    vocab: dict[int, bytes]
-    merges: list[tuple[bytes, bytes]]
-    special_tokens: list[str]
-
-
-def _superbpe_stage_two(
-    stage_one: TrainerOutput,
-    corpus: Corpus,
-    specials: list[str],
-    timings: dict[str, float],
-    *,
-    stage_one_unique: int,
-    trainer: str,
-    vocab_size: int,
-    pattern: str,
-    cache_dir: str | os.PathLike | None,
-    **options: Any,
-) -> tuple[TrainerOutput, dict]:
-    """SuperBPE's stage two: count pretokens again with `pattern`, replay stage one's merges on
-    them (`bpe.trainers.parent`, as continued training does) and merge on to `vocab_size`.
-
-    Returns the whole output (stage one's merge counts kept for its merges) and what stage two
-    measured: its pretokens (how many, unique, their bytes, the longest), an estimate of the
-    memory its counts hold, its merges and seconds. Its times are added to `timings`.
-    """
-    progress, log_interval = options["progress"], options["log_interval"]
-    t0 = time.perf_counter()
-    counted, cache, _ = _count_pretokens(
-        corpus, specials, pattern=pattern, cache_dir=cache_dir, **options
-    )
-    counting = time.perf_counter() - t0
-    timings["pretokenize"] += counting
-    counts = counted.take_counts()
-    facts = {
-        "pretokens": counted.num_pretokens,
-        "unique_pretokens": counted.num_unique,
-        "unique_ratio": round(counted.num_unique / max(1, stage_one_unique), 2),
-        "unique_bytes": sum(map(len, counts)),
-        "longest_pretoken_bytes": max(map(len, counts), default=0),
-        # the keys and the dict: what the explosion of pretokens costs before any word is built
-        "counts_mb": round((sys.getsizeof(counts) + sum(map(sys.getsizeof, counts))) / 1e6, 2),
-        "pretoken_cache": cache.status,
-        "pretokenize_seconds": round(counting, 6),
-    }
-    logger.info(
-        "superbpe stage two: %d pretokens, %d unique (%s pattern), longest %d bytes, counts "
-        "about %.1f MB, %.3f s",
-        facts["pretokens"],
-        facts["unique_pretokens"],
-        pattern_name(pattern),
-        facts["longest_pretoken_bytes"],
-        facts["counts_mb"],
-        counting,
-    )
-    parent = _StageOne(stage_one.vocab, stage_one.merges, specials)
-    t1 = time.perf_counter()
-    output = learn_merges(
-        trainer,
-        counts,
-        vocab_size,
-        specials,
-        progress=progress,
-        parent=parent,
-        log_interval=log_interval,
-    )
-    merging = time.perf_counter() - t1
-    timings["merge"] += merging
-    done = len(stage_one.merges)
-    output.merge_counts = stage_one.merge_counts + output.merge_counts[done:]
-    facts["merges"] = len(output.merges) - done
-    facts["merge_seconds"] = round(merging, 6)
-    return output, facts
 
 
 @contextmanager

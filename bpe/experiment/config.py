@@ -48,7 +48,12 @@ from bpe.text.patterns import PATTERNS, resolve_pattern
 from bpe.text.specials import EOT, validate_special_tokens
 from bpe.trainers import check_trainer
 from bpe.trainers.common import check_vocab_size
-from bpe.trainers.variants import check_threshold, check_trainer_supports, check_variant
+from bpe.trainers.variants import (
+    check_continuation,
+    check_threshold,
+    check_trainer_supports,
+    check_variant,
+)
 
 __all__ = [
     "AnalysisConfig",
@@ -427,11 +432,7 @@ def _check_variant(cfg: DictConfig) -> None:
     trainer = (cfg.get("trainer") or {}).get("name")
     if trainer is not None:
         check_trainer_supports(name, str(trainer))
-    if name == "picky" and cfg.get("init_from"):
-        raise ValueError(
-            "variant=picky cannot continue a parent tokenizer (init_from=): its removals would "
-            "rewrite the parent's vocab; train from scratch"
-        )
+    check_continuation(name, cfg.get("init_from"))
 
 
 def _bound(key: str) -> tuple[float | None, bool]:

@@ -143,7 +143,8 @@ def pretokenize(
     specials = tuple(validate_special_tokens(special_tokens))
     check_backend(backend, scheduler)
     engine = resolve_engine(engine, pattern=pattern)
-    scanner = load_scanner() if engine == "compiled" else None
+    if engine == "compiled":
+        load_scanner()  # here, once, so that forked workers inherit it
     if min_parallel_bytes is None:
         min_parallel_bytes = min_parallel_for(engine)
     meter = Progress(
@@ -187,8 +188,6 @@ def pretokenize(
         records=records if corpus.has_records else None,
         num_files=len(corpus.files),
         engine=engine,
-        compile_seconds=scanner.seconds if scanner and scanner.now else None,
-        compile_cached=scanner.cached if scanner and scanner.now else None,
     )
 
 

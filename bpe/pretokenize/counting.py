@@ -93,11 +93,6 @@ class PretokenCounts:
     num_files: int = 1
     #: the engine that split the text: "regex" or "compiled" (`bpe.pretokenize.engines`)
     engine: str = "regex"
-    #: compiled engine only: seconds spent importing Numba and compiling (or loading from
-    #: Numba's cache) the scanner in this process, included in the stage's time, and whether
-    #: the cache had it; None when nothing was loaded (regex, or loaded earlier in the process)
-    compile_seconds: float | None = None
-    compile_cached: bool | None = None
 
     def __post_init__(self) -> None:
         self._totals: tuple[int, int] | None = None

@@ -44,7 +44,7 @@ from bpe.trainers import compiled, heap, indexed, naive, picky
 from bpe.trainers.common import MergeState, TrainerOutput, finish, prepare
 from bpe.trainers.compiled import CompileInfo
 from bpe.trainers.parent import prepare_from_parent
-from bpe.trainers.variants import check_trainer_supports
+from bpe.trainers.variants import check_continuation, check_trainer_supports
 from bpe.util.progress import LOG_INTERVAL_S, Progress
 
 logger = logging.getLogger(__name__)
@@ -163,11 +163,7 @@ def learn_merges(
     merge_loop = TRAINERS[check_trainer(name)]
     if picky_threshold is not None:
         check_trainer_supports("picky", name)
-        if parent is not None:
-            raise ValueError(
-                "variant=picky cannot continue a parent tokenizer (init_from=): its removals "
-                "would rewrite the parent's vocab; train from scratch"
-            )
+        check_continuation("picky", parent)
         merge_loop = partial(picky.PICKY_LOOPS[name], threshold=picky_threshold)
     meter = Progress(
         stage_label(3),

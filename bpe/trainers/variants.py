@@ -143,6 +143,26 @@ def check_trainer_supports(variant: str, trainer: str) -> None:
         )
 
 
+def check_continuation(variant: str, init_from: object) -> None:
+    """Raise ValueError when a variant is asked to continue a parent tokenizer: only plain BPE
+    continues one (PickyBPE's removals would rewrite the parent's vocab, and SuperBPE's two
+    stages start from scratch). The one check of this rule, for the config, training and the
+    trainers alike.
+
+    >>> check_continuation("bpe", "runs/parent")
+    >>> check_continuation("picky", None)
+    >>> check_continuation("picky", "runs/parent")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: variant=picky cannot continue a parent tokenizer (init_from=): ...
+    """
+    if variant != "bpe" and init_from is not None and init_from != "":
+        raise ValueError(
+            f"variant={variant} cannot continue a parent tokenizer (init_from=): train from "
+            "scratch, or continue with variant=bpe"
+        )
+
+
 def check_variant(name: str) -> str:
     """Return `name` if it is a variant; otherwise raise ValueError listing the choices.
 
