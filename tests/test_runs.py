@@ -223,3 +223,43 @@ def test_the_scan_sees_a_hand_typed_path(tmp_path):
     values = [v for _, v in _string_constants(module)]
     assert values == ["metrics.run.launcher.nmae"]
     assert "metrics.run.launcher.nmae" not in {k.column for k in schema.KEYS.values()}
+
+
+def run_file_names() -> set[str]:
+    """Every name `bpe.runs.layout` gives a file or folder in or around a run directory.
+
+    >>> {"metrics.json", "ANALYSIS.md", ".hydra", "config.yaml"} <= run_file_names()
+    True
+    """
+    names: set[str] = set()
+    for value in vars(layout).values():
+        values = value if isinstance(value, tuple | frozenset) else [value]
+        if isinstance(value, dict):
+            values = value.values()
+        names.update(v for v in values if isinstance(v, str))
+    return {n for n in names if "." in n or n in {layout.FIGURES_DIR, layout.PROFILE_DIR}}
+
+
+def _hand_typed_file_names(root: Path) -> list[str]:
+    names = run_file_names()
+    return [
+        f"{path.relative_to(root)}:{line}: {value!r}"
+        for path in sorted((root / "bpe").rglob("*.py"))
+        if path.name != "layout.py" or path.parent.name != "runs"
+        for line, value in _string_constants(path)
+        if value in names
+    ]
+
+
+def test_no_module_types_a_run_file_name_by_hand():
+    """File names are written once, in bpe.runs.layout: a writer and a reader that typed
+    `merges.txt` apart could drift apart; every one reads the name from there."""
+    found = _hand_typed_file_names(ROOT)
+    assert not found, f"name these through bpe.runs.layout: {found}"
+
+
+def test_the_file_name_scan_sees_a_hand_typed_name(tmp_path):
+    module = tmp_path / "bpe" / "reader.py"
+    module.parent.mkdir()
+    module.write_text('"""Reads merges.txt."""\npath = "merges.txt"\n', "utf-8")
+    assert _hand_typed_file_names(tmp_path) == ["bpe/reader.py:2: 'merges.txt'"]

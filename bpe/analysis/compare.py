@@ -45,7 +45,15 @@ from bpe.formats.tokenizer_json import pattern_of_dir
 from bpe.measures import RENYI_ALPHA, renyi_efficiency
 from bpe.measures.vocab_stats import ordinary_vocab_size, token_counts
 from bpe.runs import schema
-from bpe.runs.layout import COMPARE_FILE, MERGES_FILE, METRICS_FILE, REMOVALS_FILE
+from bpe.runs.layout import (
+    COMPARE_FILE,
+    HYDRA_CONFIG,
+    HYDRA_DIR,
+    MERGES_FILE,
+    METRICS_FILE,
+    REMOVALS_FILE,
+    VOCAB_FILE,
+)
 from bpe.text.patterns import GPT2_PATTERN, pattern_name
 from bpe.tokenizer import Tokenizer
 from bpe.util.io import atomic_write_text, check_writable, files_in
@@ -185,9 +193,9 @@ def load_side(path: str | Path, *, label: str | None = None, heldout: bool = Tru
     if metrics_path.is_file() and merges_path.is_file():
         metrics = json.loads(metrics_path.read_text("utf-8"))
         run = metrics.get("run") or {}
-        config = _yaml(d / ".hydra" / "config.yaml")
+        config = _yaml(d / HYDRA_DIR / HYDRA_CONFIG)
         merges = load_merges(merges_path)
-        vocab_path = d / "vocab.json"
+        vocab_path = d / VOCAB_FILE
         if vocab_path.is_file():
             vocab = load_vocab(vocab_path)
             specials = special_tokens_of(d, vocab, merges)
@@ -224,8 +232,8 @@ def load_side(path: str | Path, *, label: str | None = None, heldout: bool = Tru
             removals=removals,
             bits_per_byte=schema.get(metrics, schema.BITS_PER_BYTE_SECTION),
         )
-    if (d / "vocab.json").is_file() and merges_path.is_file():
-        vocab, merges = load_vocab(d / "vocab.json"), load_merges(merges_path)
+    if (d / VOCAB_FILE).is_file() and merges_path.is_file():
+        vocab, merges = load_vocab(d / VOCAB_FILE), load_merges(merges_path)
         return Side(
             label=label or d.name,
             source=d.name,

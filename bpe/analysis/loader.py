@@ -32,7 +32,7 @@ import yaml
 
 from bpe.analysis.markdown import input_summary
 from bpe.runs import schema
-from bpe.runs.layout import METRICS_FILE
+from bpe.runs.layout import ENVIRONMENT_FILE, HYDRA_CONFIG, HYDRA_DIR, METRICS_FILE, PROFILE_DIR
 from bpe.runs.liveness import explain, observed_status
 from bpe.runs.stages import RETIRED_STAGES, TRAIN_STAGES, TRAINER_ORDER
 
@@ -68,7 +68,7 @@ def find_run_dirs(path_or_glob: str | os.PathLike) -> list[Path]:
             for dirpath, dirnames, filenames in os.walk(root):
                 if METRICS_FILE in filenames:
                     found.add(Path(dirpath))
-                    dirnames[:] = [d for d in dirnames if d not in {"profile", ".hydra"}]
+                    dirnames[:] = [d for d in dirnames if d not in {PROFILE_DIR, HYDRA_DIR}]
                 dirnames[:] = [d for d in dirnames if not d.startswith(".")]
     return sorted(found)
 
@@ -100,8 +100,8 @@ def read_run(run_dir: Path) -> dict:
     record["status"] = shown.get("status") or "unknown"
     record["status_reason"] = shown.get("status_reason")
     record["input_summary"] = input_summary(record["metrics"])
-    record["env"] = _read_json(run_dir / "environment.json", required=False) or {}
-    config_path = run_dir / ".hydra" / "config.yaml"
+    record["env"] = _read_json(run_dir / ENVIRONMENT_FILE, required=False) or {}
+    config_path = run_dir / HYDRA_DIR / HYDRA_CONFIG
     if config_path.is_file():
         try:
             record["config"] = yaml.load(config_path.read_text("utf-8"), Loader=_YAML_LOADER) or {}

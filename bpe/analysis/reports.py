@@ -37,6 +37,7 @@ from bpe.analysis.run_report import write_run_report
 from bpe.analysis.sweep import merge_agreement
 from bpe.analysis.vocabularies import pick_runs, write_vocabularies
 from bpe.runs import schema
+from bpe.runs.layout import ANALYSIS_FILE, FIGURES_DIR, MERGE_COUNTS_FILE
 from bpe.runs.stages import TRAINER_ORDER
 from bpe.util.io import atomic_open, atomic_write_text
 
@@ -335,7 +336,7 @@ def _merge_count_curves(reps: pd.DataFrame, out_dir: Path) -> list[str]:
     series = {}
     for dataset, group in reps.groupby("dataset", sort=True):
         top = group.loc[group["vocab_size"].idxmax()]
-        path = Path(top["run_dir"]) / "merge_counts.json"
+        path = Path(top["run_dir"]) / MERGE_COUNTS_FILE
         try:
             counts = json.loads(path.read_text("utf-8"))
         except (OSError, ValueError):
@@ -556,7 +557,7 @@ def write_all_reports(
     made_from = manifest(runs, root)
     if not force:
         check_overwrite(out, made_from)
-    fig_dir = out / "figures"
+    fig_dir = out / FIGURES_DIR
     # the trainers, datasets and vocabularies reports are about plain BPE; the other members
     # of the family have their own (reports/variants.md, scripts/make_variants_report.py)
     plain = runs[variant_column(runs) == "bpe"]
@@ -600,10 +601,10 @@ def _copy_run_reports(run_dirs: list[Path], dest: Path) -> list[Path]:
     for run_dir in run_dirs:
         report = write_run_report(run_dir)
         target = dest / run_dir.name
-        for fig in sorted((run_dir / "figures").glob("*.png")):
-            with atomic_open(target / "figures" / fig.name) as f:
+        for fig in sorted((run_dir / FIGURES_DIR).glob("*.png")):
+            with atomic_open(target / FIGURES_DIR / fig.name) as f:
                 f.write(fig.read_bytes())
-        written.append(_write(target / "ANALYSIS.md", report.read_text("utf-8")))
+        written.append(_write(target / ANALYSIS_FILE, report.read_text("utf-8")))
     return written
 
 

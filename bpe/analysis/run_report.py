@@ -41,7 +41,17 @@ from bpe.analysis.vocab_report import section_efficiency, section_glossary, sect
 from bpe.measures import RARE_MERGE_COUNT, TOKEN_KINDS, pile_projection, token_kind
 from bpe.runs import schema
 from bpe.runs.command import rerun_command
-from bpe.runs.layout import FIGURES, MERGES_FILE, METRICS_FILE, experiments_root
+from bpe.runs.layout import (
+    ANALYSIS_FILE,
+    ENVIRONMENT_FILE,
+    FIGURES,
+    MERGE_COUNTS_FILE,
+    MERGES_FILE,
+    METRICS_FILE,
+    PROFILE_DIR,
+    PROFILE_SUMMARY,
+    experiments_root,
+)
 from bpe.runs.stages import COMPILE, RETIRED_STAGES, TIMED_STAGES, TRAIN_STAGES
 from bpe.util.io import atomic_write_text
 
@@ -184,7 +194,7 @@ def draw_figures(run_dir: Path, metrics: dict) -> None:
         figures.token_lengths(
             lengths, run_dir / FIGURES["lengths"], title="Vocab entries by length"
         )
-    counts = _load_json(run_dir / "merge_counts.json")
+    counts = _load_json(run_dir / MERGE_COUNTS_FILE)
     if counts:
         figures.line(
             {"count": counts},
@@ -212,8 +222,8 @@ def gather_run(run_dir: Path, metrics: dict) -> RunFacts:
     """Read what the report of run_dir shows besides its metrics (drawn figures included)."""
     return RunFacts(
         metrics=metrics,
-        env=_load_json(run_dir / "environment.json") or {},
-        profile=_load_json(run_dir / "profile" / "summary.json"),
+        env=_load_json(run_dir / ENVIRONMENT_FILE) or {},
+        profile=_load_json(run_dir / PROFILE_DIR / PROFILE_SUMMARY),
         figures=frozenset(k for k, rel in FIGURES.items() if (run_dir / rel).is_file()),
         siblings=sibling_rows(run_dir, metrics),
     )
@@ -1142,6 +1152,6 @@ def write_run_report(run_dir: str | Path, *, metrics: dict | None = None) -> Pat
     metrics = observed(metrics)  # a `running` run whose process is gone shows as crashed
     draw_figures(run_dir, metrics)
     text = render_analysis(gather_run(run_dir, metrics))
-    out = run_dir / "ANALYSIS.md"
+    out = run_dir / ANALYSIS_FILE
     atomic_write_text(out, text + "\n")
     return out

@@ -28,6 +28,7 @@ from bpe.analysis.loader import complete, load_tidy, merges_agree, shown_stages,
 from bpe.analysis.markdown import fmt, table
 from bpe.analysis.vocab_report import section_sweep_usage
 from bpe.runs import schema
+from bpe.runs.layout import FIGURES_DIR, SWEEP_FILE
 from bpe.runs.stages import VARIANT_ORDER
 from bpe.util.io import atomic_write_text
 
@@ -654,8 +655,8 @@ def write_sweep_report(sweep_dir: str | Path) -> Path:
         raise FileNotFoundError(f"sweep directory {str(sweep_dir)!r} does not exist")
     frame, runs = load_tidy(sweep_dir, hint="pass a sweep directory written by `bpe-train -m`")
     runs = runs.sort_values(["job_num", "run_dir"], kind="stable", na_position="last")
-    fig_list = _figures(runs, frame, sweep_dir / "figures")
-    out = sweep_dir / "SWEEP.md"
+    fig_list = _figures(runs, frame, sweep_dir / FIGURES_DIR)
+    out = sweep_dir / SWEEP_FILE
     atomic_write_text(out, render_sweep(sweep_dir, frame, runs, fig_list))
     logger.info("wrote %s", out)
     return out
@@ -693,7 +694,7 @@ class SweepOutcome:
         )
         return (
             f"{len(self.unfinished)} of {self.jobs} job(s) did not complete: {said}; "
-            f"see {self.sweep_dir / 'SWEEP.md'}"
+            f"see {self.sweep_dir / SWEEP_FILE}"
         )
 
 

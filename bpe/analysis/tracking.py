@@ -36,6 +36,8 @@ import yaml
 from bpe.runs import schema
 from bpe.runs.layout import (
     ENVIRONMENT_FILE,
+    FIGURES_DIR,
+    HYDRA_CONFIG,
     HYDRA_DIR,
     METRICS_FILE,
     RECORD_FILES,
@@ -144,7 +146,7 @@ def run_record(run_dir: str | os.PathLike) -> RunRecord:
     metrics = _read_json(run_dir / METRICS_FILE) if has_metrics else {}
     env_path = run_dir / ENVIRONMENT_FILE
     env = _read_json(env_path) if env_path.is_file() else {}
-    config_path = run_dir / HYDRA_DIR / "config.yaml"
+    config_path = run_dir / HYDRA_DIR / HYDRA_CONFIG
     config = yaml.safe_load(config_path.read_text("utf-8")) if config_path.is_file() else {}
     config = config if isinstance(config, dict) else {}
     run = metrics.get("run") or {}
@@ -204,7 +206,9 @@ def run_record(run_dir: str | os.PathLike) -> RunRecord:
     artifacts: list[tuple[Path, str | None]] = [
         (run_dir / name, None) for name in RECORD_FILES if (run_dir / name).is_file()
     ]
-    artifacts += [(p, "figures") for p in sorted((run_dir / "figures").glob("*")) if p.is_file()]
+    artifacts += [
+        (p, FIGURES_DIR) for p in sorted((run_dir / FIGURES_DIR).glob("*")) if p.is_file()
+    ]
     artifacts += [
         (run_dir / name, "tokenizer") for name in TOKENIZER_FILES if (run_dir / name).is_file()
     ]

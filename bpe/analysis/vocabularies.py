@@ -33,6 +33,7 @@ from bpe.analysis.compare import (
 from bpe.analysis.loader import complete, read_run
 from bpe.analysis.markdown import fmt, table
 from bpe.measures import GPT2_DIR
+from bpe.runs.layout import MERGES_FILE
 from bpe.util.io import atomic_write_text
 
 logger = logging.getLogger(__name__)
@@ -48,7 +49,7 @@ def pick_runs(runs: pd.DataFrame) -> list[Path]:
     `runs` is a `tidy` frame. Runs without merges.txt are left out.
     """
     done = complete(runs)
-    done = done[[(Path(d) / "merges.txt").is_file() for d in done["run_dir"]]]
+    done = done[[(Path(d) / MERGES_FILE).is_file() for d in done["run_dir"]]]
     if done["dataset"].nunique() < 2:
         return []
     sizes = set.intersection(*(set(g["vocab_size"]) for _, g in done.groupby("dataset")))

@@ -51,6 +51,7 @@ from bpe.experiment import config as schema
 from bpe.experiment.metrics import RESERVE_BYTES
 from bpe.experiment.rundir import preflight
 from bpe.experiment.runner import SWEEP_JOBS_ENV, run_experiment, validate
+from bpe.runs.layout import ANALYSIS_FILE
 from bpe.trainers.variants import variant_tag
 from bpe.util.io import CONF_DIR, safe_name
 
@@ -132,7 +133,7 @@ def next_steps(run: dict, *, heldout: str | None, encode: str | None = None) -> 
     bpe-encode --tokenizer exp/r --input h.txt --out exp/encoded/r.heldout.npy
     """
     run_dir = Path(run["dir"])
-    report = f"report: {run_dir / 'ANALYSIS.md'}"
+    report = f"report: {run_dir / ANALYSIS_FILE}"
     if run.get("sweep_dir"):
         return f"{report} | the sweep's SWEEP.md goes to {run['sweep_dir']} when the sweep ends"
     source, what = (heldout, "heldout") if heldout else (run["input_path"], "input")

@@ -31,10 +31,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bpe.runs.layout import METRICS_FILE
+
 logger = logging.getLogger(__name__)
 
 #: A folder holding this file is a run directory, never part of a corpus.
-RUN_MARKER = "metrics.json"
+RUN_MARKER = METRICS_FILE
 
 
 @dataclass

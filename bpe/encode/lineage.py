@@ -32,6 +32,7 @@ from bpe.corpus.files import Corpus
 from bpe.corpus.manifest import corpus_manifest
 from bpe.corpus.sources import resolve_source
 from bpe.formats.gpt2_format import load_merges, merges_sha256
+from bpe.runs.layout import MERGES_FILE
 from bpe.util.io import IN_CHECKOUT, PROJECT_ROOT, atomic_write_text, sha256_file
 
 logger = logging.getLogger(__name__)
@@ -276,7 +277,7 @@ def load(
         raise ValueError(
             f"the sidecar of {str(p)!r} records no tokenizer directory; pass tokenizer_dir="
         )
-    merges_file = tdir / "merges.txt"
+    merges_file = tdir / MERGES_FILE
     if not merges_file.is_file():
         raise FileNotFoundError(
             f"tokenizer {str(tdir)!r} has no merges.txt; pass tokenizer_dir= pointing at the run "

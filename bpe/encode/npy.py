@@ -49,6 +49,7 @@ from bpe.encode.lineage import load  # noqa: F401  (re-exported: bpe.encode.npy.
 from bpe.formats import exports
 from bpe.formats.gpt2_format import load_tokenizer_files
 from bpe.formats.pretrained import vocab_special_tokens
+from bpe.runs.layout import MERGES_FILE, VOCAB_FILE
 from bpe.text.specials import EOT
 from bpe.tokenizer import Tokenizer
 from bpe.tokenizer.dropout import check_dropout
@@ -105,7 +106,7 @@ def resolve_tokenizer_files(spec: PathLike | Sequence[PathLike]) -> tuple[Path, 
                 f"tokenizer {str(run_dir)!r} is not a directory; pass a run directory holding "
                 "vocab.json and merges.txt, or the two files"
             )
-        vocab, merges = run_dir / "vocab.json", run_dir / "merges.txt"
+        vocab, merges = run_dir / VOCAB_FILE, run_dir / MERGES_FILE
     elif len(items) == 2:
         vocab, merges = Path(items[0]), Path(items[1])
     else:

@@ -19,6 +19,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+from bpe.runs.layout import DIFF_FILE, ENVIRONMENT_FILE
 from bpe.util.io import IN_CHECKOUT, PROJECT_ROOT, atomic_write_text
 from bpe.util.workers import default_num_workers
 
@@ -94,6 +95,6 @@ def write(run_dir: Path, env: dict) -> None:
     env = dict(env)
     diff = env.pop("_diff", None)
     if diff:
-        atomic_write_text(run_dir / "diff.patch", diff)
-        env["git"] = {**env["git"], "diff_file": "diff.patch"}
-    atomic_write_text(run_dir / "environment.json", json.dumps(env, indent=1) + "\n")
+        atomic_write_text(run_dir / DIFF_FILE, diff)
+        env["git"] = {**env["git"], "diff_file": DIFF_FILE}
+    atomic_write_text(run_dir / ENVIRONMENT_FILE, json.dumps(env, indent=1) + "\n")

@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from bpe.runs.layout import PROFILE_SUMMARY
 from bpe.util.io import PROJECT_ROOT, atomic_write_text
 
 logger = logging.getLogger(__name__)
@@ -61,7 +62,7 @@ def run_cprofile(fn: Callable[[], Any], out_dir: Path, *, top_n: int) -> Any:
         pstats.Stats(prof, stream=text).sort_stats("cumulative").print_stats(top_n)
         atomic_write_text(out_dir / "cprofile.txt", text.getvalue())
         summary = {"profiler": "cprofile", "functions": _pstats_top(stats, top_n)}
-        atomic_write_text(out_dir / "summary.json", json.dumps(summary, indent=1) + "\n")
+        atomic_write_text(out_dir / PROFILE_SUMMARY, json.dumps(summary, indent=1) + "\n")
 
 
 def _pstats_top(stats: pstats.Stats, top_n: int) -> list[dict]:
@@ -214,7 +215,7 @@ def run_scalene(
     if not profile_json.is_file():
         raise RuntimeError(f"scalene did not write {profile_json}; is scalene installed?")
     summary = summarize_scalene(json.loads(profile_json.read_text("utf-8")), top_n=top_n)
-    atomic_write_text(out_dir / "summary.json", json.dumps(summary, indent=1) + "\n")
+    atomic_write_text(out_dir / PROFILE_SUMMARY, json.dumps(summary, indent=1) + "\n")
     return result
 
 

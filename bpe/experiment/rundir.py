@@ -21,7 +21,7 @@ import os
 import shutil
 from pathlib import Path
 
-from bpe.runs.layout import LATEST
+from bpe.runs.layout import HYDRA_DIR, HYDRA_META_FILES, LATEST, LOG_FILE, METRICS_FILE
 from bpe.trainers.variants import variant_tag
 from bpe.util.io import safe_name
 
@@ -97,8 +97,7 @@ def check_writable(path: Path) -> None:
 
 
 #: What Hydra writes into a job's directory before the job starts (its config and log file).
-HYDRA_FRESH_FILES = frozenset({".hydra", "train.log"})
-HYDRA_META_FILES = frozenset({"config.yaml", "hydra.yaml", "overrides.yaml"})
+HYDRA_FRESH_FILES = frozenset({HYDRA_DIR, LOG_FILE})
 
 
 def leftovers(path: str | os.PathLike) -> list[str]:
@@ -120,9 +119,9 @@ def leftovers(path: str | os.PathLike) -> list[str]:
     if not root.is_dir():
         return []
     found = [p.name for p in root.iterdir() if p.name not in HYDRA_FRESH_FILES]
-    meta = root / ".hydra"
+    meta = root / HYDRA_DIR
     if meta.is_dir():
-        found += [f".hydra/{p.name}" for p in meta.iterdir() if p.name not in HYDRA_META_FILES]
+        found += [f"{HYDRA_DIR}/{p.name}" for p in meta.iterdir() if p.name not in HYDRA_META_FILES]
     return sorted(found)
 
 
@@ -142,7 +141,7 @@ def check_fresh(path: str | os.PathLike, *, hydra_files: bool = True) -> None:
     else:
         found = sorted(p.name for p in root.iterdir()) if root.is_dir() else []
     if found:
-        found.sort(key=lambda name: name != "metrics.json")  # a previous run's mark first
+        found.sort(key=lambda name: name != METRICS_FILE)  # a previous run's mark first
         shown = ", ".join(found[:6]) + (", ..." if len(found) > 6 else "")
         raise FileExistsError(
             f"run directory {str(root)!r} is not empty (it holds {shown}): a new run there "

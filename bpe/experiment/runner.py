@@ -61,7 +61,16 @@ from bpe.formats.init_from import check_parent, load_parent
 from bpe.formats.removals_json import save_removals
 from bpe.measures import RARE_MERGE_COUNT
 from bpe.runs.command import rerun_command
-from bpe.runs.layout import MERGE_COUNTS_FILE, METRICS_FILE, REMOVALS_FILE
+from bpe.runs.layout import (
+    HYDRA_CONFIG,
+    HYDRA_DIR,
+    HYDRA_OVERRIDES,
+    LOG_FILE,
+    MERGE_COUNTS_FILE,
+    METRICS_FILE,
+    PROFILE_DIR,
+    REMOVALS_FILE,
+)
 from bpe.runs.schema import (
     BackendRecord,
     CompileRecord,
@@ -113,7 +122,7 @@ def _sigterm_raises() -> Iterator[None]:
 @contextlib.contextmanager
 def _run_log(run_dir: Path) -> Iterator[None]:
     """Send this package's logs to run_dir/train.log unless Hydra already does."""
-    target = (run_dir / "train.log").resolve()
+    target = (run_dir / LOG_FILE).resolve()
     root = logging.getLogger()
     for h in root.handlers:
         if isinstance(h, logging.FileHandler) and Path(h.baseFilename).resolve() == target:
@@ -350,10 +359,10 @@ def open_run_dir(cfg: DictConfig) -> tuple[Path, list[str], dict]:
             variant=variant_of(cfg).name,
         )
         overrides = list(cfg.get("_overrides_", []) or [])
-        hydra_meta = run_dir / ".hydra"
+        hydra_meta = run_dir / HYDRA_DIR
         hydra_meta.mkdir(exist_ok=True)
-        atomic_write_text(hydra_meta / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
-        atomic_write_text(hydra_meta / "overrides.yaml", OmegaConf.to_yaml(overrides))
+        atomic_write_text(hydra_meta / HYDRA_CONFIG, OmegaConf.to_yaml(cfg, resolve=True))
+        atomic_write_text(hydra_meta / HYDRA_OVERRIDES, OmegaConf.to_yaml(overrides))
         return run_dir, overrides, sweep
     try:
         check_fresh(hydra_dir)  # before anything of ours is written there
@@ -766,7 +775,7 @@ def _train_stage(
     if profiler == "scalene":
         return run_scalene(
             kwargs,
-            run_dir / "profile",
+            run_dir / PROFILE_DIR,
             top_n=int(cfg.profiler.top_n),
             cpu_only=bool(cfg.profiler.get("cpu_only", False)),
             progress=bool(cfg.get("progress", False)),
@@ -776,5 +785,5 @@ def _train_stage(
         return train_bpe_detailed(**kwargs, progress=bool(cfg.get("progress", False)))
 
     if profiler == "cprofile":
-        return run_cprofile(call, run_dir / "profile", top_n=int(cfg.profiler.top_n))
+        return run_cprofile(call, run_dir / PROFILE_DIR, top_n=int(cfg.profiler.top_n))
     return call()

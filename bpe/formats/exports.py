@@ -50,7 +50,7 @@ from tokenizers import Tokenizer as HFTokenizer
 from bpe.formats.gpt2_format import merges_sha256, render, save_tokenizer_files
 from bpe.formats.removals_json import save_removals
 from bpe.formats.tokenizer_json import hf_pattern
-from bpe.runs.layout import HF_FILES, REMOVALS_FILE, TIKTOKEN_FILE
+from bpe.runs.layout import HF_FILES, REMOVALS_FILE, TIKTOKEN_FILE, TOKENIZER_JSON
 from bpe.text.specials import EOT, split_on_special_tokens
 from bpe.util.io import atomic_write_text
 
@@ -136,7 +136,7 @@ def to_hf_tokenizer(tok: TokenizerLike):
     >>> to_hf_tokenizer(tok).encode("a a<|eot|>").ids
     [98, 257, 0]
     """
-    _refuse(tok, "tokenizer.json")
+    _refuse(tok, TOKENIZER_JSON)
     specials = _special_ids(tok)
     model_vocab: dict[str, int] = {}
     for idx in sorted(tok.vocab):

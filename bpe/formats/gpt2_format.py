@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
 
+from bpe.runs.layout import MERGES_FILE, VOCAB_FILE
 from bpe.util.io import atomic_write_text
 
 MERGES_HEADER = "#version: 0.2"
@@ -117,7 +118,7 @@ def save_tokenizer_files(
     """Save `vocab.json` and `merges.txt` into out_dir; returns their paths."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    vocab_path, merges_path = out / "vocab.json", out / "merges.txt"
+    vocab_path, merges_path = out / VOCAB_FILE, out / MERGES_FILE
     save_vocab(vocab, vocab_path)
     save_merges(merges, merges_path)
     return vocab_path, merges_path

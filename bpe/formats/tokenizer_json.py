@@ -16,6 +16,7 @@ import json
 import os
 from pathlib import Path
 
+from bpe.runs.layout import TOKENIZER_JSON
 from bpe.text.patterns import PATTERNS
 
 
@@ -34,7 +35,7 @@ def hf_pattern(pattern: str) -> str:
 
 
 def _read(run_dir: str | os.PathLike) -> dict | None:
-    path = Path(run_dir) / "tokenizer.json"
+    path = Path(run_dir) / TOKENIZER_JSON
     if not path.is_file():
         return None
     try:
@@ -61,7 +62,7 @@ def special_tokens_of_dir(run_dir: str | os.PathLike) -> list[str] | None:
     data = _read(run_dir)
     if data is None:
         return None
-    path = Path(run_dir) / "tokenizer.json"
+    path = Path(run_dir) / TOKENIZER_JSON
     added = data.get("added_tokens") or []
     if not isinstance(added, list):
         raise ValueError(

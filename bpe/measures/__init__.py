@@ -29,6 +29,7 @@ from typing import NamedTuple
 
 import regex
 
+from bpe.runs.layout import MERGES_FILE, VOCAB_FILE
 from bpe.text.patterns import GPT2_PATTERN
 from bpe.text.specials import EOT
 from bpe.tokenizer import Tokenizer
@@ -186,7 +187,7 @@ def pile_projection(bytes_per_second: float, *, pile_bytes: float = PILE_BYTES) 
 
 
 def _gpt2_files(gpt2_dir: Path) -> tuple[Path, Path]:
-    vocab, merges = gpt2_dir / "vocab.json", gpt2_dir / "merges.txt"
+    vocab, merges = gpt2_dir / VOCAB_FILE, gpt2_dir / MERGES_FILE
     for p in (vocab, merges):
         if not p.is_file():
             raise FileNotFoundError(

@@ -7,6 +7,9 @@
       sweeps/<timestamp>/SWEEP.md      a sweep, its jobs one level below
         <job>/                         a run, as above
 
+Every module names these files through here: `tests/test_runs.py` fails on a run file's name
+typed anywhere else in `bpe/` (docstrings aside).
+
 What it does not do: create, write or read anything (the writer is `bpe.experiment`, the
 readers `bpe.analysis` and `bpe.cli`). It imports nothing, so every layer may name a file
 through it.
@@ -36,14 +39,23 @@ LOG_FILE = "train.log"
 MERGE_COUNTS_FILE = "merge_counts.json"
 DIFF_FILE = "diff.patch"  # only when the code had uncommitted changes
 HYDRA_DIR = ".hydra"  # config.yaml, overrides.yaml (and hydra.yaml under Hydra)
+#: Inside `HYDRA_DIR`: the resolved config, the command line's overrides, Hydra's own record.
+HYDRA_CONFIG = "config.yaml"
+HYDRA_OVERRIDES = "overrides.yaml"
+HYDRA_META_FILES = frozenset({HYDRA_CONFIG, "hydra.yaml", HYDRA_OVERRIDES})
 PROFILE_DIR = "profile"  # only for a profiled run
+#: Inside `PROFILE_DIR`: the top functions (and lines) any profiler records, which ANALYSIS.md
+#: shows; beside it each profiler's own files (`bpe.experiment.profilers`).
+PROFILE_SUMMARY = "summary.json"
 #: The report generated from the files above (`bpe.analysis.run_report`).
 ANALYSIS_FILE = "ANALYSIS.md"
+#: The folder of a report's figures (a run's, a sweep's, reports/'s).
+FIGURES_DIR = "figures"
 #: The figures a run report can show: key -> path inside the run directory.
 FIGURES = {
-    "memory": "figures/memory_timeline.png",
-    "lengths": "figures/token_lengths.png",
-    "merge_counts": "figures/merge_counts.png",
+    "memory": f"{FIGURES_DIR}/memory_timeline.png",
+    "lengths": f"{FIGURES_DIR}/token_lengths.png",
+    "merge_counts": f"{FIGURES_DIR}/merge_counts.png",
 }
 #: The records of a run (besides its tokenizer files), as trackers log them.
 RECORD_FILES = (ANALYSIS_FILE, METRICS_FILE, ENVIRONMENT_FILE, LOG_FILE)
@@ -55,8 +67,8 @@ COMPLETE_RUN_FILES = (
     LOG_FILE,
     MERGE_COUNTS_FILE,
     ANALYSIS_FILE,
-    f"{HYDRA_DIR}/config.yaml",
-    f"{HYDRA_DIR}/overrides.yaml",
+    f"{HYDRA_DIR}/{HYDRA_CONFIG}",
+    f"{HYDRA_DIR}/{HYDRA_OVERRIDES}",
     *FIGURES.values(),
 )
 
