@@ -172,6 +172,16 @@ def test_the_loader_reads_a_real_run_without_warnings(run):
     assert len(frame.columns) > 150 and frame["status"].tolist() == ["complete"]
 
 
+def test_every_section_of_a_run_is_a_measure_or_a_record(run):
+    """The MLflow view charts MEASURE_SECTIONS: a new section is one or the other by decision
+    (efficiency, undertrained and variant were once left out of the charts by omission)."""
+    measures, records = set(schema.MEASURE_SECTIONS), set(schema.RECORD_SECTIONS)
+    assert not measures & records
+    sections = set(json.loads((run / layout.METRICS_FILE).read_text("utf-8")))
+    assert sections <= measures | records, f"decide: {sorted(sections - measures - records)}"
+    assert {"efficiency", "undertrained", "variant"} <= measures
+
+
 def test_the_tidy_columns_come_from_the_schema():
     columns = {k.column for k in schema.KEYS.values()}
     hand_typed = {

@@ -51,19 +51,6 @@ DEFAULT_EXPERIMENT = "bpe-lab"
 STORE_NAME = "mlflow.db"  # under experiments_dir
 ARTIFACTS_NAME = "mlruns"  # under experiments_dir
 
-# Sections of metrics.json whose numeric leaves become MLflow metrics.
-METRIC_SECTIONS = (
-    "timings",
-    "memory",
-    "counts",
-    "compression",
-    "throughput",
-    "token_kinds",
-    "tiktoken",
-    "leading_space_share",
-    "learned_tokens",
-    "bits_per_byte",
-)
 # Keys of metrics.json's "run" section logged as params (what a run was asked to do).
 RUN_PARAMS = (
     "dataset",
@@ -169,7 +156,7 @@ def run_record(run_dir: str | os.PathLike) -> RunRecord:
             params[f"launcher.{key}"] = _param(value)
 
     numbers: dict[str, float] = {}
-    for section in METRIC_SECTIONS:
+    for section in schema.MEASURE_SECTIONS:
         if section in metrics:
             numbers.update(flatten_numbers({section: metrics[section]}))
     cache = metrics.get("pretoken_cache") or {}

@@ -164,6 +164,50 @@ def has(metrics: Mapping[str, Any] | None, k: Key) -> bool:
     return True
 
 
+#: metrics.json's sections of measurements: their numeric leaves are what a tracker charts
+#: (`bpe.analysis.tracking` logs them as MLflow metrics).
+MEASURE_SECTIONS = (
+    "timings",
+    "memory",
+    "counts",
+    "compression",
+    "throughput",
+    "efficiency",
+    "bits_per_byte",
+    "token_kinds",
+    "tiktoken",
+    "leading_space_share",
+    "learned_tokens",
+    "undertrained",
+    "merge_support",
+    "variant",
+)
+#: Every other section: what a run is, how it went and what it names (logged as parameters
+#: or tags, or shown in reports only). `tests/test_runs.py` holds every section of a real run
+#: to exactly one of the two tuples, so a new section is charted or left out by decision.
+RECORD_SECTIONS = (
+    "schema",
+    "status",
+    "status_reason",
+    "error",
+    "started_at",
+    "finished_at",
+    "run",
+    "process",
+    "lineage",
+    "backend",
+    "pattern",
+    "pretoken_cache",
+    "profiled",
+    "stopped_early",
+    "merges_sha256",
+    "longest_tokens",
+    "token_lengths",
+    "init_from",
+    "ladder",
+)
+
+
 def get(metrics: Mapping[str, Any] | None, k: Key, default: Any = None) -> Any:
     """The value at `k` in a metrics.json mapping, or `default` where any level is missing."""
     node: Any = metrics
