@@ -69,6 +69,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
     bpe.runs                    the run directory's contract, read by writer and readers
       .layout                   every file name in and around a run directory
       .schema                   the metrics.json keys readers use, and how to read them
+      .settings                 the defaults of a run's settings, which readers fall back on
       .stages                   stage names and the trainers' order
       .command                  the command that reruns a run
       .liveness                 who writes a run and whether it still lives (crashed)

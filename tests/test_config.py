@@ -272,3 +272,22 @@ def test_a_corpus_of_special_tokens_only_is_refused_as_an_empty_parquet_is(tmp_p
     only.write_text("<|endoftext|><|endoftext|>", "utf-8")
     with pytest.raises(ValueError, match="holds no text outside its special tokens"):
         train_bpe(only, 300, ["<|endoftext|>"], num_workers=1)
+
+
+def test_the_defaults_have_one_home():
+    """bpe/conf/config.yaml shows the defaults of bpe.runs.settings, and the typed schema takes
+    them, so a reader's fallback for an older run is what bpe-train would have used."""
+    import dataclasses
+
+    import yaml
+
+    from bpe.experiment.config import AnalysisConfig, PretokenizeConfig
+    from bpe.runs.settings import ANALYSIS_DEFAULTS, PRETOKENIZE_DEFAULTS
+    from bpe.util.io import CONF_DIR
+
+    shown = yaml.safe_load((CONF_DIR / "config.yaml").read_text("utf-8"))
+    assert shown["analysis"] == ANALYSIS_DEFAULTS
+    assert {f.name: f.default for f in dataclasses.fields(AnalysisConfig)} == ANALYSIS_DEFAULTS
+    typed = {f.name: f.default for f in dataclasses.fields(PretokenizeConfig)}
+    assert typed == PRETOKENIZE_DEFAULTS
+    assert {k: v for k, v in shown["pretokenize"].items()} == PRETOKENIZE_DEFAULTS

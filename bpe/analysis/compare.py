@@ -54,6 +54,7 @@ from bpe.runs.layout import (
     REMOVALS_FILE,
     VOCAB_FILE,
 )
+from bpe.runs.settings import analysis_setting
 from bpe.text.patterns import GPT2_PATTERN, pattern_name
 from bpe.tokenizer import Tokenizer
 from bpe.util.io import atomic_write_text, check_writable, files_in
@@ -209,7 +210,7 @@ def load_side(path: str | Path, *, label: str | None = None, heldout: bool = Tru
                 if config.get("dataset")
                 else load_named(run["dataset"])
             )
-            max_docs = int((config.get("analysis") or {}).get("max_docs", 200))
+            max_docs = int(analysis_setting(config.get("analysis"), "max_docs"))
             if ds.heldout_path is not None and ds.heldout_path.is_file():
                 docs = load_documents(ds.heldout_path, ds.document_separator, max_docs=max_docs)
         pattern = pattern_of_dir(d) or (metrics.get("pattern") or {}).get("regex") or GPT2_PATTERN

@@ -43,6 +43,7 @@ from bpe.corpus.datasets import HELDOUT_FRACTION, HELDOUT_MAX_BYTES
 from bpe.corpus.formats import FORMAT_CHOICES
 from bpe.pretokenize.dask_backend import check_backend
 from bpe.pretokenize.engines import check_engine
+from bpe.runs.settings import ANALYSIS_DEFAULTS, PRETOKENIZE_DEFAULTS
 from bpe.runs.stages import TRAINER_ORDER, VARIANT_ORDER
 from bpe.text.patterns import PATTERNS, resolve_pattern
 from bpe.text.specials import EOT, validate_special_tokens
@@ -79,6 +80,9 @@ else:
     # every process that composes a run's config imports this module first: bpe-train's,
     # and each joblib worker (which unpickles the task function and what it refers to)
     quiet_schema_warning()
+
+
+_A, _P = ANALYSIS_DEFAULTS, PRETOKENIZE_DEFAULTS
 
 
 def _key(meaning: str, default: Any = MISSING, *, minimum: float | None = None, **kw) -> Any:
@@ -168,14 +172,14 @@ class PretokenizerConfig:
 class PretokenizeConfig:
     """Where and how pre-tokenization runs (`pretokenize:` in conf/config.yaml)."""
 
-    backend: str = _key("processes (this machine) | dask (tasks on a Dask cluster)", "processes")
+    backend: str = _key("processes (this machine) | dask (tasks on a Dask cluster)", _P["backend"])
     scheduler: str | None = _key(
         "dask only: tcp://host:8786 of a running cluster; null = a LocalCluster", None
     )
     engine: str = _key(
         "auto (compiled for trainer=compiled + gpt2) | regex | compiled (gpt2 only, Numba): "
         "same counts",
-        "auto",
+        _P["engine"],
     )
 
 
@@ -194,21 +198,36 @@ BPB_ORDERS = (3, 4, 5)
 
 @dataclass
 class AnalysisConfig:
-    """What the analysis stage measures after training."""
+    """What the analysis stage measures after training (defaults: `bpe.runs.settings`)."""
 
-    max_docs: int = _key("held-out documents per dataset for compression", minimum=1)
-    throughput_seconds: float = _key(
-        "seconds spent measuring encode throughput, per tokenizer", minimum=0, exclusive=True
+    max_docs: int = _key(
+        "held-out documents per dataset for compression", _A["max_docs"], minimum=1
     )
-    longest_tokens: int = _key("how many of the longest tokens to record", minimum=0)
-    gpt2_baseline: bool = _key("also measure GPT-2's tokenizer on the same documents")
+    throughput_seconds: float = _key(
+        "seconds spent measuring encode throughput, per tokenizer",
+        _A["throughput_seconds"],
+        minimum=0,
+        exclusive=True,
+    )
+    longest_tokens: int = _key(
+        "how many of the longest tokens to record", _A["longest_tokens"], minimum=0
+    )
+    gpt2_baseline: bool = _key(
+        "also measure GPT-2's tokenizer on the same documents", _A["gpt2_baseline"]
+    )
     train_sample_bytes: int | None = _key(
-        "training-file bytes encoded to find under-trained tokens", None, minimum=0
+        "training-file bytes encoded to find under-trained tokens",
+        _A["train_sample_bytes"],
+        minimum=0,
     )
     bpb_train_bytes: int = _key(
-        "training-file bytes the bits-per-byte n-gram model is fitted on", 4_000_000, minimum=1
+        "training-file bytes the bits-per-byte n-gram model is fitted on",
+        _A["bpb_train_bytes"],
+        minimum=1,
     )
-    bpb_order: int = _key("n of the bits-per-byte Kneser-Ney n-gram model: 3, 4 or 5", 3)
+    bpb_order: int = _key(
+        "n of the bits-per-byte Kneser-Ney n-gram model: 3, 4 or 5", _A["bpb_order"]
+    )
 
 
 @dataclass

@@ -60,6 +60,7 @@ from bpe.measures import (
 )
 from bpe.measures.ngram import DEFAULT_ORDER, DEFAULT_SPLITS, KneserNey, bits_per_byte
 from bpe.runs.schema import HeldOutTail
+from bpe.runs.settings import ANALYSIS_DEFAULTS, analysis_setting
 from bpe.tokenizer import Tokenizer
 from bpe.training import TrainResult
 
@@ -69,7 +70,7 @@ logger = logging.getLogger(__name__)
 PREVIEW_BYTES = 64
 #: Training-file bytes the bits-per-byte n-gram model is fitted on (`analysis.bpb_train_bytes`):
 #: the whole bundled samples, and about 2 s of fitting and scoring.
-DEFAULT_BPB_TRAIN_BYTES = 4_000_000
+DEFAULT_BPB_TRAIN_BYTES = ANALYSIS_DEFAULTS["bpb_train_bytes"]
 #: When nothing of an input without held-out file is held out (`heldout_fraction=0`, one
 #: document), compression is measured on its last documents, seen in training: at most this
 #: many bytes of them (the same budget as a held-out tail's).
@@ -94,7 +95,7 @@ def evaluate(
     out = vocab_metrics(
         result.vocab,
         result.special_tokens,
-        top_k=int(analysis.get("longest_tokens", 20)),
+        top_k=int(analysis_setting(analysis, "longest_tokens")),
         merges=result.merges,
         merge_counts=result.merge_counts,
     )
@@ -104,14 +105,16 @@ def evaluate(
         base=256 + len(result.special_tokens),
     )
     tokenizer = result.tokenizer()
-    measured = measured_docs(ds, max_docs=int(analysis.get("max_docs", 200)), holdout=holdout)
+    measured = measured_docs(
+        ds, max_docs=int(analysis_setting(analysis, "max_docs")), holdout=holdout
+    )
     stop = None if holdout is None else holdout.stop
     out.update(
         corpus_metrics(
             tokenizer,
             measured,
-            throughput_seconds=float(analysis.get("throughput_seconds", 1.0)),
-            gpt2_baseline=bool(analysis.get("gpt2_baseline", True)),
+            throughput_seconds=float(analysis_setting(analysis, "throughput_seconds")),
+            gpt2_baseline=bool(analysis_setting(analysis, "gpt2_baseline")),
         )
     )
     # Lineage (sha256 of the corpus and held-out files) and the tiktoken export's agreement.
@@ -130,7 +133,7 @@ def evaluate(
         "heldout": [side.label for side in measured if side.docs],
         **(tiktoken_mismatches(tokenizer, texts) if refusal is None else _not_exported(refusal)),
     }
-    sample_bytes = analysis.get("train_sample_bytes")
+    sample_bytes = analysis_setting(analysis, "train_sample_bytes")
     out.update(
         usage_metrics(
             tokenizer,
@@ -145,8 +148,8 @@ def evaluate(
         tokenizer,
         ds,
         measured,
-        train_bytes=int(analysis.get("bpb_train_bytes", DEFAULT_BPB_TRAIN_BYTES)),
-        order=int(analysis.get("bpb_order", DEFAULT_ORDER)),
+        train_bytes=int(analysis_setting(analysis, "bpb_train_bytes")),
+        order=int(analysis_setting(analysis, "bpb_order")),
         stop=stop,
     )
     if result.init_from is not None:

@@ -80,6 +80,7 @@ from bpe.runs.schema import (
     RunRecord,
     VariantRecord,
 )
+from bpe.runs.settings import pretokenize_setting
 from bpe.runs.stages import ANALYSIS, COMPILE, REPORT, SAVE, SETUP, TRAIN_STAGES, TRAINING
 from bpe.text.patterns import pattern_name, resolve_pattern
 from bpe.trainers import check_trainer
@@ -751,9 +752,9 @@ def _train_stage(
         "pattern": split_pattern(cfg),
         "init_from": str(cfg.init_from) if cfg.get("init_from") else None,
         "cache_dir": pretoken_cache_dir(cfg),
-        "backend": str((cfg.get("pretokenize") or {}).get("backend", "processes")),
+        "backend": str(pretokenize_setting(cfg.get("pretokenize"), "backend")),
         "scheduler": (cfg.get("pretokenize") or {}).get("scheduler"),
-        "engine": str((cfg.get("pretokenize") or {}).get("engine", "auto")),
+        "engine": str(pretokenize_setting(cfg.get("pretokenize"), "engine")),
         "variant": variant_of(cfg),
         "format": ds.format,
         "text_field": ds.text_field,
