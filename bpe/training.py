@@ -497,8 +497,8 @@ def train_bpe(
 
     The `(vocab, merges)` view of `train_bpe_detailed`, which takes the same arguments: the
     keyword options (trainer, num_workers, progress, pattern, init_from, cache_dir, backend,
-    scheduler, log_interval, variant, format, text_field, max_files, max_bytes) are forwarded as
-    given, so the two cannot drift apart.
+    scheduler, log_interval, variant, format, text_field, max_files, max_bytes, rungs, engine)
+    are forwarded as given, so the two cannot drift apart.
 
     >>> import tempfile
     >>> from pathlib import Path

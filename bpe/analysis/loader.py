@@ -194,7 +194,8 @@ TIDY_COLUMNS = {
     "pretokenize_seconds": schema.PRETOKENIZE_SECONDS.column,
     # hit | miss | rebuilt | off | None (older runs)
     "pretoken_cache": schema.PRETOKEN_CACHE_STATUS.column,
-    # a run cut from a vocab ladder: the time the one training reached its vocab
+    # stages 2-3's seconds; for a run cut from a vocab ladder, the seconds the ladder's one
+    # training took to reach this rung's vocab
     "merge_seconds": schema.MERGE_SECONDS.column,
     # the job whose training a vocab-ladder run was cut from; None for a direct run
     "ladder_trained_in": schema.LADDER_TRAINED_IN.column,

@@ -2,9 +2,10 @@
 
 A tokenizer directory is a run directory, the output of `Tokenizer.save_pretrained`, or a bare
 pair of GPT-2 files (vocab.json + merges.txt, like bpe/data/gpt2). A PickyBPE one also holds
-removals.json (`bpe.tokenizer.removals`), which its merges need. Every reader opens it here:
-`Tokenizer.from_pretrained`, `init_from=` (`bpe.formats.init_from`), `bpe-compare` and
-`bpe-show` (`bpe.analysis.compare.load_side`) and `bpe-encode`.
+removals.json (`bpe.formats.removals_json`), which its merges need. `Tokenizer.from_pretrained`,
+`init_from=` (`bpe.formats.init_from`) and `bpe-encode` open it here; `bpe-compare` and
+`bpe-show` (`bpe.analysis.compare.load_side`) still read a run's vocab and merges by
+themselves, with this module's special-token rule.
 
 The special tokens, in this order of evidence:
     1. tokenizer.json's special added tokens, by id (runs and `save_pretrained` write it);

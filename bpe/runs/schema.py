@@ -3,9 +3,12 @@
 The writer (`bpe.experiment.runner`, `bpe.experiment.evaluate`) builds metrics.json section by
 section, the sections it owns as the typed structures below (`RunRecord`, `Counts`,
 `PatternRecord`, `BackendRecord`, `VariantRecord`: a type checker and `tests/test_runs.py`
-hold the writer to them); every reader names the fields it reads through a `Key` here, never
-a string typed by hand, so a renamed field breaks `tests/test_runs.py` (which checks every key
-against a real run) instead of a report, a tracker or a comparison in the field. Dotted column
+hold the writer to them). A reader names the fields it reads through a `Key` here, so a
+renamed field breaks `tests/test_runs.py` (which checks every key against a real run) instead
+of a report, a tracker or a comparison in the field; that test also fails on a dotted
+`metrics.<section>.<field>` path typed anywhere in the readers. Plain reads of a section
+(`metrics.get("compression")`) are not caught yet, and the run report, the MLflow view and
+the comparison still hold some. Dotted column
 names of `bpe.analysis.loader.load_runs` are `"metrics." + key.dotted`.
 
     >>> get({"run": {"launcher": {"name": "basic"}}}, LAUNCHER_NAME)

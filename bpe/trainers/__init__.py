@@ -96,6 +96,10 @@ def check_trainer(name: str) -> str:
 
     >>> check_trainer("heap")
     'heap'
+    >>> check_trainer("fast")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown trainer 'fast'...
     """
     if not isinstance(name, str) or name not in TRAINERS:
         raise ValueError(f"unknown trainer {name!r}; choose one of {list(TRAINERS)}")

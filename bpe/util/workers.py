@@ -37,8 +37,8 @@ def default_num_workers() -> int:
 def resolve_num_workers(num_workers: int | None) -> int:
     """None -> every usable CPU; otherwise the number itself, which must be >= 1.
 
-    >>> resolve_num_workers(3)
-    3
+    >>> resolve_num_workers(3), resolve_num_workers(None) == default_num_workers()
+    (3, True)
     """
     if num_workers is None:
         return default_num_workers()
@@ -93,8 +93,8 @@ def plan_workers(
 ) -> int:
     """How many workers to ask for, before the chunks are known (see `plan` for the policy).
 
-    >>> plan_workers(1, num_bytes=10**6)
-    1
+    >>> plan_workers(1, num_bytes=10**6), plan_workers(2, num_bytes=100, min_parallel_bytes=1000)
+    (1, 1)
     """
     workers = resolve_num_workers(num_workers)
     cpus = default_num_workers()
