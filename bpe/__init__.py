@@ -87,7 +87,10 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .scalene_target           what a profiled child process runs
     bpe.analysis                reads run directories only
       .loader                   load_runs: every run as one pandas row
-      .run_report               ANALYSIS.md of one run
+      .run_report               ANALYSIS.md of one run: gather, render, write
+      .run_facts                what ANALYSIS.md is made from: a run's files, its siblings
+      .run_sections             ANALYSIS.md's sections about the run: time, memory, profile
+      .token_sections           ANALYSIS.md's sections about the tokenizer: tokens, compression
       .sweep                    SWEEP.md of a sweep
       .compare                  COMPARE.md: two or more tokenizers side by side
       .reports                  reports/: trainers, datasets, vocabularies

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bpe.analysis.run_report import RunFacts, render_analysis, write_run_report
+from bpe.analysis.run_facts import RunFacts
+from bpe.analysis.run_report import render_analysis, write_run_report
 from bpe.experiment.evaluate import vocab_metrics
 from bpe.measures import token_kind
 from bpe.runs.command import rerun_command

@@ -1,0 +1,498 @@
+"""ANALYSIS.md's sections about the run itself: its header, timings, memory, profile and
+siblings, each a pure function of metrics.json's content (and the facts gathered beside it).
+
+What it does not do: read files (`bpe.analysis.run_facts`) or describe the vocabulary
+(`bpe.analysis.token_sections`).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from bpe.analysis.loader import (
+    shown_stages,
+)
+from bpe.analysis.markdown import fmt, input_summary, table
+from bpe.runs import schema
+from bpe.runs.command import rerun_command
+from bpe.runs.layout import (
+    FIGURES,
+)
+from bpe.runs.stages import COMPILE, RETIRED_STAGES, TIMED_STAGES, TRAIN_STAGES
+
+logger = logging.getLogger(__name__)
+
+
+def section_header(metrics: dict, env: dict) -> list[str]:
+    run = metrics.get("run", {})
+    counts = metrics.get("counts") or {}
+    git = env.get("git") or {}
+    sha = (git.get("sha") or "unknown")[:12]
+    header_rows = [
+        ["status", metrics.get("status")],
+        ["started", metrics.get("started_at")],
+        ["finished", metrics.get("finished_at")],
+        ["code", f"{sha}{' (dirty, see diff.patch)' if git.get('dirty') else ''}"],
+        ["python / cpus", f"{env.get('python', 'n/a')} / {env.get('usable_cpus', 'n/a')}"],
+        ["input", _input_cell(run.get("input_path"), counts.get("bytes", "n/a"), metrics)],
+        ["merges sha256", metrics.get("merges_sha256")],
+    ]
+    header_rows += _lineage_rows(metrics)
+    lines = [
+        f"# Run analysis: {run.get('name')}",
+        "",
+        f"BPE training on **{run.get('input_name') or run.get('dataset')}** with the "
+        f"**{run.get('trainer')}** trainer, "
+        f"vocab size {run.get('vocab_size')} (profiler: {run.get('profiler')}).",
+        "",
+        *_pattern_lines(metrics),
+        *variant_lines(metrics),
+        table(header_rows, ["", ""]),
+        "",
+        "Reproduce:",
+        "",
+        "```bash",
+        rerun_command(run),
+        "```",
+        "",
+    ]
+    if metrics.get("status") == "failed":
+        err = metrics.get("error") or {}
+        lines += [
+            f"**This run failed** in stage `{err.get('stage')}`: "
+            f"{err.get('type')}: {err.get('message')}",
+            "",
+        ]
+    if metrics.get("status_reason"):
+        verdict = "crashed" if metrics["status"] == "crashed" else f"is {metrics['status']}"
+        lines += [f"**This run {verdict}**: {metrics['status_reason']}.", ""]
+    return lines
+
+
+def variant_lines(metrics: dict) -> list[str]:
+    """What a run of a BPE-family variant did differently (nothing for plain BPE).
+
+    >>> variant_lines({"variant": {"name": "picky", "threshold": 0.9, "removals": 12}})[0][:45]
+    'Variant: **picky** (PickyBPE, Chizhov et al.,'
+    >>> variant_lines({"variant": {"name": "bpe"}}), variant_lines({})
+    ([], [])
+    """
+    name = schema.get(metrics, schema.VARIANT_NAME, default="bpe")
+    if name == "picky":
+        return [
+            f"Variant: **picky** (PickyBPE, Chizhov et al., 2024): intersection-over-self "
+            f"threshold {schema.get(metrics, schema.VARIANT_THRESHOLD)}; "
+            f"{schema.get(metrics, schema.VARIANT_REMOVALS, default='n/a')} tokens were "
+            "removed during training and their slots went to later merges.",
+            "",
+        ]
+    if name == "superbpe":
+        two = schema.get(metrics, schema.VARIANT_STAGE_TWO, default={})
+        return [
+            f"Variant: **superbpe** (SuperBPE, Liu et al., 2025): ordinary BPE to "
+            f"{schema.get(metrics, schema.VARIANT_TRANSITION_VOCAB)} tokens, then "
+            f"{two.get('merges', 'n/a')} superword merges under the stage-two pattern above, "
+            f"over {two.get('unique_pretokens', 'n/a')} unique pretokens "
+            f"({two.get('unique_ratio', 'n/a')}x stage one's; longest "
+            f"{two.get('longest_pretoken_bytes', 'n/a')} bytes).",
+            "",
+        ]
+    return []
+
+
+def _pattern_lines(metrics: dict) -> list[str]:
+    """The split pattern and the tokenizer the run continued from, for runs that record them."""
+    lines = []
+    pattern = metrics.get("pattern")
+    if pattern:
+        # Not a table cell: the regex holds `|`.
+        engine = schema.get(metrics, schema.PATTERN_ENGINE)
+        split_by = " (split by the compiled scanner)" if engine == "compiled" else ""
+        lines += [f"Split pattern: **{pattern['name']}** `{pattern['regex']}`{split_by}", ""]
+    parent = metrics.get("init_from")
+    if parent:
+        lines += [
+            f"Continued from `{parent['path']}` ({parent['vocab_size']} tokens, "
+            f"{parent['merges']} merges, merges sha256 `{parent['merges_sha256'][:16]}`): its "
+            f"ids are kept and {parent.get('new_tokens', 'n/a')} tokens were added.",
+            "",
+        ]
+    return lines
+
+
+def backend_text(metrics: dict) -> str:
+    """Where pre-tokenization ran, as a clause for the timing sentence ("" for older runs).
+
+    >>> backend_text({"backend": {"name": "dask", "scheduler": "LocalCluster(2)"}})
+    ', dask backend on LocalCluster(2), cluster start included'
+    >>> backend_text({"backend": {"name": "processes", "scheduler": None}}), backend_text({})
+    (', processes backend', '')
+    """
+    backend = metrics.get("backend") or {}
+    name = backend.get("name")
+    if not name:
+        return ""
+    if name != "dask":
+        return f", {name} backend"
+    scheduler = backend.get("scheduler") or "n/a"
+    # a LocalCluster is started inside the timed stage; a remote one was running before it
+    started = ", cluster start included" if scheduler.startswith("LocalCluster") else ""
+    return f", dask backend on {scheduler}{started}"
+
+
+def section_time(metrics: dict) -> list[str]:
+    run = metrics.get("run", {})
+    counts = metrics.get("counts") or {}
+    timings = metrics.get("timings") or {}
+    # a run that failed before its timings were written still gets the table, as n/a
+    stages = shown_stages(timings) or list(TIMED_STAGES)
+    total = sum(v for s, v in timings.items() if s != "total") or None
+    rows = [
+        [
+            s,
+            fmt(timings.get(s)),
+            fmt(100 * timings[s] / total, ".1f") if total and s in timings else "n/a",
+        ]
+        for s in stages
+    ]
+    lines = ["## Time", ""]
+    lines += [table(rows, ["stage", "seconds", "% of run"], colalign=("left", "right", "right"))]
+    lines.append("")
+    # older runs timed a `read` step inside the training call: it counts toward training, as
+    # a compiling trainer's `compile` does
+    train_stages = {
+        s: v for s, v in timings.items() if s in TRAIN_STAGES or s in RETIRED_STAGES or s == COMPILE
+    }
+    if train_stages:
+        top = max(train_stages, key=train_stages.get)
+        train_total = sum(train_stages.values())
+        source = (
+            "loaded from the pretoken cache"
+            if _cache_status(metrics) == "hit"
+            else f"in {counts.get('chunks', 'n/a')} chunk(s) on {counts.get('workers', 'n/a')} "
+            f"worker(s){backend_text(metrics)}"
+        )
+        lines.append(
+            f"Training took {fmt(train_total)} s; **{top}** dominates with "
+            f"{fmt(100 * train_stages[top] / train_total, '.0f')}% of it "
+            f"({counts.get('merges', 'n/a')} merges over {counts.get('unique_pretokens', 'n/a')} "
+            f"unique pretokens, {counts.get('pretokens', 'n/a')} pretokens {source})."
+        )
+        lines += ["", stage1_sentence(metrics)]
+    if COMPILE in timings:
+        lines += ["", compile_sentence(metrics)]
+    if metrics.get("profiled"):
+        lines += [
+            "",
+            f"*Timings were measured under the {run.get('profiler')} profiler and include its "
+            "overhead; compare speed only between runs with `profiler=none`.*",
+        ]
+    if metrics.get("stopped_early"):
+        lines += [
+            "",
+            f"Training stopped early: the corpus ran out of pairs after {counts.get('merges')} "
+            f"merges, so the vocab has {counts.get('vocab')} entries instead of "
+            f"{run.get('vocab_size')}.",
+        ]
+    lines.append("")
+    return lines
+
+
+def compile_sentence(metrics: dict) -> str:
+    """Where a compiling trainer's machine code came from, and what its `compile` time means.
+
+    >>> compile_sentence({"timings": {"compile": 0.41}, "compile": {"cached": True}})
+    "**compile** (0.410 s): the merge loop's machine code was loaded from Numba's cache."
+    >>> compile_sentence({"timings": {"compile": 1.2}, "compile": {"cached": True},
+    ...                   "run": {"trainer": "heap"}, "pattern": {"engine": "compiled"}})
+    "**compile** (1.200 s): the pre-tokenizer's machine code was loaded from Numba's cache."
+    """
+    seconds = fmt(schema.get(metrics, schema.COMPILE_SECONDS))
+    cached = schema.get(metrics, schema.COMPILE_CACHED)
+    what = "the merge loop"
+    if schema.get(metrics, schema.PATTERN_ENGINE) == "compiled":  # stage 1's scanner too
+        compiled_loop = schema.get(metrics, schema.TRAINER) == "compiled"
+        what = "the pre-tokenizer and the merge loop" if compiled_loop else "the pre-tokenizer"
+    if cached is None:
+        where = f"{what}'s machine code was compiled or loaded (not recorded which)"
+    elif cached:
+        where = f"{what}'s machine code was loaded from Numba's cache"
+    else:
+        where = (
+            f"{what} was compiled in this run (the first run after an install or a "
+            "change to the kernels; later runs load it from the cache in a fraction of this)"
+        )
+    return f"**compile** ({seconds} s): {where}."
+
+
+def _cache_status(metrics: dict) -> str | None:
+    """The pretoken cache's status for this run ("hit", "miss", "rebuilt", "off"; None when the
+    run predates the cache)."""
+    return (metrics.get("pretoken_cache") or {}).get("status")
+
+
+def stage1_sentence(metrics: dict) -> str:
+    """What stage 1 (count pretokens) was: its speed, or that it was a cache hit (no speed).
+
+    A hit's seconds are hashing plus loading, so they are never shown as MB/s; otherwise the
+    speed is over the counting alone (the stage's seconds minus the cache's hashing and saving).
+
+    >>> stage1_sentence({"pretoken_cache": {"status": "hit", "load_seconds": 0.02,
+    ...                  "hash_seconds": 0.01, "key": "ab" * 32}})  # doctest: +ELLIPSIS
+    'Stage 1, count pretokens: **cache hit**: loaded in 0.020 s (input hashed in 0.010 s)...'
+    >>> stage1_sentence({"timings": {"pretokenize": 2.0}, "counts": {"bytes": 4_000_000},
+    ...                  "pretoken_cache": {"status": "miss"}})  # doctest: +ELLIPSIS
+    'Stage 1, count pretokens: 4.00 MB at 2.00 MB/s (pretoken cache: miss, counts saved...'
+    """
+    cache = metrics.get("pretoken_cache") or {}
+    status = cache.get("status")
+    key = (cache.get("key") or "")[:12]
+    if status == "hit":
+        return (
+            f"Stage 1, count pretokens: **cache hit**: loaded in {fmt(cache.get('load_seconds'))} "
+            f"s (input hashed in {fmt(cache.get('hash_seconds'))} s) from the pretoken cache "
+            f"(key `{key}`); nothing was counted, so this run measures no pre-tokenization speed."
+        )
+    seconds = (metrics.get("timings") or {}).get("pretokenize")
+    num_bytes = (metrics.get("counts") or {}).get("bytes")
+    if seconds is not None:
+        seconds -= (cache.get("hash_seconds") or 0) + (cache.get("save_seconds") or 0)
+    speed = num_bytes / seconds / 1e6 if seconds and seconds > 0 and num_bytes else None
+    notes = {
+        "miss": f"pretoken cache: miss, counts saved for later runs (key `{key}`)",
+        "rebuilt": f"pretoken cache: the cached file failed its checksum and was rebuilt "
+        f"(key `{key}`)",
+        "off": "pretoken cache off",
+    }
+    note = f" ({notes[status]})" if status in notes else ""
+    mb = fmt(num_bytes / 1e6 if num_bytes else None, ".2f")
+    return f"Stage 1, count pretokens: {mb} MB at {fmt(speed, '.2f')} MB/s{note}."
+
+
+def section_memory(metrics: dict, figures_made: frozenset[str]) -> list[str]:
+    memory = metrics.get("memory") or {}
+    # subtle: this file is written during the report stage, so it shows the figures taken
+    # before it (`before_report`); metrics.json's own figures cover the whole run
+    headline = {**memory, **(memory.get("before_report") or {})}
+    per_stage = memory.get("per_stage_peak_mb") or {}
+    if "before_report" in memory:
+        per_stage = {s: mb for s, mb in per_stage.items() if s != "report"}
+    baseline = schema.get(metrics, schema.BASELINE_MB, default=None)
+    rows = [
+        [
+            s,
+            fmt(per_stage[s], ".1f"),
+            fmt(None if baseline is None else per_stage[s] - baseline, "+.1f"),
+        ]
+        for s in shown_stages(per_stage)
+    ]
+    lines = ["## Memory", ""]
+    lines += [
+        table(
+            rows,
+            ["stage", "peak MB (process tree, PSS)", "above the run's start"],
+            colalign=("left", "right", "right"),
+        )
+    ]
+    lines.append("")
+    if memory:
+        lines += _memory_headline(metrics, headline)
+        if "before_report" in memory:
+            lines.append(
+                "These figures stop where the report stage (figures and this file) begins; "
+                "metrics.json's `memory` covers the whole run, report included."
+            )
+        lines.append("")
+    if "memory" in figures_made:
+        lines += [f"![memory timeline]({FIGURES['memory']})", ""]
+    return lines
+
+
+def _memory_headline(metrics: dict, headline: dict) -> list[str]:
+    """Training's memory first (what it added, where it peaked), analysis apart; runs from
+    before training was reported apart get the whole tree's peak, labelled as such."""
+    memory = metrics.get("memory") or {}
+    added = schema.get(metrics, schema.TRAINING_ADDED_MB, default=None)
+    interval = f"sampled every {memory.get('interval_s')} s"
+    if added is None:
+        return [
+            f"Peak memory of the whole process tree, analysis included, was "
+            f"**{fmt(headline.get('peak_mb'), '.1f')} MB** ({interval}); this run predates "
+            "training's memory being reported apart."
+        ]
+    trained_in = schema.get(metrics, schema.LADDER_TRAINED_IN, default=None)
+    if trained_in is not None and trained_in != (metrics.get("run") or {}).get("name"):
+        return [
+            f"This run was cut from the vocab ladder trained in `{trained_in}`: it trained "
+            "nothing itself, so its memory says nothing of training; that run's ANALYSIS.md "
+            "has the ladder training's memory (to the sweep's largest vocab)."
+        ]
+    stage = schema.get(metrics, schema.TRAINING_PEAK_STAGE, default=None)
+    lines = [
+        f"Training (stages 1-3) added **{fmt(added, '.1f')} MB** to the process tree at its "
+        f"peak, in {stage} ({fmt(schema.get(metrics, schema.TRAINING_PEAK_MB), '.1f')} MB "
+        f"in all, above the {fmt(schema.get(metrics, schema.BASELINE_MB), '.1f')} MB the "
+        f"run's process held when it began; {interval}). What training adds is the figure to "
+        "compare across runs: the starting memory includes whatever the process loaded before "
+        "(in a sweep, earlier jobs' modules and caches)."
+    ]
+    analysis = schema.get(metrics, schema.ANALYSIS_PEAK_MB, default=None)
+    if analysis is not None:
+        lines.append(
+            f"Analysis (GPT-2's tokenizer, the held-out measures), not part of training, "
+            f"peaked at {fmt(analysis, '.1f')} MB."
+        )
+    return lines
+
+
+def section_profile(metrics: dict, profile: dict | None) -> list[str]:
+    run = metrics.get("run", {})
+    lines = ["## Profile hot spots", ""]
+    if profile and profile.get("functions"):
+        if profile.get("profiler") == "scalene":
+            rows = [
+                [
+                    f"`{r['file']}:{r['line']}`",
+                    r["code"] or "",
+                    fmt(r["cpu_percent"], ".1f"),
+                    fmt(r["cpu_python_percent"], ".1f"),
+                    fmt(r["peak_mb"], ".1f"),
+                ]
+                for r in profile.get("lines", [])[:10]
+            ]
+            top = (profile.get("lines") or profile["functions"])[0]
+            lines += [
+                "Top lines by CPU (scalene):",
+                "",
+                table(rows, ["where", "code", "CPU %", "Python %", "peak MB"]),
+                "",
+                f"The hottest line is `{top['file']}:{top['line']}` "
+                f"({fmt(top['cpu_percent'], '.1f')}% of CPU time).",
+            ]
+        else:
+            rows = [
+                [
+                    f"`{r['function']}`",
+                    f"`{r['file']}:{r['line']}`",
+                    r["calls"],
+                    fmt(r["self_seconds"]),
+                    fmt(r["cumulative_seconds"]),
+                    fmt(r["self_percent"], ".1f"),
+                ]
+                for r in profile["functions"][:10]
+            ]
+            top = profile["functions"][0]
+            lines += [
+                "Top functions by self time (cProfile, parent process only):",
+                "",
+                table(rows, ["function", "where", "calls", "self s", "cum s", "self %"]),
+                "",
+                f"Most self time is spent in `{top['function']}` ({top['file']}), "
+                f"{fmt(top['self_percent'], '.1f')}% of the profiled time.",
+            ]
+    else:
+        lines.append(
+            f"Not profiled (profiler={run.get('profiler')}); rerun with `profiler=scalene` or "
+            "`profiler=cprofile` to see where the time goes."
+        )
+    lines.append("")
+    return lines
+
+
+def section_siblings(metrics: dict, sibs: list[dict]) -> list[str]:
+    lines = ["## Sibling runs (same input)", ""]
+    if not sibs:
+        lines.append("No other complete runs on the same input in the experiments directory yet.")
+        return [*lines, ""]
+    my_merge = (metrics.get("timings") or {}).get("merge")
+    rows = []
+    for s in sibs:
+        speed = fmt(s["merge"] / my_merge, ".2f") if s["merge"] and my_merge else "n/a"
+        rows.append(
+            [
+                s["rel"],
+                s["variant"],
+                s["trainer"],
+                s["vocab_size"],
+                fmt(s["merge"]),
+                fmt(s["total"]),
+                fmt(s["train_mb"], ".1f"),
+                speed + (" (profiled)" if s["profiled"] else ""),
+                s["agree"],
+            ]
+        )
+    headers = [
+        "run",
+        "variant",
+        "trainer",
+        "vocab",
+        "merge s",
+        "total s",
+        "training MB added",
+        "their merge time / ours",
+        "merges vs this run",
+    ]
+    return [*lines, table(rows, headers), "", _sibling_summary(sibs, metrics), ""]
+
+
+def _input_cell(path: str | None, text_bytes: object, metrics: dict) -> str:
+    """`path (N bytes)`; for a corpus of several files or of records also how many files, their
+    size on disk, their format (`input_summary`) and the records read:
+    `shards (3 files, 1.20 GB, parquet; ...)`.
+    """
+    said = input_summary(metrics)
+    if said is None:
+        return f"{path} ({text_bytes} bytes)"
+    records = schema.get(metrics, schema.INPUT_RECORDS)
+    read = f"{text_bytes} bytes of text" + (f" in {records} records" if records else "")
+    return f"{path} ({said}; {read})"
+
+
+def _lineage_rows(metrics: dict) -> list[list]:
+    """Header rows naming the corpus and held-out files by sha256 (runs that recorded them)."""
+    lineage = metrics.get("lineage") or {}
+    rows = []
+    if (lineage.get("input") or {}).get("sha256"):
+        rows.append(["input sha256", lineage["input"]["sha256"]])
+    for name, ident in (lineage.get("heldout") or {}).items():
+        rows.append(["held-out", f"{name} sha256 {ident.get('sha256')}"])
+    return rows
+
+
+def _sibling_summary(sibs: list[dict], metrics: dict) -> str:
+    run = metrics["run"]
+    others = sorted({s["variant"] for s in sibs if not s["same_variant"]})
+    sibs = [s for s in sibs if s["same_variant"]]
+    same_size = [s for s in sibs if s["vocab_size"] == run.get("vocab_size")]
+    sentences = []
+    if others:
+        sentences.append(
+            f"Runs of other BPE-family members on this input ({', '.join(others)}) are listed "
+            "for their time and memory; they learn other merges by design (reports/variants.md "
+            "or `bpe-compare` compares their vocabularies)."
+        )
+    if same_size:
+        different = [s for s in same_size if not s["same_merges"]]
+        if different:
+            sentences.append(
+                f"{len(different)} run(s) at the same vocab size produced DIFFERENT merges: "
+                + ", ".join(s["rel"] for s in different)
+                + "."
+            )
+        else:
+            sentences.append(
+                f"All {len(same_size)} other run(s) at vocab size {run.get('vocab_size')} produced "
+                "identical merges."
+            )
+        clean = [s for s in same_size if s["merge"] and not s["profiled"]]
+        mine = (metrics.get("timings") or {}).get("merge")
+        if clean and mine and not metrics.get("profiled"):
+            for s in sorted(clean, key=lambda s: s["trainer"] or ""):
+                if s["trainer"] == run.get("trainer"):
+                    continue
+                ratio = s["merge"] / mine
+                sentences.append(
+                    f"Against {s['trainer']} at the same size, this run's merge stage is "
+                    f"{fmt(ratio, '.1f')}x {'faster' if ratio >= 1 else 'slower'}."
+                )
+    return " ".join(sentences) or "No other run at the same vocab size to compare with."
