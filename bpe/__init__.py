@@ -75,6 +75,9 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .liveness                 who writes a run and whether it still lives (crashed)
     bpe.experiment              writes run directories (bpe-train's work)
       .runner                   run_experiment: open, record, train, save, analyse, report
+      .inputs                   the input checked before and after training, held-out, trained
+      .records                  what metrics.json says of the run besides its measures
+      .launching                how the run was launched: Hydra's directory, the launcher
       .ladder                   a vocab sweep: one training, every rung cut from its prefix
       .config                   the typed schema of bpe-train's config
       .rundir                   run directory names, exclusive creation, the latest link

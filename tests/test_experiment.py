@@ -16,7 +16,7 @@ from hydra import compose, initialize_config_dir
 from bpe.analysis import load_runs
 from bpe.analysis.run_report import write_run_report
 from bpe.cli.report import main as report_main
-from bpe.experiment import rundir, runner
+from bpe.experiment import inputs, rundir, runner
 from bpe.runs.stages import COMPILE, RETIRED_STAGES, RUN_STAGES, TIMED_STAGES
 from bpe.text.patterns import CL100K_PATTERN
 from bpe.tokenizer import Tokenizer
@@ -188,7 +188,7 @@ def test_interrupted_or_crashed_run_is_failed_with_nothing_half_written(tmp_path
             os.kill(os.getpid(), signal.SIGTERM)
         raise exc("stop")
 
-    monkeypatch.setattr(runner, "train_bpe_detailed", boom)
+    monkeypatch.setattr(inputs, "train_bpe_detailed", boom)
     with pytest.raises(BaseException):  # noqa: B017 - each case raises its own type
         run_with_report(make_cfg(tmp_path))
     (run,) = run_dirs(tmp_path)

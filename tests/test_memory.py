@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from bpe.experiment.memory import MemorySampler, phase_memory, release_free_memory
-from bpe.experiment.runner import TRAINING_MEMORY_STAGES, with_phases
+from bpe.experiment.records import TRAINING_MEMORY_STAGES, with_phases
 from bpe.runs import schema
 from tests.conftest import ROOT, console_env
 

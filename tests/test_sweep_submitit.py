@@ -19,7 +19,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
 from bpe.cli.train import ConfigError, check_command_line
-from bpe.experiment.runner import launcher_info
+from bpe.experiment.launching import launcher_info
 from bpe.runs.liveness import observed_status
 from bpe.util.io import CONF_DIR
 from bpe.util.workers import default_num_workers, fair_share

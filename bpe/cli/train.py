@@ -48,9 +48,11 @@ from bpe.analysis.run_report import write_run_report
 from bpe.analysis.sweep import LAST_SWEEP
 from bpe.corpus.datasets import input_name
 from bpe.experiment import config as schema
+from bpe.experiment.inputs import validate
+from bpe.experiment.launching import SWEEP_JOBS_ENV
 from bpe.experiment.metrics import RESERVE_BYTES
 from bpe.experiment.rundir import preflight
-from bpe.experiment.runner import SWEEP_JOBS_ENV, run_experiment, validate
+from bpe.experiment.runner import run_experiment
 from bpe.runs.layout import ANALYSIS_FILE
 from bpe.trainers.variants import variant_tag
 from bpe.util.io import CONF_DIR, safe_name
@@ -198,7 +200,7 @@ def check_command_line(argv: list[str]) -> int:
 
 
 def _check_inputs(cfg: DictConfig) -> None:
-    """What the run itself would check first (`bpe.experiment.runner.validate`: the corpus
+    """What the run itself would check first (`bpe.experiment.inputs.validate`: the corpus
     exists, is a regular file or folder, is readable and of a known format, not empty; the
     parent of init_from; the variant's settings), checked here so a mistake stops before any
     run directory exists. A Hub source is left to the run (listing it needs the network)."""

@@ -36,7 +36,7 @@ class RunRecord(TypedDict):
     vocab_size: int
     profiler: str
     num_workers: int | None
-    launcher: dict  # `bpe.experiment.runner.launcher_info`
+    launcher: dict  # `bpe.experiment.launching.launcher_info`
     seed: int
     pretokenizer: str
     init_from: str | None
@@ -265,7 +265,7 @@ COMPILE_SECONDS = key("timings.compile", always=False)
 COMPILE_CACHED = key("compile.cached", always=False)
 TOTAL_SECONDS = key("timings.total")
 PEAK_MB = key("memory.peak_mb")  # the whole run, analysis and report included
-# runs since training's memory is reported apart (`bpe.experiment.runner.with_phases`): the
+# runs since training's memory is reported apart (`bpe.experiment.records.with_phases`): the
 # tree's memory when the run began, and what training (stages 1-3) added above it: the run's
 # memory headline, comparable across runs whether or not a sweep reused the process
 BASELINE_MB = key("memory.baseline_mb", always=False)

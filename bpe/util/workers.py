@@ -9,7 +9,8 @@ What it does:
       and inside daemonic processes, and fork vs forkserver.
 
 What it does not do: cut chunks (`bpe.corpus.chunks`), start processes (`bpe.util.pool`),
-or read Hydra's config (`bpe.experiment.runner.launcher_info` passes the launcher's numbers in).
+or read Hydra's config (`bpe.experiment.launching.launcher_info` passes the launcher's numbers
+in).
 """
 
 from __future__ import annotations
