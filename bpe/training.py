@@ -196,16 +196,31 @@ def train_bpe_detailed(
         ConnectionError: the Dask scheduler could not be reached.
     """
     run = _check(
-        input_path, vocab_size, special_tokens, trainer=trainer, backend=backend,
-        scheduler=scheduler, pattern=pattern, init_from=init_from, variant=variant,
-        rungs=rungs, engine=engine,
-        corpus_options={"format": format, "text_field": text_field, "max_files": max_files,
-                        "max_bytes": max_bytes},
-    )  # fmt: skip
+        input_path,
+        vocab_size,
+        special_tokens,
+        trainer=trainer,
+        backend=backend,
+        scheduler=scheduler,
+        pattern=pattern,
+        init_from=init_from,
+        variant=variant,
+        rungs=rungs,
+        engine=engine,
+        corpus_options={
+            "format": format,
+            "text_field": text_field,
+            "max_files": max_files,
+            "max_bytes": max_bytes,
+        },
+    )
     stage_one_options = {
-        "num_workers": num_workers, "progress": progress, "backend": backend,
-        "scheduler": scheduler, "log_interval": log_interval,
-    }  # fmt: skip
+        "num_workers": num_workers,
+        "progress": progress,
+        "backend": backend,
+        "scheduler": scheduler,
+        "log_interval": log_interval,
+    }
     timings: dict[str, float] = {}
     scanner = _load_scanner(run.engine)
     counted, cache, manifest = _stage_one(run, timings, cache_dir, stage_one_options)
@@ -217,17 +232,26 @@ def train_bpe_detailed(
     with _timed(timings, "merge"):
         # the counts are handed over, not kept: the trainer frees them once it has built its words
         output = learn_merges(
-            trainer, counted.take_counts(), run.stage_one_size, run.specials, parent=run.parent,
-            picky_threshold=run.variant.threshold, marks=run.marks, reached=reached,
+            trainer,
+            counted.take_counts(),
+            run.stage_one_size,
+            run.specials,
+            parent=run.parent,
+            picky_threshold=run.variant.threshold,
+            marks=run.marks,
+            reached=reached,
             **merge_options,
-        )  # fmt: skip
+        )
     output, facts, final_pattern = _variant_stage(
         run, output, counted, timings, cache_dir, stage_one_options, merge_options
     )
     logger.info(
         "%s with %s: %d merges in %.3f s",
-        stage_label(*STAGE_TIMINGS["merge"]), trainer, len(output.merges), timings["merge"],
-    )  # fmt: skip
+        stage_label(*STAGE_TIMINGS["merge"]),
+        trainer,
+        len(output.merges),
+        timings["merge"],
+    )
     return TrainResult(
         vocab=output.vocab,
         merges=output.merges,
@@ -318,9 +342,17 @@ def _check(
     if corpus.is_plain_text_file:
         check_input_file(corpus.files[0].path)
     return _Run(
-        corpus, specials, trainer, vocab_size, stage_one_size, chosen, regex_pattern,
-        chosen_engine, parent, marks,
-    )  # fmt: skip
+        corpus,
+        specials,
+        trainer,
+        vocab_size,
+        stage_one_size,
+        chosen,
+        regex_pattern,
+        chosen_engine,
+        parent,
+        marks,
+    )
 
 
 def _stage_one(
@@ -330,9 +362,13 @@ def _stage_one(
     is one), what the cache did, and the manifest when the cache key needed it."""
     with _timed(timings, "pretokenize"):
         counted, cache, manifest = _count_pretokens(
-            run.corpus, run.specials, pattern=run.pattern, cache_dir=cache_dir,
-            engine=run.engine, **options,
-        )  # fmt: skip
+            run.corpus,
+            run.specials,
+            pattern=run.pattern,
+            cache_dir=cache_dir,
+            engine=run.engine,
+            **options,
+        )
     _log_stage_1(counted, cache, run.pattern, timings["pretokenize"], run.corpus)
     if not counted.counts:  # one rule for every container: an all-empty parquet fails alike
         raise ValueError(
@@ -367,9 +403,16 @@ def _variant_stage(
         return counted, cache.status
 
     output, stage_two_facts = superbpe.stage_two(
-        output, count, run.specials, timings, stage_one_unique=counted.num_unique,
-        trainer=run.trainer, vocab_size=run.vocab_size, pattern=pattern, **merge_options,
-    )  # fmt: skip
+        output,
+        count,
+        run.specials,
+        timings,
+        stage_one_unique=counted.num_unique,
+        trainer=run.trainer,
+        vocab_size=run.vocab_size,
+        pattern=pattern,
+        **merge_options,
+    )
     return output, {"stage_two": stage_two_facts}, pattern
 
 
