@@ -94,7 +94,10 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .run_facts                what ANALYSIS.md is made from: a run's files, its siblings
       .run_sections             ANALYSIS.md's sections about the run: time, memory, profile
       .token_sections           ANALYSIS.md's sections about the tokenizer: tokens, compression
-      .sweep                    SWEEP.md of a sweep
+      .sweep                    SWEEP.md of a sweep: gather, render, write
+      .sweep_facts              what SWEEP.md is made from: the jobs, grouped, their figures
+      .sweep_sections           SWEEP.md's sections: jobs, notes, ladder, findings, memory
+      .sweep_process            a sweep as a process: its outcome, its lock, its callback
       .compare                  COMPARE.md: two or more tokenizers side by side
       .reports                  reports/: trainers, datasets, vocabularies
       .vocab_report             efficiency and under-trained sections shared by reports

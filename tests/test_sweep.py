@@ -132,7 +132,7 @@ def test_joblib_launcher_runs_jobs_in_parallel_processes(tmp_path):
 def test_sweep_md_names_the_backend_and_flags_a_mix():
     import pandas as pd
 
-    from bpe.analysis.sweep import backend_note
+    from bpe.analysis.sweep_sections import backend_note
 
     assert backend_note(pd.DataFrame({"metrics.run.trainer": ["heap"]})) is None  # older jobs
     same = pd.DataFrame(
@@ -172,7 +172,7 @@ def test_sweep_md_says_files_size_and_format_of_a_parquet_folder(tmp_path):
 
 
 def test_a_sweep_directory_held_by_a_running_sweep_is_refused(tmp_path):
-    from bpe.analysis.sweep import SWEEP_LOCK, claim_sweep_dir
+    from bpe.analysis.sweep_process import SWEEP_LOCK, claim_sweep_dir
 
     holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:

@@ -6,7 +6,7 @@ import os
 
 import pandas as pd
 
-from bpe.analysis.sweep import input_groups, merge_agreement, trainer_label
+from bpe.analysis.sweep_facts import input_groups, merge_agreement, trainer_label
 from bpe.analysis.variants_report import VariantRow, count_superwords, render_variants
 from tests.conftest import ROOT
 

@@ -34,7 +34,7 @@ from bpe.analysis import figures
 from bpe.analysis.loader import complete, load_tidy, trainer_order, variant_column
 from bpe.analysis.markdown import clip, fmt, table
 from bpe.analysis.run_report import write_run_report
-from bpe.analysis.sweep import merge_agreement
+from bpe.analysis.sweep_facts import merge_agreement
 from bpe.analysis.vocabularies import pick_runs, write_vocabularies
 from bpe.runs import schema
 from bpe.runs.layout import ANALYSIS_FILE, FIGURES_DIR, MERGE_COUNTS_FILE

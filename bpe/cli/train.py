@@ -45,7 +45,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from bpe.analysis.run_report import write_run_report
-from bpe.analysis.sweep import LAST_SWEEP
+from bpe.analysis.sweep_process import LAST_SWEEP
 from bpe.corpus.datasets import input_name
 from bpe.experiment import config as schema
 from bpe.experiment.inputs import validate
