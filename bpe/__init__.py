@@ -98,7 +98,9 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .sweep_facts              what SWEEP.md is made from: the jobs, grouped, their figures
       .sweep_sections           SWEEP.md's sections: jobs, notes, ladder, findings, memory
       .sweep_process            a sweep as a process: its outcome, its lock, its callback
-      .compare                  COMPARE.md: two or more tokenizers side by side
+      .compare                  two or more tokenizers compared: the measures
+      .compare_sides            a comparison's sides: run or GPT-2 directories, their labels
+      .compare_report           COMPARE.md: the comparison rendered and written
       .reports                  reports/: trainers, datasets, vocabularies
       .vocab_report             efficiency and under-trained sections shared by reports
       .vocabularies             vocabulary overlap across runs

@@ -100,7 +100,7 @@ def test_sweeps_never_compare_merges_across_variants():
 
 
 def test_bpe_compare_labels_name_the_variant_when_it_differs():
-    from bpe.analysis.compare import Side, side_labels
+    from bpe.analysis.compare_sides import Side, side_labels
 
     vocab = {i: bytes([i]) for i in range(256)}
     facts = {

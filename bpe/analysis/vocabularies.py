@@ -21,15 +21,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from bpe.analysis.compare import (
-    Side,
-    compare,
-    draw_topk_overlap,
-    jaccard,
-    load_side,
-    render_compare,
-    topk_overlap,
-)
+from bpe.analysis.compare import compare, jaccard, topk_overlap
+from bpe.analysis.compare_report import draw_topk_overlap, render_compare
+from bpe.analysis.compare_sides import Side, load_side
 from bpe.analysis.loader import complete, read_run
 from bpe.analysis.markdown import fmt, table
 from bpe.measures import GPT2_DIR

@@ -24,7 +24,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from bpe.analysis.compare import load_side
+from bpe.analysis.compare_sides import load_side
 from bpe.tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)
