@@ -61,7 +61,8 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .tokenizer_json           the special tokens and pattern a tokenizer.json records
       .init_from                the tokenizer a run continues from (init_from=)
     bpe.encode                  corpus -> .npy of ids (bpe-encode's library)
-      .npy                      parallel, atomic encoding of a file into a .npy
+      .npy                      parallel encoding of a corpus into a .npy of ids
+      .npy_file                 the .npy written atomically; where it may go (check_output)
       .lineage                  the .npy.json sidecar: tokenizer, input, code version
     bpe.measures                compression, throughput, efficiency, token kinds
       .vocab_stats              token counts on text, under-trained tokens

@@ -12,11 +12,8 @@ from hypothesis import strategies as st
 
 from bpe import Tokenizer, train_bpe
 from bpe.cli.encode import main
-from bpe.encode.npy import (
-    encode_to_npy,
-    resolve_tokenizer_files,
-    write_npy_atomically,
-)
+from bpe.encode.npy import encode_to_npy, resolve_tokenizer_files
+from bpe.encode.npy_file import write_npy_atomically
 from bpe.formats.gpt2_format import save_tokenizer_files
 from bpe.measures import gpt2_tokenizer
 from tests.conftest import DATA, EOT, FIXTURES

@@ -20,12 +20,12 @@ from bpe.corpus.files import DEFAULT_TEXT_FIELD
 from bpe.corpus.formats import FORMAT_CHOICES
 from bpe.encode.npy import (
     DEFAULT_CHUNK_BYTES,
-    DTYPES,
     ENCODE_BACKENDS,
     encode_to_npy,
     open_tokenizer,
     resolve_tokenizer_files,
 )
+from bpe.encode.npy_file import DTYPES
 from bpe.text.specials import EOT
 from bpe.util.pool import ChunkWorkerError
 
