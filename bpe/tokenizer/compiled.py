@@ -13,7 +13,11 @@ What it does:
       binary heap of (rank, position) over a linked list, whose stale entries are skipped when
       popped, so a long pretoken costs O(n log n) and not O(n^2).
 
-What it does not do: decide when it is used or cache anything (`bpe.tokenizer.Tokenizer` does
+Its kernels are long on purpose: a call between Numba functions in the hot loop costs
+speed that splitting them would buy readability with (`tests/test_sizes.py` exempts the
+module from the size limits).
+
+What it does not do: decide when it is used or cache anything (`bpe.tokenizer.cold_path` does
 both and keeps the pure-Python path as the reference), or train (`bpe.trainers`).
 
 Importing this module imports NumPy and Numba (`import bpe.tokenizer` does not: the tokenizer

@@ -32,6 +32,10 @@ token), so each list is filled once, in ascending position order, which makes pr
 in order BPE's greedy left-to-right merge. Pairs are never deleted from the hash table (a
 count of 0 means gone); merged pairs are never created again.
 
+Its kernels are long on purpose: a call between Numba functions in the hot loop costs
+speed that splitting them would buy readability with (`tests/test_sizes.py` exempts the
+module from the size limits).
+
 What it does not do: allocate room for the merge loop (`merge_batch` stops and says how much
 it needs; the caller grows the arrays), convert words, or know about vocab dicts, logging or
 progress.
