@@ -17,8 +17,8 @@ Its kernels are long on purpose: a call between Numba functions in the hot loop 
 speed that splitting them would buy readability with (`tests/test_sizes.py` exempts the
 module from the size limits).
 
-What it does not do: decide when it is used or cache anything (`bpe.tokenizer.cold_path` does
-both and keeps the pure-Python path as the reference), or train (`bpe.trainers`).
+What it does not do: decide when it is used (`bpe.tokenizer.cold_path`) or cache anything (the
+`Tokenizer`, which keeps the pure-Python path as the reference), or train (`bpe.trainers`).
 
 Importing this module imports NumPy and Numba (`import bpe.tokenizer` does not: the tokenizer
 imports this module inside a method, the first time a batch is large enough). Compiled code is
