@@ -100,50 +100,49 @@ def sibling_rows(run_dir: Path, metrics: dict) -> list[dict]:
         if other.resolve() == run_dir.resolve():
             continue
         variant = str(variants[idx])
-        if variant != my_variant:
-            rows.append(_other_variant_row(r, other, root, variant))
+        if variant != my_variant:  # another BPE-family member: listed, never compared
+            rows.append(
+                _sibling_row(
+                    r,
+                    other,
+                    root,
+                    variant,
+                    None,
+                    f"{variant}: differs by design",
+                    same_variant=False,
+                )
+            )
             continue
         same = merges_agree(metrics.get("merges_sha256"), _value(r["merges_sha256"]))
-        vocab_size = _value(r["vocab_size"])
-        rows.append(
-            {
-                "name": other.name,
-                "rel": other.relative_to(root).as_posix(),
-                "trainer": _value(r["trainer"]),
-                # a float column when any run lacks it; the table shows whole numbers
-                "vocab_size": None if vocab_size is None else int(vocab_size),
-                "profiled": bool(r["profiled"]),
-                "merge": _value(r["merge_seconds"]),
-                "total": _value(r["total_seconds"]),
-                "train_mb": _value(r["train_mb"]),
-                "same_merges": same,
-                "agree": merges_verdict(same, mine, None if same else _merges_lines(other)),
-                "variant": variant,
-                "same_variant": True,
-            }
-        )
+        agree = merges_verdict(same, mine, None if same else _merges_lines(other))
+        rows.append(_sibling_row(r, other, root, variant, same, agree, same_variant=True))
     rows.sort(
         key=lambda r: (not r["same_variant"], r["vocab_size"] or 0, r["trainer"] or "", r["rel"])
     )
     return rows
 
 
-def _other_variant_row(r, other: Path, root: Path, variant: str) -> dict:
-    """A sibling of another BPE-family member: listed, never compared merge for merge."""
+def _sibling_row(
+    r, other: Path, root: Path, variant: str, same: bool | None, agree: str, *, same_variant: bool
+) -> dict:
+    """One sibling run as the siblings table shows it: `same` whether its merges equal this
+    run's (None: unknown, or another member of the BPE family, whose merges differ by design),
+    `agree` the verdict shown."""
     vocab_size = _value(r["vocab_size"])
     return {
         "name": other.name,
         "rel": other.relative_to(root).as_posix(),
         "trainer": _value(r["trainer"]),
+        # a float column when any run lacks it; the table shows whole numbers
         "vocab_size": None if vocab_size is None else int(vocab_size),
         "profiled": bool(r["profiled"]),
         "merge": _value(r["merge_seconds"]),
         "total": _value(r["total_seconds"]),
         "train_mb": _value(r["train_mb"]),
-        "same_merges": None,
-        "agree": f"{variant}: differs by design",
+        "same_merges": same,
+        "agree": agree,
         "variant": variant,
-        "same_variant": False,
+        "same_variant": same_variant,
     }
 
 
