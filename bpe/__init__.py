@@ -49,7 +49,8 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
     bpe.training                train_bpe, train_bpe_detailed, TrainResult: stages 1-3, timed
     bpe.tokenizer               Tokenizer: encode, decode, streaming
       .merging                  BPE of one pretoken: the list scan and the linked list
-      .cold_path                which pretokens the compiled kernel merges, and when
+      .cold_path                the pretoken cache, and which misses the compiled kernel merges
+      .streaming                encode_iterable: a stream of text encoded in bounded memory
       .dropout                  BPE-dropout: merging with candidates skipped at random
       .compiled                 the cold path: BPE of a batch of new pretokens, Numba-compiled
       .removals                 PickyBPE's removals at encode time: replaying the history

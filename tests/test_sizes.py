@@ -23,7 +23,6 @@ OVERSIZED_MODULES = {
     "bpe/analysis/reports.py": 613,
     "bpe/experiment/config.py": 520,
     "bpe/experiment/evaluate.py": 520,
-    "bpe/tokenizer/__init__.py": 653,
     "bpe/training.py": 558,
 }
 #: Still over the function limit: "path:function" -> lines today (a ceiling).

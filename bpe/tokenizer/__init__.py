@@ -5,19 +5,16 @@ What it does:
       ordinary text into pretokens with the split pattern the vocab was trained with (GPT-2's
       by default; `pattern=`), and applies the merges inside each pretoken by rank
       (lowest rank first, leftmost on ties), so GPT-2's own files give GPT-2's ids;
-    * `encode_ordinary` does the same but treats special tokens as plain text;
-    * `encode_iterable` streams: it encodes any iterable of str (a file handle of any size) in
-      bounded memory, and yields exactly the ids `encode` gives for the concatenation, even when a
-      special token or a pretoken straddles two items;
+    * `encode_ordinary` treats special tokens as plain text; `encode_iterable` streams any
+      iterable of str in bounded memory, with `encode`'s ids (`bpe.tokenizer.streaming`);
     * `decode_bytes` is lossless; `decode` turns invalid UTF-8 into U+FFFD;
     * `encode(text, dropout=p, seed=s)` (and `encode_iterable`) applies BPE-dropout
       (Provilkov et al., 2020; `bpe.tokenizer.dropout`): each candidate merge is skipped with
       probability p at every step, without the cache, deterministically for a seed.
 
 How it is fast (the hot path does no per-character Python work):
-    * pretokens come from one `findall` over each piece of text (`find_pretokens` of
-      `bpe.text.pretokens`, an exact `re` translation of the split pattern, up to twice as fast
-      as `regex`);
+    * pretokens come from one `findall` per piece of text (`bpe.text.pretokens`: an exact `re`
+      translation of the split pattern, up to twice as fast as `regex`);
     * a pretoken -> ids cache (a dict whose `__missing__` runs BPE), so ids are gathered with
       `map(cache.__getitem__, pretokens)` and `itertools.chain` entirely in C;
     * BPE on a cache miss works on ids with a precomputed pair -> rank table and a rank list
@@ -28,10 +25,8 @@ How it is fast (the hot path does no per-character Python work):
       time) are merged in one call of a compiled kernel (`bpe.tokenizer.compiled`) that gives
       the same ids ~15x faster; `merge_backend=` chooses (`bpe.tokenizer.cold_path`).
 
-Files: `from_files` / `from_pretrained` read GPT-2 `vocab.json` + `merges.txt` (a directory's
-special tokens and split pattern come from its `tokenizer.json`); `save_pretrained` writes a
-Hugging Face style directory and `to_tiktoken` builds a `tiktoken.Encoding`, both through
-`bpe.formats.exports`.
+Files: `from_files` / `from_pretrained` read them, `save_pretrained` / `to_tiktoken` export
+(`bpe.formats`).
 
 What it does not do: train (see `bpe.training`), parse or write any file format itself (see
 `bpe.formats.gpt2_format` and `bpe.formats.exports`), or add BOS/EOS tokens.
@@ -51,10 +46,11 @@ from bpe.formats.removals_json import Removal, as_removals, check_history
 from bpe.text.patterns import GPT2_PATTERN, pattern_name, resolve_pattern
 from bpe.text.pretokens import find_pretokens
 from bpe.text.specials import special_token_regex, split_on_special_tokens, validate_special_tokens
-from bpe.tokenizer.cold_path import ColdPath, check_merge_backend
-from bpe.tokenizer.dropout import DropoutStream, check_dropout
+from bpe.tokenizer.cold_path import ColdPath, PretokenCache, check_merge_backend
+from bpe.tokenizer.dropout import DropoutStream, dropout_stream
 from bpe.tokenizer.merging import merge_bytes
 from bpe.tokenizer.removals import Replay
+from bpe.tokenizer.streaming import StreamingEncoder
 
 logger = logging.getLogger(__name__)
 
@@ -62,44 +58,13 @@ logger = logging.getLogger(__name__)
 #: on any corpus (a few hundred thousand distinct pretokens cover most of real text).
 DEFAULT_CACHE_SIZE = 1 << 18
 
-#: Characters gathered from an iterable before a block is encoded in `encode_iterable`.
-DEFAULT_STREAM_CHARS = 1 << 16
-
-# invariant: a pretoken ending this close to the end of the text seen so far may still change
-# when more text arrives (a contraction reads up to 3 characters ahead, and o200k's words take
-# a contraction that follows them). Holds for the built-in patterns; a custom pattern that looks
-# further ahead needs a larger value.
-_UNSTABLE_TAIL_CHARS = 8
-
-
-# ---------------------------------------------------------------------------------------------
-# The cache: pretoken -> ids
-# ---------------------------------------------------------------------------------------------
-
-
-class _PretokenCache(dict):
-    """`dict[str, tuple[int, ...]]` that runs BPE on a miss and empties itself when full."""
-
-    __slots__ = ("_bpe", "_max_size")
-
-    def __init__(self, bpe, max_size: int) -> None:
-        super().__init__()
-        self._bpe = bpe
-        self._max_size = max_size
-
-    def __missing__(self, pretoken: str) -> tuple[int, ...]:
-        if len(self) >= self._max_size:
-            self.clear()  # simple and amortised O(1): no LRU bookkeeping on the hot path
-        ids = self[pretoken] = self._bpe(pretoken)
-        return ids
-
 
 # ---------------------------------------------------------------------------------------------
 # Tokenizer
 # ---------------------------------------------------------------------------------------------
 
 
-class Tokenizer:
+class Tokenizer(StreamingEncoder):
     """Byte-level BPE tokenizer (GPT-2 style) over a vocab and an ordered list of merges.
 
     Args:
@@ -199,7 +164,7 @@ class Tokenizer:
         for a, b in self.merges if self._replay is None else ():
             self._ranks.setdefault((self._id_of[a], self._id_of[b]), len(self._merged))
             self._merged.append(self._id_of[a + b])
-        self._cache = _PretokenCache(self._bpe, cache_size)
+        self._cache = PretokenCache(self._bpe, cache_size)
         # how the pretokens the cache lacks are merged: in Python, or a batch in the kernel
         self._cold = ColdPath(
             merge_backend,
@@ -472,136 +437,18 @@ class Tokenizer:
                 yield self.pretokens(part)
 
     def _dropout_stream(self, dropout: float, seed: int | None, offset: int) -> DropoutStream:
-        """A `DropoutStream` over this vocab, after checking the arguments."""
-        check_dropout(dropout, seed)
-        if self._replay is not None:
-            raise ValueError(
-                "dropout is not defined for a PickyBPE tokenizer (its removals are not merges "
-                "that could be skipped); encode without dropout"
-            )
-        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            raise ValueError(f"offset={offset!r} must be an int >= 0 (a byte offset)")
-        if seed is None:
-            seed = int.from_bytes(os.urandom(8), "little")
-        return DropoutStream(
+        """A `DropoutStream` over this vocab (`bpe.tokenizer.dropout.dropout_stream`)."""
+        return dropout_stream(
+            dropout,
+            seed,
+            offset,
+            replays=self._replay is not None,
             utf8=self._utf8,
             byte_ids=self._byte_ids,
             rank_of=self._ranks.get,
             merged=self._merged,
             special_ids=self.special_tokens,
-            dropout=dropout,
-            seed=seed,
-            offset=offset,
         )
-
-    def encode_iterable(
-        self,
-        iterable: Iterable[str],
-        *,
-        block_chars: int = DEFAULT_STREAM_CHARS,
-        dropout: float = 0.0,
-        seed: int | None = None,
-        offset: int = 0,
-    ) -> Iterator[int]:
-        """Lazily encode an iterable of str (e.g. an open text file) in bounded memory.
-
-        Items are gathered into blocks of about `block_chars` characters; each block is encoded
-        up to the last point where no later text can change the result (see `_stable_split`),
-        and the rest is carried over. The ids equal `encode("".join(iterable))`, with the same
-        `dropout`, `seed` and `offset` (see `encode`; one seed serves the whole stream).
-
-        Raises:
-            ValueError: an item is not a str (e.g. a file opened in binary mode), or a bad
-                dropout, seed or offset.
-
-        >>> tok = Tokenizer({i: bytes([i]) for i in range(256)}, [], ["<s>"])
-        >>> list(tok.encode_iterable(["a<", "s>b"]))
-        [97, 256, 98]
-        """
-        if block_chars < 1:
-            raise ValueError(f"block_chars={block_chars!r} must be >= 1")
-        if dropout == 0:
-            pretoken_ids, special_id = None, self.special_tokens.__getitem__
-        else:
-            stream = self._dropout_stream(dropout, seed, offset)
-            pretoken_ids, special_id = stream.pretoken_ids, stream.special_id
-        return self._encode_stream(iterable, block_chars, pretoken_ids, special_id)
-
-    def _encode_stream(self, iterable, block_chars, pretoken_ids, special_id) -> Iterator[int]:
-        pending: list[str] = []
-        size = 0
-        carry = ""
-        threshold = block_chars
-        for k, item in enumerate(iterable):
-            if not isinstance(item, str):
-                raise ValueError(
-                    f"encode_iterable expects str items, but item {k} is "
-                    f"{type(item).__name__} {item!r:.60}; open files in text mode "
-                    "(open(path, encoding='utf-8')) or decode the bytes first"
-                )
-            pending.append(item)
-            size += len(item)
-            if size >= threshold:
-                text = carry + "".join(pending)
-                pending.clear()
-                ids, carry = self._stable_split(text, pretoken_ids, special_id)
-                size = len(carry)
-                # subtle: text with no safe cut (one huge pretoken) is carried over; waiting
-                # for twice as much keeps the rescanning linear overall instead of quadratic.
-                threshold = max(block_chars, 2 * size)
-                yield from ids
-        pending.insert(0, carry)
-        yield from self._encode_parts("".join(pending), pretoken_ids, special_id)
-
-    def _stable_split(self, text: str, pretoken_ids=None, special_id=None) -> tuple[list[int], str]:
-        """Encode the longest prefix of text whose ids cannot depend on text appended later.
-
-        Returns the prefix's ids and the remaining suffix to carry over. `pretoken_ids` and
-        `special_id` turn pretokens and special tokens into ids, in text order (by default the
-        cache and its cold path, and the special-token table; `encode_iterable` passes
-        dropout's).
-
-        subtle: a special-token match starting at position p is settled once p + longest
-        special <= len(text): every alternative at p can be decided, and matches before p are
-        settled by the same argument. After the last settled special, ordinary text is safe
-        up to (not including) its last pretoken and any pretoken starting within a few
-        characters of the end (the contraction alternative reads ahead).
-
-        >>> tok = Tokenizer({i: bytes([i]) for i in range(256)}, [])
-        >>> tok._stable_split("hello there world")
-        ([104, 101, 108, 108, 111], ' there world')
-        """
-        special_id = special_id or self.special_tokens.__getitem__
-        parts = (
-            split_on_special_tokens(text, (), compiled=self._special_regex)
-            if self._special_regex is not None
-            else [text]
-        )
-        settled_limit = len(text) - self._longest_special  # last p with p + longest <= len
-        # Find the last settled special: parts alternate ordinary, special, ordinary, ...
-        last = 0  # number of parts (ending with a special) whose ids are final
-        pos = end_of_last = 0
-        for k, part in enumerate(parts):
-            if k & 1:
-                if pos > settled_limit:
-                    break
-                last, end_of_last = k + 1, pos + len(part)
-            pos += len(part)
-        # Ordinary text after the last settled special, cut where no special can start.
-        window_end = max(end_of_last, min(len(text), settled_limit + 1))
-        window = text[end_of_last:window_end]
-        pretokens = self.pretokens(window)
-        keep = len(pretokens) - 1  # the last pretoken may grow
-        start = len(window) - (len(pretokens[-1]) if pretokens else 0)
-        while keep > 0 and start > len(window) - _UNSTABLE_TAIL_CHARS:
-            keep -= 1
-            start -= len(pretokens[keep])
-        if keep <= 0:
-            start = 0
-        # subtle: lazily, so that special_id and pretoken_ids run in text order (dropout's
-        # draws follow the byte offset they advance)
-        segments = chain(self._segments(parts[:last], special_id), [pretokens[:keep]] * (keep > 0))
-        return self._ids_of_segments(segments, pretoken_ids), text[end_of_last + start :]
 
     # -- decoding ---------------------------------------------------------------------------
 

@@ -1,4 +1,7 @@
-"""The cold path: how a tokenizer merges the pretokens its cache has not seen.
+"""The pretoken cache, and the cold path: how a tokenizer merges the pretokens it lacks.
+
+`PretokenCache` maps a pretoken to its ids, runs BPE on a miss and empties itself when full,
+so memory stays bounded on any corpus.
 
 "python" merges each one in the interpreter (`bpe.tokenizer.merging`, the reference the tests
 compare with); "compiled" merges a group's cold pretokens in one call of the Numba kernel of
@@ -174,3 +177,20 @@ class ColdPath:
             tables = compiled.build_tables(*self._tables)
             self.kernel = lambda batch: compiled.merge_pretokens(tables, batch)
         return self.kernel(pretokens)
+
+
+class PretokenCache(dict):
+    """`dict[str, tuple[int, ...]]` that runs BPE on a miss and empties itself when full."""
+
+    __slots__ = ("_bpe", "_max_size")
+
+    def __init__(self, bpe, max_size: int) -> None:
+        super().__init__()
+        self._bpe = bpe
+        self._max_size = max_size
+
+    def __missing__(self, pretoken: str) -> tuple[int, ...]:
+        if len(self) >= self._max_size:
+            self.clear()  # simple and amortised O(1): no LRU bookkeeping on the hot path
+        ids = self[pretoken] = self._bpe(pretoken)
+        return ids

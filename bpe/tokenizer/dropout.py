@@ -30,8 +30,10 @@ special tokens beyond counting their bytes (they are never split).
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Iterable
 from heapq import heapify, heappop, heappush
+from typing import Any
 
 _MASK64 = (1 << 64) - 1
 #: The golden-ratio increment of splitmix64: consecutive counters give unrelated outputs.
@@ -300,3 +302,31 @@ class DropoutStream:
         """The id of a special token (never split); the offset advances past its bytes."""
         self.offset += len(token.encode("utf-8"))
         return self._special_ids[token]
+
+
+def dropout_stream(
+    dropout: float,
+    seed: int | None,
+    offset: int,
+    *,
+    replays: bool,
+    **tables: Any,
+) -> DropoutStream:
+    """A `DropoutStream` over a tokenizer's tables (`utf8`, `byte_ids`, `rank_of`, `merged`,
+    `special_ids`), after checking the arguments; a None seed draws one at random.
+
+    Raises:
+        ValueError: a bad dropout, seed or offset, or a PickyBPE tokenizer (`replays`: its
+            removals are not merges that could be skipped).
+    """
+    check_dropout(dropout, seed)
+    if replays:
+        raise ValueError(
+            "dropout is not defined for a PickyBPE tokenizer (its removals are not merges "
+            "that could be skipped); encode without dropout"
+        )
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise ValueError(f"offset={offset!r} must be an int >= 0 (a byte offset)")
+    if seed is None:
+        seed = int.from_bytes(os.urandom(8), "little")
+    return DropoutStream(dropout=dropout, seed=seed, offset=offset, **tables)
