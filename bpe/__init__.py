@@ -82,9 +82,11 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .launching                how the run was launched: Hydra's directory, the launcher
       .ladder                   a vocab sweep: one training, every rung cut from its prefix
       .config                   the typed schema of bpe-train's config
+      .config_checks            the checks a type cannot say: ranges, engine, variant, keys
       .rundir                   run directory names, exclusive creation, the latest link
       .metrics                  metrics.json, written atomically, status last
       .evaluate                 measures a trained tokenizer for metrics.json
+      .measured                 the documents each side of a run is measured on
       .usage                    token usage and under-trained tokens of a run
       .memory                   process-tree memory sampled per stage
       .environment              git, packages, host: environment.json

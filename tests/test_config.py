@@ -14,6 +14,7 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 
 from bpe.experiment import config as schema
+from bpe.experiment import config_checks
 from bpe.runs.stages import TRAINER_ORDER
 from bpe.text.specials import validate_special_tokens
 from bpe.tokenizer import Tokenizer
@@ -74,7 +75,7 @@ def test_composition_rejects_wrong_types_and_unknown_keys(override):
 def test_every_group_option_composes_and_passes_the_range_checks():
     for group in ("dataset", "trainer", "profiler", "experiment", "debug"):
         for option in sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml")):
-            schema.check_config(_compose(f"{group}={option}"))
+            config_checks.check_config(_compose(f"{group}={option}"))
 
 
 def test_the_debug_preset_is_tiny_and_skips_the_gpt2_baseline():
@@ -100,7 +101,7 @@ def test_the_debug_preset_is_tiny_and_skips_the_gpt2_baseline():
 )
 def test_ranges_are_checked_with_the_key_named(override, message):
     with pytest.raises(ValueError, match=message.replace("|", r"\|")):
-        schema.check_config(_compose(*override.split()))
+        config_checks.check_config(_compose(*override.split()))
 
 
 def test_every_schema_key_has_a_meaning_and_config_yaml_sets_only_schema_keys():

@@ -21,7 +21,7 @@ from bpe.analysis.sweep_facts import merge_agreement
 from bpe.corpus import datasets
 from bpe.corpus.documents import tail_documents
 from bpe.corpus.sources import resolve_source
-from bpe.experiment.evaluate import TAIL_MAX_BYTES
+from bpe.experiment.measured import TAIL_MAX_BYTES
 from bpe.util.io import sha256_file
 from tests.conftest import EOT, FIXTURES, ROOT
 

@@ -48,6 +48,7 @@ from bpe.analysis.run_report import write_run_report
 from bpe.analysis.sweep_process import LAST_SWEEP
 from bpe.corpus.datasets import input_name
 from bpe.experiment import config as schema
+from bpe.experiment import config_checks
 from bpe.experiment.inputs import validate
 from bpe.experiment.launching import SWEEP_JOBS_ENV
 from bpe.experiment.metrics import RESERVE_BYTES
@@ -173,11 +174,11 @@ def check_command_line(argv: list[str]) -> int:
             for i, (job, swept) in enumerate(jobs):
                 try:
                     cfg = _compose(job, return_hydra_config=True)
-                    extra = schema.extra_keys(cfg)
+                    extra = config_checks.extra_keys(cfg)
                     if extra:
                         raise ConfigError(_unknown_key(extra[0]))
                     try:
-                        schema.check_config(cfg)
+                        config_checks.check_config(cfg)
                     except ValueError as err:
                         raise ConfigError(str(err)) from None
                     _check_output_names(cfg)

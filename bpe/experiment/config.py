@@ -5,9 +5,9 @@ What it does:
       `bpe_schema`, the first entry of `conf/config.yaml`'s defaults list, so composition
       itself rejects a wrong type (`vocab_size=abc`, `vocab_size=500.5`,
       `dataset.special_tokens="[EOS]"`) and an unknown key (struct mode);
-    * `check_config(cfg)`: the ranges a type cannot say (vocab_size leaves room for the
-      specials and the 256 bytes, num_workers >= 1, ...), with the special-token rule of
-      `bpe.text.specials.validate_special_tokens`;
+    * the ranges a type cannot say are checked by `bpe.experiment.config_checks.check_config`
+      (vocab_size leaves room for the specials and the 256 bytes, num_workers >= 1, ...),
+      from the bounds this module's fields carry;
     * `help_template()`: the `bpe-train --help` text, built from the same field metadata, so
       each key's meaning is written once (here);
     * `BelowLevel`: the logging filter that keeps warnings and errors off stdout.
@@ -31,30 +31,17 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
+from omegaconf import MISSING
 
 from bpe.corpus.datasets import HELDOUT_FRACTION, HELDOUT_MAX_BYTES
-from bpe.corpus.formats import FORMAT_CHOICES
-from bpe.pretokenize.dask_backend import check_backend
-from bpe.pretokenize.engines import check_engine
 from bpe.runs.settings import ANALYSIS_DEFAULTS, PRETOKENIZE_DEFAULTS
 from bpe.runs.stages import TRAINER_ORDER, VARIANT_ORDER
-from bpe.text.patterns import PATTERNS, resolve_pattern
-from bpe.text.specials import EOT, validate_special_tokens
-from bpe.trainers import check_trainer
-from bpe.trainers.common import check_vocab_size
-from bpe.trainers.variants import (
-    check_continuation,
-    check_threshold,
-    check_trainer_supports,
-    check_variant,
-)
+from bpe.text.specials import EOT
 
 __all__ = [
     "AnalysisConfig",
@@ -66,9 +53,7 @@ __all__ = [
     "TrainConfig",
     "TrainerConfig",
     "VariantConfig",
-    "check_config",
     "describe_keys",
-    "extra_keys",
     "help_template",
 ]
 
@@ -291,7 +276,7 @@ def describe_keys(schema: type = TrainConfig, prefix: str = "") -> Iterator[tupl
     """
     for f in dataclasses.fields(schema):
         key = f"{prefix}{f.name}"
-        nested = _dataclass_of(f)
+        nested = dataclass_of(f)
         if nested is not None:
             yield from describe_keys(nested, f"{key}.")
             continue
@@ -303,7 +288,7 @@ def describe_keys(schema: type = TrainConfig, prefix: str = "") -> Iterator[tupl
         yield key, str(f.type).replace(" | None", " or null"), meaning
 
 
-def _dataclass_of(f: dataclasses.Field) -> type | None:
+def dataclass_of(f: dataclasses.Field) -> type | None:
     # subtle: with `from __future__ import annotations`, f.type is a string
     named = {cls.__name__: cls for cls in (*GROUPS.values(), AnalysisConfig, PretokenizeConfig)}
     return named.get(f.type) if isinstance(f.type, str) else None
@@ -363,135 +348,6 @@ def help_template() -> str:
         + "\n\nConfigs live in the package's conf/ directory (bpe/conf in the repository);"
         " see the README and docs/experiments.md.\n"
     )
-
-
-def check_config(cfg: DictConfig) -> None:
-    """Raise ValueError, naming the key and the fix, for a value outside its range.
-
-    Types were checked when the config was composed; this checks what a type cannot say.
-    """
-    for key, _, _ in describe_keys():
-        low, exclusive = _bound(key)
-        if low is None:
-            continue
-        value = _select(cfg, key)
-        if value is None or isinstance(value, bool) or not isinstance(value, int | float):
-            continue
-        if (value <= low) if exclusive else (value < low):
-            op = ">" if exclusive else ">="
-            raise ValueError(f"{key}={value!r} is out of range: it must be {op} {low:g}")
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ValueError(f"{key}={value!r} must be a finite number")
-    try:
-        specials = validate_special_tokens(_select(cfg, "dataset.special_tokens"))
-    except ValueError as err:
-        raise ValueError(f"dataset.special_tokens: {err}") from None
-    check_vocab_size(_select(cfg, "vocab_size"), specials)
-    trainer = _select(cfg, "trainer.name")
-    if trainer is not None:
-        try:
-            check_trainer(str(trainer))  # its optional package (compiled: Numba) is installed
-        except ImportError as err:
-            raise ValueError(f"trainer={trainer}: {err}") from None
-    order = _select(cfg, "analysis.bpb_order")
-    if order is not None and order not in BPB_ORDERS:
-        raise ValueError(
-            f"analysis.bpb_order={order!r} is not supported: use one of {list(BPB_ORDERS)} "
-            "(a bigram model says little; beyond 5 the counts of a few MB are too sparse)"
-        )
-    fraction = _select(cfg, "dataset.heldout_fraction")
-    if isinstance(fraction, int | float) and not fraction < 1:
-        raise ValueError(
-            f"dataset.heldout_fraction={fraction!r} is out of range: it must be < 1 (0 holds "
-            "nothing out; 0.05 holds out the last 5% of the input's documents)"
-        )
-    fmt = _select(cfg, "dataset.format")
-    if fmt is not None and fmt not in FORMAT_CHOICES:
-        raise ValueError(f"dataset.format={fmt!r} is unknown; choose one of {list(FORMAT_CHOICES)}")
-    backend = cfg.get("pretokenize")
-    if backend is not None:
-        check_backend(str(backend.get("backend", "processes")), backend.get("scheduler"))
-    _check_variant(cfg)
-    pre = cfg.get("pretokenizer")
-    if pre is not None and pre.get("name") not in (*PATTERNS, "custom"):
-        raise ValueError(
-            f"pretokenizer={pre.get('name')!r} is unknown; choose one of {[*PATTERNS, 'custom']}"
-        )
-    if pre is not None and pre.get("name") == "custom":
-        try:
-            resolve_pattern(pre.get("pattern") or "")
-        except ValueError as err:
-            raise ValueError(f"pretokenizer.pattern: {err}") from None
-    _check_engine(cfg)
-
-
-def _check_engine(cfg: DictConfig) -> None:
-    """`pretokenize.engine` is known, and `compiled` has GPT-2's pattern and Numba."""
-    engine = (cfg.get("pretokenize") or {}).get("engine")
-    if engine is None:
-        return
-    pre = cfg.get("pretokenizer") or {}
-    name = pre.get("name", "gpt2")
-    pattern = PATTERNS.get(name, pre.get("pattern") or "")
-    try:
-        check_engine(str(engine), pattern)
-    except ImportError as err:
-        raise ValueError(str(err)) from None
-
-
-def _check_variant(cfg: DictConfig) -> None:
-    """The variant exists, its parameters are in range, and the trainer runs it."""
-    group = cfg.get("variant")
-    if group is None:
-        return
-    name = str(group.get("name", "bpe"))
-    check_variant(name)
-    if name == "picky" and group.get("threshold") is not None:
-        check_threshold(group.get("threshold"))
-    trainer = (cfg.get("trainer") or {}).get("name")
-    if trainer is not None:
-        check_trainer_supports(name, str(trainer))
-    check_continuation(name, cfg.get("init_from"))
-
-
-def _bound(key: str) -> tuple[float | None, bool]:
-    schema: type = TrainConfig
-    *parents, leaf = key.split(".")
-    for part in parents:
-        f = next(f for f in dataclasses.fields(schema) if f.name == part)
-        schema = _dataclass_of(f) or f.type
-    f = next(f for f in dataclasses.fields(schema) if f.name == leaf)
-    return f.metadata.get("min"), bool(f.metadata.get("exclusive"))
-
-
-def _select(cfg: DictConfig, key: str) -> Any:
-    value = OmegaConf.select(cfg, key, default=None)
-    return list(value) if isinstance(value, ListConfig) else value
-
-
-def extra_keys(cfg: DictConfig) -> list[str]:
-    """Dotted keys of cfg that the schema does not know (added with `+key=value`).
-
-    >>> from omegaconf import OmegaConf
-    >>> extra_keys(OmegaConf.create({"vocab_size": 1, "dataset": {"pth": "x"}, "hydra": {}}))
-    ['dataset.pth']
-    """
-    known = {k for k, _, _ in describe_keys()}
-    prefixes = {k.rsplit(".", 1)[0] for k in known if "." in k}
-    out = []
-
-    def walk(node: DictConfig, prefix: str) -> None:
-        for k in node:
-            key = f"{prefix}{k}"
-            if key == "hydra" or key in known:
-                continue
-            if key in prefixes and isinstance(node[k], DictConfig):
-                walk(node[k], f"{key}.")
-            else:
-                out.append(key)
-
-    walk(cfg, "")
-    return out
 
 
 class BelowLevel(logging.Filter):

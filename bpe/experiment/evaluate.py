@@ -35,17 +35,14 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from bpe.corpus.datasets import (
-    HELDOUT_MAX_BYTES,
     Dataset,
-    is_pattern,
-    measured_sides,
 )
-from bpe.corpus.documents import Holdout, load_documents, tail_documents
+from bpe.corpus.documents import Holdout
 from bpe.corpus.files import Stop
 from bpe.encode.lineage import dataset_lineage
+from bpe.experiment.measured import MeasuredSide, measured_docs
 from bpe.experiment.usage import training_sample, usage_metrics
 from bpe.formats.exports import export_refusal, tiktoken_mismatches
 from bpe.formats.gpt2_format import render
@@ -59,7 +56,6 @@ from bpe.measures import (
     token_kind,
 )
 from bpe.measures.ngram import DEFAULT_ORDER, DEFAULT_SPLITS, KneserNey, bits_per_byte
-from bpe.runs.schema import HeldOutTail
 from bpe.runs.settings import ANALYSIS_DEFAULTS, analysis_setting
 from bpe.tokenizer import Tokenizer
 from bpe.training import TrainResult
@@ -71,10 +67,6 @@ PREVIEW_BYTES = 64
 #: Training-file bytes the bits-per-byte n-gram model is fitted on (`analysis.bpb_train_bytes`):
 #: the whole bundled samples, and about 2 s of fitting and scoring.
 DEFAULT_BPB_TRAIN_BYTES = ANALYSIS_DEFAULTS["bpb_train_bytes"]
-#: When nothing of an input without held-out file is held out (`heldout_fraction=0`, one
-#: document), compression is measured on its last documents, seen in training: at most this
-#: many bytes of them (the same budget as a held-out tail's).
-TAIL_MAX_BYTES = HELDOUT_MAX_BYTES
 
 
 def evaluate(
@@ -356,104 +348,6 @@ def preview(token: bytes, *, limit: int = PREVIEW_BYTES) -> dict:
     # not final when clipped: an incomplete character at the cut stays buffered, not shown
     text = codecs.getincrementaldecoder("utf-8")("replace").decode(head, final=not clipped)
     return {"gpt2": render(head), "text": text, "clipped": clipped}
-
-
-@dataclass(frozen=True)
-class MeasuredSide:
-    """One measured side of a run: `own` or `other` (cross-domain), its documents and origin."""
-
-    side: str
-    dataset: Dataset
-    #: None when the dataset has nothing to measure (a missing file: logged)
-    docs: list[str] | None
-    #: where the documents come from, for metrics.json: `source` (`heldout` or `input_tail`),
-    #: `seen_in_training`, and where the tail starts (`offset`; `file`); a tail held out of
-    #: training also says how much was held out (`heldout_docs`, `heldout_bytes`)
-    origin: dict
-
-    @property
-    def label(self) -> str:
-        """The dataset's name, marked when its documents are the input's tail."""
-        if self.origin.get("source") != "input_tail":
-            return self.dataset.name
-        seen = self.origin.get("seen_in_training", True)
-        return f"{self.dataset.name} ({'input tail' if seen else 'held-out tail'})"
-
-
-def measured_docs(
-    ds: Dataset, *, max_docs: int, holdout: Holdout | None = None
-) -> list[MeasuredSide]:
-    """The documents every measure of a run reads, read once: own side first, then `other`.
-
-    The own side of a dataset without held-out file is `holdout`'s documents (the input's
-    last ones, which training did not read) when given.
-    """
-    return [
-        MeasuredSide(side, dataset, *_docs(dataset, max_docs, holdout if side == "own" else None))
-        for side, dataset in measured_sides(ds)
-    ]
-
-
-def _held_out_tail(ds: Dataset, holdout: Holdout, max_docs: int) -> tuple[list[str], dict]:
-    """The held-out documents of an input without held-out file (the last `max_docs`)."""
-    stop = holdout.stop
-    docs = list(holdout.docs[max(0, len(holdout.docs) - max_docs) :])
-    logger.info(
-        "dataset %s has no held-out file: measuring %d of its last %d documents, held out of "
-        "training (from %s %d of %s)",
-        ds.name,
-        len(docs),
-        stop.docs,
-        "byte" if stop.unit == "bytes" else "row",
-        stop.offset,
-        holdout.file,
-    )
-    origin = HeldOutTail(
-        source="input_tail",
-        seen_in_training=False,
-        file=holdout.file,
-        offset=stop.offset,
-        offset_unit=stop.unit,
-        heldout_docs=stop.docs,
-        heldout_bytes=stop.bytes,
-    )
-    return docs, dict(origin)
-
-
-def _docs(
-    ds: Dataset, max_docs: int, holdout: Holdout | None = None
-) -> tuple[list[str] | None, dict]:
-    """The documents a dataset is measured on, and where they come from (for metrics.json)."""
-    path = ds.heldout_path
-    if path is None and holdout is not None:
-        return _held_out_tail(ds, holdout, max_docs)
-    if path is None:
-        if not ds.path.exists() and not ds.is_pattern:
-            logger.warning("dataset %s has no input at %s: skipping it", ds.name, ds.path)
-            return None, {}
-        return _input_tail(ds, max_docs)
-    if not path.exists() and not is_pattern(path):
-        logger.warning("dataset %s has no held-out file at %s: skipping it", ds.name, path)
-        return None, {}
-    heldout = ds.heldout_corpus()
-    assert heldout is not None  # invariant: heldout_path is set
-    docs = load_documents(heldout, ds.document_separator, max_docs=max_docs)
-    return docs, {"source": "heldout", "seen_in_training": False}
-
-
-def _input_tail(ds: Dataset, max_docs: int) -> tuple[list[str], dict]:
-    """The last documents of the training input, which training saw (nothing was held out)."""
-    docs, file = tail_documents(
-        ds.corpus(), ds.document_separator, max_bytes=TAIL_MAX_BYTES, max_docs=max_docs
-    )
-    logger.info(
-        "dataset %s has no held-out file: measuring its last %d documents (from %s; seen in "
-        "training)",
-        ds.name,
-        len(docs),
-        file,
-    )
-    return docs, {"source": "input_tail", "file": file, "seen_in_training": True}
 
 
 def corpus_metrics(

@@ -19,7 +19,7 @@ from omegaconf import DictConfig
 
 from bpe.corpus import datasets
 from bpe.corpus.documents import Holdout
-from bpe.experiment.config import check_config
+from bpe.experiment.config_checks import check_config
 from bpe.experiment.ladder import climb, plan_for
 from bpe.experiment.launching import launcher_target
 from bpe.experiment.profilers import check_profiler, run_cprofile, run_scalene
