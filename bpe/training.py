@@ -1,10 +1,9 @@
-"""`train_bpe`: pretokenize a file once, run a trainer, and time the stages.
+"""`train_bpe`: pretokenize a corpus once, run a trainer, and time the stages.
 
-What it does: validates every argument before any work (so a bad trainer name or vocab size
-fails in milliseconds, not after pre-tokenization), runs stage 1, count pretokens, in parallel
-(`bpe.pretokenize`), then stages 2 and 3, count pairs and select and merge, with a trainer
-(`bpe.trainers.learn_merges`; the stages are numbered in `bpe.runs.stages.STAGES`), and returns
-the vocab and merges, or a `TrainResult` with stage timings and counts for the experiment harness.
+What it does: validates every argument before any work (a bad trainer name or vocab size fails
+in milliseconds, not after stage 1), counts pretokens in parallel (`bpe.pretokenize`), then
+counts pairs and merges with a trainer (`bpe.trainers.learn_merges`), and returns the vocab
+and merges, or a `TrainResult` with stage timings and counts for the experiment harness.
 
 What it does not do: write files (see `bpe.formats.gpt2_format`) or format reports.
 """
@@ -20,18 +19,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bpe.corpus.files import DEFAULT_TEXT_FIELD, Corpus
-from bpe.corpus.manifest import corpus_manifest
 from bpe.corpus.sources import resolve_source
 from bpe.formats.gpt2_format import merges_sha256
-from bpe.formats.init_from import Parent, check_parent, load_parent
+from bpe.formats.init_from import Parent, check_parent, load_parent, parent_record
 from bpe.formats.removals_json import as_removals
-from bpe.pretokenize import pretokenize
-from bpe.pretokenize.cache import CacheInfo, pretokenize_cached
+from bpe.pretokenize import count_stage_one, log_stage_one
+from bpe.pretokenize.cache import CacheInfo
 from bpe.pretokenize.counting import PretokenCounts, check_input_file
 from bpe.pretokenize.dask_backend import check_backend
 from bpe.pretokenize.engines import load_scanner, resolve_engine
 from bpe.runs.stages import COMPILE, STAGE_TIMINGS, stage_label
-from bpe.text.patterns import GPT2_PATTERN, pattern_name, resolve_pattern
+from bpe.text.patterns import GPT2_PATTERN, resolve_pattern
 from bpe.text.specials import validate_special_tokens
 from bpe.tokenizer import Tokenizer
 from bpe.trainers import CompileInfo, check_trainer, compile_trainer, learn_merges, superbpe
@@ -262,7 +260,7 @@ def train_bpe_detailed(
         timings=timings,
         merge_counts=output.merge_counts,
         pattern=final_pattern,
-        init_from=None if run.parent is None else _parent_record(run.parent),
+        init_from=None if run.parent is None else parent_record(run.parent),
         pretoken_cache=cache.as_dict(),
         input_sha256=None if manifest is None else manifest["sha256"],
         input_manifest=manifest,
@@ -361,7 +359,7 @@ def _stage_one(
     """Stage 1, timed and logged: the corpus's pretoken counts (through the cache when there
     is one), what the cache did, and the manifest when the cache key needed it."""
     with _timed(timings, "pretokenize"):
-        counted, cache, manifest = _count_pretokens(
+        counted, cache, manifest = count_stage_one(
             run.corpus,
             run.specials,
             pattern=run.pattern,
@@ -369,7 +367,7 @@ def _stage_one(
             engine=run.engine,
             **options,
         )
-    _log_stage_1(counted, cache, run.pattern, timings["pretokenize"], run.corpus)
+    log_stage_one(counted, cache, run.pattern, timings["pretokenize"], run.corpus)
     if not counted.counts:  # one rule for every container: an all-empty parquet fails alike
         raise ValueError(
             f"the corpus {run.corpus.source!r} holds no text outside its special tokens, so BPE "
@@ -397,7 +395,7 @@ def _variant_stage(
     pattern = resolve_pattern(run.variant.stage_two_pattern)
 
     def count() -> tuple[PretokenCounts, str]:
-        counted, cache, _ = _count_pretokens(
+        counted, cache, _ = count_stage_one(
             run.corpus, run.specials, pattern=pattern, cache_dir=cache_dir, **stage_one_options
         )
         return counted, cache.status
@@ -472,62 +470,6 @@ def _timed(timings: dict[str, float], key: str) -> Iterator[None]:
     t0 = time.perf_counter()
     yield
     timings[key] = time.perf_counter() - t0
-
-
-def _count_pretokens(
-    corpus: Corpus,
-    specials: list[str],
-    *,
-    pattern: str,
-    cache_dir: str | os.PathLike | None,
-    **options: Any,
-) -> tuple[PretokenCounts, CacheInfo, dict | None]:
-    """Stage 1, through the pretoken cache when there is one: counts, what the cache did, and
-    the input's manifest (every file's sha256) when the cache key needed it."""
-
-    def count() -> PretokenCounts:
-        label = stage_label(*STAGE_TIMINGS["pretokenize"])
-        return pretokenize(corpus, specials, pattern=pattern, label=label, **options)
-
-    if cache_dir is None:
-        return count(), CacheInfo(), None
-    t0 = time.perf_counter()
-    manifest = corpus_manifest(corpus)
-    hashed = time.perf_counter() - t0
-    counted, info, _ = pretokenize_cached(
-        corpus,
-        specials,
-        pattern=pattern,
-        cache_dir=cache_dir,
-        count=count,
-        input_sha256=manifest["sha256"],
-    )
-    info.hash_seconds = hashed
-    return counted, info, manifest
-
-
-def _log_stage_1(
-    counted: PretokenCounts, cache: CacheInfo, pattern: str, seconds: float, corpus: Corpus
-) -> None:
-    logger.info(
-        "%s: %d pretokens, %d unique (%s pattern), %.3f s%s",
-        stage_label(*STAGE_TIMINGS["pretokenize"]),
-        counted.num_pretokens,
-        counted.num_unique,
-        pattern_name(pattern),
-        seconds,
-        " (pretoken cache hit: loaded, not counted)" if cache.status == "hit" else "",
-    )
-
-
-def _parent_record(parent: Parent) -> dict:
-    """What a continued run records about its parent: path, merges sha256, sizes."""
-    return {
-        "path": str(parent.path),
-        "merges_sha256": merges_sha256(parent.merges),
-        "vocab_size": len(parent.vocab),
-        "merges": len(parent.merges),
-    }
 
 
 def train_bpe(

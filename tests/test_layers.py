@@ -27,7 +27,7 @@ LAYERS: dict[str, set[str]] = {
     "runs": set(),
     "text": set(),
     "corpus": {"text", "runs"},
-    "pretokenize": {"text", "corpus"},
+    "pretokenize": {"text", "corpus", "runs"},
     "trainers": {"text", "pretokenize", "runs"},
     "formats": {"text", "runs"},
     "tokenizer": {"text", "formats"},

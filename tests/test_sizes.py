@@ -21,7 +21,6 @@ KERNEL_MODULES = {"bpe/trainers/compiled_kernels.py", "bpe/tokenizer/compiled.py
 #: Still over the module limit: path -> lines today (a ceiling, never to rise).
 OVERSIZED_MODULES = {
     "bpe/analysis/reports.py": 613,
-    "bpe/training.py": 558,
 }
 #: Still over the function limit: "path:function" -> lines today (a ceiling).
 LONG_FUNCTIONS = {

@@ -33,7 +33,7 @@ def test_special_tokens_are_never_merged_into_other_tokens():
 
 
 def test_detailed_result_has_stage_timings_and_counts(caplog):
-    caplog.set_level("INFO", logger="bpe.training")
+    caplog.set_level("INFO", logger="bpe")  # stage 1 logs from bpe.pretokenize
     result = train_bpe_detailed(FIXTURES / "corpus.en", 400, [EOT], num_workers=1)
     assert list(result.timings) == list(STAGE_TIMINGS) == ["pretokenize", "merge"]
     assert "stage 1 (count pretokens):" in caplog.text

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 
+from bpe.formats.gpt2_format import merges_sha256
 from bpe.formats.pretrained import TokenizerDir, open_tokenizer_dir
 from bpe.text.patterns import pattern_name
 
@@ -55,3 +56,13 @@ def check_parent(parent: Parent, *, pattern: str, vocab_size: int) -> None:
             f"vocab_size={vocab_size} is smaller than init_from={str(parent.path)!r}'s "
             f"{len(parent.vocab)} tokens; continuing can only add tokens: raise vocab_size"
         )
+
+
+def parent_record(parent: Parent) -> dict:
+    """What a continued run records about its parent: path, merges sha256, sizes."""
+    return {
+        "path": str(parent.path),
+        "merges_sha256": merges_sha256(parent.merges),
+        "vocab_size": len(parent.vocab),
+        "merges": len(parent.merges),
+    }

@@ -26,14 +26,18 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import closing
 from dataclasses import dataclass
+from typing import Any
 
 from bpe.corpus.files import Corpus, Part
+from bpe.corpus.manifest import corpus_manifest
 from bpe.corpus.parts import plan_parts, plan_work, read_part
 from bpe.corpus.sources import resolve_source
+from bpe.pretokenize.cache import CacheInfo, pretokenize_cached
 from bpe.pretokenize.counting import (
     DEFAULT_MAX_CHUNK_BYTES,
     PretokenCounts,
@@ -44,7 +48,8 @@ from bpe.pretokenize.counting import (
 )
 from bpe.pretokenize.dask_backend import TreeCount, check_backend, dask_cluster
 from bpe.pretokenize.engines import PretokenTable, load_scanner, resolve_engine
-from bpe.text.patterns import GPT2_PATTERN, compiled_pattern
+from bpe.runs.stages import STAGE_TIMINGS, stage_label
+from bpe.text.patterns import GPT2_PATTERN, compiled_pattern, pattern_name
 from bpe.text.pretokens import bmp_pretoken_regex
 from bpe.text.specials import special_token_regex, validate_special_tokens
 from bpe.util.io import counted
@@ -339,3 +344,51 @@ def _on_dask(
             ) from None
         assert tree.total is not None  # invariant: set when the iteration ends
         return tree.total, parts, cluster.workers, "dask", cluster.label
+
+
+def count_stage_one(
+    corpus: Corpus,
+    specials: list[str],
+    *,
+    pattern: str,
+    cache_dir: str | os.PathLike | None,
+    **options: Any,
+) -> tuple[PretokenCounts, CacheInfo, dict | None]:
+    """Stage 1 of a training call, through the pretoken cache when `cache_dir` is set: the
+    counts, what the cache did, and the input's manifest (every file's sha256) when the cache
+    key needed it. `options` are `bpe.pretokenize.pretokenize`'s."""
+
+    def count() -> PretokenCounts:
+        label = stage_label(*STAGE_TIMINGS["pretokenize"])
+        return pretokenize(corpus, specials, pattern=pattern, label=label, **options)
+
+    if cache_dir is None:
+        return count(), CacheInfo(), None
+    t0 = time.perf_counter()
+    manifest = corpus_manifest(corpus)
+    hashed = time.perf_counter() - t0
+    counted, info, _ = pretokenize_cached(
+        corpus,
+        specials,
+        pattern=pattern,
+        cache_dir=cache_dir,
+        count=count,
+        input_sha256=manifest["sha256"],
+    )
+    info.hash_seconds = hashed
+    return counted, info, manifest
+
+
+def log_stage_one(
+    counted: PretokenCounts, cache: CacheInfo, pattern: str, seconds: float, corpus: Corpus
+) -> None:
+    """One INFO line: stage 1's pretokens, unique ones, pattern, seconds, a cache hit."""
+    logger.info(
+        "%s: %d pretokens, %d unique (%s pattern), %.3f s%s",
+        stage_label(*STAGE_TIMINGS["pretokenize"]),
+        counted.num_pretokens,
+        counted.num_unique,
+        pattern_name(pattern),
+        seconds,
+        " (pretoken cache hit: loaded, not counted)" if cache.status == "hit" else "",
+    )
