@@ -105,7 +105,8 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .compare                  two or more tokenizers compared: the measures
       .compare_sides            a comparison's sides: run or GPT-2 directories, their labels
       .compare_report           COMPARE.md: the comparison rendered and written
-      .reports                  reports/: trainers, datasets, vocabularies
+      .reports                  reports/: its index, which runs, never over others' reports
+      .report_pages             reports/'s pages on plain BPE: trainers.md, datasets.md
       .vocab_report             efficiency and under-trained sections shared by reports
       .vocabularies             vocabulary overlap across runs
       .variants_report          reports/variants.md: the BPE family side by side

@@ -18,14 +18,12 @@ MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 80
 #: Numba kernel modules: their kernels may be long (see the module docstring).
 KERNEL_MODULES = {"bpe/trainers/compiled_kernels.py", "bpe/tokenizer/compiled.py"}
-#: Still over the module limit: path -> lines today (a ceiling, never to rise).
-OVERSIZED_MODULES = {
-    "bpe/analysis/reports.py": 613,
-}
+#: Still over the module limit: path -> lines today (a ceiling, never to rise). None now.
+OVERSIZED_MODULES: dict[str, int] = {}
 #: Still over the function limit: "path:function" -> lines today (a ceiling).
 LONG_FUNCTIONS = {
-    "bpe/analysis/reports.py:render_trainers": 101,
-    "bpe/analysis/reports.py:render_datasets": 94,
+    "bpe/analysis/report_pages.py:render_trainers": 101,
+    "bpe/analysis/report_pages.py:render_datasets": 94,
     "bpe/analysis/token_sections.py:section_compression": 81,
     "bpe/analysis/tracking.py:run_record": 90,
     "bpe/analysis/vocabularies.py:render_vocabularies": 86,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from tabulate import tabulate
@@ -72,3 +73,26 @@ def disk_size(num_bytes: float) -> str:
         if num_bytes >= scale:
             return f"{num_bytes / scale:.2f} {unit}"
     return f"{num_bytes / 1e3:.1f} KB"
+
+
+def rel_path(path: str | Path, root: Path) -> str:
+    """A run's path as reports show it: relative to the experiments directory, else its name.
+
+    >>> rel_path("/x/exp/sweeps/1/run", Path("/x/exp")), rel_path("/y/r", Path("/x"))
+    ('sweeps/1/run', 'r')
+    """
+    try:
+        return Path(path).resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return Path(path).name
+
+
+def runs_used(paths: Sequence[str | Path], root: Path) -> list[str]:
+    """The collapsed "Runs used" list every generated report carries, one path per run.
+
+    >>> runs_used(["/e/b", "/e/a"], Path("/e"))[2:4]
+    ['- `b`', '- `a`']
+    """
+    lines = ["<details><summary>Runs used</summary>", ""]
+    lines += [f"- `{rel_path(p, root)}`" for p in paths]
+    return [*lines, "", "</details>", ""]

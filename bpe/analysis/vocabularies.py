@@ -25,7 +25,7 @@ from bpe.analysis.compare import compare, jaccard, topk_overlap
 from bpe.analysis.compare_report import draw_topk_overlap, render_compare
 from bpe.analysis.compare_sides import Side, load_side
 from bpe.analysis.loader import complete, read_run
-from bpe.analysis.markdown import fmt, table
+from bpe.analysis.markdown import fmt, runs_used, table
 from bpe.measures import GPT2_DIR
 from bpe.runs.layout import MERGES_FILE
 from bpe.util.io import atomic_write_text
@@ -55,13 +55,6 @@ def pick_runs(runs: pd.DataFrame) -> list[Path]:
     return [Path(p) for p in chosen.groupby("dataset", sort=True).head(1)["run_dir"]]
 
 
-def _rel(path: Path, root: Path) -> str:
-    try:
-        return path.resolve().relative_to(root.resolve()).as_posix()
-    except ValueError:
-        return path.name
-
-
 def render_vocabularies(
     run_dirs: list[Path], sides: list[Side], body: str, *, root: Path, command: str
 ) -> str:
@@ -78,12 +71,7 @@ def render_vocabularies(
         "files (`data/gpt2`); do not edit by hand. Every number below is computed from the "
         "run directories (vocab, merges, metrics.json) and the held-out files they name.",
         "",
-        "<details><summary>Runs used</summary>",
-        "",
-        *(f"- `{_rel(d, root)}`" for d in run_dirs),
-        "",
-        "</details>",
-        "",
+        *runs_used(run_dirs, root),
         "## Headline",
         "",
     ]
