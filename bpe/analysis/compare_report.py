@@ -330,11 +330,12 @@ def write_compare(
     out = Path(out_dir)
     report, figure = out / COMPARE_FILE, out / FIGURE
     ours = _is_our_compare(report)
+    inputs = files_in(paths)
     for written in (report, figure):
         check_writable(
             written,
             what=f"--out {str(out)!r} ({written.relative_to(out)})",
-            inputs=files_in(paths),
+            inputs=inputs,
             ours=ours,
             force=force,
             fix="pass another --out",

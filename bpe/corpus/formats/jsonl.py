@@ -16,7 +16,7 @@ from typing import BinaryIO
 
 from bpe.corpus.compression import corrupt, decode_utf8, decompression_errors, open_stream
 from bpe.corpus.files import InputFile, Part, Piece
-from bpe.corpus.formats.base import Format, PlanRequest, ReadRequest, Span
+from bpe.corpus.formats.base import Format, PlanRequest, ReadRequest, Span, whole_file
 from bpe.corpus.formats.records import record_text
 
 
@@ -98,7 +98,7 @@ def _line_bounds(path: str, num: int) -> list[int]:
 def plan(f: InputFile, request: PlanRequest) -> list[Span]:
     """Byte ranges of a plain file cut after a newline; a compressed file whole."""
     if f.compression:
-        return [Span("file", 0, 1, f.size)]
+        return whole_file(f, request)
     bounds = _line_bounds(f.path, max(request.share, -(-f.size // request.max_chunk_bytes)))
     return [Span("bytes", a, b, b - a) for a, b in zip(bounds, bounds[1:])]
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from bpe.corpus.chunks import plan_chunks
 from bpe.corpus.compression import decode_utf8, open_stream, read_block
 from bpe.corpus.files import Doc, InputFile, Part, Piece
-from bpe.corpus.formats.base import Format, PlanRequest, ReadRequest, Span
+from bpe.corpus.formats.base import Format, PlanRequest, ReadRequest, Span, whole_file
 from bpe.text.cuts import safe_cut
 
 logger = logging.getLogger(__name__)
@@ -120,7 +120,7 @@ def _text_docs_reversed(
 def plan(f: InputFile, request: PlanRequest) -> list[Span]:
     """Byte ranges of a plain file cut at safe places; a compressed file whole."""
     if f.compression:
-        return [Span("file", 0, 1, f.size)]
+        return whole_file(f, request)
     chunks = plan_chunks(
         f.path,
         request.specials,
