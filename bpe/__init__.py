@@ -97,6 +97,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .run_report               ANALYSIS.md of one run: gather, render, write
       .run_facts                what ANALYSIS.md is made from: a run's files, its siblings
       .run_sections             ANALYSIS.md's sections about the run: time, memory, profile
+      .sibling_sections         ANALYSIS.md's section comparing runs on the same input
       .token_sections           ANALYSIS.md's sections about the tokenizer: tokens, compression
       .sweep                    SWEEP.md of a sweep: gather, render, write
       .sweep_facts              what SWEEP.md is made from: the jobs, grouped, their figures

@@ -152,3 +152,18 @@ def late_bad_utf8(directory: Path, name: str = "bad.txt") -> Path:
     path = directory / name
     path.write_bytes(b"hello world\n" * 2000 + b"\xff\xfe broken\n")
     return path
+
+
+def missing_keys(metrics: dict, *prefix: str, **parts: str) -> list[str]:
+    """The schema keys under `prefix` (all of them where none) that a real run's metrics.json
+    lacks, `{name}` parts filled from `parts`: what a test of a run of one kind (continued,
+    SuperBPE, failed) checks for the keys only that kind writes (`always=False`)."""
+    from bpe.runs import schema
+
+    return [
+        name
+        for name, k in schema.KEYS.items()
+        if k.path[: len(prefix)] == prefix
+        and not (k.parts - parts.keys())
+        and not schema.has(metrics, k.at(**parts))
+    ]

@@ -21,7 +21,7 @@ from bpe.runs.stages import COMPILE, RETIRED_STAGES, RUN_STAGES, TIMED_STAGES
 from bpe.text.patterns import CL100K_PATTERN
 from bpe.tokenizer import Tokenizer
 from bpe.util.io import CONF_DIR
-from tests.conftest import FIXTURES, ROOT
+from tests.conftest import FIXTURES, ROOT, missing_keys
 
 # the debug preset (bpe/conf/debug/fast.yaml) on the CS336 fixture corpus
 FAST = ["debug=fast", f"dataset.path={FIXTURES / 'corpus.en'}"]
@@ -379,6 +379,7 @@ def test_a_cl100k_run_continued_records_its_pattern_and_parent(tmp_path):
     )
     assert child["init_from"]["merges_sha256"] == parent["merges_sha256"]
     assert child["init_from"]["vocab_size"] == 400 and child["init_from"]["new_tokens"] == 50
+    assert not missing_keys(child, "init_from")
     text = (Path(child["run"]["dir"]) / "ANALYSIS.md").read_text(encoding="utf-8")
     assert "Split pattern: **cl100k**" in text and "Continued from" in text
 

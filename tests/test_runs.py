@@ -49,8 +49,16 @@ def run(tmp_path_factory) -> Path:
 
 def test_every_key_a_reader_uses_is_in_a_real_run(run):
     metrics = json.loads((run / layout.METRICS_FILE).read_text("utf-8"))
-    missing = [name for name, k in schema.KEYS.items() if k.always and not schema.has(metrics, k)]
-    assert not missing, f"metrics.json of a complete run lacks {missing}"
+    # a key with a `{side}` part holds for each held-out side the run measured: both, here
+    sides = [s for s in ("own", "other") if schema.has(metrics, schema.COMPRESSION_OF.at(side=s))]
+    assert sides == ["own", "other"]
+    missing = {
+        name
+        for name, k in schema.KEYS.items()
+        for side in sides
+        if k.always and not schema.has(metrics, k.at(side=side, i=0))
+    }
+    assert not missing, f"metrics.json of a complete run lacks {sorted(missing)}"
     assert schema.get(metrics, schema.STATUS) == "complete"
     assert schema.get(metrics, schema.LAUNCHER_NAME) == "basic"  # the key MLflow once lost
     assert schema.get(metrics, schema.PATTERN_ENGINE) == "regex"  # heap, engine=auto
@@ -233,6 +241,115 @@ def test_the_scan_sees_a_hand_typed_path(tmp_path):
     values = [v for _, v in _string_constants(module)]
     assert values == ["metrics.run.launcher.nmae"]
     assert "metrics.run.launcher.nmae" not in {k.column for k in schema.KEYS.values()}
+
+
+def _from_metrics(node: ast.AST, names: set[str]) -> bool:
+    """Whether an expression holds metrics.json or a part of it: a name bound to it, a read
+    of one, an accessor such as `partial(schema.get, metrics)`, or a choice between them."""
+    match node:
+        case ast.Name(id=name):
+            return name in names
+        case ast.Subscript(value=base) | ast.Attribute(value=base):
+            return _from_metrics(base, names)
+        case ast.Call(func=ast.Attribute(value=ast.Name(id="schema"), attr="get"), args=args):
+            return bool(args) and _from_metrics(args[0], names)
+        case ast.Call(func=ast.Attribute(value=base, attr="get")):
+            return _from_metrics(base, names)
+        case ast.Call(func=ast.Name(id="partial"), args=[_, first, *_]):
+            return _from_metrics(first, names)
+        case ast.Call(func=ast.Name(id=name)):
+            return name in names
+        case ast.BoolOp(values=values):
+            return any(_from_metrics(v, names) for v in values)
+        case ast.IfExp(body=body, orelse=orelse):
+            return _from_metrics(body, names) or _from_metrics(orelse, names)
+    return False
+
+
+def _bind(target: ast.AST, value: ast.AST, names: set[str]) -> None:
+    """Follow an assignment: a name bound to a part of metrics.json joins `names`."""
+    if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple):
+        for t, v in zip(target.elts, value.elts):
+            _bind(t, v, names)
+    elif isinstance(target, ast.Name) and _from_metrics(value, names):
+        names.add(target.id)
+
+
+def _literal_key(node: ast.AST) -> str | None:
+    """The string a subscript or a `.get(...)` reads, where it is typed as a literal."""
+    match node:
+        case ast.Subscript(slice=ast.Constant(value=str(k)), ctx=ast.Load()):
+            return k
+        case ast.Call(func=ast.Attribute(attr="get"), args=[ast.Constant(value=str(k)), *_]):
+            return k
+    return None
+
+
+def hand_typed_metrics_reads(path: Path) -> list[tuple[int, str]]:
+    """Reads of metrics.json by a literal key, anywhere in a module: in each function, names
+    bound to metrics.json (a parameter `metrics` or `*_metrics`) or to a part of it are
+    followed through assignments, and a literal subscript or `.get` on one is a hand-typed key.
+    """
+    tree = ast.parse(path.read_text("utf-8"))
+    found = []
+    for fn in ast.walk(tree):
+        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        names = {"metrics"} | {
+            a.arg for a in fn.args.args + fn.args.kwonlyargs if a.arg.endswith("_metrics")
+        }
+        # a name is bound once its assignment has run: reads inside the assignment come first
+        events = []
+        for node in ast.walk(fn):
+            if _literal_key(node) is not None:
+                events.append(((node.lineno, node.col_offset), 0, node))
+            elif isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+                events.append(((node.end_lineno, node.end_col_offset), 1, node))
+        for _, kind, node in sorted(events, key=lambda e: (e[0], e[1])):
+            if kind == 1:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    _bind(target, node.value, names)
+            elif _from_metrics(
+                node.value if isinstance(node, ast.Subscript) else node.func.value, names
+            ):
+                found.append((node.lineno, _literal_key(node)))
+    return sorted(set(found))
+
+
+def test_no_module_reads_metrics_by_a_hand_typed_key():
+    """Every read of metrics.json outside `bpe.runs` names its field through a schema key, so
+    a renamed field fails `test_every_key_a_reader_uses_is_in_a_real_run`, not a report."""
+    found = [
+        f"{path.relative_to(ROOT)}:{line}: {key!r}"
+        for path in sorted((ROOT / "bpe").rglob("*.py"))
+        if path.parent.name != "runs"
+        for line, key in hand_typed_metrics_reads(path)
+    ]
+    assert not found, f"read these through bpe.runs.schema keys: {found}"
+
+
+def test_the_metrics_read_scan_follows_names_and_accessors(tmp_path):
+    module = tmp_path / "reader.py"
+    module.write_text(
+        "from functools import partial\n"
+        "def a(metrics):\n"
+        "    get = partial(schema.get, metrics)\n"
+        "    own, n = get(schema.COMPRESSION_OWN), 3\n"
+        "    c = (metrics.get('counts') or {}).get('merges')\n"
+        "    return own['ratio'], n, c\n"
+        "def b(run_dir, side_metrics):\n"
+        "    table = load(run_dir)\n"
+        "    key = schema.get(side_metrics, schema.RUN_NAME)\n"
+        "    return table['name'], side_metrics['status'], key\n",
+        "utf-8",
+    )
+    assert hand_typed_metrics_reads(module) == [
+        (5, "counts"),
+        (5, "merges"),
+        (6, "ratio"),
+        (10, "status"),
+    ]
 
 
 def run_file_names() -> set[str]:

@@ -24,9 +24,6 @@ OVERSIZED_MODULES: dict[str, int] = {}
 LONG_FUNCTIONS = {
     "bpe/analysis/report_pages.py:render_trainers": 101,
     "bpe/analysis/report_pages.py:render_datasets": 94,
-    "bpe/analysis/token_sections.py:section_compression": 81,
-    "bpe/analysis/tracking.py:run_record": 90,
-    "bpe/analysis/vocabularies.py:render_vocabularies": 86,
     "bpe/cli/encode.py:build_parser": 86,
     "bpe/encode/npy.py:encode_to_npy": 157,
     "bpe/experiment/evaluate.py:evaluate": 81,

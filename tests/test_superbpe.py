@@ -17,7 +17,7 @@ from bpe.text.patterns import STAGE_TWO_PATTERN, pattern_name
 from bpe.text.pretokens import find_pretokens
 from bpe.trainers import TRAINERS
 from bpe.trainers.variants import Variant
-from tests.conftest import DATA, EOT, FIXTURES, ROOT
+from tests.conftest import DATA, EOT, FIXTURES, ROOT, missing_keys
 
 HELDOUT = (DATA / "tinystories_heldout.txt").read_text("utf-8")[:40_000]
 
@@ -142,6 +142,7 @@ def test_a_superbpe_run_records_stage_two_and_loads_back(superbpe_run, tmp_path)
         metrics, schema.UNIQUE_PRETOKENS
     )
     assert schema.get(metrics, schema.PATTERN_NAME) == "superbpe_stage_two"
+    assert not missing_keys(metrics, "variant")
     assert schema.get(metrics, schema.TIKTOKEN_MISMATCHES) == 0
     assert "Variant: **superbpe**" in (superbpe_run / layout.ANALYSIS_FILE).read_text("utf-8")
     tok = Tokenizer.from_pretrained(superbpe_run)

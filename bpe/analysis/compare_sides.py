@@ -127,7 +127,7 @@ def _run_facts(
     group's dataset), the split pattern the one its tokenizer.json records, the vocab size the
     vocab's own (a run that stopped early has fewer tokens than it asked for).
     """
-    parent = (metrics.get("init_from") or {}).get("path") or run.get("init_from")
+    parent = schema.get(metrics, schema.INIT_FROM_PATH) or run.get("init_from")
     trainer = run.get("trainer") or (config.get("trainer") or {}).get("name")
     return {
         "input": _input_name(run, config) or "unknown input",
@@ -162,7 +162,7 @@ def load_side(path: str | Path, *, label: str | None = None, heldout: bool = Tru
     metrics_path = d / METRICS_FILE
     if metrics_path.is_file() and merges_path.is_file():
         metrics = json.loads(metrics_path.read_text("utf-8"))
-        run = metrics.get("run") or {}
+        run = schema.get(metrics, schema.RUN) or {}
         config = _yaml(d / HYDRA_DIR / HYDRA_CONFIG)
         merges = load_merges(merges_path)
         vocab_path = d / VOCAB_FILE
@@ -170,19 +170,19 @@ def load_side(path: str | Path, *, label: str | None = None, heldout: bool = Tru
             vocab = load_vocab(vocab_path)
             specials = special_tokens_of(d, vocab, merges)
         else:  # a run that kept only merges.txt: its recorded specials rebuild the vocab
-            specials = list(run.get("special_tokens") or [])
+            specials = list(schema.get(metrics, schema.SPECIAL_TOKENS) or [])
             vocab = _vocab_from_merges(merges, specials)
         docs = None
         if heldout:
             ds = (
                 from_config(config["dataset"])
                 if config.get("dataset")
-                else load_named(run["dataset"])
+                else load_named(schema.get(metrics, schema.DATASET))
             )
             max_docs = int(analysis_setting(config.get("analysis"), "max_docs"))
             if ds.heldout_path is not None and ds.heldout_path.is_file():
                 docs = load_documents(ds.heldout_path, ds.document_separator, max_docs=max_docs)
-        pattern = pattern_of_dir(d) or (metrics.get("pattern") or {}).get("regex") or GPT2_PATTERN
+        pattern = pattern_of_dir(d) or schema.get(metrics, schema.PATTERN_REGEX) or GPT2_PATTERN
         facts = _run_facts(run, metrics, config, vocab=vocab, pattern=pattern)
         removals = ()
         if (d / REMOVALS_FILE).is_file():

@@ -82,7 +82,7 @@ def observed(metrics: dict) -> dict:
     'stale'
     """
     status = observed_status(metrics)
-    if status == metrics.get("status"):
+    if status == schema.get(metrics, schema.STATUS):
         return metrics
     return {**metrics, "status": status, "status_reason": explain(metrics)}
 

@@ -79,8 +79,9 @@ def merges_verdict(same: bool, mine: list[str], theirs: list[str] | None) -> str
 
 def run_input_key(metrics: dict) -> str | None:
     """`loader.input_key` of a run's metrics (older runs: their input path)."""
-    lineage_input = (metrics.get("lineage") or {}).get("input") or {}
-    return input_key(lineage_input.get("sha256"), (metrics.get("run") or {}).get("input_path"))
+    return input_key(
+        schema.get(metrics, schema.INPUT_SHA256), schema.get(metrics, schema.INPUT_PATH)
+    )
 
 
 def sibling_rows(run_dir: Path, metrics: dict) -> list[dict]:
@@ -113,7 +114,7 @@ def sibling_rows(run_dir: Path, metrics: dict) -> list[dict]:
                 )
             )
             continue
-        same = merges_agree(metrics.get("merges_sha256"), _value(r["merges_sha256"]))
+        same = merges_agree(schema.get(metrics, schema.MERGES_SHA256), _value(r["merges_sha256"]))
         agree = merges_verdict(same, mine, None if same else _merges_lines(other))
         rows.append(_sibling_row(r, other, root, variant, same, agree, same_variant=True))
     rows.sort(
@@ -148,8 +149,7 @@ def _sibling_row(
 
 def draw_figures(run_dir: Path, metrics: dict) -> None:
     """Draw the run's figures into run_dir/figures (those its files have data for)."""
-    memory = metrics.get("memory") or {}
-    timeline = memory.get("timeline") or []
+    timeline = schema.get(metrics, schema.MEMORY_TIMELINE) or []
     if timeline:
         spans = []
         for t, _mb, stage in timeline:
@@ -161,9 +161,9 @@ def draw_figures(run_dir: Path, metrics: dict) -> None:
             {"process tree (PSS, MB)": [(t, mb) for t, mb, _ in timeline]},
             run_dir / FIGURES["memory"],
             stages=[tuple(s) for s in spans],
-            title=f"Memory during {metrics['run'].get('name')}",
+            title=f"Memory during {schema.get(metrics, schema.RUN_NAME)}",
         )
-    lengths = metrics.get("token_lengths") or {}
+    lengths = schema.get(metrics, schema.TOKEN_LENGTHS) or {}
     if lengths:
         figures.token_lengths(
             lengths, run_dir / FIGURES["lengths"], title="Vocab entries by length"

@@ -31,9 +31,9 @@ from bpe.analysis.run_sections import (
     section_header,
     section_memory,
     section_profile,
-    section_siblings,
     section_time,
 )
+from bpe.analysis.sibling_sections import section_siblings
 from bpe.analysis.token_sections import (
     section_bits_per_byte,
     section_compression,

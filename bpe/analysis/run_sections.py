@@ -8,6 +8,7 @@ What it does not do: read files (`bpe.analysis.run_facts`) or describe the vocab
 from __future__ import annotations
 
 import logging
+from functools import partial
 
 from bpe.analysis.loader import (
     shown_stages,
@@ -24,26 +25,33 @@ logger = logging.getLogger(__name__)
 
 
 def section_header(metrics: dict, env: dict) -> list[str]:
-    run = metrics.get("run", {})
-    counts = metrics.get("counts") or {}
+    get = partial(schema.get, metrics)
+    run = get(schema.RUN, default={})
     git = env.get("git") or {}
     sha = (git.get("sha") or "unknown")[:12]
     header_rows = [
-        ["status", metrics.get("status")],
-        ["started", metrics.get("started_at")],
-        ["finished", metrics.get("finished_at")],
+        ["status", get(schema.STATUS)],
+        ["started", get(schema.STARTED_AT)],
+        ["finished", get(schema.FINISHED_AT)],
         ["code", f"{sha}{' (dirty, see diff.patch)' if git.get('dirty') else ''}"],
         ["python / cpus", f"{env.get('python', 'n/a')} / {env.get('usable_cpus', 'n/a')}"],
-        ["input", _input_cell(run.get("input_path"), counts.get("bytes", "n/a"), metrics)],
-        ["merges sha256", metrics.get("merges_sha256")],
+        [
+            "input",
+            _input_cell(
+                get(schema.INPUT_PATH),
+                get(schema.COUNTS_BYTES, default="n/a"),
+                metrics,
+            ),
+        ],
+        ["merges sha256", get(schema.MERGES_SHA256)],
     ]
     header_rows += _lineage_rows(metrics)
     lines = [
-        f"# Run analysis: {run.get('name')}",
+        f"# Run analysis: {get(schema.RUN_NAME)}",
         "",
-        f"BPE training on **{run.get('input_name') or run.get('dataset')}** with the "
-        f"**{run.get('trainer')}** trainer, "
-        f"vocab size {run.get('vocab_size')} (profiler: {run.get('profiler')}).",
+        f"BPE training on **{get(schema.INPUT_NAME) or get(schema.DATASET)}** with the "
+        f"**{get(schema.TRAINER)}** trainer, "
+        f"vocab size {get(schema.VOCAB_SIZE)} (profiler: {get(schema.PROFILER)}).",
         "",
         *_pattern_lines(metrics),
         *variant_lines(metrics),
@@ -56,16 +64,15 @@ def section_header(metrics: dict, env: dict) -> list[str]:
         "```",
         "",
     ]
-    if metrics.get("status") == "failed":
-        err = metrics.get("error") or {}
+    if get(schema.STATUS) == "failed":
         lines += [
-            f"**This run failed** in stage `{err.get('stage')}`: "
-            f"{err.get('type')}: {err.get('message')}",
+            f"**This run failed** in stage `{get(schema.ERROR_STAGE)}`: "
+            f"{get(schema.ERROR_TYPE)}: {get(schema.ERROR_MESSAGE)}",
             "",
         ]
-    if metrics.get("status_reason"):
-        verdict = "crashed" if metrics["status"] == "crashed" else f"is {metrics['status']}"
-        lines += [f"**This run {verdict}**: {metrics['status_reason']}.", ""]
+    if get(schema.STATUS_REASON):
+        verdict = "crashed" if get(schema.STATUS) == "crashed" else f"is {get(schema.STATUS)}"
+        lines += [f"**This run {verdict}**: {get(schema.STATUS_REASON)}.", ""]
     return lines
 
 
@@ -77,24 +84,26 @@ def variant_lines(metrics: dict) -> list[str]:
     >>> variant_lines({"variant": {"name": "bpe"}}), variant_lines({})
     ([], [])
     """
-    name = schema.get(metrics, schema.VARIANT_NAME, default="bpe")
+    get = partial(schema.get, metrics)
+    name = get(schema.VARIANT_NAME, default="bpe")
     if name == "picky":
         return [
             f"Variant: **picky** (PickyBPE, Chizhov et al., 2024): intersection-over-self "
-            f"threshold {schema.get(metrics, schema.VARIANT_THRESHOLD)}; "
-            f"{schema.get(metrics, schema.VARIANT_REMOVALS, default='n/a')} tokens were "
+            f"threshold {get(schema.VARIANT_THRESHOLD)}; "
+            f"{get(schema.VARIANT_REMOVALS, default='n/a')} tokens were "
             "removed during training and their slots went to later merges.",
             "",
         ]
     if name == "superbpe":
-        two = schema.get(metrics, schema.VARIANT_STAGE_TWO, default={})
         return [
             f"Variant: **superbpe** (SuperBPE, Liu et al., 2025): ordinary BPE to "
-            f"{schema.get(metrics, schema.VARIANT_TRANSITION_VOCAB)} tokens, then "
-            f"{two.get('merges', 'n/a')} superword merges under the stage-two pattern above, "
-            f"over {two.get('unique_pretokens', 'n/a')} unique pretokens "
-            f"({two.get('unique_ratio', 'n/a')}x stage one's; longest "
-            f"{two.get('longest_pretoken_bytes', 'n/a')} bytes).",
+            f"{get(schema.VARIANT_TRANSITION_VOCAB)} tokens, then "
+            f"{get(schema.VARIANT_STAGE_TWO_MERGES, default='n/a')} superword merges under the "
+            "stage-two pattern above, "
+            f"over {get(schema.VARIANT_STAGE_TWO_UNIQUE_PRETOKENS, default='n/a')} unique "
+            "pretokens "
+            f"({get(schema.VARIANT_STAGE_TWO_UNIQUE_RATIO, default='n/a')}x stage one's; longest "
+            f"{get(schema.VARIANT_STAGE_TWO_LONGEST, default='n/a')} bytes).",
             "",
         ]
     return []
@@ -102,19 +111,27 @@ def variant_lines(metrics: dict) -> list[str]:
 
 def _pattern_lines(metrics: dict) -> list[str]:
     """The split pattern and the tokenizer the run continued from, for runs that record them."""
+    get = partial(schema.get, metrics)
     lines = []
-    pattern = metrics.get("pattern")
+    pattern = get(schema.PATTERN)
     if pattern:
         # Not a table cell: the regex holds `|`.
-        engine = schema.get(metrics, schema.PATTERN_ENGINE)
+        engine = get(schema.PATTERN_ENGINE)
         split_by = " (split by the compiled scanner)" if engine == "compiled" else ""
-        lines += [f"Split pattern: **{pattern['name']}** `{pattern['regex']}`{split_by}", ""]
-    parent = metrics.get("init_from")
+        lines += [
+            f"Split pattern: **{get(schema.PATTERN_NAME)}** "
+            f"`{get(schema.PATTERN_REGEX)}`{split_by}",
+            "",
+        ]
+    parent = get(schema.INIT_FROM)
     if parent:
         lines += [
-            f"Continued from `{parent['path']}` ({parent['vocab_size']} tokens, "
-            f"{parent['merges']} merges, merges sha256 `{parent['merges_sha256'][:16]}`): its "
-            f"ids are kept and {parent.get('new_tokens', 'n/a')} tokens were added.",
+            f"Continued from `{get(schema.INIT_FROM_PATH)}` ({get(schema.INIT_FROM_VOCAB_SIZE)} "
+            "tokens, "
+            f"{get(schema.INIT_FROM_MERGES)} merges, merges sha256 "
+            f"`{get(schema.INIT_FROM_MERGES_SHA256)[:16]}`): its "
+            f"ids are kept and {get(schema.INIT_FROM_NEW_TOKENS, default='n/a')} tokens were "
+            "added.",
             "",
         ]
     return lines
@@ -128,22 +145,21 @@ def backend_text(metrics: dict) -> str:
     >>> backend_text({"backend": {"name": "processes", "scheduler": None}}), backend_text({})
     (', processes backend', '')
     """
-    backend = metrics.get("backend") or {}
-    name = backend.get("name")
+    get = partial(schema.get, metrics)
+    name = get(schema.BACKEND_NAME)
     if not name:
         return ""
     if name != "dask":
         return f", {name} backend"
-    scheduler = backend.get("scheduler") or "n/a"
+    scheduler = get(schema.BACKEND_SCHEDULER) or "n/a"
     # a LocalCluster is started inside the timed stage; a remote one was running before it
     started = ", cluster start included" if scheduler.startswith("LocalCluster") else ""
     return f", dask backend on {scheduler}{started}"
 
 
 def section_time(metrics: dict) -> list[str]:
-    run = metrics.get("run", {})
-    counts = metrics.get("counts") or {}
-    timings = metrics.get("timings") or {}
+    get = partial(schema.get, metrics)
+    timings = get(schema.TIMINGS) or {}
     # a run that failed before its timings were written still gets the table, as n/a
     stages = shown_stages(timings) or list(TIMED_STAGES)
     total = sum(v for s, v in timings.items() if s != "total") or None
@@ -169,30 +185,32 @@ def section_time(metrics: dict) -> list[str]:
         source = (
             "loaded from the pretoken cache"
             if _cache_status(metrics) == "hit"
-            else f"in {counts.get('chunks', 'n/a')} chunk(s) on {counts.get('workers', 'n/a')} "
+            else f"in {get(schema.COUNTS_CHUNKS, default='n/a')} chunk(s) on "
+            f"{get(schema.WORKERS, default='n/a')} "
             f"worker(s){backend_text(metrics)}"
         )
         lines.append(
             f"Training took {fmt(train_total)} s; **{top}** dominates with "
             f"{fmt(100 * train_stages[top] / train_total, '.0f')}% of it "
-            f"({counts.get('merges', 'n/a')} merges over {counts.get('unique_pretokens', 'n/a')} "
-            f"unique pretokens, {counts.get('pretokens', 'n/a')} pretokens {source})."
+            f"({get(schema.MERGES, default='n/a')} merges over "
+            f"{get(schema.UNIQUE_PRETOKENS, default='n/a')} "
+            f"unique pretokens, {get(schema.PRETOKENS, default='n/a')} pretokens {source})."
         )
         lines += ["", stage1_sentence(metrics)]
     if COMPILE in timings:
         lines += ["", compile_sentence(metrics)]
-    if metrics.get("profiled"):
+    if get(schema.PROFILED):
         lines += [
             "",
-            f"*Timings were measured under the {run.get('profiler')} profiler and include its "
+            f"*Timings were measured under the {get(schema.PROFILER)} profiler and include its "
             "overhead; compare speed only between runs with `profiler=none`.*",
         ]
-    if metrics.get("stopped_early"):
+    if get(schema.STOPPED_EARLY):
         lines += [
             "",
-            f"Training stopped early: the corpus ran out of pairs after {counts.get('merges')} "
-            f"merges, so the vocab has {counts.get('vocab')} entries instead of "
-            f"{run.get('vocab_size')}.",
+            f"Training stopped early: the corpus ran out of pairs after {get(schema.MERGES)} "
+            f"merges, so the vocab has {get(schema.VOCAB)} entries instead of "
+            f"{get(schema.VOCAB_SIZE)}.",
         ]
     lines.append("")
     return lines
@@ -207,11 +225,12 @@ def compile_sentence(metrics: dict) -> str:
     ...                   "run": {"trainer": "heap"}, "pattern": {"engine": "compiled"}})
     "**compile** (1.200 s): the pre-tokenizer's machine code was loaded from Numba's cache."
     """
-    seconds = fmt(schema.get(metrics, schema.COMPILE_SECONDS))
-    cached = schema.get(metrics, schema.COMPILE_CACHED)
+    get = partial(schema.get, metrics)
+    seconds = fmt(get(schema.COMPILE_SECONDS))
+    cached = get(schema.COMPILE_CACHED)
     what = "the merge loop"
-    if schema.get(metrics, schema.PATTERN_ENGINE) == "compiled":  # stage 1's scanner too
-        compiled_loop = schema.get(metrics, schema.TRAINER) == "compiled"
+    if get(schema.PATTERN_ENGINE) == "compiled":  # stage 1's scanner too
+        compiled_loop = get(schema.TRAINER) == "compiled"
         what = "the pre-tokenizer and the merge loop" if compiled_loop else "the pre-tokenizer"
     if cached is None:
         where = f"{what}'s machine code was compiled or loaded (not recorded which)"
@@ -228,7 +247,7 @@ def compile_sentence(metrics: dict) -> str:
 def _cache_status(metrics: dict) -> str | None:
     """The pretoken cache's status for this run ("hit", "miss", "rebuilt", "off"; None when the
     run predates the cache)."""
-    return (metrics.get("pretoken_cache") or {}).get("status")
+    return schema.get(metrics, schema.PRETOKEN_CACHE_STATUS)
 
 
 def stage1_sentence(metrics: dict) -> str:
@@ -244,19 +263,23 @@ def stage1_sentence(metrics: dict) -> str:
     ...                  "pretoken_cache": {"status": "miss"}})  # doctest: +ELLIPSIS
     'Stage 1, count pretokens: 4.00 MB at 2.00 MB/s (pretoken cache: miss, counts saved...'
     """
-    cache = metrics.get("pretoken_cache") or {}
-    status = cache.get("status")
-    key = (cache.get("key") or "")[:12]
+    get = partial(schema.get, metrics)
+    status = get(schema.PRETOKEN_CACHE_STATUS)
+    key = (get(schema.PRETOKEN_CACHE_KEY) or "")[:12]
     if status == "hit":
         return (
-            f"Stage 1, count pretokens: **cache hit**: loaded in {fmt(cache.get('load_seconds'))} "
-            f"s (input hashed in {fmt(cache.get('hash_seconds'))} s) from the pretoken cache "
+            "Stage 1, count pretokens: **cache hit**: loaded in "
+            f"{fmt(get(schema.PRETOKEN_CACHE_LOAD_SECONDS))} "
+            f"s (input hashed in {fmt(get(schema.PRETOKEN_CACHE_HASH_SECONDS))} s) from the "
+            "pretoken cache "
             f"(key `{key}`); nothing was counted, so this run measures no pre-tokenization speed."
         )
-    seconds = (metrics.get("timings") or {}).get("pretokenize")
-    num_bytes = (metrics.get("counts") or {}).get("bytes")
+    seconds = get(schema.PRETOKENIZE_SECONDS)
+    num_bytes = get(schema.COUNTS_BYTES)
     if seconds is not None:
-        seconds -= (cache.get("hash_seconds") or 0) + (cache.get("save_seconds") or 0)
+        seconds -= (get(schema.PRETOKEN_CACHE_HASH_SECONDS) or 0) + (
+            get(schema.PRETOKEN_CACHE_SAVE_SECONDS) or 0
+        )
     speed = num_bytes / seconds / 1e6 if seconds and seconds > 0 and num_bytes else None
     notes = {
         "miss": f"pretoken cache: miss, counts saved for later runs (key `{key}`)",
@@ -270,14 +293,15 @@ def stage1_sentence(metrics: dict) -> str:
 
 
 def section_memory(metrics: dict, figures_made: frozenset[str]) -> list[str]:
-    memory = metrics.get("memory") or {}
+    get = partial(schema.get, metrics)
+    memory = get(schema.MEMORY) or {}
     # subtle: this file is written during the report stage, so it shows the figures taken
     # before it (`before_report`); metrics.json's own figures cover the whole run
-    headline = {**memory, **(memory.get("before_report") or {})}
-    per_stage = memory.get("per_stage_peak_mb") or {}
+    headline = {**memory, **(get(schema.MEMORY_BEFORE_REPORT) or {})}
+    per_stage = get(schema.PEAK_MB_PER_STAGE) or {}
     if "before_report" in memory:
         per_stage = {s: mb for s, mb in per_stage.items() if s != "report"}
-    baseline = schema.get(metrics, schema.BASELINE_MB, default=None)
+    baseline = get(schema.BASELINE_MB, default=None)
     rows = [
         [
             s,
@@ -311,32 +335,32 @@ def section_memory(metrics: dict, figures_made: frozenset[str]) -> list[str]:
 def _memory_headline(metrics: dict, headline: dict) -> list[str]:
     """Training's memory first (what it added, where it peaked), analysis apart; runs from
     before training was reported apart get the whole tree's peak, labelled as such."""
-    memory = metrics.get("memory") or {}
-    added = schema.get(metrics, schema.TRAINING_ADDED_MB, default=None)
-    interval = f"sampled every {memory.get('interval_s')} s"
+    get = partial(schema.get, metrics)
+    added = get(schema.TRAINING_ADDED_MB, default=None)
+    interval = f"sampled every {get(schema.MEMORY_INTERVAL_S)} s"
     if added is None:
         return [
             f"Peak memory of the whole process tree, analysis included, was "
             f"**{fmt(headline.get('peak_mb'), '.1f')} MB** ({interval}); this run predates "
             "training's memory being reported apart."
         ]
-    trained_in = schema.get(metrics, schema.LADDER_TRAINED_IN, default=None)
-    if trained_in is not None and trained_in != (metrics.get("run") or {}).get("name"):
+    trained_in = get(schema.LADDER_TRAINED_IN, default=None)
+    if trained_in is not None and trained_in != get(schema.RUN_NAME):
         return [
             f"This run was cut from the vocab ladder trained in `{trained_in}`: it trained "
             "nothing itself, so its memory says nothing of training; that run's ANALYSIS.md "
             "has the ladder training's memory (to the sweep's largest vocab)."
         ]
-    stage = schema.get(metrics, schema.TRAINING_PEAK_STAGE, default=None)
+    stage = get(schema.TRAINING_PEAK_STAGE, default=None)
     lines = [
         f"Training (stages 1-3) added **{fmt(added, '.1f')} MB** to the process tree at its "
-        f"peak, in {stage} ({fmt(schema.get(metrics, schema.TRAINING_PEAK_MB), '.1f')} MB "
-        f"in all, above the {fmt(schema.get(metrics, schema.BASELINE_MB), '.1f')} MB the "
+        f"peak, in {stage} ({fmt(get(schema.TRAINING_PEAK_MB), '.1f')} MB "
+        f"in all, above the {fmt(get(schema.BASELINE_MB), '.1f')} MB the "
         f"run's process held when it began; {interval}). What training adds is the figure to "
         "compare across runs: the starting memory includes whatever the process loaded before "
         "(in a sweep, earlier jobs' modules and caches)."
     ]
-    analysis = schema.get(metrics, schema.ANALYSIS_PEAK_MB, default=None)
+    analysis = get(schema.ANALYSIS_PEAK_MB, default=None)
     if analysis is not None:
         lines.append(
             f"Analysis (GPT-2's tokenizer, the held-out measures), not part of training, "
@@ -346,7 +370,7 @@ def _memory_headline(metrics: dict, headline: dict) -> list[str]:
 
 
 def section_profile(metrics: dict, profile: dict | None) -> list[str]:
-    run = metrics.get("run", {})
+    get = partial(schema.get, metrics)
     lines = ["## Profile hot spots", ""]
     if profile and profile.get("functions"):
         if profile.get("profiler") == "scalene":
@@ -392,47 +416,11 @@ def section_profile(metrics: dict, profile: dict | None) -> list[str]:
             ]
     else:
         lines.append(
-            f"Not profiled (profiler={run.get('profiler')}); rerun with `profiler=scalene` or "
+            f"Not profiled (profiler={get(schema.PROFILER)}); rerun with `profiler=scalene` or "
             "`profiler=cprofile` to see where the time goes."
         )
     lines.append("")
     return lines
-
-
-def section_siblings(metrics: dict, sibs: list[dict]) -> list[str]:
-    lines = ["## Sibling runs (same input)", ""]
-    if not sibs:
-        lines.append("No other complete runs on the same input in the experiments directory yet.")
-        return [*lines, ""]
-    my_merge = (metrics.get("timings") or {}).get("merge")
-    rows = []
-    for s in sibs:
-        speed = fmt(s["merge"] / my_merge, ".2f") if s["merge"] and my_merge else "n/a"
-        rows.append(
-            [
-                s["rel"],
-                s["variant"],
-                s["trainer"],
-                s["vocab_size"],
-                fmt(s["merge"]),
-                fmt(s["total"]),
-                fmt(s["train_mb"], ".1f"),
-                speed + (" (profiled)" if s["profiled"] else ""),
-                s["agree"],
-            ]
-        )
-    headers = [
-        "run",
-        "variant",
-        "trainer",
-        "vocab",
-        "merge s",
-        "total s",
-        "training MB added",
-        "their merge time / ours",
-        "merges vs this run",
-    ]
-    return [*lines, table(rows, headers), "", _sibling_summary(sibs, metrics), ""]
 
 
 def _input_cell(path: str | None, text_bytes: object, metrics: dict) -> str:
@@ -450,49 +438,10 @@ def _input_cell(path: str | None, text_bytes: object, metrics: dict) -> str:
 
 def _lineage_rows(metrics: dict) -> list[list]:
     """Header rows naming the corpus and held-out files by sha256 (runs that recorded them)."""
-    lineage = metrics.get("lineage") or {}
+    get = partial(schema.get, metrics)
     rows = []
-    if (lineage.get("input") or {}).get("sha256"):
-        rows.append(["input sha256", lineage["input"]["sha256"]])
-    for name, ident in (lineage.get("heldout") or {}).items():
+    if get(schema.INPUT_SHA256):
+        rows.append(["input sha256", get(schema.INPUT_SHA256)])
+    for name, ident in (get(schema.LINEAGE_HELDOUT) or {}).items():
         rows.append(["held-out", f"{name} sha256 {ident.get('sha256')}"])
     return rows
-
-
-def _sibling_summary(sibs: list[dict], metrics: dict) -> str:
-    run = metrics["run"]
-    others = sorted({s["variant"] for s in sibs if not s["same_variant"]})
-    sibs = [s for s in sibs if s["same_variant"]]
-    same_size = [s for s in sibs if s["vocab_size"] == run.get("vocab_size")]
-    sentences = []
-    if others:
-        sentences.append(
-            f"Runs of other BPE-family members on this input ({', '.join(others)}) are listed "
-            "for their time and memory; they learn other merges by design (reports/variants.md "
-            "or `bpe-compare` compares their vocabularies)."
-        )
-    if same_size:
-        different = [s for s in same_size if not s["same_merges"]]
-        if different:
-            sentences.append(
-                f"{len(different)} run(s) at the same vocab size produced DIFFERENT merges: "
-                + ", ".join(s["rel"] for s in different)
-                + "."
-            )
-        else:
-            sentences.append(
-                f"All {len(same_size)} other run(s) at vocab size {run.get('vocab_size')} produced "
-                "identical merges."
-            )
-        clean = [s for s in same_size if s["merge"] and not s["profiled"]]
-        mine = (metrics.get("timings") or {}).get("merge")
-        if clean and mine and not metrics.get("profiled"):
-            for s in sorted(clean, key=lambda s: s["trainer"] or ""):
-                if s["trainer"] == run.get("trainer"):
-                    continue
-                ratio = s["merge"] / mine
-                sentences.append(
-                    f"Against {s['trainer']} at the same size, this run's merge stage is "
-                    f"{fmt(ratio, '.1f')}x {'faster' if ratio >= 1 else 'slower'}."
-                )
-    return " ".join(sentences) or "No other run at the same vocab size to compare with."

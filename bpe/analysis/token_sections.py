@@ -8,6 +8,7 @@ What it does not do: read files (`bpe.analysis.run_facts`) or describe the run
 from __future__ import annotations
 
 import logging
+from functools import partial
 from pathlib import Path
 
 from bpe.analysis.markdown import clip, fmt, table
@@ -26,7 +27,7 @@ CELL_WIDTH = 40
 
 def section_longest_tokens(metrics: dict, figures_made: frozenset[str]) -> list[str]:
     lines = ["## Longest tokens", ""]
-    longest = metrics.get("longest_tokens") or []
+    longest = schema.get(metrics, schema.LONGEST_TOKENS) or []
     if longest:
         rows = [
             [
@@ -94,23 +95,59 @@ def _held_out(side: dict) -> str:
     )
 
 
+def _own_side_lines(metrics: dict) -> list[str]:
+    """Where the own side's documents came from, when the input had no held-out file."""
+    get = partial(schema.get, metrics)
+    own = get(schema.COMPRESSION_OWN)
+    if not own:
+        return ["No held-out text of the training input was available to measure.", ""]
+    if get(schema.OWN_SOURCE) != "input_tail":
+        return []
+    dataset = get(schema.COMPRESSION_DATASET, side="own")
+    docs = get(schema.COMPRESSION_DOCS, side="own")
+    file = get(schema.HELDOUT_FILE)
+    if not get(schema.OWN_SEEN_IN_TRAINING, default=True):
+        return [
+            f"*{dataset} has no held-out file; {_held_out(own)}. {docs} of them "
+            f"were measured here (from {Path(file).name}). `dataset.heldout_fraction` "
+            "and `dataset.heldout_max_bytes` set how many are held out; "
+            "`dataset.heldout_path=...` names held-out text instead.*",
+            "",
+        ]
+    where = (
+        f"from byte {get(schema.HELDOUT_OFFSET, default='n/a')} on"
+        if file is None
+        else f"its last {docs} documents, from {Path(file).name}"
+    )
+    return [
+        f"*{dataset} has no held-out file, so its own compression was measured on the "
+        f"end of the training input ({where}, "
+        f"{get(schema.COMPRESSION_BYTES, side='own')} bytes), which training "
+        "saw: it overstates how well this tokenizer compresses unseen text of the kind. Nothing "
+        "was held out (`dataset.heldout_fraction=0`, an input of one document, or a last "
+        "document larger than `dataset.heldout_max_bytes`): pass `dataset.heldout_path=...`, "
+        "or split the input into documents, to measure on unseen text.*",
+        "",
+    ]
+
+
 def section_compression(metrics: dict) -> list[str]:
+    get = partial(schema.get, metrics)
     lines = ["## Compression", ""]
-    comp = metrics.get("compression") or {}
     rows = []
     # "other" is the run's cross-domain dataset (the key metrics.json stores it under)
     for side in ("own", "other"):
-        c = comp.get(side)
+        c = get(schema.COMPRESSION_OF, side=side)
         if not c:
             continue
-        ratio = c.get("ratio")
-        base = c.get("gpt2_ratio")
-        where = f"{c['dataset']} ({_origin(c, side)})"
+        ratio = get(schema.COMPRESSION_RATIO_OF, side=side)
+        base = get(schema.COMPRESSION_GPT2_RATIO_OF, side=side)
+        dataset = get(schema.COMPRESSION_DATASET, side=side)
         rows.append(
             [
-                where,
-                c["docs"],
-                c["bytes"],
+                f"{dataset} ({_origin(c, side)})",
+                get(schema.COMPRESSION_DOCS, side=side),
+                get(schema.COMPRESSION_BYTES, side=side),
                 fmt(ratio),
                 fmt(base),
                 fmt(ratio / base if ratio and base else None, ".2f"),
@@ -132,46 +169,22 @@ def section_compression(metrics: dict) -> list[str]:
         ),
         "",
     ]
-    own, other = comp.get("own"), comp.get("other")
-    if own and own.get("source") == "input_tail" and not own.get("seen_in_training", True):
-        lines += [
-            f"*{own['dataset']} has no held-out file; {_held_out(own)}. {own['docs']} of them "
-            f"were measured here (from {Path(own['file']).name}). `dataset.heldout_fraction` "
-            "and `dataset.heldout_max_bytes` set how many are held out; "
-            "`dataset.heldout_path=...` names held-out text instead.*",
-            "",
-        ]
-    elif own and own.get("source") == "input_tail":
-        where = (
-            f"from byte {own.get('offset', 'n/a')} on"
-            if "file" not in own
-            else f"its last {own['docs']} documents, from {Path(own['file']).name}"
-        )
-        lines += [
-            f"*{own['dataset']} has no held-out file, so its own compression was measured on the "
-            f"end of the training input ({where}, "
-            f"{own['bytes']} bytes), which training saw: it overstates how well this tokenizer "
-            "compresses unseen text of the kind. Nothing was held out (`dataset.heldout_fraction"
-            "=0`, an input of one document, or a last document larger than "
-            "`dataset.heldout_max_bytes`): pass `dataset.heldout_path=...`, or split the input "
-            "into documents, to measure on unseen text.*",
-            "",
-        ]
-    elif not own:
-        lines += ["No held-out text of the training input was available to measure.", ""]
-    if own and other and own.get("ratio") and other.get("ratio"):
-        drop = 100 * (1 - other["ratio"] / own["ratio"])
+    lines += _own_side_lines(metrics)
+    own = get(schema.COMPRESSION_RATIO)
+    other = get(schema.OTHER_COMPRESSION_RATIO)
+    if own and other:
+        drop = 100 * (1 - other / own)
         lines.append(
             "On its own domain this tokenizer packs "
-            f"{fmt(own['ratio'], '.2f')} bytes per token; "
-            f"on {other['dataset']} {fmt(other['ratio'], '.2f')} "
+            f"{fmt(own, '.2f')} bytes per token; "
+            f"on {get(schema.OTHER_DATASET)} {fmt(other, '.2f')} "
             f"({fmt(abs(drop), '.0f')}% {'less' if drop >= 0 else 'more'})."
         )
-    if own and own.get("gpt2_ratio"):
-        rel = own["ratio"] / own["gpt2_ratio"]
+    gpt2 = get(schema.GPT2_COMPRESSION_RATIO)
+    if own and gpt2:
         lines.append(
-            f"GPT-2's 50,257-token vocab gets {fmt(own['gpt2_ratio'], '.2f')} bytes per token "
-            f"on the same documents: ours reaches {fmt(100 * rel, '.0f')}% of that."
+            f"GPT-2's 50,257-token vocab gets {fmt(gpt2, '.2f')} bytes per token "
+            f"on the same documents: ours reaches {fmt(100 * own / gpt2, '.0f')}% of that."
         )
     lines.append("")
     return lines + _parent_lines(metrics) + _tiktoken_lines(metrics)
@@ -179,8 +192,9 @@ def section_compression(metrics: dict) -> list[str]:
 
 def section_bits_per_byte(metrics: dict) -> list[str]:
     """Bits per byte of the held-out text under an n-gram model of the run's ids."""
+    get = partial(schema.get, metrics)
     lines = ["## Bits per byte (an n-gram model of the ids)", ""]
-    bpb = schema.get(metrics, schema.BITS_PER_BYTE_SECTION)
+    bpb = get(schema.BITS_PER_BYTE_SECTION)
     if not bpb:
         why = (
             "its training file could not be read (train.log says why)"
@@ -188,29 +202,29 @@ def section_bits_per_byte(metrics: dict) -> list[str]:
             else "it predates the bits-per-byte measure"
         )
         return [*lines, f"Not measured for this run ({why}).", ""]
-    model = bpb.get("model") or {}
-    order = model.get("order")
+    order = get(schema.BPB_ORDER)
     rows = []
     for side in ("own", "other"):
-        b = bpb.get(side)
+        b = get(schema.BITS_PER_BYTE_OF, side=side)
         if not b:
             continue
-        spread = b.get("splits") or {}
-        where = f"{b['dataset']} ({_origin(b, side)})"
+        value = partial(schema.get, metrics, side=side)
+
         rows.append(
             [
-                where,
-                b["docs"],
-                b["tokens"],
-                fmt(b["bits_per_byte"], ".3f"),
-                f"{fmt(spread.get('min'), '.3f')} to {fmt(spread.get('max'), '.3f')}",
-                fmt(b["unigram_bits_per_byte"], ".3f"),
-                fmt(b["bits_per_token"], ".2f"),
+                f"{get(schema.BPB_DATASET, side=side)} ({_origin(b, side)})",
+                get(schema.BPB_DOCS, side=side),
+                get(schema.BPB_TOKENS, side=side),
+                fmt(value(schema.BPB_BITS_PER_BYTE), ".3f"),
+                f"{fmt(value(schema.BPB_SPLITS_MIN), '.3f')} to "
+                f"{fmt(value(schema.BPB_SPLITS_MAX), '.3f')}",
+                fmt(value(schema.BPB_UNIGRAM), ".3f"),
+                fmt(value(schema.BPB_BITS_PER_TOKEN), ".2f"),
             ]
         )
     if not rows:
         return [*lines, "No held-out documents were measured.", ""]
-    splits = f"over {model.get('splits')} splits"
+    splits = f"over {get(schema.BITS_PER_BYTE_MODEL_SPLITS)} splits"
     headers = [
         "held-out documents",
         "docs",
@@ -220,14 +234,19 @@ def section_bits_per_byte(metrics: dict) -> list[str]:
         "bits/byte (unigram)",
         "bits/token",
     ]
-    train = model.get("train") or {}
-    scope = "all" if train.get("whole_file") else f"the first {train.get('bytes')} bytes"
+    scope = (
+        "all"
+        if get(schema.BITS_PER_BYTE_MODEL_TRAIN_WHOLE_FILE)
+        else f"the first {get(schema.BITS_PER_BYTE_MODEL_TRAIN_BYTES)} bytes"
+    )
     lines += [
         table(rows, headers),
         "",
         f"An interpolated Kneser-Ney {order}-gram model of this tokenizer's ids, fitted on "
-        f"{scope} of {train.get('file')} ({train.get('tokens')} tokens, discounts "
-        f"{', '.join(fmt(d, '.2f') for d in model.get('discounts') or [])} from unigrams up), "
+        f"{scope} of {get(schema.BITS_PER_BYTE_MODEL_TRAIN_FILE)} "
+        f"({get(schema.BITS_PER_BYTE_MODEL_TRAIN_TOKENS)} tokens, discounts "
+        f"{', '.join(fmt(d, '.2f') for d in get(schema.BITS_PER_BYTE_MODEL_DISCOUNTS) or [])} "
+        "from unigrams up), "
         "scores the held-out documents; the splits are the documents dealt round-robin into "
         "parts. Lower is better. Bits per byte, unlike loss per token, compare tokenizers "
         "with different vocabularies: a model of this tokenizer's ids would likely prefer the "
@@ -239,42 +258,54 @@ def section_bits_per_byte(metrics: dict) -> list[str]:
 
 def _parent_lines(metrics: dict) -> list[str]:
     """The extended tokenizer against its parent on held-out text (continued runs only)."""
-    held = (metrics.get("init_from") or {}).get("heldout")
+    get = partial(schema.get, metrics)
+    held = get(schema.INIT_FROM_HELDOUT)
     if not held:
         return []
-    gain = 100 * (held["ratio"] / held["parent_ratio"] - 1) if held.get("parent_ratio") else None
+    gain = (
+        100 * (get(schema.INIT_FROM_HELDOUT_RATIO) / get(schema.INIT_FROM_HELDOUT_PARENT_RATIO) - 1)
+        if get(schema.INIT_FROM_HELDOUT_PARENT_RATIO)
+        else None
+    )
     return [
-        f"Against the tokenizer it continued from, on {held['docs']} {held['dataset']} held-out "
-        f"documents: parent {fmt(held['parent_ratio'], '.3f')} bytes per token, extended "
-        f"{fmt(held['ratio'], '.3f')} ({fmt(gain, '+.1f')}%); "
-        f"{fmt(100 * held['new_token_share'], '.1f')}% of the extended tokenizer's tokens there "
+        f"Against the tokenizer it continued from, on {get(schema.INIT_FROM_HELDOUT_DOCS)} "
+        f"{get(schema.INIT_FROM_HELDOUT_DATASET)} held-out "
+        f"documents: parent {fmt(get(schema.INIT_FROM_HELDOUT_PARENT_RATIO), '.3f')} bytes per "
+        "token, extended "
+        f"{fmt(get(schema.INIT_FROM_HELDOUT_RATIO), '.3f')} ({fmt(gain, '+.1f')}%); "
+        f"{fmt(100 * get(schema.INIT_FROM_HELDOUT_NEW_TOKEN_SHARE), '.1f')}% of the extended "
+        "tokenizer's tokens there "
         "are new ids.",
         "",
     ]
 
 
 def section_throughput(metrics: dict) -> list[str]:
+    get = partial(schema.get, metrics)
     lines = ["## Throughput", ""]
-    tp = metrics.get("throughput")
+    tp = get(schema.THROUGHPUT)
     if not tp:
         return [*lines, "Throughput was not measured.", ""]
     rows = [["ours", *_throughput_cells(tp, "")]]
-    if tp.get("gpt2_bytes_per_second"):
+    if get(schema.THROUGHPUT_GPT2_BYTES_PER_SECOND):
         rows.append(["GPT-2 (same encoder)", *_throughput_cells(tp, "gpt2_")])
-    first, first_hours = tp.get("first_pass_bytes_per_second"), _pile_hours(tp, "", "first_pass_")
+    first, first_hours = (
+        get(schema.THROUGHPUT_FIRST_PASS_BYTES_PER_SECOND),
+        _pile_hours(tp, "", "first_pass_"),
+    )
     warm_hours = _pile_hours(tp, "", "")
     if first:
         projection = (
             f"At the first-pass speed ({fmt(first / 1e6, '.2f')} MB/s on one core, starting "
             f"from an empty pretoken cache) tokenizing The Pile would take about "
             f"{fmt(first_hours, '.0f')} hours ({fmt((first_hours or 0) / 24, '.1f')} days). The "
-            f"warm speed ({fmt(tp['bytes_per_second'] / 1e6, '.2f')} MB/s, every pretoken "
+            f"warm speed ({fmt(get(schema.BYTES_PER_SECOND) / 1e6, '.2f')} MB/s, every pretoken "
             f"already cached) gives about {fmt(warm_hours, '.0f')} hours: optimistic, since new "
             "text keeps bringing pretokens the cache has not seen."
         )
     else:  # runs from before first-pass throughput was recorded
         projection = (
-            f"At {fmt(tp['bytes_per_second'] / 1e6, '.2f')} MB/s on one core (warm cache), "
+            f"At {fmt(get(schema.BYTES_PER_SECOND) / 1e6, '.2f')} MB/s on one core (warm cache), "
             f"tokenizing The Pile would take about {fmt(warm_hours, '.0f')} hours "
             f"({fmt((warm_hours or 0) / 24, '.1f')} days)."
         )
@@ -285,7 +316,7 @@ def section_throughput(metrics: dict) -> list[str]:
         "Pile hours (first pass)",
         "Pile hours (warm)",
     ]
-    measured_on = schema.get(metrics, schema.DATASET, default="this run's")
+    measured_on = get(schema.DATASET, default="this run's")
     caveat = (
         f"The speed was measured on {measured_on} held-out text with a vocab trained on it; "
         "The Pile's text is of other domains, whose longer and rarer words change the rate "
@@ -322,7 +353,8 @@ def _throughput_cells(tp: dict, who: str) -> list[str]:
 
 def _tiktoken_lines(metrics: dict) -> list[str]:
     """The tiktoken agreement sentence and a blank line, for runs that measured it."""
-    return [_tiktoken_line(metrics["tiktoken"]), ""] if metrics.get("tiktoken") else []
+    get = partial(schema.get, metrics)
+    return [_tiktoken_line(get(schema.TIKTOKEN)), ""] if get(schema.TIKTOKEN) else []
 
 
 def _tiktoken_line(tk: dict) -> str:
@@ -347,9 +379,10 @@ def _tiktoken_line(tk: dict) -> str:
 
 
 def _longest_judgement(longest: list[dict], metrics: dict) -> str:
+    get = partial(schema.get, metrics)
     top = longest[0]
     text = top["text"].strip()
-    kinds = metrics.get("token_kinds") or {}
+    kinds = get(schema.TOKEN_KINDS) or {}
     by_name = {kind.name: kind for kind in TOKEN_KINDS}
     # runs since long tokens are clipped record each token's kind (of its full bytes)
     top_kind = top.get("kind") or (
@@ -371,8 +404,8 @@ def _longest_judgement(longest: list[dict], metrics: dict) -> str:
         f"{shown({**top, 'text': text}, 'text', repr)}): "
         f"{descr}; {sense}. "
         f"{among} of the {len(longest)} longest tokens are letter-only words. "
-        f"Across all {metrics.get('learned_tokens', 'n/a')} learned tokens: {parts}; "
-        f"{fmt(100 * (metrics.get('leading_space_share') or 0), '.0f')}% start with a space."
+        f"Across all {get(schema.LEARNED_TOKENS, default='n/a')} learned tokens: {parts}; "
+        f"{fmt(100 * (get(schema.LEADING_SPACE_SHARE) or 0), '.0f')}% start with a space."
     )
 
 
@@ -409,20 +442,24 @@ def _sense(top: dict, kind: str, metrics: dict) -> str:
 def merge_support_sentence(metrics: dict) -> str | None:
     """Whether the corpus supports the vocab (metrics.json's `merge_support`), with the
     numbers and the remedy when it has outgrown it; None for runs that did not record it."""
-    support = schema.get(metrics, schema.MERGE_SUPPORT, default=None)
-    if not support or not support.get("merges"):
+    get = partial(schema.get, metrics)
+    support = get(schema.MERGE_SUPPORT, default=None)
+    if not support or not get(schema.MERGE_SUPPORT_MERGES):
         return None
     said = (
-        f"{support['rare']:,} of the {support['merges']:,} merges "
-        f"({fmt(100 * support['rare_share'], '.1f')}%) joined a pair seen at most "
-        f"{RARE_MERGE_COUNT} times in training ({support['count_1']:,} of them once); the "
-        f"training text has {support['unique_pretokens']:,} distinct pretokens"
+        f"{get(schema.MERGE_SUPPORT_RARE):,} of the {get(schema.MERGE_SUPPORT_MERGES):,} merges "
+        f"({fmt(100 * get(schema.MERGE_SUPPORT_RARE_SHARE), '.1f')}%) joined a pair seen at most "
+        f"{RARE_MERGE_COUNT} times in training ({get(schema.MERGE_SUPPORT_COUNT_1):,} of them "
+        "once); the "
+        f"training text has {get(schema.MERGE_SUPPORT_UNIQUE_PRETOKENS):,} distinct pretokens"
     )
-    if not support.get("outgrown"):
+    if not get(schema.MERGE_SUPPORT_OUTGROWN):
         return f"The corpus supports this vocab: {said}."
     return (
         f"**This vocab has outgrown its corpus**: {said}, so many tokens are strings met once "
         f"or twice (a model would rarely see them). Every merge up to vocab size "
-        f"{support['supported_vocab']:,} joined a pair seen more than {RARE_MERGE_COUNT} times: "
-        f"train with `vocab_size={support['supported_vocab']}` or less, or on more text."
+        f"{get(schema.MERGE_SUPPORT_SUPPORTED_VOCAB):,} joined a pair seen more than "
+        f"{RARE_MERGE_COUNT} times: "
+        f"train with `vocab_size={get(schema.MERGE_SUPPORT_SUPPORTED_VOCAB)}` or less, or on more "
+        "text."
     )

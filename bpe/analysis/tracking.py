@@ -51,20 +51,21 @@ DEFAULT_EXPERIMENT = "bpe-lab"
 STORE_NAME = "mlflow.db"  # under experiments_dir
 ARTIFACTS_NAME = "mlruns"  # under experiments_dir
 
-# Keys of metrics.json's "run" section logged as params (what a run was asked to do).
+# Fields of metrics.json's "run" section logged as params (what a run was asked to do), each
+# under its field name.
 RUN_PARAMS = (
-    "dataset",
-    "trainer",
-    "vocab_size",
-    "profiler",
-    "num_workers",
-    "seed",
-    "special_tokens",
-    "input_path",
-    "input_name",
-    "pretokenizer",
-    "init_from",
-    "command",
+    schema.DATASET,
+    schema.TRAINER,
+    schema.VOCAB_SIZE,
+    schema.PROFILER,
+    schema.NUM_WORKERS,
+    schema.SEED,
+    schema.SPECIAL_TOKENS,
+    schema.INPUT_PATH,
+    schema.INPUT_NAME,
+    schema.PRETOKENIZER,
+    schema.INIT_FROM_ARG,
+    schema.COMMAND,
 )
 PARAM_LIMIT = 6000  # MLflow rejects longer param values
 
@@ -136,11 +137,55 @@ def run_record(run_dir: str | os.PathLike) -> RunRecord:
     config_path = run_dir / HYDRA_DIR / HYDRA_CONFIG
     config = yaml.safe_load(config_path.read_text("utf-8")) if config_path.is_file() else {}
     config = config if isinstance(config, dict) else {}
-    run = metrics.get("run") or {}
-    status = str(metrics.get("status") or "missing")
+    status = str(schema.get(metrics, schema.STATUS) or "missing")
 
+    params = _params(metrics, config)
+    numbers = _numbers(metrics)
+
+    git = env.get("git") or {}
+    tags = {
+        "dataset": params.get("dataset"),
+        "trainer": params.get("trainer"),
+        "git_sha": git.get("sha"),
+        "git_dirty": git.get("dirty"),
+        "run_dir": str(run_dir),
+        "status": status,
+        "profiled": schema.get(metrics, schema.PROFILED),
+        "stopped_early": schema.get(metrics, schema.STOPPED_EARLY),
+        "merges_sha256": schema.get(metrics, schema.MERGES_SHA256),
+        "sweep_dir": schema.get(metrics, schema.SWEEP_DIR),
+        "job_num": schema.get(metrics, schema.JOB_NUM),
+        "pretoken_cache": schema.get(metrics, schema.PRETOKEN_CACHE_STATUS),
+        "error": schema.get(metrics, schema.ERROR_MESSAGE),
+    }
+    if not has_metrics:
+        tags["error"] = "no metrics.json: the run stopped before it started"
+    tags = {
+        k: str(v).lower() if isinstance(v, bool) else str(v)
+        for k, v in tags.items()
+        if v is not None
+    }
+
+    return RunRecord(
+        run_dir=run_dir,
+        name=str(schema.get(metrics, schema.RUN_NAME) or run_dir.name),
+        status="FINISHED" if status == "complete" else "FAILED",
+        params=params,
+        metrics=numbers,
+        tags=tags,
+        artifacts=_artifacts(run_dir),
+        start_ms=_millis(schema.get(metrics, schema.STARTED_AT)),
+        end_ms=_millis(schema.get(metrics, schema.FINISHED_AT)),
+    )
+
+
+def _params(metrics: dict, config: dict) -> dict[str, str]:
+    """What the run was asked to do, as MLflow params (the config fills in for a run that
+    failed before it wrote them)."""
     # None is logged as "null": num_workers=null (every CPU) is a choice worth seeing
-    params = {k: _param(run[k]) for k in RUN_PARAMS if k in run}
+    params = {
+        k.path[-1]: _param(schema.get(metrics, k)) for k in RUN_PARAMS if schema.has(metrics, k)
+    }
     if schema.get(metrics, schema.WORKERS) is not None:
         params["workers"] = _param(schema.get(metrics, schema.WORKERS))  # what num_workers became
     for key in ("dataset", "trainer", "profiler"):  # a run that failed early: the config knows
@@ -154,42 +199,26 @@ def run_record(run_dir: str | os.PathLike) -> RunRecord:
     for key, value in schema.get(metrics, schema.LAUNCHER, {}).items():
         if value is not None:
             params[f"launcher.{key}"] = _param(value)
+    return params
 
+
+def _numbers(metrics: dict) -> dict[str, float]:
+    """Every numeric leaf of the measure sections, as MLflow metrics."""
     numbers: dict[str, float] = {}
     for section in schema.MEASURE_SECTIONS:
         if section in metrics:
             numbers.update(flatten_numbers({section: metrics[section]}))
-    cache = metrics.get("pretoken_cache") or {}
-    if cache.get("status") == "hit":
+    if schema.get(metrics, schema.PRETOKEN_CACHE_STATUS) == "hit":
         # a hit loaded its counts: that is not a pre-tokenization time to chart against others
         numbers.pop("timings.pretokenize", None)
-        if cache.get("load_seconds") is not None:
-            numbers["pretoken_cache.load_seconds"] = float(cache["load_seconds"])
+        load_seconds = schema.get(metrics, schema.PRETOKEN_CACHE_LOAD_SECONDS)
+        if load_seconds is not None:
+            numbers[schema.PRETOKEN_CACHE_LOAD_SECONDS.dotted] = float(load_seconds)
+    return numbers
 
-    git = env.get("git") or {}
-    tags = {
-        "dataset": params.get("dataset"),
-        "trainer": params.get("trainer"),
-        "git_sha": git.get("sha"),
-        "git_dirty": git.get("dirty"),
-        "run_dir": str(run_dir),
-        "status": status,
-        "profiled": metrics.get("profiled"),
-        "stopped_early": metrics.get("stopped_early"),
-        "merges_sha256": metrics.get("merges_sha256"),
-        "sweep_dir": run.get("sweep_dir"),
-        "job_num": run.get("job_num"),
-        "pretoken_cache": cache.get("status"),
-        "error": (metrics.get("error") or {}).get("message"),
-    }
-    if not has_metrics:
-        tags["error"] = "no metrics.json: the run stopped before it started"
-    tags = {
-        k: str(v).lower() if isinstance(v, bool) else str(v)
-        for k, v in tags.items()
-        if v is not None
-    }
 
+def _artifacts(run_dir: Path) -> list[tuple[Path, str | None]]:
+    """The run's records, figures and tokenizer files, each with its artifact folder."""
     artifacts: list[tuple[Path, str | None]] = [
         (run_dir / name, None) for name in RECORD_FILES if (run_dir / name).is_file()
     ]
@@ -199,17 +228,7 @@ def run_record(run_dir: str | os.PathLike) -> RunRecord:
     artifacts += [
         (run_dir / name, "tokenizer") for name in TOKENIZER_FILES if (run_dir / name).is_file()
     ]
-    return RunRecord(
-        run_dir=run_dir,
-        name=str(run.get("name") or run_dir.name),
-        status="FINISHED" if status == "complete" else "FAILED",
-        params=params,
-        metrics=numbers,
-        tags=tags,
-        artifacts=artifacts,
-        start_ms=_millis(metrics.get("started_at")),
-        end_ms=_millis(metrics.get("finished_at")),
-    )
+    return artifacts
 
 
 def default_tracking_uri(experiments_dir: str | os.PathLike) -> str:
@@ -342,7 +361,7 @@ def log_run(
             uri=uri,
             experiment_name=experiment_name,
             artifact_location=artifact_location,
-            artifacts=artifacts,
+            artifacts=_artifacts(run_dir),
         )
     except Exception as err:
         cause = _sqlite_error(err)

@@ -77,9 +77,6 @@ def count_superwords(vocab: Iterable[bytes]) -> int:
 
 def row_of(metrics: dict, tidy_row: dict, *, superwords: int | None = None) -> VariantRow:
     """A `VariantRow` from a run's metrics.json and its `tidy` row (and its superword count)."""
-    efficiency = schema.get(metrics, schema.EFFICIENCY, default={})
-    under = schema.get(metrics, schema.UNDERTRAINED, default={})
-    two = schema.get(metrics, schema.VARIANT_STAGE_TWO, default={})
     longest = schema.get(metrics, schema.LONGEST_TOKENS, default=[])
     return VariantRow(
         dataset=str(tidy_row["dataset"]),
@@ -87,17 +84,17 @@ def row_of(metrics: dict, tidy_row: dict, *, superwords: int | None = None) -> V
         variant=str(schema.get(metrics, schema.VARIANT_NAME, default="bpe")),
         trainer=str(tidy_row["trainer"]),
         bytes_per_token=schema.get(metrics, schema.COMPRESSION_RATIO),
-        renyi=efficiency.get("renyi_efficiency"),
-        undertrained_share=under.get("intermediate_only_share"),
+        renyi=schema.get(metrics, schema.EFFICIENCY_RENYI, side="own"),
+        undertrained_share=schema.get(metrics, schema.UNDERTRAINED_INTERMEDIATE_ONLY_SHARE),
         longest=tuple(clip(str(t.get("text", "")), 24) for t in longest[:LONGEST]),
         train_seconds=_number(tidy_row.get("train_seconds")),
         merge_seconds=_number(tidy_row.get("merge_seconds")),
         merge_mb=_number(tidy_row.get("merge_mb")),
         merges=schema.get(metrics, schema.MERGES),
         removals=schema.get(metrics, schema.VARIANT_REMOVALS),
-        stage_two_unique_ratio=two.get("unique_ratio"),
-        stage_two_longest_bytes=two.get("longest_pretoken_bytes"),
-        stage_two_counts_mb=two.get("counts_mb"),
+        stage_two_unique_ratio=schema.get(metrics, schema.VARIANT_STAGE_TWO_UNIQUE_RATIO),
+        stage_two_longest_bytes=schema.get(metrics, schema.VARIANT_STAGE_TWO_LONGEST),
+        stage_two_counts_mb=schema.get(metrics, schema.VARIANT_STAGE_TWO_COUNTS_MB),
         superwords=superwords,
         bits_per_byte=schema.get(metrics, schema.BITS_PER_BYTE),
         bits_per_byte_spread=_spread(metrics),

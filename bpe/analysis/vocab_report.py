@@ -10,6 +10,8 @@ What it does not do: read files or measure anything (`bpe.experiment.usage` meas
 
 from __future__ import annotations
 
+from functools import partial
+
 import pandas as pd
 
 from bpe.analysis.loader import complete
@@ -56,27 +58,29 @@ GLOSSARY = (
 
 def section_efficiency(metrics: dict) -> list[str]:
     """Fertility, Shannon and Rényi efficiency and vocab share used, per held-out set."""
+    get = partial(schema.get, metrics)
     lines = ["## Efficiency of the token distribution", ""]
-    eff = metrics.get("efficiency") or {}
     rows = []
-    for side in ("own", "other"):
-        e = eff.get(side)
-        if not e:
-            continue
+    sides = [s for s in ("own", "other") if get(schema.EFFICIENCY_OF, side=s)]
+    for side in sides:
+        value = partial(schema.get, metrics, side=side)
+
         rows.append(
             [
-                f"{e['dataset']} ({'same' if side == 'own' else 'other'} domain)",
-                e["docs"],
-                e["tokens"],
-                fmt(e["fertility"], ".2f"),
-                fmt(e["shannon_efficiency"], ".3f"),
-                fmt(e["renyi_efficiency"], ".3f"),
-                f"{e['vocab_used']} ({fmt(100 * e['vocab_used_share'], '.1f')}%)",
+                f"{value(schema.EFFICIENCY_DATASET)} ({'same' if side == 'own' else 'other'} "
+                "domain)",
+                value(schema.EFFICIENCY_DOCS),
+                value(schema.EFFICIENCY_TOKENS),
+                fmt(value(schema.EFFICIENCY_FERTILITY), ".2f"),
+                fmt(value(schema.EFFICIENCY_SHANNON), ".3f"),
+                fmt(value(schema.EFFICIENCY_RENYI), ".3f"),
+                f"{value(schema.EFFICIENCY_VOCAB_USED)} "
+                f"({fmt(100 * value(schema.EFFICIENCY_VOCAB_USED_SHARE), '.1f')}%)",
             ]
         )
     if not rows:
         return [*lines, "Not measured for this run (it predates the efficiency measures).", ""]
-    alpha = next(e["renyi_alpha"] for e in eff.values() if e)
+    alpha = get(schema.EFFICIENCY_RENYI_ALPHA, side=sides[0])
     headers = [
         "held-out documents",
         "docs",
@@ -87,101 +91,116 @@ def section_efficiency(metrics: dict) -> list[str]:
         "vocab used",
     ]
     lines += [table(rows, headers), ""]
-    own, other = eff.get("own"), eff.get("other")
-    if own:
+    own, other = partial(get, side="own"), partial(get, side="other")
+    if get(schema.EFFICIENCY_OF, side="own"):
         lines.append(
-            f"On its own domain each word takes {fmt(own['fertility'], '.2f')} tokens and the "
-            f"text uses {fmt(100 * own['vocab_used_share'], '.0f')}% of the vocab; the Rényi "
-            f"efficiency of {fmt(own['renyi_efficiency'], '.3f')} (Shannon "
-            f"{fmt(own['shannon_efficiency'], '.3f')}) says how evenly the tokens are used."
+            f"On its own domain each word takes {fmt(own(schema.EFFICIENCY_FERTILITY), '.2f')} "
+            f"tokens and the text uses {fmt(100 * own(schema.EFFICIENCY_VOCAB_USED_SHARE), '.0f')}"
+            f"% of the vocab; the Rényi efficiency of {fmt(own(schema.EFFICIENCY_RENYI), '.3f')} "
+            f"(Shannon {fmt(own(schema.EFFICIENCY_SHANNON), '.3f')}) says how evenly the tokens "
+            "are used."
         )
-    if own and other:
-        lines.append(
-            f"On {other['dataset']} a word takes {fmt(other['fertility'], '.2f')} tokens "
-            f"(Rényi efficiency {fmt(other['renyi_efficiency'], '.3f')})."
-        )
+        if get(schema.EFFICIENCY_OF, side="other"):
+            lines.append(
+                f"On {other(schema.EFFICIENCY_DATASET)} a word takes "
+                f"{fmt(other(schema.EFFICIENCY_FERTILITY), '.2f')} tokens "
+                f"(Rényi efficiency {fmt(other(schema.EFFICIENCY_RENYI), '.3f')})."
+            )
     return [*lines, ""]
 
 
 def section_undertrained(metrics: dict) -> list[str]:
     """Intermediate-only, never-produced and self-unreachable learned tokens, with examples."""
+    get = partial(schema.get, metrics)
     lines = ["## Under-trained tokens", ""]
-    u = metrics.get("undertrained")
+    u = get(schema.UNDERTRAINED)
     if not u:
         return [*lines, "Not measured for this run (it predates the under-trained count).", ""]
-    sample = u.get("sample") or {}
     scope = (
         "the whole training file"
-        if sample.get("whole_file")
-        else f"the first {sample.get('bytes')} of its {sample.get('file_bytes')} bytes"
+        if get(schema.UNDERTRAINED_SAMPLE_WHOLE_FILE)
+        else f"the first {get(schema.UNDERTRAINED_SAMPLE_BYTES)} of its "
+        f"{get(schema.UNDERTRAINED_SAMPLE_FILE_BYTES)} bytes"
     )
-    size = u["vocab_size"]
+    size = get(schema.UNDERTRAINED_VOCAB_SIZE)
     rows = [
         [
             "intermediate only (count 0 on the training sample)",
-            u["intermediate_only"],
-            fmt(100 * u["intermediate_only_share"], ".2f"),
+            get(schema.UNDERTRAINED_INTERMEDIATE_ONLY),
+            fmt(100 * get(schema.UNDERTRAINED_INTERMEDIATE_ONLY_SHARE), ".2f"),
         ],
         [
             "... of which held-out text still produces",
-            u["intermediate_only_in_heldout"],
-            fmt(100 * u["intermediate_only_in_heldout"] / size, ".2f"),
+            get(schema.UNDERTRAINED_INTERMEDIATE_ONLY_IN_HELDOUT),
+            fmt(
+                100 * get(schema.UNDERTRAINED_INTERMEDIATE_ONLY_IN_HELDOUT) / size,
+                ".2f",
+            ),
         ],
         [
             "never produced (training sample nor held-out)",
-            u["never_produced"],
-            fmt(100 * u["never_produced_share"], ".2f"),
+            get(schema.UNDERTRAINED_NEVER_PRODUCED),
+            fmt(100 * get(schema.UNDERTRAINED_NEVER_PRODUCED_SHARE), ".2f"),
         ],
         [
             "self-unreachable (own text encodes otherwise)",
-            u["self_unreachable"],
-            fmt(100 * u["self_unreachable_share"], ".2f"),
+            get(schema.UNDERTRAINED_SELF_UNREACHABLE),
+            fmt(100 * get(schema.UNDERTRAINED_SELF_UNREACHABLE_SHARE), ".2f"),
         ],
     ]
     lines += [
-        f"The tokenizer encoded {scope} ({sample.get('file')}, {sample.get('bytes')} bytes) and "
-        f"{u['heldout_docs']} held-out documents; of its {u['learned']} learned tokens:",
+        f"The tokenizer encoded {scope} ({get(schema.UNDERTRAINED_SAMPLE_FILE)}, "
+        f"{get(schema.UNDERTRAINED_SAMPLE_BYTES)} bytes) and "
+        f"{get(schema.UNDERTRAINED_HELDOUT_DOCS)} held-out documents; of its "
+        f"{get(schema.UNDERTRAINED_LEARNED)} learned tokens:",
         "",
         table(rows, ["learned tokens", "count", "% of vocab"], colalign=("left", "right", "right")),
         "",
-        f"{u['unused_bytes']} of the 256 byte tokens occur in neither text.",
+        f"{get(schema.UNDERTRAINED_UNUSED_BYTES)} of the 256 byte tokens occur in neither text.",
         "",
     ]
-    examples = u.get("examples") or []
-    if examples:
-        rows = [
-            [
-                e["rank"],
-                f"`{e['gpt2']}`",
-                clip(repr(e["text"])),
-                e["bytes"],
-                fmt(e["merge_count"], "d"),
-                e["heldout_count"],
-                f"`{e['merged_into']}`" if e["merged_into"] else "n/a",
-            ]
-            for e in examples
+    return lines + _undertrained_examples(metrics)
+
+
+def _undertrained_examples(metrics: dict) -> list[str]:
+    """The most striking intermediate-only tokens, as a table and a sentence on the first."""
+    get = partial(schema.get, metrics)
+    examples = get(schema.UNDERTRAINED_EXAMPLES) or []
+    if not examples:
+        return []
+    rows = [
+        [
+            e["rank"],
+            f"`{e['gpt2']}`",
+            clip(repr(e["text"])),
+            e["bytes"],
+            fmt(e["merge_count"], "d"),
+            e["heldout_count"],
+            f"`{e['merged_into']}`" if e["merged_into"] else "n/a",
         ]
-        headers = [
-            "merge #",
-            "token",
-            "text",
-            "bytes",
-            "merge count",
-            "held-out count",
-            "first merged into",
-        ]
-        top = examples[0]
-        lines += [
-            "The most striking intermediate-only tokens (highest merge count first): a model "
-            "trained on text encoded with this tokenizer would never see them.",
-            "",
-            table(rows, headers),
-            "",
-            f"`{top['gpt2']}` was made from {fmt(top['merge_count'], 'd')} pair occurrences and "
-            f"then always absorbed into longer tokens (first into `{top['merged_into']}`).",
-            "",
-        ]
-    return lines
+        for e in examples
+    ]
+    headers = [
+        "merge #",
+        "token",
+        "text",
+        "bytes",
+        "merge count",
+        "held-out count",
+        "first merged into",
+    ]
+    return [
+        "The most striking intermediate-only tokens (highest merge count first): a model "
+        "trained on text encoded with this tokenizer would never see them.",
+        "",
+        table(rows, headers),
+        "",
+        f"`{get(schema.UNDERTRAINED_EXAMPLE_TOKEN.at(i=0))}` was made from "
+        f"{fmt(get(schema.UNDERTRAINED_EXAMPLE_MERGE_COUNT.at(i=0)), 'd')} "
+        "pair occurrences and then always absorbed into longer tokens (first into "
+        f"`{get(schema.UNDERTRAINED_EXAMPLE_MERGED_INTO.at(i=0))}`).",
+        "",
+    ]
 
 
 def section_glossary() -> list[str]:

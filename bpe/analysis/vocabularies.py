@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+from functools import partial
 from itertools import combinations
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from bpe.analysis.compare_sides import Side, load_side
 from bpe.analysis.loader import complete, read_run
 from bpe.analysis.markdown import fmt, runs_used, table
 from bpe.measures import GPT2_DIR
+from bpe.runs import schema
 from bpe.runs.layout import MERGES_FILE
 from bpe.util.io import atomic_write_text
 
@@ -88,25 +90,24 @@ def render_vocabularies(
     lines += ["", "### Under-trained tokens and efficiency (from each run's metrics.json)", ""]
     rows = []
     for d, side in zip(run_dirs, sides):
-        m = metrics[d]
-        u = m.get("undertrained") or {}
-        e = (m.get("efficiency") or {}).get("own") or {}
-        share = u.get("intermediate_only_share")
-        counts = m.get("counts") or {}
-        asked = (m.get("run") or {}).get("vocab_size")
-        got = counts.get("vocab")
+        value = partial(schema.get, metrics[d])
+
+        share = value(schema.UNDERTRAINED_INTERMEDIATE_ONLY_SHARE)
+        stopped = " (stopped early)" if value(schema.STOPPED_EARLY) else ""
+        used = value(schema.EFFICIENCY_VOCAB_USED_SHARE, side="own")
         rows.append(
             [
                 side.label,
-                f"{got}" + (f" of {asked} (stopped early)" if m.get("stopped_early") else ""),
-                u.get("intermediate_only", "n/a"),
+                f"{value(schema.VOCAB)}"
+                + (f" of {value(schema.VOCAB_SIZE)}{stopped}" if stopped else ""),
+                value(schema.UNDERTRAINED_INTERMEDIATE_ONLY, "n/a"),
                 fmt(100 * share, ".2f") if share is not None else "n/a",
-                u.get("never_produced", "n/a"),
-                u.get("self_unreachable", "n/a"),
-                fmt(e.get("renyi_efficiency"), ".3f"),
-                fmt(e.get("shannon_efficiency"), ".3f"),
-                fmt(e.get("fertility"), ".2f"),
-                fmt(100 * e["vocab_used_share"], ".1f") if e.get("vocab_used_share") else "n/a",
+                value(schema.UNDERTRAINED_NEVER_PRODUCED, "n/a"),
+                value(schema.UNDERTRAINED_SELF_UNREACHABLE, "n/a"),
+                fmt(value(schema.EFFICIENCY_RENYI, side="own"), ".3f"),
+                fmt(value(schema.EFFICIENCY_SHANNON, side="own"), ".3f"),
+                fmt(value(schema.EFFICIENCY_FERTILITY, side="own"), ".2f"),
+                fmt(100 * used, ".1f") if used else "n/a",
             ]
         )
     lines += [

@@ -47,13 +47,14 @@ from omegaconf.errors import OmegaConfBaseException
 from bpe.analysis.run_report import write_run_report
 from bpe.analysis.sweep_process import LAST_SWEEP
 from bpe.corpus.datasets import input_name
-from bpe.experiment import config as schema
+from bpe.experiment import config as config_schema
 from bpe.experiment import config_checks
 from bpe.experiment.inputs import validate
 from bpe.experiment.launching import SWEEP_JOBS_ENV
 from bpe.experiment.metrics import RESERVE_BYTES
 from bpe.experiment.rundir import preflight
 from bpe.experiment.runner import run_experiment
+from bpe.runs import schema
 from bpe.runs.layout import ANALYSIS_FILE
 from bpe.trainers.variants import variant_tag
 from bpe.util.io import CONF_DIR, safe_name
@@ -97,8 +98,8 @@ def _app(cfg: DictConfig) -> str | None:
         if _debug():
             raise
         sys.exit(1)
-    logger.info("%s", next_steps(metrics["run"], heldout=_heldout_file(cfg)))
-    return metrics["status"]
+    logger.info("%s", next_steps(schema.get(metrics, schema.RUN), heldout=_heldout_file(cfg)))
+    return schema.get(metrics, schema.STATUS)
 
 
 def _heldout_file(cfg: DictConfig) -> str | None:
@@ -304,7 +305,7 @@ def _explain(err: BaseException) -> str:
             extra = ' (submitit launchers need the extra: pip install -e ".[slurm]")'
         return f"no option {what!r}; choose {group}= one of {', '.join(options)}{extra}"
     if full_key:
-        meaning = {k: (t, m) for k, t, m in schema.describe_keys()}.get(full_key)
+        meaning = {k: (t, m) for k, t, m in config_schema.describe_keys()}.get(full_key)
         hint = f"; {full_key} is {meaning[0]}: {meaning[1]}" if meaning else ""
         override = message.removeprefix("Error merging override ").strip()
         return f"{override}: {_first_line(cause).rstrip('.')}{hint}"
@@ -326,7 +327,7 @@ def _check_launcher(cfg: DictConfig) -> None:
 
 
 def _unknown_key(key: str) -> str:
-    keys = [k for k, _, _ in schema.describe_keys()]
+    keys = [k for k, _, _ in config_schema.describe_keys()]
     groups = sorted(p.name for p in CONF_DIR.iterdir() if p.is_dir() and p.name != "hydra")
     close = difflib.get_close_matches(key, keys + groups, n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""

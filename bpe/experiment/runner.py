@@ -68,6 +68,7 @@ from bpe.experiment.rundir import check_fresh, check_writable, create_run_dir, u
 from bpe.formats.exports import export_refusal, save_exports
 from bpe.formats.gpt2_format import save_tokenizer_files
 from bpe.formats.removals_json import save_removals
+from bpe.runs import schema
 from bpe.runs.layout import (
     HYDRA_CONFIG,
     HYDRA_DIR,
@@ -233,7 +234,7 @@ def _begin(metrics: MetricsFile, run_dir: Path, overrides: list[str]) -> None:
     metrics.write()
     metrics.reserve()
     environment.write(run_dir, environment.capture(overrides=overrides))
-    logger.info("run %s: %s", run_dir.name, metrics.data["run"]["command"])
+    logger.info("run %s: %s", run_dir.name, schema.get(metrics.data, schema.COMMAND))
 
 
 class _StageClock:
@@ -300,7 +301,7 @@ def _complete(
     logger.info(
         "run complete: %d merges; training memory +%s MB (peak %s MB of the process tree, in "
         "%s; the run began at %s MB); analysis peaked at %s MB, apart; %s",
-        metrics.data["counts"]["merges"],
+        schema.get(metrics.data, schema.MERGES),
         training["added_mb"],
         training["peak_mb"],
         training["stage"],

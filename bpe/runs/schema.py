@@ -3,13 +3,13 @@
 The writer (`bpe.experiment.runner`, `bpe.experiment.evaluate`) builds metrics.json section by
 section, the sections it owns as the typed structures below (`RunRecord`, `Counts`,
 `PatternRecord`, `BackendRecord`, `VariantRecord`: a type checker and `tests/test_runs.py`
-hold the writer to them). A reader names the fields it reads through a `Key` here, so a
-renamed field breaks `tests/test_runs.py` (which checks every key against a real run) instead
-of a report, a tracker or a comparison in the field; that test also fails on a dotted
-`metrics.<section>.<field>` path typed anywhere in the readers. Plain reads of a section
-(`metrics.get("compression")`) are not caught yet, and the run report, the MLflow view and
-the comparison still hold some. Dotted column
-names of `bpe.analysis.loader.load_runs` are `"metrics." + key.dotted`.
+hold the writer to them). A reader reads every field through a `Key` here, so a renamed
+field breaks `tests/test_runs.py` (which checks every key against a real run) instead of a
+report, a tracker or a comparison in the field. That test also scans every module of `bpe/`
+for a literal read of metrics.json (`metrics["run"]`, `metrics.get("compression")`, and the
+same on any name bound to a part of it) and for a dotted `metrics.<section>.<field>` path.
+A key with a `{side}` part names a held-out side ("own" or "other"); `{i}` an item of a list.
+Dotted column names of `bpe.analysis.loader.load_runs` are `"metrics." + key.dotted`.
 
     >>> get({"run": {"launcher": {"name": "basic"}}}, LAUNCHER_NAME)
     'basic'
@@ -152,6 +152,21 @@ class Key(NamedTuple):
         """The column `bpe.analysis.loader.load_runs` gives this key."""
         return f"metrics.{self.dotted}"
 
+    def at(self, **parts: object) -> Key:
+        """This key with its `{name}` parts filled in: a held-out side, or an item of a list.
+
+        >>> key("compression.{side}.ratio").at(side="other").dotted
+        'compression.other.ratio'
+        >>> key("undertrained.examples.{i}.gpt2").at(i=0).path
+        ('undertrained', 'examples', '0', 'gpt2')
+        """
+        return Key(tuple(part.format(**parts) for part in self.path), self.always)
+
+    @property
+    def parts(self) -> set[str]:
+        """The `{name}` parts `at` fills ({"side"} for `compression.{side}.ratio`)."""
+        return {p[1:-1] for p in self.path if p.startswith("{") and p.endswith("}")}
+
 
 def key(dotted: str, *, always: bool = True) -> Key:
     return Key(tuple(dotted.split(".")), always)
@@ -161,10 +176,19 @@ def has(metrics: Mapping[str, Any] | None, k: Key) -> bool:
     """Whether the path of `k` exists in a metrics.json mapping (its value may be null)."""
     node: Any = metrics
     for part in k.path:
-        if not isinstance(node, Mapping) or part not in node:
+        found, node = _step(node, part)
+        if not found:
             return False
-        node = node[part]
     return True
+
+
+def _step(node: Any, part: str) -> tuple[bool, Any]:
+    """One level down: a mapping's field, or a list's item where the part is an index."""
+    if isinstance(node, Mapping):
+        return (True, node[part]) if part in node else (False, None)
+    if isinstance(node, list) and part.isdigit() and int(part) < len(node):
+        return True, node[int(part)]
+    return False, None
 
 
 #: metrics.json's sections of measurements: their numeric leaves are what a tracker charts
@@ -211,13 +235,14 @@ RECORD_SECTIONS = (
 )
 
 
-def get(metrics: Mapping[str, Any] | None, k: Key, default: Any = None) -> Any:
-    """The value at `k` in a metrics.json mapping, or `default` where any level is missing."""
+def get(metrics: Mapping[str, Any] | None, k: Key, default: Any = None, **parts: object) -> Any:
+    """The value at `k` in a metrics.json mapping, or `default` where any level is missing;
+    `parts` fill a key's `{name}` parts (`get(m, COMPRESSION_RATIO_OF, side="other")`)."""
     node: Any = metrics
-    for part in k.path:
-        if not isinstance(node, Mapping) or part not in node:
+    for part in (k.at(**parts) if parts else k).path:
+        found, node = _step(node, part)
+        if not found:
             return default
-        node = node[part]
     return default if node is None else node
 
 
@@ -319,6 +344,7 @@ OWN_SEEN_IN_TRAINING = key("compression.own.seen_in_training")
 HELDOUT_DOCS = key("compression.own.heldout_docs", always=False)
 HELDOUT_BYTES = key("compression.own.heldout_bytes", always=False)
 HELDOUT_FILE = key("compression.own.file", always=False)
+HELDOUT_OFFSET = key("compression.own.offset", always=False)
 OTHER_DATASET = key("compression.other.dataset")
 OTHER_COMPRESSION_RATIO = key("compression.other.ratio")
 OTHER_GPT2_COMPRESSION_RATIO = key("compression.other.gpt2_ratio")
@@ -332,6 +358,106 @@ BITS_PER_BYTE_MIN = key("bits_per_byte.own.splits.min")
 BITS_PER_BYTE_MAX = key("bits_per_byte.own.splits.max")
 UNIGRAM_BITS_PER_BYTE = key("bits_per_byte.own.unigram_bits_per_byte")
 OTHER_BITS_PER_BYTE = key("bits_per_byte.other.bits_per_byte")
+
+# -- read by ANALYSIS.md, the MLflow view and COMPARE.md, section by section -----------------------
+BITS_PER_BYTE_OF = key("bits_per_byte.{side}", always=False)
+BPB_DATASET = key("bits_per_byte.{side}.dataset")
+BPB_DOCS = key("bits_per_byte.{side}.docs")
+BPB_TOKENS = key("bits_per_byte.{side}.tokens")
+BPB_BITS_PER_BYTE = key("bits_per_byte.{side}.bits_per_byte")
+BPB_SPLITS_MIN = key("bits_per_byte.{side}.splits.min")
+BPB_SPLITS_MAX = key("bits_per_byte.{side}.splits.max")
+BPB_UNIGRAM = key("bits_per_byte.{side}.unigram_bits_per_byte")
+BPB_BITS_PER_TOKEN = key("bits_per_byte.{side}.bits_per_token")
+BITS_PER_BYTE_MODEL_DISCOUNTS = key("bits_per_byte.model.discounts")
+BITS_PER_BYTE_MODEL_SPLITS = key("bits_per_byte.model.splits")
+BITS_PER_BYTE_MODEL_TRAIN_BYTES = key("bits_per_byte.model.train.bytes")
+BITS_PER_BYTE_MODEL_TRAIN_FILE = key("bits_per_byte.model.train.file")
+BITS_PER_BYTE_MODEL_TRAIN_TOKENS = key("bits_per_byte.model.train.tokens")
+BITS_PER_BYTE_MODEL_TRAIN_WHOLE_FILE = key("bits_per_byte.model.train.whole_file")
+COMPRESSION_OWN = key("compression.own")
+COMPRESSION_OF = key("compression.{side}", always=False)
+COMPRESSION_RATIO_OF = key("compression.{side}.ratio")
+COMPRESSION_GPT2_RATIO_OF = key("compression.{side}.gpt2_ratio")
+COMPRESSION_DATASET = key("compression.{side}.dataset")
+COMPRESSION_DOCS = key("compression.{side}.docs")
+COMPRESSION_BYTES = key("compression.{side}.bytes")
+COUNTS_BYTES = key("counts.bytes")
+COUNTS_CHUNKS = key("counts.chunks")
+# the held-out sets a measure ran on: .at(side="own") the dataset's own, "other" the other one
+EFFICIENCY_OF = key("efficiency.{side}", always=False)
+EFFICIENCY_DATASET = key("efficiency.{side}.dataset")
+EFFICIENCY_DOCS = key("efficiency.{side}.docs")
+EFFICIENCY_TOKENS = key("efficiency.{side}.tokens")
+EFFICIENCY_FERTILITY = key("efficiency.{side}.fertility")
+EFFICIENCY_SHANNON = key("efficiency.{side}.shannon_efficiency")
+EFFICIENCY_RENYI = key("efficiency.{side}.renyi_efficiency")
+EFFICIENCY_RENYI_ALPHA = key("efficiency.{side}.renyi_alpha")
+EFFICIENCY_VOCAB_USED = key("efficiency.{side}.vocab_used")
+EFFICIENCY_VOCAB_USED_SHARE = key("efficiency.{side}.vocab_used_share")
+ERROR = key("error", always=False)
+ERROR_STAGE = key("error.stage", always=False)
+ERROR_TYPE = key("error.type", always=False)
+INIT_FROM = key("init_from", always=False)
+INIT_FROM_HELDOUT = key("init_from.heldout", always=False)
+INIT_FROM_HELDOUT_DATASET = key("init_from.heldout.dataset", always=False)
+INIT_FROM_HELDOUT_DOCS = key("init_from.heldout.docs", always=False)
+INIT_FROM_HELDOUT_NEW_TOKEN_SHARE = key("init_from.heldout.new_token_share", always=False)
+INIT_FROM_HELDOUT_PARENT_RATIO = key("init_from.heldout.parent_ratio", always=False)
+INIT_FROM_HELDOUT_RATIO = key("init_from.heldout.ratio", always=False)
+INIT_FROM_MERGES = key("init_from.merges", always=False)
+INIT_FROM_MERGES_SHA256 = key("init_from.merges_sha256", always=False)
+INIT_FROM_NEW_TOKENS = key("init_from.new_tokens", always=False)
+INIT_FROM_VOCAB_SIZE = key("init_from.vocab_size", always=False)
+LEADING_SPACE_SHARE = key("leading_space_share")
+LEARNED_TOKENS = key("learned_tokens")
+LINEAGE_HELDOUT = key("lineage.heldout")
+MEMORY = key("memory")
+MEMORY_BEFORE_REPORT = key("memory.before_report")
+MEMORY_INTERVAL_S = key("memory.interval_s")
+MEMORY_TIMELINE = key("memory.timeline")
+MERGE_SUPPORT_COUNT_1 = key("merge_support.count_1")
+MERGE_SUPPORT_MERGES = key("merge_support.merges")
+MERGE_SUPPORT_RARE = key("merge_support.rare")
+MERGE_SUPPORT_RARE_SHARE = key("merge_support.rare_share")
+MERGE_SUPPORT_SUPPORTED_VOCAB = key("merge_support.supported_vocab")
+MERGE_SUPPORT_UNIQUE_PRETOKENS = key("merge_support.unique_pretokens")
+PATTERN = key("pattern")
+PATTERN_REGEX = key("pattern.regex")
+PRETOKEN_CACHE_HASH_SECONDS = key("pretoken_cache.hash_seconds")
+PRETOKEN_CACHE_KEY = key("pretoken_cache.key")
+PRETOKEN_CACHE_SAVE_SECONDS = key("pretoken_cache.save_seconds")
+RUN = key("run")
+STATUS_REASON = key("status_reason", always=False)
+THROUGHPUT = key("throughput")
+THROUGHPUT_FIRST_PASS_BYTES_PER_SECOND = key("throughput.first_pass_bytes_per_second")
+THROUGHPUT_GPT2_BYTES_PER_SECOND = key("throughput.gpt2_bytes_per_second")
+TIKTOKEN = key("tiktoken")
+TOKEN_LENGTHS = key("token_lengths")
+UNDERTRAINED_EXAMPLES = key("undertrained.examples")
+UNDERTRAINED_EXAMPLE_TOKEN = key("undertrained.examples.{i}.gpt2", always=False)
+UNDERTRAINED_EXAMPLE_MERGE_COUNT = key("undertrained.examples.{i}.merge_count", always=False)
+UNDERTRAINED_EXAMPLE_MERGED_INTO = key("undertrained.examples.{i}.merged_into", always=False)
+UNDERTRAINED_HELDOUT_DOCS = key("undertrained.heldout_docs")
+UNDERTRAINED_INTERMEDIATE_ONLY = key("undertrained.intermediate_only")
+UNDERTRAINED_INTERMEDIATE_ONLY_IN_HELDOUT = key("undertrained.intermediate_only_in_heldout")
+UNDERTRAINED_INTERMEDIATE_ONLY_SHARE = key("undertrained.intermediate_only_share")
+UNDERTRAINED_LEARNED = key("undertrained.learned")
+UNDERTRAINED_NEVER_PRODUCED = key("undertrained.never_produced")
+UNDERTRAINED_NEVER_PRODUCED_SHARE = key("undertrained.never_produced_share")
+UNDERTRAINED_SAMPLE_BYTES = key("undertrained.sample.bytes")
+UNDERTRAINED_SAMPLE_FILE = key("undertrained.sample.file")
+UNDERTRAINED_SAMPLE_FILE_BYTES = key("undertrained.sample.file_bytes")
+UNDERTRAINED_SAMPLE_WHOLE_FILE = key("undertrained.sample.whole_file")
+UNDERTRAINED_SELF_UNREACHABLE = key("undertrained.self_unreachable")
+UNDERTRAINED_SELF_UNREACHABLE_SHARE = key("undertrained.self_unreachable_share")
+UNDERTRAINED_UNUSED_BYTES = key("undertrained.unused_bytes")
+UNDERTRAINED_VOCAB_SIZE = key("undertrained.vocab_size")
+VARIANT_STAGE_TWO_COUNTS_MB = key("variant.stage_two.counts_mb", always=False)
+VARIANT_STAGE_TWO_LONGEST = key("variant.stage_two.longest_pretoken_bytes", always=False)
+VARIANT_STAGE_TWO_MERGES = key("variant.stage_two.merges", always=False)
+VARIANT_STAGE_TWO_UNIQUE_PRETOKENS = key("variant.stage_two.unique_pretokens", always=False)
+VARIANT_STAGE_TWO_UNIQUE_RATIO = key("variant.stage_two.unique_ratio", always=False)
 
 #: Every key above, for the contract test.
 KEYS: dict[str, Key] = {n: v for n, v in globals().items() if isinstance(v, Key)}
