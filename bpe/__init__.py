@@ -47,6 +47,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .picky                    PickyBPE: merges that remove the parents they used up
       .superbpe                 SuperBPE's stage two: merges across words, after stage one
     bpe.training                train_bpe, train_bpe_detailed, TrainResult: stages 1-3, timed
+      .plan                     every check before any work, and the run's inputs resolved
     bpe.tokenizer               Tokenizer: encode, decode, streaming
       .merging                  BPE of one pretoken: the list scan and the linked list
       .cold_path                the pretoken cache, and which misses the compiled kernel merges

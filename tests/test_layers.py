@@ -1,11 +1,11 @@
 """The layers import one way: every module is checked against one direction table.
 
-`LAYERS` is the architecture in one table: each folder of `bpe/` (and `training`, the one
-top-level module with code) may import only the layers listed for it, plus `util`, which every
-layer may use. Every module is parsed with `ast` and every import statement is checked, at
-any nesting level (module top, functions, try blocks, `if TYPE_CHECKING:`), so a lazy import
-cannot hide a cycle. A second check imports modules in a fresh interpreter and looks at what
-got loaded: what `import bpe.tokenizer` and `import bpe.analysis.*` must not pull in.
+`LAYERS` is the architecture in one table: each folder of `bpe/` may import only the layers
+listed for it, plus `util`, which every layer may use. Every module is parsed with `ast` and
+every import statement is checked, at any nesting level (module top, functions, try blocks,
+`if TYPE_CHECKING:`), so a lazy import cannot hide a cycle. A second check imports modules in
+a fresh interpreter and looks at what got loaded: what `import bpe.tokenizer` and
+`import bpe.analysis.*` must not pull in.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ LAYERS: dict[str, set[str]] = {
     },
 }
 #: What may sit at the top of `bpe/` besides the layer folders (the issue: about six at most).
-TOP_LEVEL = {"__init__.py", "training.py"}
+TOP_LEVEL = {"__init__.py"}
 
 
 def _module_name(path: Path) -> str:

@@ -1,6 +1,8 @@
-"""Sizes that read: no module in bpe/ over 500 lines and no function over 80 (docstring
-included), Numba kernel modules aside (a kernel may be long where splitting it would cost
-speed: `bpe/trainers/compiled_kernels.py` and `bpe/tokenizer/compiled.py` say so at the top).
+"""Sizes that read: no module in bpe/ over 500 lines and no function over 80 lines of code
+(its docstring not counted: an entry point documents each of its options, and cutting that
+text would not make the code read better), Numba kernel modules aside (a kernel may be long
+where splitting it would cost speed: `bpe/trainers/compiled_kernels.py` and
+`bpe/tokenizer/compiled.py` say so at the top).
 
 The modules and functions still over the limits are listed below with their size today: a
 ratchet. A listed one may shrink (then lower or drop its entry), never grow, and nothing new
@@ -25,16 +27,10 @@ LONG_FUNCTIONS = {
     "bpe/analysis/report_pages.py:render_trainers": 101,
     "bpe/analysis/report_pages.py:render_datasets": 94,
     "bpe/cli/encode.py:build_parser": 86,
-    "bpe/encode/npy.py:encode_to_npy": 157,
-    "bpe/experiment/evaluate.py:evaluate": 81,
-    "bpe/measures/vocab_stats.py:undertrained_tokens": 96,
-    "bpe/pretokenize/__init__.py:pretokenize": 103,
-    "bpe/pretokenize/cache.py:pretokenize_cached": 103,
+    "bpe/encode/npy.py:encode_to_npy": 101,
+    "bpe/pretokenize/cache.py:pretokenize_cached": 86,
     "bpe/tokenizer/__init__.py:__init__": 83,
-    "bpe/trainers/__init__.py:learn_merges": 96,
     "bpe/trainers/compiled.py:_run": 104,
-    "bpe/trainers/parent.py:prepare_from_parent": 81,
-    "bpe/training.py:train_bpe_detailed": 151,
 }
 
 
@@ -48,8 +44,18 @@ def sizes(root: Path) -> tuple[dict[str, int], dict[str, int]]:
         modules[rel] = len(text.splitlines())
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                functions[f"{rel}:{node.name}"] = node.end_lineno - node.lineno + 1
+                functions[f"{rel}:{node.name}"] = function_lines(node)
     return modules, functions
+
+
+def function_lines(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """A function's lines from `def` to its end, less its docstring's."""
+    lines = node.end_lineno - node.lineno + 1
+    first = node.body[0]
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+        if isinstance(first.value.value, str):
+            lines -= first.end_lineno - first.lineno + 1
+    return lines
 
 
 def over_limits(root: Path) -> list[str]:
@@ -85,3 +91,9 @@ def test_the_size_check_sees_a_long_module(tmp_path):
     (tmp_path / "bpe").mkdir()
     (tmp_path / "bpe" / "big.py").write_text("x = 1\n" * 501, "utf-8")
     assert over_limits(tmp_path) == ["bpe/big.py: 501 lines (limit 500)"]
+
+
+def test_a_docstring_is_not_counted_but_code_is():
+    source = 'def f(x):\n    """Doc.\n\n    More.\n    """\n    y = x\n    return y\n'
+    assert function_lines(ast.parse(source).body[0]) == 3
+    assert function_lines(ast.parse("def g():\n    return 1\n").body[0]) == 2

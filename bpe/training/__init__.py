@@ -19,28 +19,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bpe.corpus.files import DEFAULT_TEXT_FIELD, Corpus
-from bpe.corpus.sources import resolve_source
 from bpe.formats.gpt2_format import merges_sha256
-from bpe.formats.init_from import Parent, check_parent, load_parent, parent_record
+from bpe.formats.init_from import Parent, parent_record
 from bpe.formats.removals_json import as_removals
 from bpe.pretokenize import count_stage_one, log_stage_one
 from bpe.pretokenize.cache import CacheInfo
-from bpe.pretokenize.counting import PretokenCounts, check_input_file
-from bpe.pretokenize.dask_backend import check_backend
-from bpe.pretokenize.engines import load_scanner, resolve_engine
+from bpe.pretokenize.counting import PretokenCounts
+from bpe.pretokenize.engines import ScannerInfo, load_scanner
 from bpe.runs.stages import COMPILE, STAGE_TIMINGS, stage_label
 from bpe.text.patterns import GPT2_PATTERN, resolve_pattern
-from bpe.text.specials import validate_special_tokens
 from bpe.tokenizer import Tokenizer
-from bpe.trainers import CompileInfo, check_trainer, compile_trainer, learn_merges, superbpe
-from bpe.trainers.common import TrainerOutput, check_vocab_size
-from bpe.trainers.variants import (
-    Variant,
-    as_variant,
-    check_continuation,
-    check_trainer_supports,
-    check_transition,
-)
+from bpe.trainers import compile_trainer, learn_merges, superbpe
+from bpe.trainers.common import TrainerOutput
+from bpe.trainers.variants import Variant
+from bpe.training.plan import RunPlan, plan_run
 from bpe.util.progress import LOG_INTERVAL_S
 
 logger = logging.getLogger(__name__)
@@ -193,7 +185,7 @@ def train_bpe_detailed(
             Numba: the message says `pip install 'bpe-lab[compiled]'`).
         ConnectionError: the Dask scheduler could not be reached.
     """
-    run = _check(
+    run = plan_run(
         input_path,
         vocab_size,
         special_tokens,
@@ -222,24 +214,10 @@ def train_bpe_detailed(
     timings: dict[str, float] = {}
     scanner = _load_scanner(run.engine)
     counted, cache, manifest = _stage_one(run, timings, cache_dir, stage_one_options)
-    if scanner is not None:  # timed apart from stage 1, in the order stages run
-        timings[COMPILE] = scanner[1]
-    compiled = _compile(trainer, timings)
+    compile_cached = _compile_stage(trainer, timings, scanner)
     reached: dict[int, float] = {}
     merge_options = {"progress": progress, "log_interval": log_interval}
-    with _timed(timings, "merge"):
-        # the counts are handed over, not kept: the trainer frees them once it has built its words
-        output = learn_merges(
-            trainer,
-            counted.take_counts(),
-            run.stage_one_size,
-            run.specials,
-            parent=run.parent,
-            picky_threshold=run.variant.threshold,
-            marks=run.marks,
-            reached=reached,
-            **merge_options,
-        )
+    output = _merge_stage(run, counted, timings, reached=reached, merge_options=merge_options)
     output, facts, final_pattern = _variant_stage(
         run, output, counted, timings, cache_dir, stage_one_options, merge_options
     )
@@ -250,16 +228,46 @@ def train_bpe_detailed(
         len(output.merges),
         timings["merge"],
     )
+    return _result(
+        run,
+        output,
+        facts,
+        pattern=final_pattern,
+        counted=counted,
+        timings=timings,
+        cache=cache,
+        manifest=manifest,
+        compile_cached=compile_cached,
+        rung_seconds={
+            int(v): reached.get(m, timings["merge"]) for v, m in zip(rungs, run.marks, strict=True)
+        },
+    )
+
+
+def _result(
+    run: RunPlan,
+    output: TrainerOutput,
+    facts: dict,
+    *,
+    pattern: str,
+    counted: PretokenCounts,
+    timings: dict[str, float],
+    cache: CacheInfo,
+    manifest: dict | None,
+    compile_cached: bool | None,
+    rung_seconds: dict[int, float],
+) -> TrainResult:
+    """The `TrainResult` of a finished training: its output, and what each stage measured."""
     return TrainResult(
         vocab=output.vocab,
         merges=output.merges,
-        trainer=trainer,
-        vocab_size=vocab_size,
+        trainer=run.trainer,
+        vocab_size=run.vocab_size,
         special_tokens=run.specials,
         pretokenized=counted,
         timings=timings,
         merge_counts=output.merge_counts,
-        pattern=final_pattern,
+        pattern=pattern,
         init_from=None if run.parent is None else parent_record(run.parent),
         pretoken_cache=cache.as_dict(),
         input_sha256=None if manifest is None else manifest["sha256"],
@@ -267,94 +275,38 @@ def train_bpe_detailed(
         variant=run.variant,
         removals=output.removals,
         variant_facts=facts,
-        compile_cached=_all_cached(compiled, None if scanner is None else scanner[0]),
-        rung_seconds={
-            int(v): reached.get(m, timings["merge"]) for v, m in zip(rungs, run.marks, strict=True)
-        },
+        compile_cached=compile_cached,
+        rung_seconds=rung_seconds,
     )
 
 
-@dataclass(frozen=True)
-class _Run:
-    """What `train_bpe_detailed` checked and resolved before any work."""
-
-    corpus: Corpus
-    specials: list[str]
-    trainer: str
-    vocab_size: int
-    #: the vocab stage one trains to (SuperBPE's transition; else `vocab_size`)
-    stage_one_size: int
-    variant: Variant
-    #: the split pattern of stage 1 (a regex string)
-    pattern: str
-    engine: str
-    parent: Parent | None
-    #: the vocab ladder's rungs as merge counts
-    marks: list[int]
-
-
-def _check(
-    input_path: str | os.PathLike | Sequence[str | os.PathLike] | Corpus,
-    vocab_size: int,
-    special_tokens: Sequence[str] | None,
+def _merge_stage(
+    run: RunPlan,
+    counted: PretokenCounts,
+    timings: dict[str, float],
     *,
-    trainer: str,
-    backend: str,
-    scheduler: str | None,
-    pattern: str | None,
-    init_from: str | os.PathLike | Parent | None,
-    variant: Variant | str | None,
-    rungs: Sequence[int],
-    engine: str,
-    corpus_options: dict,
-) -> _Run:
-    """Every check before any work (a bad trainer name or vocab size fails in milliseconds,
-    not after stage 1), and the run's inputs resolved: variant, pattern, engine, parent,
-    corpus."""
-    specials = validate_special_tokens(special_tokens)
-    check_trainer(trainer)
-    check_backend(backend, scheduler)
-    check_vocab_size(vocab_size, specials)
-    chosen = as_variant(variant).resolve(vocab_size=vocab_size)
-    check_trainer_supports(chosen.name, trainer)
-    check_continuation(chosen.name, init_from)
-    marks = [int(v) - 256 - len(specials) for v in rungs]
-    if marks and (chosen.name != "bpe" or init_from is not None):
-        raise ValueError(
-            f"rungs={list(rungs)!r} time plain BPE from scratch only (variant={chosen.name}, "
-            f"init_from={init_from!r}): drop rungs="
+    reached: dict[int, float],
+    merge_options: dict,
+) -> TrainerOutput:
+    """Stages 2-3 to the stage-one vocab size, timed as "merge"; `reached` gets the time each
+    ladder mark was reached."""
+    with _timed(timings, "merge"):
+        # the counts are handed over, not kept: the trainer frees them once it has built its words
+        return learn_merges(
+            run.trainer,
+            counted.take_counts(),
+            run.stage_one_size,
+            run.specials,
+            parent=run.parent,
+            picky_threshold=run.variant.threshold,
+            marks=run.marks,
+            reached=reached,
+            **merge_options,
         )
-    stage_one_size = vocab_size
-    if chosen.name == "superbpe":
-        stage_one_size = check_transition(chosen.transition_vocab, vocab_size, specials)
-    regex_pattern = resolve_pattern(pattern)
-    chosen_engine = resolve_engine(engine, pattern=regex_pattern, trainer=trainer)
-    parent = load_parent(init_from) if isinstance(init_from, str | os.PathLike) else init_from
-    if parent is not None:
-        check_parent(parent, pattern=regex_pattern, vocab_size=vocab_size)
-    corpus = (
-        input_path
-        if isinstance(input_path, Corpus)
-        else resolve_source(input_path, **corpus_options)
-    )
-    if corpus.is_plain_text_file:
-        check_input_file(corpus.files[0].path)
-    return _Run(
-        corpus,
-        specials,
-        trainer,
-        vocab_size,
-        stage_one_size,
-        chosen,
-        regex_pattern,
-        chosen_engine,
-        parent,
-        marks,
-    )
 
 
 def _stage_one(
-    run: _Run, timings: dict[str, float], cache_dir: str | os.PathLike | None, options: dict
+    run: RunPlan, timings: dict[str, float], cache_dir: str | os.PathLike | None, options: dict
 ) -> tuple[PretokenCounts, CacheInfo, dict | None]:
     """Stage 1, timed and logged: the corpus's pretoken counts (through the cache when there
     is one), what the cache did, and the manifest when the cache key needed it."""
@@ -377,7 +329,7 @@ def _stage_one(
 
 
 def _variant_stage(
-    run: _Run,
+    run: RunPlan,
     output: TrainerOutput,
     counted: PretokenCounts,
     timings: dict[str, float],
@@ -414,54 +366,47 @@ def _variant_stage(
     return output, {"stage_two": stage_two_facts}, pattern
 
 
-def _load_scanner(engine: str) -> tuple[bool, float] | None:
+def _load_scanner(engine: str) -> ScannerInfo | None:
     """The compiled pre-tokenizer, loaded before stage 1 so that its load is timed as
     `COMPILE`: importing Numba and loading (or compiling) its machine code is the fixed cost
-    of a compiled run, not counting speed. Returns whether it came from Numba's cache and the
-    seconds it took; None with the regex engine, or when this process loaded it before."""
-    if engine != "compiled":
-        return None
-    t0 = time.perf_counter()
-    info = load_scanner()
-    seconds = time.perf_counter() - t0
-    if not info.now:
+    of a compiled run, not counting speed. None with the regex engine, or when this process
+    loaded it before."""
+    info = load_scanner() if engine == "compiled" else None
+    if info is None or not info.now:
         return None
     logger.info(
         "compiled pre-tokenizer: %s in %.3f s (timed as compile, not as stage 1)",
         "Numba imported and the scanner loaded from its cache"
         if info.cached
         else "scanner compiled (the first run after an install or a change)",
-        seconds,
-    )
-    return info.cached, seconds
-
-
-def _all_cached(compiled: CompileInfo | None, scanner_cached: bool | None) -> bool | None:
-    """Whether every compiled piece of the run came from Numba's cache; None if none ran."""
-    known = [
-        c for c in (None if compiled is None else compiled.cached, scanner_cached) if c is not None
-    ]
-    return all(known) if known else None
-
-
-def _compile(trainer: str, timings: dict[str, float]) -> CompileInfo | None:
-    """A compiling trainer's compile step, timed as `COMPILE` (added to the scanner's load,
-    if any) and logged; None for the others."""
-    t0 = time.perf_counter()
-    info = compile_trainer(trainer)
-    if info is None:
-        return None
-    timings[COMPILE] = timings.get(COMPILE, 0.0) + time.perf_counter() - t0
-    logger.info(
-        "%s: %s in %.3f s (timed apart from the merge stage)",
-        trainer,
-        "machine code loaded from Numba's cache"
-        if info.cached
-        else "merge loop compiled (the first run after an install or a change: later runs load "
-        "it from the cache)",
-        time.perf_counter() - t0,
+        info.seconds,
     )
     return info
+
+
+def _compile_stage(
+    trainer: str, timings: dict[str, float], scanner: ScannerInfo | None
+) -> bool | None:
+    """A compiling trainer's compile step, logged, and timed as `COMPILE` with the scanner's
+    load (after stage 1, the order stages run). Returns whether every compiled piece came from
+    Numba's cache; None if nothing was compiled."""
+    if scanner is not None:
+        timings[COMPILE] = scanner.seconds
+    t0 = time.perf_counter()
+    info = compile_trainer(trainer)
+    if info is not None:
+        timings[COMPILE] = timings.get(COMPILE, 0.0) + time.perf_counter() - t0
+        logger.info(
+            "%s: %s in %.3f s (timed apart from the merge stage)",
+            trainer,
+            "machine code loaded from Numba's cache"
+            if info.cached
+            else "merge loop compiled (the first run after an install or a change: later runs "
+            "load it from the cache)",
+            time.perf_counter() - t0,
+        )
+    known = [c.cached for c in (scanner, info) if c is not None]
+    return all(known) if known else None
 
 
 @contextmanager
