@@ -27,7 +27,6 @@ LONG_FUNCTIONS = {
     "bpe/analysis/report_pages.py:render_trainers": 101,
     "bpe/analysis/report_pages.py:render_datasets": 94,
     "bpe/cli/encode.py:build_parser": 86,
-    "bpe/encode/npy.py:encode_to_npy": 101,
     "bpe/pretokenize/cache.py:pretokenize_cached": 86,
     "bpe/tokenizer/__init__.py:__init__": 83,
     "bpe/trainers/compiled.py:_run": 104,

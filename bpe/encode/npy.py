@@ -265,35 +265,18 @@ def encode_to_npy(
     """
     dt = check_dtype(tokenizer, dtype)
     _check_options(backend=backend, dropout=dropout, seed=seed, chunk_bytes=chunk_bytes)
-    start_time = time.perf_counter()
+    said = _Said(tokenizer, dt, tokenizer_dir, command, dropout, seed, time.perf_counter())
+    protected = files_in(tokenizer_dir)
     if _is_empty_file(source):
-        check_output(source, out_path, force=force, protected=files_in(tokenizer_dir))
-        return _finish(
-            Path(out_path),
-            write_npy_atomically(Path(out_path), dt, []),
-            source=source,
-            corpus=None,
-            tokenizer=tokenizer,
-            dt=dt,
-            backend=backend,
-            parts=0,
-            workers=1,
-            method="in-process",
-            num_bytes=0,
-            start_time=start_time,
-            tokenizer_dir=tokenizer_dir,
-            command=command,
-            dropout=dropout,
-            seed=seed,
-        )
+        check_output(source, out_path, force=force, protected=protected)
+        written = write_npy_atomically(Path(out_path), dt, [])
+        return _finish(Path(out_path), written, said, source=source, backend=backend)
     corpus = (
         source
         if isinstance(source, Corpus)
         else resolve_source(os.fspath(source), format=format, text_field=text_field)
     )
-    check_output(
-        [f.path for f in corpus.files], out_path, force=force, protected=files_in(tokenizer_dir)
-    )
+    check_output([f.path for f in corpus.files], out_path, force=force, protected=protected)
     one_text = len(corpus.files) == 1 and corpus.files[0].format == "text"
     if dropout and not one_text:
         raise ValueError(
@@ -328,22 +311,29 @@ def encode_to_npy(
     return _finish(
         target,
         num_tokens,
+        said,
         source=corpus.source,
         corpus=corpus,
-        tokenizer=tokenizer,
-        dt=dt,
         backend=backend,
         parts=len(parts),
         workers=plan.workers,
         method=plan.start_method,
         num_bytes=read[0],
-        start_time=start_time,
-        tokenizer_dir=tokenizer_dir,
-        command=command,
-        dropout=dropout,
-        seed=seed,
         separator=sep,
     )
+
+
+@dataclass(frozen=True)
+class _Said:
+    """What the caller asked for that the sidecar records, and when the encoding started."""
+
+    tokenizer: Tokenizer
+    dt: np.dtype
+    tokenizer_dir: str | os.PathLike | None
+    command: str | None
+    dropout: float
+    seed: int
+    start_time: float
 
 
 def _is_empty_file(source: object) -> bool:
@@ -412,35 +402,29 @@ def _part_arrays(
 def _finish(
     target: Path,
     num_tokens: int,
+    said: _Said,
     *,
     source: object,
-    corpus: Corpus | None,
-    tokenizer: Tokenizer,
-    dt: np.dtype,
     backend: str,
-    parts: int,
-    workers: int,
-    method: str,
-    num_bytes: int,
-    start_time: float,
-    tokenizer_dir: str | os.PathLike | None,
-    command: str | None,
-    dropout: float,
-    seed: int,
+    corpus: Corpus | None = None,
+    parts: int = 0,
+    workers: int = 1,
+    method: str = "in-process",
+    num_bytes: int = 0,
     separator: str | None = None,
 ) -> dict:
     """Write the sidecar, log the speed, and say what was done (`encode_to_npy`'s result)."""
-    seconds = time.perf_counter() - start_time
+    seconds = time.perf_counter() - said.start_time
     record = lineage.encode_sidecar(
-        tokenizer=tokenizer,
+        tokenizer=said.tokenizer,
         input_path=os.fspath(source),
         num_tokens=num_tokens,  # type: ignore[arg-type]
-        dtype=dt.name,
+        dtype=said.dt.name,
         backend=backend,
-        tokenizer_dir=tokenizer_dir,
-        command=command,
-        dropout=dropout,
-        seed=seed if dropout else None,
+        tokenizer_dir=said.tokenizer_dir,
+        command=said.command,
+        dropout=said.dropout,
+        seed=said.seed if said.dropout else None,
         corpus=corpus,
     )
     if separator is not None:
@@ -449,7 +433,7 @@ def _finish(
     logger.info(
         "wrote %d tokens (%s) to %s in %.2f s (%.2f MB/s of text)",
         num_tokens,
-        dt.name,
+        said.dt.name,
         target,
         seconds,
         num_bytes / seconds / 1e6 if seconds else 0.0,
