@@ -29,7 +29,6 @@ LONG_FUNCTIONS = {
     "bpe/cli/encode.py:build_parser": 86,
     "bpe/pretokenize/cache.py:pretokenize_cached": 86,
     "bpe/tokenizer/__init__.py:__init__": 83,
-    "bpe/trainers/compiled.py:_run": 104,
 }
 
 

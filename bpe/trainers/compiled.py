@@ -25,7 +25,7 @@ import importlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from types import ModuleType
 
 import numpy as np
@@ -155,6 +155,83 @@ def _run(
     limit: int,
 ) -> None:
     k = kernels
+    first_id = len(state.vocab)
+    t = _tables(k, state, limit)
+    done = 0
+    while done < limit:
+        status = k.merge_batch(*t.args(), first_id, min(limit, done + batch))
+        now = int(t.sc[k.MERGES_DONE])
+        lefts, rights = t.out_left[done:now].tolist(), t.out_right[done:now].tolist()
+        for left, right, count in zip(lefts, rights, t.out_count[done:now].tolist(), strict=True):
+            state.add_merge(left, right, count)
+            tick()
+        done = now
+        if status == k.EXHAUSTED:
+            return
+        if status == k.GROW:
+            t.grow(k)
+
+
+@dataclass
+class _Tables:
+    """The merge loop's arrays, in `merge_batch`'s argument order (see the kernel module for
+    what each holds): the words as linked lists, the pair table and its hash index, the
+    occurrence pool, the heap, the tokens' bytes and sort keys, the per-token scratch, the
+    output merges and the scalars."""
+
+    ids: np.ndarray
+    nxt: np.ndarray
+    prv: np.ndarray
+    word_of: np.ndarray
+    wcount: np.ndarray
+    pleft: np.ndarray
+    pright: np.ndarray
+    pcount: np.ndarray
+    pstart: np.ndarray
+    plen: np.ndarray
+    hkeys: np.ndarray
+    hvals: np.ndarray
+    pool: np.ndarray
+    hcnt: np.ndarray
+    hpair: np.ndarray
+    tbytes: np.ndarray
+    toff: np.ndarray
+    tkey: np.ndarray
+    by_left: np.ndarray
+    by_right: np.ndarray
+    drop_left: np.ndarray
+    drop_right: np.ndarray
+    out_left: np.ndarray
+    out_right: np.ndarray
+    out_count: np.ndarray
+    sc: np.ndarray
+
+    def args(self) -> tuple[np.ndarray, ...]:
+        return tuple(getattr(self, f.name) for f in fields(self))
+
+    def grow(self, k: ModuleType) -> None:
+        """Make room where the kernel said it ran out (`GROW`), keeping what is filled."""
+        sc = self.sc
+        if sc[k.NEED_PAIRS] > len(self.pleft):
+            size = _room(sc[k.NEED_PAIRS])
+            for name in ("pleft", "pright", "pcount", "pstart", "plen"):
+                setattr(self, name, _resized(getattr(self, name), size))
+        if 2 * sc[k.NEED_PAIRS] > len(self.hkeys):
+            self.hkeys, self.hvals = k.rehash(
+                self.pleft, self.pright, int(sc[k.N_PAIRS]), _power_of_two(3 * sc[k.NEED_PAIRS])
+            )
+        if sc[k.NEED_POOL] > len(self.pool):
+            self.pool = _resized(self.pool, _room(sc[k.NEED_POOL]))
+        if sc[k.NEED_HEAP] > len(self.hcnt):
+            self.hcnt, self.hpair = (
+                _resized(a, _room(sc[k.NEED_HEAP])) for a in (self.hcnt, self.hpair)
+            )
+        if sc[k.NEED_TBYTES] > len(self.tbytes):
+            self.tbytes = _resized(self.tbytes, _room(sc[k.NEED_TBYTES]))
+
+
+def _tables(k: ModuleType, state: MergeState, limit: int) -> _Tables:
+    """The words as arrays (the str words are released), their pairs counted and heaped."""
     ids = np.frombuffer(
         "".join(state.words).encode("utf-32-le", "surrogatepass"), dtype=np.uint32
     ).astype(np.int32)
@@ -163,23 +240,9 @@ def _run(
     # The arrays hold the words from here on: release the str words and their counts (on a
     # 64 MiB corpus about 30 MB, most of what put the run's peak above heap's).
     state.words, state.counts = [], []
-    (
-        nxt,
-        prv,
-        word_of,
-        pleft,
-        pright,
-        pcount,
-        pstart,
-        plen,
-        hkeys,
-        hvals,
-        pool,
-        hcnt,
-        hpair,
-        n_pairs,
-        pool_used,
-    ) = k.count_pairs(ids, lengths, wcount)
+    *arrays, n_pairs, pool_used = k.count_pairs(ids, lengths, wcount)
+    nxt, prv, word_of, *pairs = arrays  # pairs: pleft, pright, ... hcnt, hpair
+    pleft, pright, hcnt, hpair = pairs[0], pairs[1], pairs[-2], pairs[-1]
     del lengths
     first_id = len(state.vocab)
     max_tokens = first_id + limit
@@ -187,69 +250,13 @@ def _run(
     tkey = np.zeros(max_tokens, dtype=np.uint64)
     k.prefix_keys(tbytes, toff, first_id, tkey)
     k.heapify(hcnt, hpair, n_pairs, pleft, pright, tbytes, toff, tkey)
-    by_left, by_right = np.full(max_tokens, -1, np.int32), np.full(max_tokens, -1, np.int32)
-    drop_left, drop_right = np.zeros(max_tokens, np.int64), np.zeros(max_tokens, np.int64)
-    out_left = np.empty(limit, dtype=np.int32)
-    out_right = np.empty(limit, dtype=np.int32)
-    out_count = np.empty(limit, dtype=np.int64)
     sc = np.zeros(k.SCALARS, dtype=np.int64)
     sc[k.N_PAIRS], sc[k.POOL_USED], sc[k.HEAP_SIZE] = n_pairs, pool_used, n_pairs
     sc[k.TBYTES_USED] = toff[first_id]
-    done = 0
-    while done < limit:
-        status = k.merge_batch(
-            ids,
-            nxt,
-            prv,
-            word_of,
-            wcount,
-            pleft,
-            pright,
-            pcount,
-            pstart,
-            plen,
-            hkeys,
-            hvals,
-            pool,
-            hcnt,
-            hpair,
-            tbytes,
-            toff,
-            tkey,
-            by_left,
-            by_right,
-            drop_left,
-            drop_right,
-            out_left,
-            out_right,
-            out_count,
-            sc,
-            first_id,
-            min(limit, done + batch),
-        )
-        now = int(sc[k.MERGES_DONE])
-        lefts, rights = out_left[done:now].tolist(), out_right[done:now].tolist()
-        for left, right, count in zip(lefts, rights, out_count[done:now].tolist(), strict=True):
-            state.add_merge(left, right, count)
-            tick()
-        done = now
-        if status == k.EXHAUSTED:
-            return
-        if status == k.GROW:
-            n = int(sc[k.N_PAIRS])
-            if sc[k.NEED_PAIRS] > len(pleft):
-                size = _room(sc[k.NEED_PAIRS])
-                pleft, pright, pcount, pstart, plen = (
-                    _resized(a, size) for a in (pleft, pright, pcount, pstart, plen)
-                )
-            if 2 * sc[k.NEED_PAIRS] > len(hkeys):
-                hkeys, hvals = k.rehash(pleft, pright, n, _power_of_two(3 * sc[k.NEED_PAIRS]))
-            if sc[k.NEED_POOL] > len(pool):
-                pool = _resized(pool, _room(sc[k.NEED_POOL]))
-            if sc[k.NEED_HEAP] > len(hcnt):
-                hcnt, hpair = (_resized(a, _room(sc[k.NEED_HEAP])) for a in (hcnt, hpair))
-            if sc[k.NEED_TBYTES] > len(tbytes):
-                tbytes = _resized(tbytes, _room(sc[k.NEED_TBYTES]))
+    per_token = [np.full(max_tokens, -1, np.int32) for _ in range(2)]
+    per_token += [np.zeros(max_tokens, np.int64) for _ in range(2)]
+    out = [np.empty(limit, np.int32), np.empty(limit, np.int32), np.empty(limit, np.int64)]
+    return _Tables(ids, nxt, prv, word_of, wcount, *pairs, tbytes, toff, tkey, *per_token, *out, sc)
 
 
 def _token_bytes(state: MergeState, max_tokens: int) -> tuple[np.ndarray, np.ndarray]:
