@@ -24,8 +24,6 @@ KERNEL_MODULES = {"bpe/trainers/compiled_kernels.py", "bpe/tokenizer/compiled.py
 OVERSIZED_MODULES: dict[str, int] = {}
 #: Still over the function limit: "path:function" -> lines today (a ceiling).
 LONG_FUNCTIONS = {
-    "bpe/analysis/report_pages.py:render_trainers": 101,
-    "bpe/analysis/report_pages.py:render_datasets": 94,
     "bpe/cli/encode.py:build_parser": 86,
     "bpe/pretokenize/cache.py:pretokenize_cached": 86,
     "bpe/tokenizer/__init__.py:__init__": 83,

@@ -57,81 +57,102 @@ def render_trainers(runs: pd.DataFrame, root: Path, out_dir: Path) -> str:
         *_ladder_note(clean),
     ]
     for dataset, group in clean.groupby("dataset", sort=True):
-        lines += [f"## {dataset}", ""]
-        med = group.groupby(["vocab_size", "trainer"]).agg(
-            merge=("merge_seconds", "median"), peak=("merge_mb", "median"), n=("run_dir", "size")
-        )
-        trainers = trainer_order(group["trainer"])
-        bases = [t for t in trainers if t != REFERENCE] if REFERENCE in trainers else []
-        rows = []
-        short = group[group["vocab"] < group["vocab_size"]]
-        stopped = short.groupby("vocab_size")["vocab"].max().to_dict()
-        for vocab in sorted(group["vocab_size"].unique()):
-            row = [f"{int(vocab)}*" if vocab in stopped else str(int(vocab))]
-            for t in trainers:
-                row.append(fmt(med["merge"].get((vocab, t)), ".3f"))
-            ref = med["merge"].get((vocab, REFERENCE))
-            for base in bases:
-                b = med["merge"].get((vocab, base))
-                row.append(
-                    fmt(b / ref if b is not None and ref else None, ".1f") + "x"
-                    if b is not None and ref
-                    else "n/a"
-                )
-            for t in trainers:
-                row.append(fmt(med["peak"].get((vocab, t)), ".0f"))
-            rows.append(row)
-        headers = ["vocab", *(f"{t} merge s" for t in trainers)]
-        headers += [f"{b} / {REFERENCE} time" for b in bases]
-        headers += [f"{t} merge MB" for t in trainers]
-        lines += [table(rows, headers), ""]
-        if stopped:
-            lines += [
-                "\\* The corpus ran out of pairs before this size: training stopped at "
-                + ", ".join(f"{int(v)} tokens (asked {int(k)})" for k, v in sorted(stopped.items()))
-                + ", so these rows time fewer merges.",
-                "",
-            ]
-        agreement = merge_agreement(group)  # per input and vocab size within this dataset
-        same = [a for a in agreement if a[3]]
-        diff = [a for a in agreement if not a[3]]
-        if agreement:
-            if not diff:
-                lines.append(
-                    f"Identical merges: at every vocab size where several trainers ran "
-                    f"({', '.join(str(a[1]) for a in same)}), all produced the same merges "
-                    "(equal merges sha256)."
-                )
-            else:
-                lines.append(
-                    "**DIFFERENT merges** at vocab size(s) "
-                    + ", ".join(str(a[1]) for a in diff)
-                    + ": a trainer is wrong."
-                )
-            lines.append("")
-        big = group["vocab_size"].max()
-        at_big = med.loc[big] if big in med.index.get_level_values(0) else None
-        if at_big is not None and len(at_big) > 1:
-            fastest = at_big["merge"].idxmin()
-            lines.append(
-                f"At vocab {int(big)} the fastest trainer is **{fastest}** "
-                f"({fmt(at_big['merge'].min(), '.3f')} s for the merges)."
-            )
-            lines.append("")
-        if group["vocab_size"].nunique() > 1:
-            fig = out_dir / f"trainers_time_{dataset}.png"
-            figures.time_vs_vocab(
-                group,
-                fig,
-                time_col="merge_seconds",
-                title=f"Merge time vs vocab size ({dataset})",
-            )
-            lines += [f"![merge time on {dataset}](figures/{fig.name})", ""]
-            if "naive" in trainers and len(trainers) > 1:
-                fig = out_dir / f"trainers_speedup_{dataset}.png"
-                figures.speedup_vs_vocab(group, fig, time_col="merge_seconds")
-                lines += [f"![speedup on {dataset}](figures/{fig.name})", ""]
+        lines += [f"## {dataset}", "", *_trainers_on(str(dataset), group, out_dir)]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _trainers_on(dataset: str, group: pd.DataFrame, out_dir: Path) -> list[str]:
+    """One dataset's section of trainers.md: median merge times and memory per vocab size,
+    whether the trainers agreed, the fastest, and the figures."""
+    lines: list[str] = []
+    med = group.groupby(["vocab_size", "trainer"]).agg(
+        merge=("merge_seconds", "median"), peak=("merge_mb", "median"), n=("run_dir", "size")
+    )
+    trainers = trainer_order(group["trainer"])
+    bases = [t for t in trainers if t != REFERENCE] if REFERENCE in trainers else []
+    rows = []
+    short = group[group["vocab"] < group["vocab_size"]]
+    stopped = short.groupby("vocab_size")["vocab"].max().to_dict()
+    for vocab in sorted(group["vocab_size"].unique()):
+        row = [f"{int(vocab)}*" if vocab in stopped else str(int(vocab))]
+        for t in trainers:
+            row.append(fmt(med["merge"].get((vocab, t)), ".3f"))
+        ref = med["merge"].get((vocab, REFERENCE))
+        for base in bases:
+            b = med["merge"].get((vocab, base))
+            row.append(
+                fmt(b / ref if b is not None and ref else None, ".1f") + "x"
+                if b is not None and ref
+                else "n/a"
+            )
+        for t in trainers:
+            row.append(fmt(med["peak"].get((vocab, t)), ".0f"))
+        rows.append(row)
+    headers = ["vocab", *(f"{t} merge s" for t in trainers)]
+    headers += [f"{b} / {REFERENCE} time" for b in bases]
+    headers += [f"{t} merge MB" for t in trainers]
+    lines += [table(rows, headers), ""]
+    if stopped:
+        lines += [
+            "\\* The corpus ran out of pairs before this size: training stopped at "
+            + ", ".join(f"{int(v)} tokens (asked {int(k)})" for k, v in sorted(stopped.items()))
+            + ", so these rows time fewer merges.",
+            "",
+        ]
+    lines += _agreement_lines(group)
+    big = group["vocab_size"].max()
+    at_big = med.loc[big] if big in med.index.get_level_values(0) else None
+    if at_big is not None and len(at_big) > 1:
+        fastest = at_big["merge"].idxmin()
+        lines.append(
+            f"At vocab {int(big)} the fastest trainer is **{fastest}** "
+            f"({fmt(at_big['merge'].min(), '.3f')} s for the merges)."
+        )
+        lines.append("")
+    return lines + _trainer_figures(dataset, group, out_dir)
+
+
+def _agreement_lines(group: pd.DataFrame) -> list[str]:
+    """Whether every trainer made the same merges, per input and vocab size of a dataset."""
+    lines: list[str] = []
+    agreement = merge_agreement(group)
+    same = [a for a in agreement if a[3]]
+    diff = [a for a in agreement if not a[3]]
+    if agreement:
+        if not diff:
+            lines.append(
+                f"Identical merges: at every vocab size where several trainers ran "
+                f"({', '.join(str(a[1]) for a in same)}), all produced the same merges "
+                "(equal merges sha256)."
+            )
+        else:
+            lines.append(
+                "**DIFFERENT merges** at vocab size(s) "
+                + ", ".join(str(a[1]) for a in diff)
+                + ": a trainer is wrong."
+            )
+        lines.append("")
+    return lines
+
+
+def _trainer_figures(dataset: str, group: pd.DataFrame, out_dir: Path) -> list[str]:
+    """Merge time against vocab size (and naive's speed-up), where a dataset has several."""
+    lines: list[str] = []
+    trainers = trainer_order(group["trainer"])
+    if group["vocab_size"].nunique() > 1:
+        fig = out_dir / f"trainers_time_{dataset}.png"
+        figures.time_vs_vocab(
+            group,
+            fig,
+            time_col="merge_seconds",
+            title=f"Merge time vs vocab size ({dataset})",
+        )
+        lines += [f"![merge time on {dataset}](figures/{fig.name})", ""]
+        if "naive" in trainers and len(trainers) > 1:
+            fig = out_dir / f"trainers_speedup_{dataset}.png"
+            figures.speedup_vs_vocab(group, fig, time_col="merge_seconds")
+            lines += [f"![speedup on {dataset}](figures/{fig.name})", ""]
+    return lines
 
 
 def _ladder_note(runs: pd.DataFrame) -> list[str]:
@@ -186,7 +207,16 @@ def render_datasets(runs: pd.DataFrame, frame: pd.DataFrame, root: Path, out_dir
             + ["No complete runs yet: run `bpe-train -m experiment=compare_datasets` first.", ""]
         )
 
-    lines += ["## Compression (bytes per token on held-out documents)", ""]
+    lines += _dataset_compression(done, reps, out_dir)
+    lines += _dataset_longest(reps, frame)
+    lines += _vocab_contrast(reps, frame)
+    lines += _merge_count_curves(reps, out_dir)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _dataset_compression(done: pd.DataFrame, reps: pd.DataFrame, out_dir: Path) -> list[str]:
+    """Bytes per token on each held-out set, per dataset and vocab size, against GPT-2's."""
+    lines = ["## Compression (bytes per token on held-out documents)", ""]
     rows = []
     for _, r in reps.iterrows():
         rows.append(
@@ -237,7 +267,12 @@ def render_datasets(runs: pd.DataFrame, frame: pd.DataFrame, root: Path, out_dir
         figures.compression_vs_vocab(reps, fig, gpt2=gpt2)
         lines += [f"![compression vs vocab size](figures/{fig.name})", ""]
 
-    lines += ["## Longest tokens", ""]
+    return lines
+
+
+def _dataset_longest(reps: pd.DataFrame, frame: pd.DataFrame) -> list[str]:
+    """The longest tokens and the kinds of learned tokens of each dataset's largest vocab."""
+    lines = ["## Longest tokens", ""]
     for dataset, group in reps.groupby("dataset", sort=True):
         top = group.loc[group["vocab_size"].idxmax()]
         longest = _longest(frame, top["run_dir"], 10)
@@ -256,9 +291,7 @@ def render_datasets(runs: pd.DataFrame, frame: pd.DataFrame, root: Path, out_dir
                 + "."
             )
             lines.append("")
-    lines += _vocab_contrast(reps, frame)
-    lines += _merge_count_curves(reps, out_dir)
-    return "\n".join(lines).rstrip() + "\n"
+    return lines
 
 
 def _times(n: int) -> str:
