@@ -25,7 +25,6 @@ OVERSIZED_MODULES: dict[str, int] = {}
 #: Still over the function limit: "path:function" -> lines today (a ceiling).
 LONG_FUNCTIONS = {
     "bpe/cli/encode.py:build_parser": 86,
-    "bpe/pretokenize/cache.py:pretokenize_cached": 86,
     "bpe/tokenizer/__init__.py:__init__": 83,
 }
 

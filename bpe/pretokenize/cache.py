@@ -321,38 +321,9 @@ def pretokenize_cached(
     target = cache_path(cache_dir, info.key)
     info.path = str(target)
     if target.is_file():
-        t0 = time.perf_counter()
-        try:
-            counts, header = load_counts(target)
-            if header.get("key") != info.key:
-                raise CorruptCacheFile(f"{str(target)!r} holds key {header.get('key')!r}")
-        except (CorruptCacheFile, OSError) as err:
-            logger.warning(
-                "pretoken cache file %s is unusable (%s): deleting and rebuilding it", target, err
-            )
-            info.status = "rebuilt"
-            target.unlink(missing_ok=True)
-        else:
-            info.status = "hit"
-            info.load_seconds = time.perf_counter() - t0
-            info.file_bytes = target.stat().st_size
-            logger.info(
-                "pretoken cache hit: %s (%d unique pretokens) loaded in %.3f s",
-                target,
-                len(counts),
-                info.load_seconds,
-            )
-            counted = PretokenCounts(
-                counts,
-                int(header.get("num_bytes", 0)),
-                0,
-                0,
-                start_method="cache",
-                records=header.get("records"),
-                num_files=int(header.get("num_files", 1)),
-                engine="cache",
-            )
-            return counted, info, sha
+        loaded = _load(target, info)
+        if loaded is not None:
+            return loaded, info, sha
     counted = count()
     if _stamp(path) != before:
         # the counts may mix old and new bytes: never file them under the old bytes' key
@@ -363,6 +334,67 @@ def pretokenize_cached(
         )
         info.path = None
         return counted, info, sha
+    _save(
+        target,
+        info,
+        counted,
+        sha=sha,
+        path=path,
+        pattern=pattern,
+        specials=special_tokens,
+        stop=stop,
+    )
+    return counted, info, sha
+
+
+def _load(target: Path, info: CacheInfo) -> PretokenCounts | None:
+    """A cache file's counts (`info` says a hit), or None where it is unusable: then it is
+    deleted and `info` says "rebuilt"."""
+    t0 = time.perf_counter()
+    try:
+        counts, header = load_counts(target)
+        if header.get("key") != info.key:
+            raise CorruptCacheFile(f"{str(target)!r} holds key {header.get('key')!r}")
+    except (CorruptCacheFile, OSError) as err:
+        logger.warning(
+            "pretoken cache file %s is unusable (%s): deleting and rebuilding it", target, err
+        )
+        info.status = "rebuilt"
+        target.unlink(missing_ok=True)
+        return None
+    info.status = "hit"
+    info.load_seconds = time.perf_counter() - t0
+    info.file_bytes = target.stat().st_size
+    logger.info(
+        "pretoken cache hit: %s (%d unique pretokens) loaded in %.3f s",
+        target,
+        len(counts),
+        info.load_seconds,
+    )
+    return PretokenCounts(
+        counts,
+        int(header.get("num_bytes", 0)),
+        0,
+        0,
+        start_method="cache",
+        records=header.get("records"),
+        num_files=int(header.get("num_files", 1)),
+        engine="cache",
+    )
+
+
+def _save(
+    target: Path,
+    info: CacheInfo,
+    counted: PretokenCounts,
+    *,
+    sha: str,
+    path: str | os.PathLike | Corpus,
+    pattern: str,
+    specials: Sequence[str],
+    stop: dict | None,
+) -> None:
+    """File fresh counts under their key (a failed write is logged, and the run goes on)."""
     t0 = time.perf_counter()
     header = {
         "key": info.key,
@@ -373,7 +405,7 @@ def pretokenize_cached(
         "records": counted.records,
         "num_files": counted.num_files,
         "pattern": pattern,
-        "special_tokens": sorted(special_tokens),
+        "special_tokens": sorted(specials),
         "stop": stop,
     }
     try:
@@ -386,4 +418,3 @@ def pretokenize_cached(
     else:
         logger.info("pretoken cache %s: saved %s (%d bytes)", info.status, target, info.file_bytes)
     info.save_seconds = time.perf_counter() - t0
-    return counted, info, sha
