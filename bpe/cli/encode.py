@@ -38,48 +38,44 @@ def build_parser() -> argparse.ArgumentParser:
         description="Encode a corpus (a text file, compressed text, JSON lines, parquet, a folder "
         "or a glob of them) into a .npy array of token ids (uint16 by default).",
     )
-    parser.add_argument(
+    _input_options(parser.add_argument_group("what to encode"))
+    _output_options(parser.add_argument_group("where the ids go"))
+    _encoding_options(parser.add_argument_group("how to encode"))
+    return parser
+
+
+def _input_options(group: argparse._ArgumentGroup) -> None:
+    group.add_argument(
         "--tokenizer",
         nargs="+",
         required=True,
         metavar="RUN_DIR_OR_FILES",
         help="a run directory with vocab.json and merges.txt, or the two files",
     )
-    parser.add_argument(
+    group.add_argument(
         "--input",
         required=True,
         help="corpus to encode: a UTF-8 text file, .gz/.zst/.xz/.bz2 text, JSON lines, parquet, "
         "a datasets save_to_disk directory, a folder, or a quoted glob such as 'shards/*.parquet'",
     )
-    parser.add_argument(
+    group.add_argument(
         "--format",
         choices=FORMAT_CHOICES,
         default="auto",
         help="how to read the input (auto: by suffix, then content)",
     )
-    parser.add_argument(
+    group.add_argument(
         "--text-field",
         default=DEFAULT_TEXT_FIELD,
         help="JSON field or parquet/Arrow column holding each document (default: text)",
     )
-    parser.add_argument(
+    group.add_argument(
         "--separator",
         default=None,
         metavar="TOKEN",
         help=f"special token put between documents of records and files (default: {EOT})",
     )
-    parser.add_argument(
-        "--out",
-        required=True,
-        help="output .npy path (never the input; an existing file only if bpe-encode wrote it, "
-        "unless --force)",
-    )
-    parser.add_argument(
-        "--force",
-        action="store_true",
-        help="replace an existing --out that bpe-encode did not write (never the input)",
-    )
-    parser.add_argument(
+    group.add_argument(
         "--special-tokens",
         nargs="*",
         default=None,
@@ -88,20 +84,37 @@ def build_parser() -> argparse.ArgumentParser:
         f"tokenizer.json, a run's metrics.json, else vocab entries no merge makes, e.g. {EOT}; "
         "pass the flag alone for none)",
     )
-    parser.add_argument(
+
+
+def _output_options(group: argparse._ArgumentGroup) -> None:
+    group.add_argument(
+        "--out",
+        required=True,
+        help="output .npy path (never the input; an existing file only if bpe-encode wrote it, "
+        "unless --force)",
+    )
+    group.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing --out that bpe-encode did not write (never the input)",
+    )
+    group.add_argument("--dtype", choices=DTYPES, default="uint16")
+
+
+def _encoding_options(group: argparse._ArgumentGroup) -> None:
+    group.add_argument(
         "--num-workers", type=int, default=None, help="processes (default: all CPUs)"
     )
-    parser.add_argument("--dtype", choices=DTYPES, default="uint16")
-    parser.add_argument(
+    group.add_argument(
         "--chunk-mb", type=float, default=DEFAULT_CHUNK_BYTES / 2**20, help="MB of text per job"
     )
-    parser.add_argument(
+    group.add_argument(
         "--backend",
         choices=ENCODE_BACKENDS,
         default="python",
         help="python (readable, processes) or tiktoken (the exported Encoding on threads)",
     )
-    parser.add_argument(
+    group.add_argument(
         "--dropout",
         type=float,
         default=0.0,
@@ -109,15 +122,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="BPE-dropout (Provilkov et al., 2020): skip each candidate merge with probability "
         "P in [0, 1) at every merge step (default 0: ordinary BPE; python backend only)",
     )
-    parser.add_argument(
+    group.add_argument(
         "--seed",
         type=int,
         default=0,
         help="dropout's seed: the same file, tokenizer, P and seed give the same ids whatever "
         "the worker count (default 0; recorded in the sidecar)",
     )
-    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    return parser
+    group.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
