@@ -24,7 +24,6 @@ KERNEL_MODULES = {"bpe/trainers/compiled_kernels.py", "bpe/tokenizer/compiled.py
 OVERSIZED_MODULES: dict[str, int] = {}
 #: Still over the function limit: "path:function" -> lines today (a ceiling).
 LONG_FUNCTIONS = {
-    "bpe/tokenizer/__init__.py:__init__": 83,
 }
 
 

@@ -191,6 +191,35 @@ def load_merges(path: str | os.PathLike) -> list[tuple[bytes, bytes]]:
     return merges
 
 
+def index_vocab(vocab: dict[int, bytes]) -> dict[bytes, int]:
+    """Each token's id, checked: no two ids hold one token, and all 256 bytes are there (a
+    byte-level vocab can encode any text).
+
+    >>> index_vocab({i: bytes([i]) for i in range(256)} | {256: b"ab"})[b"ab"]
+    256
+    >>> index_vocab({0: b"a"})
+    Traceback (most recent call last):
+    ...
+    ValueError: the vocab lacks 255 single byte(s), e.g. b'\\x00'; a byte-level vocab needs ...
+    """
+    id_of: dict[bytes, int] = {}
+    for idx in sorted(vocab):
+        token = vocab[idx]
+        if token in id_of:
+            raise ValueError(
+                f"vocab ids {id_of[token]} and {idx} both hold {token!r}; "
+                "a vocab must map each byte string to one id"
+            )
+        id_of[token] = idx
+    missing = [b for b in range(256) if bytes([b]) not in id_of]
+    if missing:
+        raise ValueError(
+            f"the vocab lacks {len(missing)} single byte(s), e.g. {bytes([missing[0]])!r}; "
+            "a byte-level vocab needs all 256 so that any text can be encoded"
+        )
+    return id_of
+
+
 def check_consistent(
     vocab: dict[int, bytes],
     merges: list[tuple[bytes, bytes]],

@@ -40,7 +40,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain
 from pathlib import Path
 
-from bpe.formats.gpt2_format import check_consistent, load_tokenizer_files
+from bpe.formats.gpt2_format import check_consistent, index_vocab, load_tokenizer_files
 from bpe.formats.pretrained import open_tokenizer_dir
 from bpe.formats.removals_json import Removal, as_removals, check_history
 from bpe.text.patterns import GPT2_PATTERN, pattern_name, resolve_pattern
@@ -118,21 +118,7 @@ class Tokenizer(StreamingEncoder):
         self.merges: list[tuple[bytes, bytes]] = [(bytes(a), bytes(b)) for a, b in merges]
         self._cache_size = cache_size
 
-        self._id_of: dict[bytes, int] = {}
-        for idx in sorted(self.vocab):
-            token = self.vocab[idx]
-            if token in self._id_of:
-                raise ValueError(
-                    f"vocab ids {self._id_of[token]} and {idx} both hold {token!r}; "
-                    "a vocab must map each byte string to one id"
-                )
-            self._id_of[token] = idx
-        missing = [b for b in range(256) if bytes([b]) not in self._id_of]
-        if missing:
-            raise ValueError(
-                f"the vocab lacks {len(missing)} single byte(s), e.g. {bytes([missing[0]])!r}; "
-                "a byte-level vocab needs all 256 so that any text can be encoded"
-            )
+        self._id_of: dict[bytes, int] = index_vocab(self.vocab)
         #: PickyBPE's removals (empty for every other tokenizer)
         self.removals: list[Removal] = as_removals(removals or ())
         if self.removals:
@@ -140,17 +126,7 @@ class Tokenizer(StreamingEncoder):
         else:
             check_consistent(self.vocab, self.merges, source="merges")
 
-        # Specials: reuse an existing id when the vocab already holds the bytes (GPT-2's
-        # <|endoftext|> is id 50256), else append.
-        self.special_tokens: dict[str, int] = {}
-        next_id = max(self.vocab) + 1
-        for tok in specials:
-            raw = tok.encode("utf-8")
-            if raw not in self._id_of:
-                self.vocab[next_id] = raw
-                self._id_of[raw] = next_id
-                next_id += 1
-            self.special_tokens[tok] = self._id_of[raw]
+        self.special_tokens: dict[str, int] = self._add_specials(specials)
         self._special_list = specials
         self._special_regex = special_token_regex(specials)
         self._longest_special = max((len(t) for t in specials), default=0)
@@ -180,6 +156,20 @@ class Tokenizer(StreamingEncoder):
             len(self.merges),
             self.special_tokens,
         )
+
+    def _add_specials(self, specials: list[str]) -> dict[str, int]:
+        """Each special token's id: an existing one where the vocab already holds its bytes
+        (GPT-2's <|endoftext|> is id 50256), else a new id after the largest."""
+        ids: dict[str, int] = {}
+        next_id = max(self.vocab) + 1
+        for tok in specials:
+            raw = tok.encode("utf-8")
+            if raw not in self._id_of:
+                self.vocab[next_id] = raw
+                self._id_of[raw] = next_id
+                next_id += 1
+            ids[tok] = self._id_of[raw]
+        return ids
 
     # -- construction ---------------------------------------------------------------------
 
