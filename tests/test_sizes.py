@@ -22,9 +22,8 @@ MAX_FUNCTION_LINES = 80
 KERNEL_MODULES = {"bpe/trainers/compiled_kernels.py", "bpe/tokenizer/compiled.py"}
 #: Still over the module limit: path -> lines today (a ceiling, never to rise). None now.
 OVERSIZED_MODULES: dict[str, int] = {}
-#: Still over the function limit: "path:function" -> lines today (a ceiling).
-LONG_FUNCTIONS = {
-}
+#: Still over the function limit: "path:function" -> lines today (a ceiling). None now.
+LONG_FUNCTIONS: dict[str, int] = {}
 
 
 def sizes(root: Path) -> tuple[dict[str, int], dict[str, int]]:
