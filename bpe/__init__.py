@@ -50,6 +50,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .plan                     every check before any work, and the run's inputs resolved
     bpe.tokenizer               Tokenizer: encode, decode, streaming
       .merging                  BPE of one pretoken: the list scan and the linked list
+      .linked                   a pretoken's tokens as a linked list: merge, split, in order
       .cold_path                the pretoken cache, and which misses the compiled kernel merges
       .streaming                encode_iterable: a stream of text encoded in bounded memory
       .dropout                  BPE-dropout: merging with candidates skipped at random

@@ -35,6 +35,8 @@ from collections.abc import Callable, Iterable
 from heapq import heapify, heappop, heappush
 from typing import Any
 
+from bpe.tokenizer.linked import END, Chain
+
 _MASK64 = (1 << 64) - 1
 #: The golden-ratio increment of splitmix64: consecutive counters give unrelated outputs.
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -173,13 +175,11 @@ def merge_long_with_dropout(
     >>> merge_long_with_dropout([97, 97, 97], {(97, 97): 0}.get, [256], lambda: False)
     [256, 97]
     """
-    n = len(ids)
-    if n < 2:
+    if len(ids) < 2:
         return ids
-    nxt = list(range(1, n + 1))  # n marks the end
-    prv = list(range(-1, n - 1))
-    # invariant: an entry (rank, i, left, right) is live while ids[i] == left and the id after
-    # i is right; ids only ever grow into longer tokens, so a stale entry never comes back.
+    chain = Chain(ids)
+    # invariant: an entry (rank, i, left, right) is live while position i holds left, right;
+    # ids only ever grow into longer tokens, so a stale entry never comes back.
     heap = [
         (rank, i, a, b)
         for i, (a, b) in enumerate(zip(ids, ids[1:]))
@@ -188,9 +188,7 @@ def merge_long_with_dropout(
     heapify(heap)
 
     def live(entry: tuple[int, int, int, int]) -> bool:
-        _, i, a, b = entry
-        j = nxt[i]
-        return j < n and ids[i] == a and ids[j] == b
+        return chain.holds(entry[1], entry[2], entry[3])
 
     while heap:
         skipped = []
@@ -217,23 +215,20 @@ def merge_long_with_dropout(
             if not live(entry):
                 continue  # overlapped by the merge just left of it ("a a a" -> "aa a")
             i = entry[1]
-            j = nxt[i]
-            ids[i] = new
-            ids[j] = -1  # invariant: -1 marks a removed position, never a real id
-            k = nxt[i] = nxt[j]
-            if k < n:
-                prv[k] = i
+            chain.merge(i, new)
+            k = chain.nxt[i]
+            if k != END:
                 r = rank_of((new, ids[k]))
                 if r is not None:
                     heappush(heap, (r, i, new, ids[k]))
-            h = prv[i]
-            if h >= 0:
+            h = chain.prv[i]
+            if h != END:
                 r = rank_of((ids[h], new))
                 if r is not None:
                     heappush(heap, (r, h, ids[h], new))
         for entry in skipped:
             heappush(heap, entry)
-    return [x for x in ids if x != -1]
+    return chain.tokens()
 
 
 class DropoutStream:

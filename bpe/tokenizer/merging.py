@@ -16,6 +16,8 @@ import sys
 from heapq import heappop, heappush
 from itertools import repeat
 
+from bpe.tokenizer.linked import END, Chain
+
 #: A rank larger than any real one: an adjacent pair that is not a merge.
 NO_MERGE = sys.maxsize
 
@@ -72,9 +74,8 @@ def merge_long(ids: list[int], rank_of, merged: list[int]) -> tuple:
     >>> merge_long([97, 97, 97], {(97, 97): 0}.get, [256])
     (256, 97)
     """
-    n = len(ids)
-    nxt = list(range(1, n + 1))  # n marks the end
-    prv = list(range(-1, n - 1))
+    chain = Chain(ids)
+    holds, merge, nxt, prv = chain.holds, chain.merge, chain.nxt, chain.prv
     buckets: dict[int, tuple[int, int, list[int]]] = {}  # rank -> (left, right, positions)
 
     def add(rank: int, left: int, right: int, position: int) -> None:
@@ -93,23 +94,20 @@ def merge_long(ids: list[int], rank_of, merged: list[int]) -> tuple:
     while ranks:
         rank = heappop(ranks)
         a, b, positions = buckets.pop(rank)
-        positions.sort()
+        positions.sort()  # positions are never created by merges: index order is text order
         new = merged[rank]
         for i in positions:
-            j = nxt[i]
-            if j >= n or ids[i] != a or ids[j] != b:
+            if not holds(i, a, b):
                 continue  # stale: one side was merged away or changed since it was queued
-            ids[i] = new
-            ids[j] = -1  # invariant: -1 marks a removed position, never a real id
-            k = nxt[i] = nxt[j]
-            if k < n:
-                prv[k] = i
+            merge(i, new)
+            k = nxt[i]
+            if k != END:
                 r = rank_of((new, ids[k]))
                 if r is not None:
                     add(r, new, ids[k], i)
             h = prv[i]
-            if h >= 0:
+            if h != END:
                 r = rank_of((ids[h], new))
                 if r is not None:
                     add(r, ids[h], new, h)
-    return tuple(x for x in ids if x != -1)
+    return tuple(chain.tokens())

@@ -31,10 +31,10 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Sequence
-from fractions import Fraction
 from heapq import heappop, heappush
 
 from bpe.formats.removals_json import Removal, events
+from bpe.tokenizer.linked import END, Chain
 
 
 class Replay:
@@ -92,12 +92,8 @@ class Replay:
         label (ints, then fractions between neighbours for the parts of a split), so a merge of
         a token with itself still runs left to right.
         """
-        n = len(data)
-        tok: list[bytes] = [bytes([b]) for b in data]
-        nxt = [*range(1, n), _END]
-        prv = [_END, *range(n - 1)]
-        label: list[Fraction | int] = list(range(n))
-        alive = [True] * n
+        chain = Chain([bytes([b]) for b in data])
+        tok, nxt, prv = chain.items, chain.nxt, chain.prv
         buckets: dict[int, list[int]] = {}
         times: list[int] = []
         merge_times, removal_times = self._merge_times, self._removal_times
@@ -114,20 +110,20 @@ class Replay:
                 bucket.append(i)
 
         def queue_pair(i: int) -> None:
-            if i != _END and nxt[i] != _END:
+            if i != END and nxt[i] != END:
                 queue(_next_time(merge_times.get((tok[i], tok[nxt[i]])), cursor), i)
 
-        for i in range(n - 1):
+        for i in range(len(data) - 1):
             queue_pair(i)
         while times:
             cursor = heappop(times)
-            positions = sorted(buckets.pop(cursor), key=label.__getitem__)
+            positions = sorted(buckets.pop(cursor), key=chain.order.__getitem__)
             event = self._events[cursor]
             if isinstance(event, Removal):
                 for i in positions:
-                    if not alive[i] or tok[i] != event.token:
-                        continue  # stale
-                    last = _split_at(i, event.parts, tok, nxt, prv, label, alive)
+                    if tok[i] != event.token:
+                        continue  # stale: merged away (None) or changed since
+                    last = chain.split(i, event.parts)
                     queue_pair(prv[i])
                     k = i
                     while True:
@@ -139,48 +135,14 @@ class Replay:
                 continue
             left, right = event
             for i in positions:
-                j = nxt[i]
-                if not alive[i] or j == _END or tok[i] != left or tok[j] != right:
+                if not chain.holds(i, left, right):
                     continue  # stale: merged away or changed since it was queued
-                tok[i] = left + right
-                alive[j] = False
-                k = nxt[i] = nxt[j]
-                if k != _END:
-                    prv[k] = i
+                chain.merge(i, left + right)
                 queue_pair(i)
                 queue(_next_time(removal_times.get(tok[i]), cursor), i)
                 queue_pair(prv[i])
-        out = []
-        i = 0
-        while i != _END:
-            out.append(tok[i])
-            i = nxt[i]
-        return out
+        return chain.tokens()
 
-
-def _split_at(i: int, parts, tok, nxt, prv, label, alive) -> int:
-    """Replace the token at node i by `parts`: node i holds the first part, new nodes the rest
-    (labelled between i and its successor). Returns the node of the last part."""
-    after = nxt[i]
-    high = label[after] if after != _END else label[i] + 1
-    step = Fraction(high - label[i]) / len(parts)
-    tok[i] = parts[0]
-    last = i
-    for k, part in enumerate(parts[1:], start=1):
-        node = len(tok)
-        tok.append(part)
-        alive.append(True)
-        label.append(label[i] + k * step)
-        nxt.append(after)
-        prv.append(last)
-        nxt[last] = node
-        last = node
-    if after != _END:
-        prv[after] = last
-    return last
-
-
-_END = -1  # no next / no previous node
 
 #: Pretokens longer than this (in bytes) are replayed by `Replay._tokens_long`.
 LONG_PRETOKEN = 64
