@@ -64,7 +64,8 @@ def find_run_dirs(path_or_glob: str | os.PathLike) -> list[Path]:
         if (root / METRICS_FILE).is_file():
             found.add(root)
         elif root.is_dir():
-            # os.walk beats Path.rglob on hundreds of runs; stop descending into a run dir.
+            # os.walk beats Path.rglob on hundreds of runs; inside a run dir, skip the folders
+            # that can be large and hold no run (profile output, Hydra's records).
             for dirpath, dirnames, filenames in os.walk(root):
                 if METRICS_FILE in filenames:
                     found.add(Path(dirpath))
