@@ -186,6 +186,11 @@ TIDY_COLUMNS = {
     "input_key": None,  # `input_key` of input_sha256 and input_path: runs compare within one
     "trainer": schema.TRAINER.column,
     "variant": schema.VARIANT_NAME.column,  # runs before the BPE family trained plain BPE
+    # the training limits (`bpe.trainers.common.Limits`): null where unset, or in older runs
+    "max_token_length": schema.MAX_TOKEN_LENGTH.column,
+    "min_frequency": schema.MIN_FREQUENCY.column,
+    # why a run stopped early: "no_pairs_left" | "min_frequency" (null: it did not)
+    "stopped_by": schema.STOPPED_BY.column,
     "vocab_size": schema.VOCAB_SIZE.column,
     "profiler": schema.PROFILER.column,
     "profiled": schema.PROFILED.column,

@@ -55,6 +55,7 @@ def section_header(metrics: dict, env: dict) -> list[str]:
         "",
         *_pattern_lines(metrics),
         *variant_lines(metrics),
+        *limits_lines(metrics),
         table(header_rows, ["", ""]),
         "",
         "Reproduce:",
@@ -206,14 +207,59 @@ def section_time(metrics: dict) -> list[str]:
             "overhead; compare speed only between runs with `profiler=none`.*",
         ]
     if get(schema.STOPPED_EARLY):
-        lines += [
-            "",
-            f"Training stopped early: the corpus ran out of pairs after {get(schema.MERGES)} "
-            f"merges, so the vocab has {get(schema.VOCAB)} entries instead of "
-            f"{get(schema.VOCAB_SIZE)}.",
-        ]
+        lines += ["", stop_sentence(metrics)]
     lines.append("")
     return lines
+
+
+def stop_sentence(metrics: dict) -> str:
+    """Why a run that stopped early stopped, with its numbers.
+
+    >>> stop_sentence({"stopped_by": "min_frequency", "counts": {"merges": 9, "vocab": 266},
+    ...                "run": {"vocab_size": 300, "min_frequency": 40}})[:60]
+    'Training stopped early: the best pair left occurred fewer th'
+    """
+    get = partial(schema.get, metrics)
+    if get(schema.STOPPED_BY) == schema.STOPPED_MIN_FREQUENCY:
+        why = (
+            "the best pair left occurred fewer than "
+            f"`min_frequency={get(schema.MIN_FREQUENCY)}` times"
+        )
+    elif get(schema.MAX_TOKEN_LENGTH) is not None:
+        why = (
+            "no pair was left whose token fits "
+            f"`max_token_length={get(schema.MAX_TOKEN_LENGTH)}` bytes"
+        )
+    else:
+        why = "the corpus ran out of pairs"
+    return (
+        f"Training stopped early: {why} after {get(schema.MERGES)} merges, so the vocab has "
+        f"{get(schema.VOCAB)} entries instead of {get(schema.VOCAB_SIZE)}."
+    )
+
+
+def limits_lines(metrics: dict) -> list[str]:
+    """The training limits a run set (nothing when it set none).
+
+    >>> limits_lines({"run": {"max_token_length": 8, "min_frequency": None}})[0][:52]
+    'Limits: merges make tokens of at most 8 bytes (`max_'
+    >>> limits_lines({"run": {}})
+    []
+    """
+    get = partial(schema.get, metrics)
+    said = []
+    if get(schema.MAX_TOKEN_LENGTH) is not None:
+        said.append(
+            f"merges make tokens of at most {get(schema.MAX_TOKEN_LENGTH)} bytes "
+            f"(`max_token_length={get(schema.MAX_TOKEN_LENGTH)}`; a longer one is never made, "
+            "the next best pair is merged instead)"
+        )
+    if get(schema.MIN_FREQUENCY) is not None:
+        said.append(
+            f"merging stops once the best pair occurs fewer than {get(schema.MIN_FREQUENCY)} "
+            f"times (`min_frequency={get(schema.MIN_FREQUENCY)}`)"
+        )
+    return [f"Limits: {'; '.join(said)}.", ""] if said else []
 
 
 def compile_sentence(metrics: dict) -> str:

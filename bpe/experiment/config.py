@@ -234,6 +234,17 @@ class TrainConfig:
     init_from: str | None = _key(
         "continue from this run dir or GPT-2 style vocab.json+merges.txt dir", None
     )
+    max_token_length: int | None = _key(
+        "longest token a merge may make, in bytes (the next best pair is merged instead); "
+        "null = no limit",
+        None,
+        minimum=1,
+    )
+    min_frequency: int | None = _key(
+        "stop once the best pair occurs fewer times (an early stop); null = no limit",
+        None,
+        minimum=1,
+    )
     seed: int = _key("recorded in metrics.json only: nothing in a run is random")
     experiments_dir: str = _key("where run directories go (relative to the cwd)")
     progress: bool = _key("tqdm bars: pre-tokenization in MB (MB/s, ETA), merges (merges/s)")

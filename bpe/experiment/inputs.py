@@ -23,7 +23,7 @@ from bpe.experiment.config_checks import check_config
 from bpe.experiment.ladder import climb, plan_for
 from bpe.experiment.launching import launcher_target
 from bpe.experiment.profilers import check_profiler, run_cprofile, run_scalene
-from bpe.experiment.records import variant_of
+from bpe.experiment.records import limits_of, variant_of
 from bpe.formats.init_from import check_parent, load_parent
 from bpe.runs.layout import (
     PROFILE_DIR,
@@ -59,6 +59,7 @@ def validate(cfg: DictConfig) -> datasets.Dataset:
         )
     check_trainer(cfg.trainer.name)
     variant_of(cfg).resolve(vocab_size=int(cfg.vocab_size))
+    limits_of(cfg)
     check_profiler(cfg.profiler.name)
     ds = datasets.from_config(cfg.dataset)
     ds.check()
@@ -185,6 +186,7 @@ def train_stage(
         "scheduler": (cfg.get("pretokenize") or {}).get("scheduler"),
         "engine": str(pretokenize_setting(cfg.get("pretokenize"), "engine")),
         "variant": variant_of(cfg),
+        **limits_of(cfg).as_dict(),
         "format": ds.format,
         "text_field": ds.text_field,
         "max_files": ds.max_files,

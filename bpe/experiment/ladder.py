@@ -49,6 +49,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from bpe.experiment.records import limits_of
 from bpe.pretokenize.counting import PretokenCounts
 from bpe.runs.liveness import process_alive, this_process
 from bpe.runs.schema import LadderRecord
@@ -145,6 +146,7 @@ def plan_for(
         "special_tokens": specials,
         "trainer": str(cfg.trainer.name),
         "largest": rungs[-1],
+        "limits": limits_of(cfg).as_dict(),
     }
     key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
     directory = Path(sweep_dir) / LADDER_DIR / key
@@ -276,6 +278,8 @@ def _as_stored(result: TrainResult, *, run_name: str, run_dir: Path) -> dict:
         "input_sha256": result.input_sha256,
         "input_manifest": result.input_manifest,
         "compile_cached": result.compile_cached,
+        "limits": result.limits,
+        "stopped_by": result.stopped_by,
     }
 
 
@@ -325,4 +329,7 @@ def cut(stored: dict, vocab_size: int, *, trained_here: bool, key: str) -> Train
         variant=Variant().resolve(vocab_size=vocab_size),
         compile_cached=stored["compile_cached"],
         ladder=dict(record),
+        limits=stored["limits"],
+        # a rung the training reached did not stop early, whatever stopped the training
+        stopped_by=stored["stopped_by"] if len(vocab) < vocab_size else None,
     )

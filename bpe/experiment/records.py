@@ -30,6 +30,7 @@ from bpe.runs.schema import (
 )
 from bpe.runs.stages import ANALYSIS, COMPILE, TRAIN_STAGES
 from bpe.text.patterns import pattern_name
+from bpe.trainers.common import Limits
 from bpe.trainers.variants import Variant
 from bpe.training import TrainResult
 
@@ -56,6 +57,7 @@ def run_record(cfg: DictConfig, run_dir: Path, overrides: list[str], sweep: dict
         "seed": int(cfg.seed),
         "pretokenizer": str((cfg.get("pretokenizer") or {}).get("name", "gpt2")),
         "init_from": str(cfg.init_from) if cfg.get("init_from") else None,
+        **limits_of(cfg).as_dict(),
         "special_tokens": list(cfg.dataset.special_tokens or []),
         "input_name": input_name(cfg),
         "input_path": str(cfg.dataset.path),
@@ -97,6 +99,7 @@ def run_facts(
         # where stage 1 ran: "LocalCluster(n)" or the address a dask run used
         "backend": BackendRecord(name=stage1.backend, scheduler=stage1.scheduler),
         "stopped_early": len(result.vocab) < int(cfg.vocab_size),
+        "stopped_by": result.stopped_by if len(result.vocab) < int(cfg.vocab_size) else None,
         "variant": variant_record(result),
         **(
             {}
@@ -114,6 +117,13 @@ def variant_record(result: TrainResult) -> VariantRecord:
         **result.variant.record(),
         removals=facts.get("removals"),
         stage_two=facts.get("stage_two"),
+    )
+
+
+def limits_of(cfg: DictConfig) -> Limits:
+    """The run's `Limits` from the top-level `max_token_length` and `min_frequency` keys."""
+    return Limits(
+        max_token_length=cfg.get("max_token_length"), min_frequency=cfg.get("min_frequency")
     )
 
 

@@ -40,6 +40,8 @@ class RunRecord(TypedDict):
     seed: int
     pretokenizer: str
     init_from: str | None
+    max_token_length: int | None  # bytes; null: no limit (`bpe.trainers.common.Limits`)
+    min_frequency: int | None  # null: no limit
     special_tokens: list[str]
     input_name: str  # the dataset's name, or custom-<stem> for dataset.path=
     input_path: str
@@ -227,6 +229,7 @@ RECORD_SECTIONS = (
     "pretoken_cache",
     "profiled",
     "stopped_early",
+    "stopped_by",
     "merges_sha256",
     "longest_tokens",
     "token_lengths",
@@ -309,6 +312,11 @@ WORKERS = key("counts.workers")
 START_METHOD = key("counts.start_method")
 MERGES_SHA256 = key("merges_sha256")
 STOPPED_EARLY = key("stopped_early")
+# runs since training limits: why a run stopped early (one of these two), else null
+STOPPED_BY = key("stopped_by", always=False)
+STOPPED_NO_PAIRS, STOPPED_MIN_FREQUENCY = "no_pairs_left", "min_frequency"
+MAX_TOKEN_LENGTH = key("run.max_token_length", always=False)
+MIN_FREQUENCY = key("run.min_frequency", always=False)
 PATTERN_NAME = key("pattern.name")
 PATTERN_ENGINE = key("pattern.engine", always=False)  # runs from before engines lack it
 # runs from before the BPE family lack the section: they trained plain BPE

@@ -41,7 +41,15 @@ from typing import Protocol
 
 from bpe.runs.stages import STAGES, stage_label  # noqa: F401  (re-exported: bpe.trainers.STAGES)
 from bpe.trainers import compiled, heap, indexed, naive, picky
-from bpe.trainers.common import MergeState, TrainerOutput, finish, prepare
+from bpe.trainers.common import (
+    BELOW_MIN_FREQUENCY,
+    EXHAUSTED,
+    Limits,
+    MergeState,
+    TrainerOutput,
+    finish,
+    prepare,
+)
 from bpe.trainers.compiled import CompileInfo
 from bpe.trainers.parent import prepare_from_parent
 from bpe.trainers.variants import check_continuation, check_trainer_supports
@@ -126,6 +134,7 @@ def learn_merges(
     picky_threshold: float | None = None,
     marks: Sequence[int] = (),
     reached: dict[int, float] | None = None,
+    limits: Limits | None = None,
 ) -> TrainerOutput:
     """Run stages 2 and 3 with the trainer `name`: learn merges from counted pretokens.
 
@@ -149,6 +158,8 @@ def learn_merges(
             them). The compiled trainer ticks after each batch of merges, so its times are
             late by at most one batch.
         reached: the dict those times go into (required with marks).
+        limits: the longest token a merge may make and the rarest pair merged
+            (`bpe.trainers.common.Limits`; the same merges in every trainer); None: none.
 
     Returns:
         `vocab` (special tokens, then the 256 bytes, then one token per merge), `merges` in
@@ -186,6 +197,7 @@ def learn_merges(
         # and the pair index can take many seconds at scale without a single tick
         meter.start()
         state = _prepare(pretoken_counts, vocab_size, special_tokens, parent)
+        state.limits = limits or Limits()
         # The words hold everything the loop needs: drop this reference so a caller that
         # handed the counts over (`PretokenCounts.take_counts`) gets their memory back.
         del pretoken_counts
@@ -204,28 +216,61 @@ def learn_merges(
             len(output.vocab),
         )
         made = f"{len(state.merged)} merges and {len(state.removals)} removals"
-        log_early_stop(f"{name} (picky)", made, len(output.vocab), vocab_size)
-        return output
-    output = finish(state)
-    made = f"{len(state.merged) - state.replayed} of {state.num_merges} merges"
-    log_early_stop(name, made, len(output.vocab), vocab_size)
+    else:
+        output = finish(state)
+        made = f"{len(state.merged) - state.replayed} of {state.num_merges} merges"
+    if state.stopped_by is None and len(output.vocab) < vocab_size:
+        # the compiled loop stops at the merges its words can make, without asking for more
+        state.stopped_by = EXHAUSTED
+    output.stopped_by = state.stopped_by
+    log_early_stop(
+        name if picky_threshold is None else f"{name} (picky)",
+        made,
+        len(output.vocab),
+        vocab_size,
+        stopped_by=state.stopped_by,
+        limits=state.limits,
+    )
     return output
 
 
-def log_early_stop(name: str, made: str, entries: int, vocab_size: int) -> None:
-    """The one line every trainer and variant logs when training ends short of `vocab_size`.
+def log_early_stop(
+    name: str,
+    made: str,
+    entries: int,
+    vocab_size: int,
+    *,
+    stopped_by: str | None = EXHAUSTED,
+    limits: Limits | None = None,
+) -> None:
+    """The one line every trainer and variant logs when training ends short of `vocab_size`,
+    with why: no pair was left (within `limits.max_token_length`), or the best was rarer than
+    `limits.min_frequency`.
 
     >>> log_early_stop("heap", "43 of 43 merges", 300, 300)  # reached: nothing said
     """
     if entries >= vocab_size:
         return
+    limits = limits or Limits()
+    if stopped_by == BELOW_MIN_FREQUENCY:
+        why = (
+            f"the best pair occurs fewer than min_frequency={limits.min_frequency} times "
+            "(lower min_frequency, or train on more text, for a larger vocab)"
+        )
+    elif limits.max_token_length is not None:
+        why = (
+            f"no pair is left whose token fits max_token_length={limits.max_token_length} "
+            "bytes (raise it, or train on more text)"
+        )
+    else:
+        why = "no pair is left to merge (the corpus is too small for this vocab size)"
     logger.warning(
-        "%s: stopped after %s, with %d of %d vocab entries: no pair is left to merge (the "
-        "corpus is too small for this vocab size)",
+        "%s: stopped after %s, with %d of %d vocab entries: %s",
         name,
         made,
         entries,
         vocab_size,
+        why,
     )
 
 

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 
+from bpe.runs import schema
 from bpe.text.specials import validate_special_tokens
 
 Pair = tuple[int, int]
@@ -96,6 +97,28 @@ def best_by_scan(pair_counts: Mapping[Pair, int], token_keys: Sequence[bytes]) -
     return min(tied, key=lambda p: candidate_key(best, *p, token_keys)), best
 
 
+def select_by_scan(state: MergeState, pair_counts: Mapping[Pair, int]) -> tuple[Pair, int] | None:
+    """Stage 3's select for the scan trainers, within the state's limits: the best pair that
+    may be merged (`best_by_scan`) and its count, or None when the loop stops
+    (`MergeState.stop`: no pair is left, or the best is rarer than `min_frequency`).
+
+    >>> state = MergeState([], [], {i: bytes([i]) for i in range(256)}, [], 1,
+    ...                    limits=Limits(min_frequency=3))
+    >>> state.token_keys[:] = [descending_bytes_key(bytes([b])) for b in range(256)]
+    >>> select_by_scan(state, {(97, 98): 3}), select_by_scan(state, {(97, 98): 2})
+    (((97, 98), 3), None)
+    >>> state.stopped_by
+    'min_frequency'
+    """
+    if state.limits.max_token_length is not None:
+        pair_counts = {p: c for p, c in pair_counts.items() if state.fits(*p)}
+    if not pair_counts:
+        state.stop(None)
+        return None
+    pair, count = best_by_scan(pair_counts, state.token_keys)
+    return None if state.stop(count) else (pair, count)
+
+
 def count_pairs(words: Iterable[Sequence[int]], counts: Sequence[int]) -> dict[Pair, int]:
     """Stage 2, count pairs from scratch: every adjacent pair, weighted by how often its word
     occurs (the naive trainers recount every merge; the others count once).
@@ -145,6 +168,43 @@ def merge_word(word: Sequence[int], left: int, right: int, new_id: int) -> list[
     return out
 
 
+@dataclass(frozen=True)
+class Limits:
+    """What a merge may make and when merging stops, the same in every trainer.
+
+    `max_token_length` (bytes): a pair whose token would be longer is never merged; the next
+    best pair is merged instead (as the HF `BpeTrainer` option; `1` leaves no merge at all).
+    `min_frequency`: merging stops once the best pair that may be merged occurs fewer times.
+    None (the default) sets no limit: every trainer's merges are then those of plain BPE.
+
+    >>> Limits(max_token_length=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: max_token_length=0 must be a whole number of bytes >= 1, or None for no limit
+    """
+
+    max_token_length: int | None = None
+    min_frequency: int | None = None
+
+    def __post_init__(self) -> None:
+        for name, unit in (("max_token_length", "bytes"), ("min_frequency", "occurrences")):
+            value = getattr(self, name)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1
+            ):
+                raise ValueError(
+                    f"{name}={value!r} must be a whole number of {unit} >= 1, or None for no limit"
+                )
+
+    def as_dict(self) -> dict[str, int | None]:
+        return {"max_token_length": self.max_token_length, "min_frequency": self.min_frequency}
+
+
+#: Why a merge loop stopped before `num_merges`: no pair was left, or the best pair was rarer
+#: than `Limits.min_frequency` (metrics.json's `stopped_by` records these values).
+EXHAUSTED, BELOW_MIN_FREQUENCY = schema.STOPPED_NO_PAIRS, schema.STOPPED_MIN_FREQUENCY
+
+
 @dataclass
 class MergeState:
     """What a merge loop works on: the words, and the vocab and keys it extends as it merges.
@@ -165,6 +225,9 @@ class MergeState:
     merge_counts: list[int] = field(default_factory=list)
     #: PickyBPE only (`bpe.trainers.picky`): (merges done, removed id, its parts), in order
     removals: list[tuple[int, int, tuple[int, ...]]] = field(default_factory=list)
+    limits: Limits = field(default_factory=Limits)
+    #: why the loop stopped early (`EXHAUSTED`, `BELOW_MIN_FREQUENCY`); None if it did not
+    stopped_by: str | None = None
 
     @property
     def replayed(self) -> int:
@@ -173,6 +236,21 @@ class MergeState:
 
     def __post_init__(self) -> None:
         self._replayed = len(self.merged)
+
+    def fits(self, left: int, right: int) -> bool:
+        """Whether merging `left` and `right` makes a token within `limits.max_token_length`."""
+        most = self.limits.max_token_length
+        return most is None or len(self.vocab[left]) + len(self.vocab[right]) <= most
+
+    def stop(self, count: int | None) -> bool:
+        """Whether the loop stops instead of merging the best pair, which occurs `count` times
+        (None: no pair is left); records why in `stopped_by`."""
+        least = self.limits.min_frequency
+        if count is None:
+            self.stopped_by = EXHAUSTED
+        elif least is not None and count < least:
+            self.stopped_by = BELOW_MIN_FREQUENCY
+        return self.stopped_by is not None
 
     def add_merge(self, left: int, right: int, count: int) -> int:
         """Record a merge (and how often the pair occurred) and create its token; returns its id."""
@@ -198,6 +276,8 @@ class TrainerOutput:
     merges: list[tuple[bytes, bytes]]
     merge_counts: list[int]
     removals: list[tuple[int, bytes, tuple[bytes, ...]]] = field(default_factory=list)
+    #: why training stopped short of the vocab asked for (`MergeState.stopped_by`), or None
+    stopped_by: str | None = None
 
 
 def check_vocab_size(vocab_size: int, special_tokens: Sequence[str]) -> None:

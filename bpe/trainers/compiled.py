@@ -30,7 +30,7 @@ from types import ModuleType
 
 import numpy as np
 
-from bpe.trainers.common import MergeState
+from bpe.trainers.common import BELOW_MIN_FREQUENCY, EXHAUSTED, MergeState
 
 logger = logging.getLogger(__name__)
 
@@ -166,7 +166,8 @@ def _run(
             state.add_merge(left, right, count)
             tick()
         done = now
-        if status == k.EXHAUSTED:
+        if status in (k.EXHAUSTED, k.BELOW_MIN):
+            state.stopped_by = EXHAUSTED if status == k.EXHAUSTED else BELOW_MIN_FREQUENCY
             return
         if status == k.GROW:
             t.grow(k)
@@ -253,6 +254,8 @@ def _tables(k: ModuleType, state: MergeState, limit: int) -> _Tables:
     sc = np.zeros(k.SCALARS, dtype=np.int64)
     sc[k.N_PAIRS], sc[k.POOL_USED], sc[k.HEAP_SIZE] = n_pairs, pool_used, n_pairs
     sc[k.TBYTES_USED] = toff[first_id]
+    sc[k.MAX_TOKEN_LENGTH] = state.limits.max_token_length or 0
+    sc[k.MIN_FREQUENCY] = state.limits.min_frequency or 0
     per_token = [np.full(max_tokens, -1, np.int32) for _ in range(2)]
     per_token += [np.zeros(max_tokens, np.int64) for _ in range(2)]
     out = [np.empty(limit, np.int32), np.empty(limit, np.int32), np.empty(limit, np.int64)]

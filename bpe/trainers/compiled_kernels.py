@@ -53,7 +53,9 @@ _JIT = {"cache": True, "nogil": True}
 # -- indices into the int64 `sc` array of scalars shared by the merge-loop kernels -------------
 N_PAIRS, POOL_USED, HEAP_SIZE, TBYTES_USED, MERGES_DONE = 0, 1, 2, 3, 4
 NEED_PAIRS, NEED_POOL, NEED_HEAP, NEED_TBYTES = 5, 6, 7, 8
-SCALARS = 9
+#: the limits (`bpe.trainers.common.Limits`), set by the caller; 0 is no limit
+MAX_TOKEN_LENGTH, MIN_FREQUENCY = 9, 10
+SCALARS = 11
 
 # -- what `merge_batch` returns -----------------------------------------------------------------
 #: `stop_at` merges are done
@@ -62,6 +64,8 @@ DONE = 0
 EXHAUSTED = 1
 #: the next merge needs more room: `sc[NEED_*]` hold the sizes it needs
 GROW = 2
+#: the best pair that may be merged occurs fewer than `sc[MIN_FREQUENCY]` times
+BELOW_MIN = 3
 
 _EMPTY = -1
 #: murmur3's 64-bit finalizer constants: every key bit moves every slot bit
@@ -376,14 +380,19 @@ def merge_batch(
     Returns DONE, EXHAUSTED or GROW (then `sc[NEED_*]` say the sizes the next merge needs; the
     caller grows the arrays, re-hashing into a larger `hkeys`, and calls again).
     """
+    longest, least = sc[MAX_TOKEN_LENGTH], sc[MIN_FREQUENCY]
     while sc[MERGES_DONE] < stop_at:
-        # Select: pop until the top entry's count is exact (lazy invalidation, as in heap).
+        # Select: pop until the top entry's count is exact (lazy invalidation, as in heap)
+        # and its token fits the length limit (a pair too long never becomes shorter).
         size = sc[HEAP_SIZE]
         while size > 0:
             c, p = hcnt[0], hpair[0]
             true = pcount[p]
             if true == c:
-                break
+                a, b = pleft[p], pright[p]
+                if longest == 0 or (toff[a + 1] - toff[a]) + (toff[b + 1] - toff[b]) <= longest:
+                    break
+                true = 0  # never mergeable: drop its entry, as for a pair that is gone
             if true > 0:
                 hcnt[0] = true
             else:
@@ -393,6 +402,8 @@ def merge_batch(
         sc[HEAP_SIZE] = size
         if size == 0:
             return EXHAUSTED
+        if hcnt[0] < least:
+            return BELOW_MIN
         best = hpair[0]
         a, b = pleft[best], pright[best]
         n_at = plen[best]

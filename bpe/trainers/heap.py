@@ -37,17 +37,18 @@ def merge_loop(state: MergeState, tick: Callable[[], object]) -> None:
     heap = [candidate_key(c, a, b, keys) for (a, b), c in pair_counts.items()]
     heapq.heapify(heap)
     for _ in range(state.num_merges):
-        # Stage 3, select: pop until the top entry's count is exact (lazy invalidation).
+        # Stage 3, select: pop until the top entry's count is exact (lazy invalidation) and
+        # its pair may be merged (a pair too long for the limit never becomes shorter).
         while heap:
             neg_count, _, _, left, right = heap[0]
             true_count = pair_counts.get((left, right), 0)
-            if true_count == -neg_count:
+            if true_count == -neg_count and state.fits(left, right):
                 break
-            if true_count:
-                heapq.heapreplace(heap, candidate_key(true_count, left, right, keys))
-            else:
+            if true_count == -neg_count or not true_count:
                 heapq.heappop(heap)
-        if not heap:
+            else:
+                heapq.heapreplace(heap, candidate_key(true_count, left, right, keys))
+        if state.stop(-neg_count if heap else None):
             return
         heapq.heappop(heap)
         # Stage 3, merge: everywhere, then queue the pairs around the new token.

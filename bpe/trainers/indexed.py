@@ -11,21 +11,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from bpe.trainers.common import MergeState, best_by_scan
+from bpe.trainers.common import MergeState, select_by_scan
 from bpe.trainers.pair_index import PairIndex
 
 
 def merge_loop(state: MergeState, tick: Callable[[], object]) -> None:
     """Stage 2 (count pairs) once into a `PairIndex`; stage 3 scans all counts per merge."""
-    keys = state.token_keys
     # Stage 2, count pairs: once; each merge then updates the counts it changes.
     index = PairIndex(state.words, state.counts)
     pair_counts = index.pair_counts
     for _ in range(state.num_merges):
-        if not pair_counts:
+        # Stage 3, select: the highest count, then THE candidate order among the ties (within
+        # the limits).
+        chosen = select_by_scan(state, pair_counts)
+        if chosen is None:
             return
-        # Stage 3, select: the highest count, then THE candidate order among the ties.
-        (left, right), best = best_by_scan(pair_counts, keys)
+        (left, right), best = chosen
         # Stage 3, merge: in every word holding the pair, updating counts and index.
         new_id = state.add_merge(left, right, best)
         index.merge(left, right, new_id)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from bpe.trainers.common import MergeState, best_by_scan, count_pairs, merge_word, word_ids
+from bpe.trainers.common import MergeState, count_pairs, merge_word, select_by_scan, word_ids
 
 
 def merge_loop(state: MergeState, tick: Callable[[], object]) -> None:
@@ -19,10 +19,12 @@ def merge_loop(state: MergeState, tick: Callable[[], object]) -> None:
     for _ in range(state.num_merges):
         # Stage 2, count pairs (from scratch, every merge).
         pair_counts = count_pairs(words, state.counts)
-        if not pair_counts:
+        # Stage 3, select and merge: the best pair (THE candidate order) within the limits,
+        # merged in every word.
+        chosen = select_by_scan(state, pair_counts)
+        if chosen is None:
             return
-        # Stage 3, select and merge: the best pair (THE candidate order), merged in every word.
-        (left, right), count = best_by_scan(pair_counts, state.token_keys)
+        (left, right), count = chosen
         new_id = state.add_merge(left, right, count)
         words = [merge_word(word, left, right, new_id) for word in words]
         tick()

@@ -47,9 +47,9 @@ from bpe.trainers.common import (
     MergeState,
     Pair,
     TrainerOutput,
-    best_by_scan,
     count_pairs,
     merge_word,
+    select_by_scan,
     word_ids,
 )
 from bpe.trainers.pair_index import PairIndex
@@ -171,9 +171,10 @@ def naive_merge_loop(state: MergeState, tick: Callable[[], object], *, threshold
     made = 0
     while not rule.done() and check_merge_budget(rule, made):
         pair_counts = count_pairs(words, state.counts)
-        if not pair_counts:
+        chosen = select_by_scan(state, pair_counts)
+        if chosen is None:
             return
-        (left, right), count = best_by_scan(pair_counts, state.token_keys)
+        (left, right), count = chosen
         new_id = rule.merge(left, right, count)
         # a token that was already present (made again) had occurrences before this merge
         before = sum(n * w.count(new_id) for w, n in zip(words, state.counts, strict=True))
@@ -264,7 +265,6 @@ def _int_array(values: Iterable[int]) -> array:
 def indexed_merge_loop(state: MergeState, tick: Callable[[], object], *, threshold: float) -> None:
     """`PairIndex` counts, a scan for the best pair, token counts and token -> words kept exact."""
     rule = PickyRule(state, threshold)
-    keys = state.token_keys
     index = _PickyIndex(state.words, state.counts)
     pair_counts = index.pair_counts
     token_counts: Counter[int] = Counter()
@@ -275,9 +275,10 @@ def indexed_merge_loop(state: MergeState, tick: Callable[[], object], *, thresho
     token_words: dict[int, list[int]] = {}
     made = 0
     while not rule.done() and check_merge_budget(rule, made):
-        if not pair_counts:
+        chosen = select_by_scan(state, pair_counts)
+        if chosen is None:
             return
-        (left, right), best = best_by_scan(pair_counts, keys)
+        (left, right), best = chosen
         new_id = rule.merge(left, right, best)
         index.merge(left, right, new_id)
         holding, merged = [], 0

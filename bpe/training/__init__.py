@@ -30,7 +30,7 @@ from bpe.runs.stages import COMPILE, STAGE_TIMINGS, stage_label
 from bpe.text.patterns import GPT2_PATTERN, resolve_pattern
 from bpe.tokenizer import Tokenizer
 from bpe.trainers import compile_trainer, learn_merges, superbpe
-from bpe.trainers.common import TrainerOutput
+from bpe.trainers.common import Limits, TrainerOutput
 from bpe.trainers.variants import Variant
 from bpe.training.plan import RunPlan, plan_run
 from bpe.util.progress import LOG_INTERVAL_S
@@ -93,6 +93,10 @@ class TrainResult:
     rung_seconds: dict[int, float] = field(default_factory=dict)
     #: a run cut from a ladder (`bpe.experiment.ladder`): metrics.json's `ladder` section
     ladder: dict | None = None
+    #: the limits training ran under (`bpe.trainers.common.Limits.as_dict`: null is none)
+    limits: dict = field(default_factory=lambda: Limits().as_dict())
+    #: why training stopped short of `vocab_size` ("no_pairs_left", "min_frequency"), or None
+    stopped_by: str | None = None
 
     def tokenizer(self) -> Tokenizer:
         """The trained tokenizer (its pattern and, for PickyBPE, its removals)."""
@@ -134,6 +138,8 @@ def train_bpe_detailed(
     max_bytes: int | None = None,
     rungs: Sequence[int] = (),
     engine: str = "auto",
+    max_token_length: int | None = None,
+    min_frequency: int | None = None,
 ) -> TrainResult:
     """Train a byte-level BPE tokenizer on a corpus and report how it went.
 
@@ -176,6 +182,11 @@ def train_bpe_detailed(
             scanner for trainer "compiled" with GPT-2's pattern when Numba is installed, else
             `regex`), "regex", or "compiled" (GPT-2's pattern only; needs Numba). The counts,
             and so the merges, are the same; Numba's load time moves to `timings["compile"]`.
+        max_token_length: the longest token (in bytes) a merge may make: a longer one is
+            never made and the next best pair is merged instead (1: no merge at all). None:
+            no limit (`bpe.trainers.common.Limits`; every trainer makes the same merges).
+        min_frequency: stop once the best pair that may be merged occurs fewer times (an
+            early stop, logged and recorded as such). None: no limit.
 
     Raises:
         FileNotFoundError: input_path does not exist.
@@ -197,6 +208,7 @@ def train_bpe_detailed(
         variant=variant,
         rungs=rungs,
         engine=engine,
+        limits=Limits(max_token_length=max_token_length, min_frequency=min_frequency),
         corpus_options={
             "format": format,
             "text_field": text_field,
@@ -216,17 +228,10 @@ def train_bpe_detailed(
     counted, cache, manifest = _stage_one(run, timings, cache_dir, stage_one_options)
     compile_cached = _compile_stage(trainer, timings, scanner)
     reached: dict[int, float] = {}
-    merge_options = {"progress": progress, "log_interval": log_interval}
+    merge_options = {"progress": progress, "log_interval": log_interval, "limits": run.limits}
     output = _merge_stage(run, counted, timings, reached=reached, merge_options=merge_options)
     output, facts, final_pattern = _variant_stage(
         run, output, counted, timings, cache_dir, stage_one_options, merge_options
-    )
-    logger.info(
-        "%s with %s: %d merges in %.3f s",
-        stage_label(*STAGE_TIMINGS["merge"]),
-        trainer,
-        len(output.merges),
-        timings["merge"],
     )
     return _result(
         run,
@@ -258,6 +263,13 @@ def _result(
     rung_seconds: dict[int, float],
 ) -> TrainResult:
     """The `TrainResult` of a finished training: its output, and what each stage measured."""
+    logger.info(
+        "%s with %s: %d merges in %.3f s",
+        stage_label(*STAGE_TIMINGS["merge"]),
+        run.trainer,
+        len(output.merges),
+        timings["merge"],
+    )
     return TrainResult(
         vocab=output.vocab,
         merges=output.merges,
@@ -274,6 +286,8 @@ def _result(
         input_manifest=manifest,
         variant=run.variant,
         removals=output.removals,
+        limits=run.limits.as_dict(),
+        stopped_by=output.stopped_by,
         variant_facts=facts,
         compile_cached=compile_cached,
         rung_seconds=rung_seconds,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from bpe.corpus.files import Corpus
 from bpe.corpus.sources import resolve_source
@@ -22,7 +22,7 @@ from bpe.pretokenize.engines import resolve_engine
 from bpe.text.patterns import resolve_pattern
 from bpe.text.specials import validate_special_tokens
 from bpe.trainers import check_trainer
-from bpe.trainers.common import check_vocab_size
+from bpe.trainers.common import Limits, check_vocab_size
 from bpe.trainers.variants import (
     Variant,
     as_variant,
@@ -49,6 +49,8 @@ class RunPlan:
     parent: Parent | None
     #: the vocab ladder's rungs as merge counts
     marks: list[int]
+    #: the longest token a merge may make, the rarest pair merged (`Limits()`: none)
+    limits: Limits = field(default_factory=Limits)
 
 
 def plan_run(
@@ -65,6 +67,7 @@ def plan_run(
     rungs: Sequence[int],
     engine: str,
     corpus_options: dict,
+    limits: Limits | None = None,
 ) -> RunPlan:
     """Every check before any work (a bad trainer name or vocab size fails in milliseconds,
     not after stage 1), and the run's inputs resolved: variant, pattern, engine, parent,
@@ -108,4 +111,5 @@ def plan_run(
         chosen_engine,
         parent,
         marks,
+        limits or Limits(),
     )
