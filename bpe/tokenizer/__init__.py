@@ -10,7 +10,9 @@ What it does:
     * `decode_bytes` is lossless; `decode` turns invalid UTF-8 into U+FFFD;
     * `encode(text, dropout=p, seed=s)` (and `encode_iterable`) applies BPE-dropout
       (Provilkov et al., 2020; `bpe.tokenizer.dropout`): each candidate merge is skipped with
-      probability p at every step, without the cache, deterministically for a seed.
+      probability p at every step, without the cache, deterministically for a seed;
+    * `encode(text, segmentation=...)` cuts pretokens by the longest token first or into the
+      fewest tokens instead of by the merges (`bpe.tokenizer.segmentation`).
 
 How it is fast (the hot path does no per-character Python work):
     * pretokens come from one `findall` per piece of text (`bpe.text.pretokens`: an exact `re`
@@ -50,6 +52,7 @@ from bpe.tokenizer.cold_path import ColdPath, PretokenCache, check_merge_backend
 from bpe.tokenizer.dropout import DropoutStream, dropout_stream
 from bpe.tokenizer.merging import merge_bytes
 from bpe.tokenizer.removals import Replay
+from bpe.tokenizer.segmentation import Segmentations, check_segmentation
 from bpe.tokenizer.streaming import StreamingEncoder
 
 logger = logging.getLogger(__name__)
@@ -141,6 +144,9 @@ class Tokenizer(StreamingEncoder):
             self._ranks.setdefault((self._id_of[a], self._id_of[b]), len(self._merged))
             self._merged.append(self._id_of[a + b])
         self._cache = PretokenCache(self._bpe, cache_size)
+        self._segmentations = Segmentations(
+            self.vocab, set(self.special_tokens.values()), self._utf8, cache_size
+        )
         # how the pretokens the cache lacks are merged: in Python, or a batch in the kernel
         self._cold = ColdPath(
             merge_backend,
@@ -245,18 +251,8 @@ class Tokenizer(StreamingEncoder):
 
     def __reduce__(self):
         # Rebuild in the receiving process (e.g. a worker) instead of pickling the cache.
-        return (
-            _rebuild,
-            (
-                self.vocab,
-                self.merges,
-                self._special_list,
-                self._cache_size,
-                self.pattern,
-                self.merge_backend,
-                self.removals,
-            ),
-        )
+        state = (self.vocab, self.merges, self._special_list, self._cache_size)
+        return (_rebuild, (*state, self.pattern, self.merge_backend, self.removals))
 
     def __repr__(self) -> str:
         name = pattern_name(self.pattern)
@@ -367,7 +363,13 @@ class Tokenizer(StreamingEncoder):
         return self._ids_of_segments([self.pretokens(text)])
 
     def encode(
-        self, text: str, *, dropout: float = 0.0, seed: int | None = None, offset: int = 0
+        self,
+        text: str,
+        *,
+        dropout: float = 0.0,
+        seed: int | None = None,
+        offset: int = 0,
+        segmentation: str = "merges",
     ) -> list[int]:
         """Encode text: special tokens become their ids, the rest is pre-tokenized and merged.
 
@@ -383,10 +385,14 @@ class Tokenizer(StreamingEncoder):
                 pretoken's random draws depend on (seed, its byte offset), so a slice encoded
                 with its offset gives the ids it gets inside the whole (`bpe-encode` passes a
                 chunk's file offset). Ignored without dropout.
+            segmentation: how each pretoken is cut into vocabulary tokens
+                (`bpe.tokenizer.segmentation`): "merges" (BPE's merges, the default),
+                "longest_prefix" (the longest token first, left to right) or "fewest" (the
+                fewest tokens). Dropout applies to "merges" only.
 
         Raises:
             ValueError: text is not a str, it holds a lone surrogate, dropout is outside
-                [0, 1), or seed is not an int in [0, 2**64).
+                [0, 1), seed is not an int in [0, 2**64), or an unknown segmentation.
 
         >>> tok = Tokenizer({i: bytes([i]) for i in range(256)}, [], ["<s>"])
         >>> tok.encode("a<s>")
@@ -400,6 +406,9 @@ class Tokenizer(StreamingEncoder):
                 f"encode expects a str, got {type(text).__name__} {text!r:.60}; "
                 "decode bytes first (e.g. data.decode('utf-8'))"
             )
+        if check_segmentation(segmentation, dropout=dropout) != "merges":
+            cut = self._segmentations.pretoken_ids(segmentation)
+            return self._encode_parts(text, cut, self.special_tokens.__getitem__)
         if dropout == 0:
             if self._special_regex is None:
                 return self.encode_ordinary(text)

@@ -1,0 +1,154 @@
+"""Segmentation methods (`bpe.tokenizer.segmentation`) tested against their definitions.
+
+`fewest` equals a brute-force minimum (and its tie-break) on short strings and never yields
+more tokens than the merges; `longest_prefix` equals a plain reference loop; every method
+round-trips any text, special tokens included; each is linear in a pretoken's length.
+"""
+
+from __future__ import annotations
+
+import itertools
+from functools import cache
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bpe.measures import GPT2_DIR
+from bpe.tokenizer import Tokenizer
+from bpe.tokenizer.segmentation import SEGMENTATIONS, Segmenter
+from tests.complexity import assert_linear
+from tests.conftest import DATA, EOT
+
+BYTES = {i: bytes([i]) for i in range(256)}
+SMALL = BYTES | {256: b"ab", 257: b"abc", 258: b"bc", 259: b"cab", 260: b"aa", 261: b"aaa"}
+
+
+@pytest.fixture(scope="module")
+def gpt2() -> Tokenizer:
+    return Tokenizer.from_pretrained(GPT2_DIR)
+
+
+def _segmentations(data: bytes, vocab: set[bytes]) -> list[tuple[bytes, ...]]:
+    """Every way to cut `data` into tokens of `vocab` (brute force: short inputs only)."""
+    if not data:
+        return [()]
+    return [
+        (data[:k], *rest)
+        for k in range(1, len(data) + 1)
+        if data[:k] in vocab
+        for rest in _segmentations(data[k:], vocab)
+    ]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet="abc", max_size=10))
+def test_fewest_is_the_brute_force_minimum_with_its_tie_break(text):
+    data = text.encode()
+    vocab = set(SMALL.values())
+    every = _segmentations(data, vocab)
+    fewest = min(len(s) for s in every)
+    # the tie-break: the longest first token, then the longest second, ...
+    expected = max((s for s in every if len(s) == fewest), key=lambda s: [len(t) for t in s])
+    got = Segmenter(SMALL).fewest(data)
+    assert [SMALL[i] for i in got] == list(expected)
+
+
+def _longest_prefix_reference(data: bytes, vocab: dict[bytes, int]) -> list[int]:
+    longest = max(map(len, vocab))
+    ids, i = [], 0
+    while i < len(data):
+        for k in range(min(longest, len(data) - i), 0, -1):
+            if data[i : i + k] in vocab:
+                ids.append(vocab[data[i : i + k]])
+                i += k
+                break
+    return ids
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(max_size=40))
+def test_longest_prefix_equals_a_plain_loop(gpt2, text):
+    id_of = {t: i for i, t in gpt2.vocab.items() if i not in gpt2.special_tokens.values()}
+    seg = gpt2._segmentations  # noqa: SLF001 - the tokenizer's own, as encode uses it
+    for pretoken in gpt2.pretokens(text):
+        data = pretoken.encode("utf-8", "surrogatepass")
+        expected = _longest_prefix_reference(data, id_of)
+        assert seg.pretoken_ids("longest_prefix")([pretoken]) == expected
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(max_size=60))
+def test_fewest_never_yields_more_tokens_than_the_merges(gpt2, text):
+    text = text.encode("utf-8", "replace").decode("utf-8")
+    merges = gpt2.encode(text)
+    assert len(gpt2.encode(text, segmentation="fewest")) <= len(merges)
+
+
+@cache
+def _sample_text(name: str) -> str:
+    return (DATA / name).read_text("utf-8")[:200_000]
+
+
+@pytest.mark.parametrize("name", ["tinystories_heldout.txt", "owt_heldout.txt"])
+def test_fewest_never_yields_more_tokens_on_the_samples(gpt2, name):
+    text = _sample_text(name)
+    counts = {m: len(gpt2.encode(text, segmentation=m)) for m in SEGMENTATIONS}
+    assert counts["fewest"] <= counts["merges"]
+    assert all(gpt2.decode(gpt2.encode(text, segmentation=m)) == text for m in SEGMENTATIONS)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.text(max_size=20) | st.just(EOT), max_size=6))
+def test_every_method_round_trips_any_text_and_keeps_special_tokens(gpt2, parts):
+    text = "".join(parts).encode("utf-8", "replace").decode("utf-8")
+    for method in SEGMENTATIONS:
+        ids = gpt2.encode(text, segmentation=method)
+        assert gpt2.decode(ids) == text, method
+        assert ids.count(gpt2.special_tokens[EOT]) == text.count(EOT), method
+
+
+def test_merges_is_todays_encode_byte_for_byte(gpt2):
+    text = _sample_text("owt_heldout.txt")[:50_000]
+    assert gpt2.encode(text, segmentation="merges") == gpt2.encode(text)
+
+
+@pytest.mark.parametrize("method", ["longest_prefix", "fewest"])
+def test_a_long_pretoken_costs_linear_time(gpt2, method):
+    cut = Segmenter({i: t for i, t in gpt2.vocab.items() if i != 50256}).method(method)
+    unit = b"abcdefghij"
+
+    def work(size: int) -> None:
+        cut(unit * (size // len(unit)))
+
+    assert_linear(work, 20_000, what=f"{method} on one pretoken of n bytes")
+
+
+def test_bad_options_name_the_problem(gpt2):
+    with pytest.raises(ValueError, match="unknown segmentation 'shortest'"):
+        gpt2.encode("hi", segmentation="shortest")
+    with pytest.raises(ValueError, match="use segmentation='merges' with dropout"):
+        gpt2.encode("hi", segmentation="fewest", dropout=0.1)
+
+
+def test_a_picky_vocab_segments_and_round_trips():
+    from bpe.training import train_bpe_detailed
+
+    result = train_bpe_detailed(
+        DATA / "tinystories_heldout.txt", 600, [EOT], trainer="indexed", variant="picky"
+    )
+    tok = result.tokenizer()
+    text = _sample_text("tinystories_heldout.txt")[:20_000]
+    for method in SEGMENTATIONS:
+        ids = tok.encode(text, segmentation=method)
+        assert tok.decode(ids) == text, method
+        assert all(i in tok.vocab for i in ids)
+    assert len(tok.encode(text, segmentation="fewest")) <= len(tok.encode(text))
+
+
+def test_every_short_string_has_a_segmentation():
+    """A byte-level vocab cuts anything: every byte string of length 3 over a few bytes."""
+    seg = Segmenter(SMALL)
+    for data in map(bytes, itertools.product(b"abc\xff", repeat=3)):
+        for method in ("longest_prefix", "fewest"):
+            assert b"".join(SMALL[i] for i in seg.method(method)(data)) == data
