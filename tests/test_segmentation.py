@@ -8,6 +8,7 @@ round-trips any text, special tokens included; each is linear in a pretoken's le
 from __future__ import annotations
 
 import itertools
+import re
 from functools import cache
 
 import pytest
@@ -152,3 +153,70 @@ def test_every_short_string_has_a_segmentation():
     for data in map(bytes, itertools.product(b"abc\xff", repeat=3)):
         for method in ("longest_prefix", "fewest"):
             assert b"".join(SMALL[i] for i in seg.method(method)(data)) == data
+
+
+def test_bpe_encode_writes_each_segmentation_with_the_default_workers(tmp_path, gpt2):
+    """`bpe-encode --segmentation` on a sample big enough to start workers (default
+    num_workers), against `Tokenizer.encode` of the whole text."""
+    import json
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    from tests.conftest import ROOT
+
+    source = tmp_path / "in.txt"
+    source.write_text(_sample_text("owt_heldout.txt") * 3, "utf-8")
+    for method in ("longest_prefix", "fewest"):
+        out = tmp_path / f"{method}.npy"
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "bpe.cli.encode",
+                "--tokenizer",
+                str(GPT2_DIR),
+                "--input",
+                str(source),
+                "--out",
+                str(out),
+                "--segmentation",
+                method,
+                "--chunk-mb",
+                "0.1",
+                "--no-progress",
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert re.search(r"with [2-9]\d* workers", proc.stderr), proc.stderr[-2000:]
+        ids = np.load(out).tolist()
+        assert ids == gpt2.encode(source.read_text("utf-8"), segmentation=method)
+        sidecar = json.loads(out.with_name(out.name + ".json").read_text("utf-8"))
+        assert sidecar["segmentation"] == method
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bpe.cli.encode",
+            "--tokenizer",
+            str(GPT2_DIR),
+            "--input",
+            str(source),
+            "--out",
+            str(tmp_path / "x.npy"),
+            "--segmentation",
+            "fewest",
+            "--backend",
+            "tiktoken",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert bad.returncode != 0 and "needs backend='python'" in bad.stderr

@@ -27,6 +27,7 @@ from bpe.encode.npy import (
 )
 from bpe.encode.npy_file import DTYPES
 from bpe.text.specials import EOT
+from bpe.tokenizer.segmentation import SEGMENTATIONS
 from bpe.util.pool import ChunkWorkerError
 
 logger = logging.getLogger(__name__)
@@ -115,6 +116,13 @@ def _encoding_options(group: argparse._ArgumentGroup) -> None:
         help="python (readable, processes) or tiktoken (the exported Encoding on threads)",
     )
     group.add_argument(
+        "--segmentation",
+        choices=SEGMENTATIONS,
+        default="merges",
+        help="how each pretoken is cut into tokens: merges (BPE's own), longest_prefix (the "
+        "longest token first) or fewest (the fewest tokens); python backend only",
+    )
+    group.add_argument(
         "--dropout",
         type=float,
         default=0.0,
@@ -157,6 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             text_field=args.text_field,
             separator=args.separator,
             dropout=args.dropout,
+            segmentation=args.segmentation,
             seed=args.seed,
         )
     except (

@@ -6,7 +6,8 @@ What it does:
       `metrics.json`;
     * `write_sidecar` / `encode_sidecar`: the `<out>.npy.json` that `bpe-encode` writes next to
       every `.npy` (tokenizer directory and merges sha256, input path + sha256 + bytes, number of
-      tokens, dtype, special tokens, backend, BPE-dropout p and seed, command, bpe-lab version
+      tokens, dtype, special tokens, backend, BPE-dropout p and seed, segmentation, command,
+      bpe-lab version
       and git sha), atomically;
     * `load(path)`: the `.npy` as a read-only memmap, after checking it against its sidecar and
       the tokenizer's merges (a clear error when they no longer match).
@@ -181,6 +182,7 @@ def encode_sidecar(
     dropout: float = 0.0,
     seed: int | None = None,
     corpus: Corpus | None = None,
+    segmentation: str = "merges",
 ) -> dict:
     """The sidecar record of one `bpe-encode` output (see the module docstring for its keys).
 
@@ -199,6 +201,7 @@ def encode_sidecar(
         "dtype": str(dtype),
         "backend": backend,
         "dropout": {"p": float(dropout), "seed": seed},
+        "segmentation": segmentation,
         "tokenizer": {
             "dir": str(Path(tokenizer_dir).resolve()) if tokenizer_dir is not None else None,
             "merges_sha256": merges_sha256(tokenizer.merges),

@@ -53,6 +53,7 @@ from bpe.runs.layout import MERGES_FILE, VOCAB_FILE
 from bpe.text.specials import EOT
 from bpe.tokenizer import Tokenizer
 from bpe.tokenizer.dropout import check_dropout
+from bpe.tokenizer.segmentation import check_segmentation
 from bpe.util.io import counted, files_in
 from bpe.util.pool import map_chunks
 from bpe.util.workers import DEFAULT_MIN_PARALLEL_BYTES, WorkerPlan
@@ -161,6 +162,7 @@ class _Job:
     dtype: str
     dropout: float
     seed: int
+    segmentation: str = "merges"
 
 
 def _encode_part(job: _Job, part: Part) -> tuple[np.ndarray, int]:
@@ -181,7 +183,7 @@ def _encode_part(job: _Job, part: Part) -> tuple[np.ndarray, int]:
             # so the ids do not depend on how the file was cut into parts or on the workers
             ids.extend(tok.encode(piece.text, dropout=job.dropout, seed=job.seed, offset=piece.at))
         else:
-            ids.extend(tok.encode(piece.text))
+            ids.extend(tok.encode(piece.text, segmentation=job.segmentation))
         num_bytes += piece.num_bytes
         need_sep = job.sep_id is not None and piece.is_record
     return np.array(ids, dtype=job.dtype), num_bytes
@@ -206,6 +208,7 @@ def encode_to_npy(
     format: str = "auto",  # noqa: A002 - the config key's name
     text_field: str = DEFAULT_TEXT_FIELD,
     separator: str | None = None,
+    segmentation: str = "merges",
 ) -> dict:
     """Encode a corpus into a 1-D `.npy` array of token ids, written atomically, in order.
 
@@ -242,6 +245,9 @@ def encode_to_npy(
         text_field: the JSON field or parquet/Arrow column holding each document's text.
         separator: the special token between documents of a corpus (default: `<|endoftext|>`
             when the tokenizer has it, else its only special token).
+        segmentation: how pretokens are cut (`Tokenizer.encode`): "merges" (BPE's, the
+            default), "longest_prefix" or "fewest"; the python backend only. Recorded in the
+            sidecar.
 
     Returns:
         dict with `num_tokens`, `num_bytes` (bytes of text read), `num_chunks` (parts),
@@ -264,8 +270,16 @@ def encode_to_npy(
     ([256, 99, 256], 3)
     """
     dt = check_dtype(tokenizer, dtype)
-    _check_options(backend=backend, dropout=dropout, seed=seed, chunk_bytes=chunk_bytes)
-    said = _Said(tokenizer, dt, tokenizer_dir, command, dropout, seed, time.perf_counter())
+    _check_options(
+        backend=backend,
+        dropout=dropout,
+        seed=seed,
+        chunk_bytes=chunk_bytes,
+        segmentation=segmentation,
+    )
+    said = _Said(
+        tokenizer, dt, tokenizer_dir, command, dropout, seed, time.perf_counter(), segmentation
+    )
     protected = files_in(tokenizer_dir)
     if _is_empty_file(source):
         check_output(source, out_path, force=force, protected=protected)
@@ -302,7 +316,7 @@ def encode_to_npy(
         f", {sep!r} between documents" if sep else "",
         out_path,
     )
-    job = _Job(tokenizer, corpus, sep_id, dt.name, dropout, seed)
+    job = _Job(tokenizer, corpus, sep_id, dt.name, dropout, seed, segmentation)
     read = [0]
     arrays, backend = _part_arrays(job, parts, plan, backend=backend, read=read)
     target = Path(out_path)
@@ -334,6 +348,7 @@ class _Said:
     dropout: float
     seed: int
     start_time: float
+    segmentation: str = "merges"
 
 
 def _is_empty_file(source: object) -> bool:
@@ -344,12 +359,20 @@ def _is_empty_file(source: object) -> bool:
     return path.is_file() and path.stat().st_size == 0
 
 
-def _check_options(*, backend: str, dropout: float, seed: int, chunk_bytes: int) -> None:
-    """The options, checked before any work: the backend exists (and can apply dropout),
-    dropout and seed are valid, parts have a size."""
+def _check_options(
+    *, backend: str, dropout: float, seed: int, chunk_bytes: int, segmentation: str
+) -> None:
+    """The options, checked before any work: the backend exists (and can apply dropout and
+    the segmentation), dropout and seed are valid, parts have a size."""
     if backend not in ENCODE_BACKENDS:
         raise ValueError(f"backend={backend!r} is not supported; use one of {ENCODE_BACKENDS}")
     check_dropout(dropout, seed)
+    check_segmentation(segmentation, dropout=dropout)
+    if segmentation != "merges" and backend != "python":
+        raise ValueError(
+            f"segmentation={segmentation!r} needs backend='python' (--backend python): "
+            f"tiktoken applies merges only, and backend={backend!r} was asked for"
+        )
     if seed is None:
         raise ValueError("seed=None: pass an int seed, so the array can be reproduced")
     if dropout and backend != "python":
@@ -425,6 +448,7 @@ def _finish(
         command=said.command,
         dropout=said.dropout,
         seed=said.seed if said.dropout else None,
+        segmentation=said.segmentation,
         corpus=corpus,
     )
     if separator is not None:
