@@ -90,6 +90,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .metrics                  metrics.json, written atomically, status last
       .evaluate                 measures a trained tokenizer for metrics.json
       .measured                 the documents each side of a run is measured on
+      .segmentations            the vocab cut three ways on held-out text, each measured
       .usage                    token usage and under-trained tokens of a run
       .memory                   process-tree memory sampled per stage
       .environment              git, packages, host: environment.json

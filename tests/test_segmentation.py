@@ -220,3 +220,53 @@ def test_bpe_encode_writes_each_segmentation_with_the_default_workers(tmp_path, 
         timeout=300,
     )
     assert bad.returncode != 0 and "needs backend='python'" in bad.stderr
+
+
+def test_a_run_measures_each_segmentation_and_its_merges_row_is_its_own(tmp_path):
+    """A real `bpe-train` run (every CPU): metrics.json's `segmentation` holds the three
+    methods per held-out side; the `merges` row equals the run's own compression, Rényi
+    efficiency and bits per byte; `fewest` never needs more tokens; ANALYSIS.md shows them."""
+    import json
+    import subprocess
+    import sys
+
+    from bpe.runs import layout, schema
+    from tests.conftest import ROOT, missing_keys
+
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bpe.cli.train",
+            "debug=fast",
+            "num_workers=null",
+            "vocab_size=1500",
+            f"experiments_dir={tmp_path}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = (tmp_path / layout.LATEST).resolve()
+    metrics = json.loads((run / layout.METRICS_FILE).read_text("utf-8"))
+    for method in SEGMENTATIONS:
+        for side in ("own", "other"):
+            assert not missing_keys(metrics, "segmentation", method=method, side=side)
+    at = schema.get
+    assert at(metrics, schema.SEG_BYTES_PER_TOKEN, method="merges", side="own") == at(
+        metrics, schema.COMPRESSION_RATIO
+    )
+    assert at(metrics, schema.SEG_BITS_PER_BYTE, method="merges", side="own") == at(
+        metrics, schema.BITS_PER_BYTE
+    )
+    assert at(metrics, schema.SEG_RENYI, method="merges", side="own") == at(
+        metrics, schema.EFFICIENCY_RENYI, side="own"
+    )
+    for side in ("own", "other"):
+        tokens = {m: at(metrics, schema.SEG_TOKENS, method=m, side=side) for m in SEGMENTATIONS}
+        assert tokens["fewest"] <= tokens["merges"], tokens
+    text = (run / layout.ANALYSIS_FILE).read_text("utf-8")
+    assert "## Segmentation: three ways to use this vocab" in text
+    assert "`fewest`: the fewest vocab tokens" in text

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Sequence
+from functools import partial
 from itertools import combinations
 from pathlib import Path
 
@@ -24,8 +25,10 @@ from bpe.analysis.compare import (
 )
 from bpe.analysis.compare_sides import Side, load_side, side_labels
 from bpe.analysis.markdown import clip, fmt, table
+from bpe.analysis.vocab_report import SEGMENTATION_METHODS
 from bpe.formats.gpt2_format import render
 from bpe.measures import RENYI_ALPHA
+from bpe.runs import schema
 from bpe.runs.layout import (
     COMPARE_FILE,
 )
@@ -63,6 +66,7 @@ def render_compare(c: Comparison, *, figure: str | None, level: int = 1) -> str:
         *section_lengths(c),
         *_matrices(c),
         *section_bits_per_byte(c),
+        *section_segmentation(c),
         *section_topk(c, figure),
     ]
     extra = "#" * (level - 1)
@@ -303,6 +307,41 @@ def section_bits_per_byte(c: Comparison) -> list[str]:
             value, label = min(scores)
             lines.append(f"On {dataset}, {label} needs the fewest ({fmt(value, '.3f')} bits/byte).")
     return [*lines, ""]
+
+
+def section_segmentation(c: Comparison) -> list[str]:
+    """Each run side's vocab cut three ways on its own held-out text, as the run recorded it
+    (`bpe.experiment.segmentations`): bytes per token, Rényi efficiency, bits per byte."""
+    lines = ["## Segmentation methods (recorded by each run, own held-out text)", ""]
+    rows: list[list] = []
+    for s in c.sides:
+        recorded = {"segmentation": s.segmentation}
+        if not schema.get(recorded, schema.SEGMENTATION_METHODS):
+            rows.append([s.label, "not recorded", "n/a", "n/a", "n/a"])
+            continue
+        for method in SEGMENTATION_METHODS:
+            at = partial(schema.get, recorded, method=method, side="own")
+            if not at(schema.SEG_OF):
+                continue
+            rows.append(
+                [
+                    s.label,
+                    f"`{method}`",
+                    fmt(at(schema.SEG_BYTES_PER_TOKEN), ".3f"),
+                    fmt(at(schema.SEG_RENYI), ".3f"),
+                    fmt(at(schema.SEG_BITS_PER_BYTE), ".3f"),
+                ]
+            )
+    heads = ["tokenizer", "segmentation", "bytes/token", "Rényi", "bits/byte"]
+    return [
+        *lines,
+        table(rows, heads),
+        "",
+        "The same vocab, cut by its merges, by the longest token first, or into the fewest "
+        "tokens (`Tokenizer.encode(segmentation=...)`); bits per byte from an n-gram model of "
+        "each method's own ids. Each side on its own held-out documents.",
+        "",
+    ]
 
 
 def write_compare(

@@ -40,7 +40,12 @@ from bpe.analysis.token_sections import (
     section_longest_tokens,
     section_throughput,
 )
-from bpe.analysis.vocab_report import section_efficiency, section_glossary, section_undertrained
+from bpe.analysis.vocab_report import (
+    section_efficiency,
+    section_glossary,
+    section_segmentation,
+    section_undertrained,
+)
 from bpe.runs.layout import (
     ANALYSIS_FILE,
     METRICS_FILE,
@@ -61,6 +66,7 @@ def render_analysis(facts: RunFacts) -> str:
         section_compression(facts.metrics),
         section_efficiency(facts.metrics),
         section_bits_per_byte(facts.metrics),
+        section_segmentation(facts.metrics),
         section_undertrained(facts.metrics),
         section_throughput(facts.metrics),
         section_siblings(facts.metrics, facts.siblings),

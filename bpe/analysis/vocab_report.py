@@ -262,3 +262,63 @@ def section_sweep_usage(runs: pd.DataFrame, frame: pd.DataFrame) -> list[str]:
         "Definitions are in the glossary of each job's ANALYSIS.md (Rényi α = 2.5).",
         "",
     ]
+
+
+#: The segmentation methods in the order reports show them, with a short description.
+SEGMENTATION_METHODS = {
+    "merges": "BPE's merges, by rank (how this tokenizer encodes)",
+    "longest_prefix": "the longest vocab token first, left to right (Uzan et al., 2024)",
+    "fewest": "the fewest vocab tokens per pretoken (Schmidt et al., 2024, PathPiece)",
+}
+
+
+def section_segmentation(metrics: dict) -> list[str]:
+    """The same vocab used three ways on the held-out text: bytes per token, Rényi efficiency
+    and bits per byte of each segmentation method (`bpe.experiment.segmentations`)."""
+    get = partial(schema.get, metrics)
+    lines = ["## Segmentation: three ways to use this vocab", ""]
+    if not get(schema.SEGMENTATION_METHODS):
+        return [
+            *lines,
+            "Not measured for this run (`analysis.segmentations` was empty, or "
+            "the run predates the measure).",
+            "",
+        ]
+    sides = [s for s in ("own", "other") if get(schema.SEG_OF, method="merges", side=s)]
+    rows = []
+    for method, what in SEGMENTATION_METHODS.items():
+        if not get(schema.SEG_OF, method=method, side=sides[0] if sides else "own"):
+            continue
+        row = [f"`{method}`: {what}"]
+        for side in sides:
+            at = partial(get, method=method, side=side)
+            row += [
+                fmt(at(schema.SEG_BYTES_PER_TOKEN), ".3f"),
+                fmt(at(schema.SEG_RENYI), ".3f"),
+                fmt(at(schema.SEG_BITS_PER_BYTE), ".3f"),
+            ]
+        rows.append(row)
+    headers = ["segmentation"]
+    for side in sides:
+        name = get(schema.SEG_DATASET, method="merges", side=side)
+        headers += [f"{name}: bytes/token", f"{name}: Rényi", f"{name}: bits/byte"]
+    merges = get(schema.SEG_BYTES_PER_TOKEN, method="merges", side="own")
+    fewest = get(schema.SEG_BYTES_PER_TOKEN, method="fewest", side="own")
+    lines += [
+        "The trained vocab is kept; only how each pretoken is cut into its tokens changes "
+        "(`Tokenizer.encode(text, segmentation=...)`). Bytes per token: higher compresses more. "
+        "Rényi efficiency (α=2.5): how evenly the tokens are used. Bits per byte: an "
+        f"interpolated Kneser-Ney {get(schema.SEGMENTATION_ORDER)}-gram model of each method's "
+        "own ids, fitted on the training sample cut the same way; lower is better.",
+        "",
+        table(rows, headers),
+        "",
+    ]
+    if merges and fewest:
+        lines += [
+            f"Cutting into the fewest tokens packs {fmt(100 * (fewest / merges - 1), '+.1f')}% "
+            "bytes per token against the merges on the own held-out text: fewer tokens is not "
+            "by itself a better segmentation (compare the bits per byte).",
+            "",
+        ]
+    return lines

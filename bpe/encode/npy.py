@@ -270,16 +270,10 @@ def encode_to_npy(
     ([256, 99, 256], 3)
     """
     dt = check_dtype(tokenizer, dtype)
-    _check_options(
-        backend=backend,
-        dropout=dropout,
-        seed=seed,
-        chunk_bytes=chunk_bytes,
-        segmentation=segmentation,
-    )
     said = _Said(
         tokenizer, dt, tokenizer_dir, command, dropout, seed, time.perf_counter(), segmentation
     )
+    _check_options(said, backend=backend, chunk_bytes=chunk_bytes)
     protected = files_in(tokenizer_dir)
     if _is_empty_file(source):
         check_output(source, out_path, force=force, protected=protected)
@@ -291,12 +285,7 @@ def encode_to_npy(
         else resolve_source(os.fspath(source), format=format, text_field=text_field)
     )
     check_output([f.path for f in corpus.files], out_path, force=force, protected=protected)
-    one_text = len(corpus.files) == 1 and corpus.files[0].format == "text"
-    if dropout and not one_text:
-        raise ValueError(
-            f"dropout={dropout!r} is applied to a corpus of one text file only; decompress or "
-            f"convert {corpus.source!r} to a text file first, or encode without --dropout"
-        )
+    one_text = _one_text_file(corpus, dropout=dropout)
     sep, sep_id = (None, None) if one_text else corpus_separator(tokenizer, separator)
     parts, plan = plan_work(
         corpus,
@@ -351,6 +340,18 @@ class _Said:
     segmentation: str = "merges"
 
 
+def _one_text_file(corpus: Corpus, *, dropout: float) -> bool:
+    """Whether the corpus is one plain text file (encoded as it is, no separators): the only
+    kind dropout applies to."""
+    one_text = len(corpus.files) == 1 and corpus.files[0].format == "text"
+    if dropout and not one_text:
+        raise ValueError(
+            f"dropout={dropout!r} is applied to a corpus of one text file only; decompress or "
+            f"convert {corpus.source!r} to a text file first, or encode without --dropout"
+        )
+    return one_text
+
+
 def _is_empty_file(source: object) -> bool:
     """An existing regular file of 0 bytes: encoded as an empty array, not refused."""
     if isinstance(source, Corpus):
@@ -359,11 +360,10 @@ def _is_empty_file(source: object) -> bool:
     return path.is_file() and path.stat().st_size == 0
 
 
-def _check_options(
-    *, backend: str, dropout: float, seed: int, chunk_bytes: int, segmentation: str
-) -> None:
+def _check_options(said: _Said, *, backend: str, chunk_bytes: int) -> None:
     """The options, checked before any work: the backend exists (and can apply dropout and
     the segmentation), dropout and seed are valid, parts have a size."""
+    dropout, seed, segmentation = said.dropout, said.seed, said.segmentation
     if backend not in ENCODE_BACKENDS:
         raise ValueError(f"backend={backend!r} is not supported; use one of {ENCODE_BACKENDS}")
     check_dropout(dropout, seed)

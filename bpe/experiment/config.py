@@ -213,6 +213,10 @@ class AnalysisConfig:
     bpb_order: int = _key(
         "n of the bits-per-byte Kneser-Ney n-gram model: 3, 4 or 5", _A["bpb_order"]
     )
+    segmentations: list[str] = _key(
+        "ways to cut pretokens measured on held-out text: merges, longest_prefix, fewest",
+        _A["segmentations"],
+    )
 
 
 @dataclass

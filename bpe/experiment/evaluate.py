@@ -43,6 +43,7 @@ from bpe.corpus.documents import Holdout
 from bpe.corpus.files import Stop
 from bpe.encode.lineage import dataset_lineage
 from bpe.experiment.measured import MeasuredSide, measured_docs
+from bpe.experiment.segmentations import segmentation_metrics
 from bpe.experiment.usage import training_sample, usage_metrics
 from bpe.formats.exports import export_refusal, tiktoken_mismatches
 from bpe.formats.gpt2_format import render
@@ -140,6 +141,15 @@ def evaluate(
         tokenizer,
         ds,
         measured,
+        train_bytes=int(analysis_setting(analysis, "bpb_train_bytes")),
+        order=int(analysis_setting(analysis, "bpb_order")),
+        stop=stop,
+    )
+    out["segmentation"] = segmentation_metrics(
+        tokenizer,
+        ds,
+        measured,
+        methods=list(analysis_setting(analysis, "segmentations")),
         train_bytes=int(analysis_setting(analysis, "bpb_train_bytes")),
         order=int(analysis_setting(analysis, "bpb_order")),
         stop=stop,

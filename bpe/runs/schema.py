@@ -210,6 +210,7 @@ MEASURE_SECTIONS = (
     "undertrained",
     "merge_support",
     "variant",
+    "segmentation",
 )
 #: Every other section: what a run is, how it went and what it names (logged as parameters
 #: or tags, or shown in reports only). `tests/test_runs.py` holds every section of a real run
@@ -366,6 +367,17 @@ BITS_PER_BYTE_MIN = key("bits_per_byte.own.splits.min")
 BITS_PER_BYTE_MAX = key("bits_per_byte.own.splits.max")
 UNIGRAM_BITS_PER_BYTE = key("bits_per_byte.own.unigram_bits_per_byte")
 OTHER_BITS_PER_BYTE = key("bits_per_byte.other.bits_per_byte")
+# runs since segmentation methods are measured (`bpe.experiment.segmentations`): per method
+# (merges | longest_prefix | fewest) and held-out side
+SEGMENTATION = key("segmentation", always=False)
+SEGMENTATION_METHODS = key("segmentation.methods", always=False)
+SEGMENTATION_ORDER = key("segmentation.order", always=False)
+SEG_OF = key("segmentation.methods.{method}.{side}", always=False)
+SEG_BYTES_PER_TOKEN = key("segmentation.methods.{method}.{side}.bytes_per_token", always=False)
+SEG_RENYI = key("segmentation.methods.{method}.{side}.renyi_efficiency", always=False)
+SEG_BITS_PER_BYTE = key("segmentation.methods.{method}.{side}.bits_per_byte", always=False)
+SEG_TOKENS = key("segmentation.methods.{method}.{side}.tokens", always=False)
+SEG_DATASET = key("segmentation.methods.{method}.{side}.dataset", always=False)
 
 # -- read by ANALYSIS.md, the MLflow view and COMPARE.md, section by section -----------------------
 BITS_PER_BYTE_OF = key("bits_per_byte.{side}", always=False)

@@ -25,6 +25,8 @@ ANALYSIS_DEFAULTS: dict[str, Any] = {
     "train_sample_bytes": 4_000_000,
     "bpb_train_bytes": 4_000_000,
     "bpb_order": 3,
+    # each held-out side encoded by each way to cut pretokens (`bpe.tokenizer.segmentation`)
+    "segmentations": ["merges", "longest_prefix", "fewest"],
 }
 #: `pretokenize:` where and how stage 1 runs.
 PRETOKENIZE_DEFAULTS: dict[str, Any] = {"backend": "processes", "scheduler": None, "engine": "auto"}
