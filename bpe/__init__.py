@@ -57,6 +57,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .dropout                  BPE-dropout: merging with candidates skipped at random
       .compiled                 the cold path: BPE of a batch of new pretokens, Numba-compiled
       .removals                 PickyBPE's removals at encode time: replaying the history
+      .pruning                  a vocab without the tokens text uses least as themselves
     bpe.formats                 the files a tokenizer is read from and saved as
       .gpt2_format              vocab.json and merges.txt (GPT-2 format), merges_sha256
       .removals_json            PickyBPE's removals.json: the record and its check
@@ -91,6 +92,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .evaluate                 measures a trained tokenizer for metrics.json
       .measured                 the documents each side of a run is measured on
       .segmentations            the vocab cut three ways on held-out text, each measured
+      .pruning                  bpe-prune's work: prune a run's vocab, measure before and after
       .usage                    token usage and under-trained tokens of a run
       .memory                   process-tree memory sampled per stage
       .environment              git, packages, host: environment.json
@@ -110,6 +112,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .compare                  two or more tokenizers compared: the measures
       .compare_sides            a comparison's sides: run or GPT-2 directories, their labels
       .compare_report           COMPARE.md: the comparison rendered and written
+      .prune_report             PRUNE.md: what bpe-prune removed and changed
       .reports                  reports/: its index, which runs, never over others' reports
       .report_pages             reports/'s pages on plain BPE: trainers.md, datasets.md
       .vocab_report             efficiency and under-trained sections shared by reports
@@ -124,6 +127,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .show                     bpe-show
       .encode                   bpe-encode
       .compare                  bpe-compare
+      .prune                    bpe-prune
     bpe.util                    shared plumbing, no BPE
       .io                       atomic writes, project paths, safe path names
       .progress                 progress lines and bars

@@ -84,9 +84,9 @@ class TiktokenMismatch(ValueError):
 def export_refusal(tok: TokenizerLike) -> str | None:
     """Why tokenizer.json and tiktoken cannot encode exactly as `tok` does, or None if they can.
 
-    A PickyBPE tokenizer removes tokens between merges (`bpe.tokenizer.removals`); neither
-    Hugging Face's BPE model nor tiktoken has a step that splits a token back into its parts,
-    so they would give other ids on some text.
+    A PickyBPE tokenizer removes tokens between merges, a pruned one after them
+    (`bpe.tokenizer.removals`); neither Hugging Face's BPE model nor tiktoken has a step that
+    splits a token back into its parts, so they would give other ids on some text.
 
     >>> from bpe import Tokenizer
     >>> export_refusal(Tokenizer({i: bytes([i]) for i in range(256)}, [])) is None
@@ -95,8 +95,8 @@ def export_refusal(tok: TokenizerLike) -> str | None:
     if not tok.removals:
         return None
     return (
-        f"this PickyBPE tokenizer removed {len(tok.removals)} tokens during training, and "
-        "neither tokenizer.json (Hugging Face BPE) nor tiktoken can split a removed token "
+        f"this tokenizer removes {len(tok.removals)} tokens (PickyBPE training, or bpe-prune), "
+        "and neither tokenizer.json (Hugging Face BPE) nor tiktoken can split a removed token "
         "back into its parts, so they would encode differently; use bpe.Tokenizer "
         "(Tokenizer.from_pretrained reads vocab.json, merges.txt and removals.json) or "
         "bpe-encode --backend python"

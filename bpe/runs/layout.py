@@ -78,6 +78,9 @@ CACHE_DIR = ".cache"
 SWEEPS_DIR = "sweeps"
 SWEEP_FILE = "SWEEP.md"
 COMPARE_FILE = "COMPARE.md"
+#: `bpe-prune`'s output directory: the pruned tokenizer's files, its record and its report.
+PRUNE_RECORD = "prune.json"
+PRUNE_FILE = "PRUNE.md"
 
 
 def experiments_root(run_dir: Path) -> Path:
