@@ -25,6 +25,7 @@ def render_prune(record: dict) -> str:
             ("vocab entries", "vocab_size", "d"),
             ("held-out tokens", "heldout_tokens", "d"),
             ("bytes per token (held-out)", "bytes_per_token", ".3f"),
+            ("Rényi efficiency (held-out)", "renyi_efficiency", ".3f"),
             (f"bits per byte ({record['order']}-gram, held-out)", "bits_per_byte", ".4f"),
             ("intermediate-only tokens", "intermediate_only", "d"),
             ("intermediate-only share of the vocab", "intermediate_only_share", ".4f"),

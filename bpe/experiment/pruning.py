@@ -28,7 +28,7 @@ from bpe.experiment.measured import measured_docs
 from bpe.experiment.usage import training_sample
 from bpe.formats.gpt2_format import render
 from bpe.measures.ngram import KneserNey, bits_per_byte
-from bpe.measures.vocab_stats import undertrained_tokens
+from bpe.measures.vocab_stats import distribution_metrics, undertrained_tokens
 from bpe.runs import schema
 from bpe.runs.layout import HYDRA_CONFIG, HYDRA_DIR, METRICS_FILE, PRUNE_RECORD
 from bpe.runs.settings import analysis_setting
@@ -39,11 +39,16 @@ from bpe.util.io import atomic_write_text
 logger = logging.getLogger(__name__)
 
 
-def run_dataset(run_dir: Path) -> Dataset:
+def run_config(run_dir: Path) -> dict:
+    """A run's saved config ({} when it has none)."""
+    path = run_dir / HYDRA_DIR / HYDRA_CONFIG
+    config = yaml.safe_load(path.read_text("utf-8")) if path.is_file() else {}
+    return config if isinstance(config, dict) else {}
+
+
+def run_dataset(run_dir: Path, config: dict) -> Dataset:
     """The dataset a run trained on, from its saved config (or its recorded dataset name)."""
-    config_path = run_dir / HYDRA_DIR / HYDRA_CONFIG
-    config = yaml.safe_load(config_path.read_text("utf-8")) if config_path.is_file() else {}
-    if isinstance(config, dict) and config.get("dataset"):
+    if config.get("dataset"):
         return from_config(config["dataset"])
     metrics = json.loads((run_dir / METRICS_FILE).read_text("utf-8"))
     return load_named(schema.get(metrics, schema.DATASET))
@@ -65,11 +70,13 @@ def prune_run(
     start = time.perf_counter()
     run_dir = Path(run_dir).resolve()  # `latest` names the run it points to
     tokenizer = Tokenizer.from_pretrained(run_dir)
-    ds = run_dataset(run_dir)
-    train_bytes = train_bytes or int(analysis_setting({}, "bpb_train_bytes"))
+    config = run_config(run_dir)
+    ds = run_dataset(run_dir, config)
+    analysis = config.get("analysis")
+    train_bytes = train_bytes or int(analysis_setting(analysis, "bpb_train_bytes"))
     text, sample = training_sample(ds, max_bytes=train_bytes)
     train_docs = [doc for doc in text.split(ds.document_separator) if doc]
-    own = measured_docs(ds, max_docs=max_docs or int(analysis_setting({}, "max_docs")))[0]
+    own = measured_docs(ds, max_docs=max_docs or int(analysis_setting(analysis, "max_docs")))[0]
     heldout = list(own.docs or [])
     if not heldout:
         raise ValueError(
@@ -78,7 +85,7 @@ def prune_run(
         )
     usage = token_usage(tokenizer, train_docs + heldout)
     pruned, removals = prune(tokenizer, vocab_size=vocab_size, usage=usage)
-    order = order or int(analysis_setting({}, "bpb_order"))
+    order = order or int(analysis_setting(analysis, "bpb_order"))
     before = _measure(tokenizer, train_docs, heldout, order=order)
     after = _measure(pruned, train_docs, heldout, order=order)
     id_of = {t: i for i, t in tokenizer.vocab.items()}
@@ -120,7 +127,8 @@ def prune_run(
 
 
 def _measure(tokenizer: Tokenizer, train: list[str], heldout: list[str], *, order: int) -> dict:
-    """Held-out tokens, bytes per token, bits per byte and the intermediate-only share."""
+    """Held-out tokens, bytes per token, Rényi efficiency, bits per byte and the
+    intermediate-only share."""
     train_ids = [tokenizer.encode(doc) for doc in train]
     held_ids = [tokenizer.encode(doc) for doc in heldout]
     sizes = [len(doc.encode("utf-8")) for doc in heldout]
@@ -133,10 +141,14 @@ def _measure(tokenizer: Tokenizer, train: list[str], heldout: list[str], *, orde
         top_k=0,
     )
     tokens = sum(map(len, held_ids))
+    counts = Counter(i for ids in held_ids for i in ids)
     return {
         "vocab_size": tokenizer.vocab_size,
         "heldout_tokens": tokens,
         "bytes_per_token": round(sum(sizes) / tokens, 4),
+        "renyi_efficiency": distribution_metrics(tokenizer, heldout, counts=counts)[
+            "renyi_efficiency"
+        ],
         "bits_per_byte": round(scored["bits_per_byte"], 4),
         "intermediate_only": under["intermediate_only"],
         "intermediate_only_share": under["intermediate_only_share"],

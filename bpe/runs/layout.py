@@ -81,6 +81,8 @@ COMPARE_FILE = "COMPARE.md"
 #: `bpe-prune`'s output directory: the pruned tokenizer's files, its record and its report.
 PRUNE_RECORD = "prune.json"
 PRUNE_FILE = "PRUNE.md"
+#: Inside a sweep directory: the pruned copies of its runs (`scripts/make_segmentation_report.py`).
+PRUNED_DIR = "pruned"
 
 
 def experiments_root(run_dir: Path) -> Path:
