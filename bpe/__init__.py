@@ -113,6 +113,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .compare_sides            a comparison's sides: run or GPT-2 directories, their labels
       .compare_report           COMPARE.md: the comparison rendered and written
       .prune_report             PRUNE.md: what bpe-prune removed and changed
+      .segmentation_report      reports/segmentation.md: segmentation, limits, pruning, side by side
       .reports                  reports/: its index, which runs, never over others' reports
       .report_pages             reports/'s pages on plain BPE: trainers.md, datasets.md
       .vocab_report             efficiency and under-trained sections shared by reports

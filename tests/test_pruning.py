@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bpe.runs import layout
+from bpe.runs import layout, schema
 from bpe.tokenizer import Tokenizer
 from bpe.tokenizer.pruning import prunable, prune, token_usage
 from bpe.training import train_bpe_detailed
@@ -116,6 +116,13 @@ def test_bpe_prune_writes_a_tokenizer_directory_and_what_changed(tmp_path):
     assert record["source"] == run.name and len(record["removed"]) == 300
     before, after = record["before"], record["after"]
     assert (before["vocab_size"], after["vocab_size"]) == (1500, 1200)
+    # measured as the run measured itself: "before" is the run's own numbers
+    metrics = json.loads((run / layout.METRICS_FILE).read_text("utf-8"))
+    assert before["bits_per_byte"] == schema.get(metrics, schema.BITS_PER_BYTE)
+    assert before["bytes_per_token"] == schema.get(metrics, schema.COMPRESSION_RATIO)
+    assert before["intermediate_only_share"] == schema.get(
+        metrics, schema.UNDERTRAINED_INTERMEDIATE_ONLY_SHARE
+    )
     assert after["intermediate_only"] <= before["intermediate_only"]
     assert after["heldout_tokens"] >= before["heldout_tokens"]  # fewer tokens to cut with
     tok = Tokenizer.from_pretrained(out)

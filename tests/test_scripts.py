@@ -94,6 +94,11 @@ SMALLEST: dict[str, Smallest] = {
         writes=("reports/variants.md",),
         slow=True,
     ),
+    "make_segmentation_report.py": Smallest(
+        covered_by=(
+            "tests/test_segmentation.py::test_the_segmentation_report_comes_from_a_real_sweep",
+        ),
+    ),
     "make_vocab_report.py": Smallest(
         runs=(("--quick", "--out", "{tmp}/reports", "--experiments-dir", "{tmp}/experiments"),),
         writes=("reports/vocabularies.md", "reports/figures/vocabularies_topk_overlap.png"),

@@ -270,3 +270,44 @@ def test_a_run_measures_each_segmentation_and_its_merges_row_is_its_own(tmp_path
     text = (run / layout.ANALYSIS_FILE).read_text("utf-8")
     assert "## Segmentation: three ways to use this vocab" in text
     assert "`fewest`: the fewest vocab tokens" in text
+
+
+@pytest.mark.slow
+def test_the_segmentation_report_comes_from_a_real_sweep(tmp_path):
+    """`scripts/make_segmentation_report.py --quick`: a real sweep (plain and length-limited),
+    a pruned copy of the plain run, the report with every row and every claim; the loader's
+    long form groups the runs by segmentation."""
+    import subprocess
+    import sys
+
+    from bpe.analysis.loader import segmentation_rows
+    from tests.conftest import ROOT
+
+    out = tmp_path / "reports"
+    exp = tmp_path / "exp"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "scripts/make_segmentation_report.py",
+            "--quick",
+            "--out",
+            str(out),
+            "--experiments-dir",
+            str(exp),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    text = (out / "segmentation.md").read_text("utf-8")
+    for label in ("plain BPE, `merges`", "plain BPE, `fewest`", "`max_token_length=8`"):
+        assert label in text
+    assert "pruned to 450 (`bpe-prune`)" in text
+    for claim in ("Uzan et al. (2024)", "Schmidt et al. (2024, PathPiece)", "Scaffold-BPE"):
+        assert claim in text
+    assert "n/a | n/a" not in text.split("## What the papers")[1].split("LiteToken")[0]
+    rows = segmentation_rows(exp)
+    assert set(rows["segmentation"]) == set(SEGMENTATIONS)
+    assert set(rows["max_token_length"].dropna()) == {8}

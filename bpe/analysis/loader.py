@@ -25,6 +25,7 @@ import json
 import logging
 import os
 from collections.abc import Iterable
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
@@ -367,3 +368,47 @@ def shown_stages(recorded: Iterable[str]) -> list[str]:
     ['pretokenize', 'merge']
     """
     return [s for s in recorded if s != "total" and s not in RETIRED_STAGES]
+
+
+#: The measures of one segmentation method on one held-out side, by `segmentation_rows` column.
+SEGMENTATION_MEASURES = {
+    "bytes_per_token": schema.SEG_BYTES_PER_TOKEN,
+    "renyi_efficiency": schema.SEG_RENYI,
+    "bits_per_byte": schema.SEG_BITS_PER_BYTE,
+    "tokens": schema.SEG_TOKENS,
+}
+
+
+def segmentation_rows(path_or_glob: str | os.PathLike = "experiments") -> pd.DataFrame:
+    """One row per run, segmentation method and held-out side, so that `segmentation` is a
+    column to group by, as `vocab_size` or `trainer` are: run_dir, dataset, trainer,
+    vocab_size, max_token_length, segmentation, side, and the measures of
+    `SEGMENTATION_MEASURES`. Runs without the `segmentation` section give no rows.
+
+    >>> segmentation_rows("no-such-dir").empty
+    True
+    """
+    rows = []
+    for run_dir in find_run_dirs(path_or_glob):
+        metrics = read_run(run_dir).get("metrics") or {}
+        get = partial(schema.get, metrics)
+        for method in get(schema.SEGMENTATION_METHODS, default={}):
+            for side in ("own", "other"):
+                if not get(schema.SEG_OF, method=method, side=side):
+                    continue
+                rows.append(
+                    {
+                        "run_dir": str(run_dir),
+                        "dataset": get(schema.DATASET),
+                        "trainer": get(schema.TRAINER),
+                        "vocab_size": get(schema.VOCAB_SIZE),
+                        "max_token_length": get(schema.MAX_TOKEN_LENGTH),
+                        "segmentation": method,
+                        "side": side,
+                        **{
+                            name: get(k, method=method, side=side)
+                            for name, k in SEGMENTATION_MEASURES.items()
+                        },
+                    }
+                )
+    return pd.DataFrame(rows)

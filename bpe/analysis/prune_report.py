@@ -49,7 +49,7 @@ def render_prune(record: dict) -> str:
         f"`bpe-prune` removed {len(removed)} learned tokens from the vocabulary of "
         f"{record['source']} ({record['dataset']}): the ones its text used least as "
         f"themselves ({never} of them never). Usage was counted on the first "
-        f"{text['train_sample'].get('bytes')} bytes of the training input and "
+        f"{text.get('usage_sample_bytes')} bytes of the training input and "
         f"{text['heldout_docs']} held-out documents ({text['heldout_bytes']} bytes); the "
         "measures below are on those same held-out documents, so they are not an unseen-text "
         "evaluation. Every merge still applies; each removed token left after them splits "

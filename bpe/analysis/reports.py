@@ -50,6 +50,9 @@ GENERATED = ("README.md", "trainers.md", "datasets.md", "vocabularies.md")
 SCRIPT_REPORTS = {
     "variants.md": "Plain BPE, SuperBPE and PickyBPE side by side on the bundled samples "
     "(`scripts/make_variants_report.py`).",
+    "segmentation.md": "One vocabulary cut three ways (merges, longest prefix, fewest tokens), "
+    "a length limit and a pruned copy, on the bundled samples "
+    "(`scripts/make_segmentation_report.py`).",
     "scale.md": "Time and memory of ours against Hugging Face `tokenizers` as the corpus grows, "
     "with projections to the full datasets (`scripts/bench_scale.py`).",
     "anchors.md": "heap and compiled against the Rust trainers (HF `tokenizers`, rustbpe, "

@@ -74,8 +74,12 @@ def prune_run(
     ds = run_dataset(run_dir, config)
     analysis = config.get("analysis")
     train_bytes = train_bytes or int(analysis_setting(analysis, "bpb_train_bytes"))
+    # two samples of the training input, as the run's own analysis read them: the bits-per-byte
+    # model's, and the usage sample of its under-trained count (null: the whole file)
     text, sample = training_sample(ds, max_bytes=train_bytes)
     train_docs = [doc for doc in text.split(ds.document_separator) if doc]
+    usage_bytes = analysis_setting(analysis, "train_sample_bytes")
+    usage_text, _ = training_sample(ds, max_bytes=usage_bytes or 1 << 62)
     own = measured_docs(ds, max_docs=max_docs or int(analysis_setting(analysis, "max_docs")))[0]
     heldout = list(own.docs or [])
     if not heldout:
@@ -83,11 +87,11 @@ def prune_run(
             f"{run_dir.name}: its dataset {ds.name!r} has no held-out documents to measure "
             "pruning on; pass a run whose dataset has a held-out file"
         )
-    usage = token_usage(tokenizer, train_docs + heldout)
+    usage = token_usage(tokenizer, [usage_text, *heldout])
     pruned, removals = prune(tokenizer, vocab_size=vocab_size, usage=usage)
     order = order or int(analysis_setting(analysis, "bpb_order"))
-    before = _measure(tokenizer, train_docs, heldout, order=order)
-    after = _measure(pruned, train_docs, heldout, order=order)
+    before = _measure(tokenizer, train_docs, usage_text, heldout, order=order)
+    after = _measure(pruned, train_docs, usage_text, heldout, order=order)
     id_of = {t: i for i, t in tokenizer.vocab.items()}
     record = {
         "source": run_dir.name,
@@ -97,7 +101,8 @@ def prune_run(
             "train_sample": sample,
             "heldout_docs": len(heldout),
             "heldout_bytes": sum(len(d.encode("utf-8")) for d in heldout),
-            "note": "usage was counted on the training sample and these held-out documents",
+            "usage_sample_bytes": len(usage_text.encode("utf-8")),
+            "note": "usage was counted on the usage sample and these held-out documents",
         },
         "order": order,
         "removed": [
@@ -126,7 +131,9 @@ def prune_run(
     return pruned, record
 
 
-def _measure(tokenizer: Tokenizer, train: list[str], heldout: list[str], *, order: int) -> dict:
+def _measure(
+    tokenizer: Tokenizer, train: list[str], usage_text: str, heldout: list[str], *, order: int
+) -> dict:
     """Held-out tokens, bytes per token, Rényi efficiency, bits per byte and the
     intermediate-only share."""
     train_ids = [tokenizer.encode(doc) for doc in train]
@@ -136,7 +143,7 @@ def _measure(tokenizer: Tokenizer, train: list[str], heldout: list[str], *, orde
     scored = bits_per_byte(model, held_ids, sizes, splits=1)
     under = undertrained_tokens(
         tokenizer,
-        train_counts=Counter(i for ids in train_ids for i in ids),
+        train_counts=Counter(tokenizer.encode(usage_text)),
         heldout_counts=Counter(i for ids in held_ids for i in ids),
         top_k=0,
     )
