@@ -35,6 +35,10 @@ pretoken cache as a long corpus mostly would. Wall time includes reading and wri
 its sidecar, and for the tiktoken backend building the Encoding and its check of the first 1 MB
 chunk against the python encoder (about 0.4 s).
 
+A third table times the segmentation methods (`Tokenizer.encode(segmentation=...)`: merges,
+longest_prefix, fewest) cold and warm on each sample with GPT-2's vocab, the tokens each gives,
+and tiktoken's speed beside them.
+
 It asserts nothing about speed: it prints Markdown tables to paste into a note. Usage:
 
     python scripts/bench_encode.py               # TinyStories and OWT samples, 5 repeats
@@ -252,6 +256,51 @@ def bench_backends(
     ]
 
 
+def bench_segmentations(repeats: int, limit: int | None = None) -> list[dict]:
+    """Each segmentation method (`Tokenizer.encode(segmentation=...)`) on each sample with
+    GPT-2's vocab, python cold path: cold (a fresh tokenizer, empty caches) and warm MB/s, and
+    the tokens each method gives; tiktoken's MB/s beside them, in the same run."""
+    from bpe import Tokenizer
+    from bpe.measures import GPT2_DIR, tiktoken_gpt2_encoding
+    from bpe.tokenizer.segmentation import SEGMENTATIONS
+
+    vocab_path, merges_path = GPT2_DIR / "vocab.json", GPT2_DIR / "merges.txt"
+    enc = tiktoken_gpt2_encoding()
+    rows = []
+    for name, filename in SAMPLES.items():
+        text = sample_text(filename, limit)
+        num_bytes = len(text.encode("utf-8"))
+        cold = dict.fromkeys(SEGMENTATIONS, float("inf"))
+        warm = dict.fromkeys(SEGMENTATIONS, float("inf"))
+        tokens = {}
+        tik = float("inf")
+        for _ in range(repeats):  # interleaved, so a burst of load hits every method alike
+            for method in SEGMENTATIONS:
+                tok = Tokenizer.from_files(vocab_path, merges_path, [EOT], merge_backend="python")
+                t0 = _clock()
+                tokens[method] = len(tok.encode(text, segmentation=method))
+                t1 = _clock()
+                tok.encode(text, segmentation=method)
+                t2 = _clock()
+                cold[method], warm[method] = min(cold[method], t1 - t0), min(warm[method], t2 - t1)
+            t0 = _clock()
+            enc.encode(text, allowed_special={EOT})
+            tik = min(tik, _clock() - t0)
+        for method in SEGMENTATIONS:
+            rows.append(
+                {
+                    "sample": name,
+                    "method": method,
+                    "tokens": tokens[method],
+                    "vs_merges": tokens[method] / tokens["merges"],
+                    "cold": num_bytes / cold[method],
+                    "warm": num_bytes / warm[method],
+                    "tiktoken": num_bytes / tik,
+                }
+            )
+    return rows
+
+
 def _or_na(value: float | None, spec: str) -> str:
     return "n/a" if value is None else f"{value:{spec}}"
 
@@ -321,6 +370,17 @@ def main(argv: list[str] | None = None) -> int:
     print("| --- | --- | --- | --- |")
     for r in backends:
         print(f"| {r['encoder']} | {r['backend_used']} | {r['mb_s']:.1f} | {r['same_ids']} |")
+    print()
+    print("Segmentation methods (GPT-2's vocab, python cold path, one thread):")
+    print()
+    heads = ["sample", "segmentation", "tokens", "tokens / merges'", "cold MB/s", "warm MB/s"]
+    print("| " + " | ".join([*heads, "cold / tiktoken"]) + " |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for r in bench_segmentations(max(1, args.repeats), limit):
+        print(
+            f"| {r['sample']} | {r['method']} | {r['tokens']} | {r['vs_merges']:.4f} "
+            f"| {r['cold'] / mb:.2f} | {r['warm'] / mb:.1f} | {r['cold'] / r['tiktoken']:.2f} |"
+        )
     ok = all(r["same_as_tiktoken"] for r in rows) and backends[0]["same_ids"]
     return 0 if ok else 1
 
