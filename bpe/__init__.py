@@ -72,6 +72,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
     bpe.measures                compression, throughput, efficiency, token kinds
       .vocab_stats              token counts on text, under-trained tokens
       .ngram                    bits per byte: a Kneser-Ney n-gram model over token ids
+      .languages                token premiums on FLORES-200 (Petrov et al.'s protocol), Gini
     bpe.runs                    the run directory's contract, read by writer and readers
       .layout                   every file name in and around a run directory
       .schema                   the metrics.json keys readers use, and how to read them
@@ -113,6 +114,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .compare_sides            a comparison's sides: run or GPT-2 directories, their labels
       .compare_report           COMPARE.md: the comparison rendered and written
       .prune_report             PRUNE.md: what bpe-prune removed and changed
+      .parity_report            PARITY.md: token premiums per language and tokenizer
       .segmentation_report      reports/segmentation.md: segmentation, limits, pruning, side by side
       .reports                  reports/: its index, which runs, never over others' reports
       .report_pages             reports/'s pages on plain BPE: trainers.md, datasets.md
@@ -129,6 +131,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .encode                   bpe-encode
       .compare                  bpe-compare
       .prune                    bpe-prune
+      .parity                   bpe-parity
     bpe.util                    shared plumbing, no BPE
       .io                       atomic writes, project paths, safe path names
       .progress                 progress lines and bars

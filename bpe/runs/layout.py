@@ -81,6 +81,10 @@ COMPARE_FILE = "COMPARE.md"
 #: `bpe-prune`'s output directory: the pruned tokenizer's files, its record and its report.
 PRUNE_RECORD = "prune.json"
 PRUNE_FILE = "PRUNE.md"
+#: `bpe-parity`'s output directory: one row per tokenizer and language, the record, the report.
+PARITY_CSV = "parity.csv"
+PARITY_RECORD = "parity.json"
+PARITY_FILE = "PARITY.md"
 #: Inside a sweep directory: the pruned copies of its runs (`scripts/make_segmentation_report.py`).
 PRUNED_DIR = "pruned"
 

@@ -1,0 +1,125 @@
+"""Languages (`bpe.measures.languages`, `bpe-parity`): token premiums on FLORES-200.
+
+With GPT-2, our counts must equal the ones Petrov et al. (2023) publish for every bundled
+language (their `assets/tokenization_lengths.csv`), which holds only if the protocol (dev and
+devtest lines joined by a space) and the tokenizer are both exactly theirs.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bpe.measures import GPT2_DIR
+from bpe.measures.languages import (
+    ENGLISH,
+    LANGUAGES,
+    PETROV_GPT2_TOKENS,
+    flores_lines,
+    gini,
+    language_costs,
+    petrov_text,
+)
+from bpe.runs import layout
+from bpe.tokenizer import Tokenizer
+from tests.conftest import ROOT
+
+
+@pytest.fixture(scope="module")
+def gpt2() -> Tokenizer:
+    return Tokenizer.from_pretrained(GPT2_DIR)
+
+
+def test_gpt2_counts_equal_the_published_ones(gpt2):
+    rows = language_costs(gpt2.encode)
+    assert {r["language"]: r["tokens"] for r in rows} == PETROV_GPT2_TOKENS
+    premium = {r["language"]: r["premium"] for r in rows}
+    assert premium[ENGLISH] == 1.0 and premium["shn_Mymr"] > 18  # their headline: ~15x and up
+
+
+def test_tiktoken_agrees_on_the_protocol_text():
+    pytest.importorskip("tiktoken")
+    from bpe.measures import tiktoken_gpt2_encoding
+
+    enc = tiktoken_gpt2_encoding()
+    for lang in ("eng_Latn", "mya_Mymr"):
+        assert len(enc.encode(petrov_text(lang))) == PETROV_GPT2_TOKENS[lang]
+
+
+def test_the_bundle_is_parallel_and_read_as_the_protocol_reads_it():
+    for lang in LANGUAGES:
+        dev, devtest = flores_lines(lang, "dev"), flores_lines(lang, "devtest")
+        # 997 and 1,012 sentences, and the empty line after each file's final newline
+        assert (len(dev), len(devtest)) == (998, 1013) and dev[-1] == devtest[-1] == ""
+    with pytest.raises(ValueError, match="no FLORES-200 text for 'xxx_Latn'"):
+        flores_lines("xxx_Latn", "dev")
+
+
+@given(st.lists(st.floats(0, 1e6, allow_nan=False), min_size=1, max_size=20))
+def test_gini_is_scale_free_and_within_bounds(values):
+    g = gini(values)
+    assert 0 <= g < 1 + 1e-9
+    assert gini([3 * v for v in values]) == pytest.approx(g, abs=1e-9)
+    assert gini([values[0]] * len(values)) == pytest.approx(0, abs=1e-12)
+
+
+def test_bpe_parity_writes_rows_per_tokenizer_and_language(tmp_path):
+    """The command a user types, on GPT-2 and a real run (every CPU)."""
+    exp = tmp_path / "exp"
+    train = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bpe.cli.train",
+            "debug=fast",
+            "num_workers=null",
+            "vocab_size=1000",
+            f"experiments_dir={exp}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert train.returncode == 0, train.stderr[-3000:]
+    run = (exp / layout.LATEST).resolve()
+    out = tmp_path / "parity"
+    cmd = [sys.executable, "-m", "bpe.cli.parity", "gpt2", str(run), "--out", str(out)]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with open(out / layout.PARITY_CSV, encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0]) == [
+        "tokenizer",
+        "language",
+        "tokens",
+        "bytes",
+        "bytes_per_token",
+        "premium",
+    ]
+    assert len(rows) == 2 * len(LANGUAGES)
+    gpt2_rows = {r["language"]: int(r["tokens"]) for r in rows if r["tokenizer"] == "gpt2"}
+    assert gpt2_rows == PETROV_GPT2_TOKENS
+    record = json.loads((out / layout.PARITY_RECORD).read_text("utf-8"))
+    ours = next(s for s in record["tokenizers"] if s["name"] == run.name)
+    assert ours["summary"]["min_premium"] <= 1.0 <= ours["summary"]["max_premium"]
+    assert 0 < ours["summary"]["gini"] < 1
+    assert "| Shan (`shn_Mymr`)" in (out / layout.PARITY_FILE).read_text("utf-8")
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / layout.PARITY_CSV).write_text("mine", "utf-8")
+    refused = subprocess.run(
+        [sys.executable, "-m", "bpe.cli.parity", "gpt2", "--out", str(foreign)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert refused.returncode == 2 and "--force" in refused.stderr
+    assert (foreign / layout.PARITY_CSV).read_text("utf-8") == "mine"
