@@ -114,6 +114,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .compare_sides            a comparison's sides: run or GPT-2 directories, their labels
       .compare_report           COMPARE.md: the comparison rendered and written
       .prune_report             PRUNE.md: what bpe-prune removed and changed
+      .language_sections        ANALYSIS.md's and COMPARE.md's languages sections
       .parity_report            PARITY.md: token premiums per language and tokenizer
       .segmentation_report      reports/segmentation.md: segmentation, limits, pruning, side by side
       .reports                  reports/: its index, which runs, never over others' reports

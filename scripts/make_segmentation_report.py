@@ -1,7 +1,7 @@
 """Regenerate reports/segmentation.md from a real sweep on the bundled samples.
 
 It runs `bpe-train -m experiment=segmentation` (plain BPE and `max_token_length=8` on both
-bundled samples at vocab 2,000 and 8,000, the compiled trainer) into an experiments directory,
+bundled samples at vocab 2,000 and 8,000, the heap trainer) into an experiments directory,
 unless it is given the directory of such a sweep; prunes each plain run to 75% of its vocab
 with `bpe-prune` (into `<sweep>/pruned/<run>/`); then writes reports/segmentation.md with
 `bpe.analysis.segmentation_report`.

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from bpe.analysis.loader import load_runs, tidy
 from bpe.measures import GPT2_DIR
 from bpe.measures.languages import (
     ENGLISH,
@@ -26,9 +27,9 @@ from bpe.measures.languages import (
     language_costs,
     petrov_text,
 )
-from bpe.runs import layout
+from bpe.runs import layout, schema
 from bpe.tokenizer import Tokenizer
-from tests.conftest import ROOT
+from tests.conftest import ROOT, missing_keys
 
 
 @pytest.fixture(scope="module")
@@ -89,6 +90,16 @@ def test_bpe_parity_writes_rows_per_tokenizer_and_language(tmp_path):
     )
     assert train.returncode == 0, train.stderr[-3000:]
     run = (exp / layout.LATEST).resolve()
+    # the run measured itself: its premiums on 50 lines of each split (debug=fast), read
+    # through every key the reports use, in ANALYSIS.md and as loader columns
+    metrics = json.loads((run / layout.METRICS_FILE).read_text("utf-8"))
+    assert not missing_keys(metrics, "languages", who="ours", i="11")
+    assert schema.get(metrics, schema.LANGUAGE_LINES) == 50
+    text = (run / layout.ANALYSIS_FILE).read_text("utf-8")
+    assert "## Languages (FLORES-200)" in text and "| Shan (`shn_Mymr`)" in text
+    frame = tidy(load_runs(exp))
+    assert frame["languages_gini"].iloc[0] == schema.get(metrics, schema.LANGUAGES_GINI)
+    assert frame["languages_max_premium"].iloc[0] > 1
     out = tmp_path / "parity"
     cmd = [sys.executable, "-m", "bpe.cli.parity", "gpt2", str(run), "--out", str(out)]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)

@@ -24,6 +24,7 @@ from bpe.analysis.compare import (
     topk_overlap,
 )
 from bpe.analysis.compare_sides import Side, load_side, side_labels
+from bpe.analysis.language_sections import compare_languages
 from bpe.analysis.markdown import clip, fmt, table
 from bpe.analysis.vocab_report import SEGMENTATION_METHODS
 from bpe.formats.gpt2_format import render
@@ -67,6 +68,7 @@ def render_compare(c: Comparison, *, figure: str | None, level: int = 1) -> str:
         *_matrices(c),
         *section_bits_per_byte(c),
         *section_segmentation(c),
+        *compare_languages([s.label for s in c.sides], [s.languages for s in c.sides]),
         *section_topk(c, figure),
     ]
     extra = "#" * (level - 1)

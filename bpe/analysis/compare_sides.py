@@ -68,6 +68,8 @@ class Side:
     bits_per_byte: dict | None = None
     #: the run's recorded `segmentation` measures (None for GPT-2 style files and older runs)
     segmentation: dict | None = None
+    #: the run's recorded `languages` measure (None for GPT-2 style files and older runs)
+    languages: dict | None = None
     tokenizer: Tokenizer = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -204,6 +206,7 @@ def load_side(path: str | Path, *, label: str | None = None, heldout: bool = Tru
             removals=removals,
             bits_per_byte=schema.get(metrics, schema.BITS_PER_BYTE_SECTION),
             segmentation=schema.get(metrics, schema.SEGMENTATION),
+            languages=schema.get(metrics, schema.LANGUAGES),
         )
     if (d / VOCAB_FILE).is_file() and merges_path.is_file():
         vocab, merges = load_vocab(d / VOCAB_FILE), load_merges(merges_path)

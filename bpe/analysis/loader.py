@@ -192,6 +192,10 @@ TIDY_COLUMNS = {
     "min_frequency": schema.MIN_FREQUENCY.column,
     # why a run stopped early: "no_pairs_left" | "min_frequency" (null: it did not)
     "stopped_by": schema.STOPPED_BY.column,
+    # FLORES-200 (`bpe.measures.languages`): the Gini of per-language token counts, the
+    # highest premium (tokens over English's); null in runs before the measure
+    "languages_gini": schema.LANGUAGES_GINI.column,
+    "languages_max_premium": schema.LANGUAGES_MAX_PREMIUM.column,
     "vocab_size": schema.VOCAB_SIZE.column,
     "profiler": schema.PROFILER.column,
     "profiled": schema.PROFILED.column,

@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from bpe.analysis.language_sections import section_languages
 from bpe.analysis.loader import observed
 from bpe.analysis.run_facts import RunFacts, draw_figures, gather_run, load_json
 from bpe.analysis.run_sections import (
@@ -67,6 +68,7 @@ def render_analysis(facts: RunFacts) -> str:
         section_efficiency(facts.metrics),
         section_bits_per_byte(facts.metrics),
         section_segmentation(facts.metrics),
+        section_languages(facts.metrics),
         section_undertrained(facts.metrics),
         section_throughput(facts.metrics),
         section_siblings(facts.metrics, facts.siblings),

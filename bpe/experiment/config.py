@@ -217,6 +217,11 @@ class AnalysisConfig:
         "ways to cut pretokens measured on held-out text: merges, longest_prefix, fewest",
         _A["segmentations"],
     )
+    language_lines: int | None = _key(
+        "FLORES-200 lines per split for the languages section; null = all (Petrov et al.)",
+        _A["language_lines"],
+        minimum=1,
+    )
 
 
 @dataclass

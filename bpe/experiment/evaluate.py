@@ -56,6 +56,7 @@ from bpe.measures import (
     pile_projection,
     token_kind,
 )
+from bpe.measures.languages import languages_metrics
 from bpe.measures.ngram import DEFAULT_ORDER, DEFAULT_SPLITS, KneserNey, bits_per_byte
 from bpe.runs.settings import ANALYSIS_DEFAULTS, analysis_setting
 from bpe.tokenizer import Tokenizer
@@ -145,6 +146,26 @@ def evaluate(
         order=int(analysis_setting(analysis, "bpb_order")),
         stop=stop,
     )
+    out.update(_usage_of_the_vocab(tokenizer, ds, measured, analysis, stop=stop))
+    if result.init_from is not None:
+        out["init_from"] = {
+            **result.init_from,
+            **parent_comparison(tokenizer, result, measured),
+        }
+    return out
+
+
+def _usage_of_the_vocab(
+    tokenizer: Tokenizer,
+    ds: Dataset,
+    measured: list[MeasuredSide],
+    analysis: Mapping,
+    *,
+    stop: Stop | None,
+) -> dict:
+    """metrics.json's `segmentation` (the vocab cut three ways on the held-out text) and
+    `languages` (what the same sentences cost in each language, next to GPT-2)."""
+    out = {}
     out["segmentation"] = segmentation_metrics(
         tokenizer,
         ds,
@@ -154,11 +175,13 @@ def evaluate(
         order=int(analysis_setting(analysis, "bpb_order")),
         stop=stop,
     )
-    if result.init_from is not None:
-        out["init_from"] = {
-            **result.init_from,
-            **parent_comparison(tokenizer, result, measured),
-        }
+    out["languages"] = languages_metrics(
+        tokenizer.encode,
+        lines=analysis_setting(analysis, "language_lines"),
+        gpt2_encode=gpt2_tokenizer().encode
+        if analysis_setting(analysis, "gpt2_baseline")
+        else None,
+    )
     return out
 
 

@@ -83,9 +83,12 @@ def _read(path: Path) -> str:
         return f.read()
 
 
-def petrov_text(lang: str, *, root: Path = FLORES_DIR) -> str:
-    """The one string the protocol encodes: dev's lines then devtest's, joined by a space."""
-    return " ".join(line for split in SPLITS for line in flores_lines(lang, split, root=root))
+def petrov_text(lang: str, *, lines: int | None = None, root: Path = FLORES_DIR) -> str:
+    """The one string the protocol encodes: dev's lines then devtest's, joined by a space
+    (with `lines`, the first that many of each split: a cheaper sample of the same text)."""
+    return " ".join(
+        line for split in SPLITS for line in flores_lines(lang, split, root=root)[:lines]
+    )
 
 
 def gini(values: Sequence[float]) -> float:
@@ -100,14 +103,18 @@ def gini(values: Sequence[float]) -> float:
 
 
 def language_costs(
-    encode: Callable[[str], Sequence[int]], languages: Iterable[str] = tuple(LANGUAGES)
+    encode: Callable[[str], Sequence[int]],
+    languages: Iterable[str] = tuple(LANGUAGES),
+    *,
+    lines: int | None = None,
 ) -> list[dict]:
     """Per language: tokens, UTF-8 bytes, bytes per token and premium (tokens over English's)
-    of the protocol's text under `encode` (English is always measured, first)."""
+    of the protocol's text under `encode` (English is always measured, first; `lines`: the
+    first that many lines of each split only)."""
     langs = [ENGLISH, *(lang for lang in languages if lang != ENGLISH)]
     rows = []
     for lang in langs:
-        text = petrov_text(lang)
+        text = petrov_text(lang, lines=lines)
         tokens = len(encode(text))
         size = len(text.encode("utf-8"))
         rows.append(
@@ -137,4 +144,22 @@ def summary(rows: Sequence[dict]) -> dict:
         "min_premium": low["premium"],
         "min_language": low["language"],
         "languages": len(rows),
+    }
+
+
+def languages_metrics(
+    encode: Callable[[str], Sequence[int]],
+    *,
+    lines: int | None = None,
+    gpt2_encode: Callable[[str], Sequence[int]] | None = None,
+) -> dict:
+    """metrics.json's `languages`: this tokenizer's rows and summary on every bundled language
+    (`ours`), and GPT-2's on the same text (`gpt2`, None without `gpt2_encode`)."""
+    ours = language_costs(encode, lines=lines)
+    gpt2 = None if gpt2_encode is None else language_costs(gpt2_encode, lines=lines)
+    return {
+        "protocol": "Petrov et al. (2023): FLORES-200 dev + devtest lines joined by a space",
+        "lines": lines,
+        "ours": {"rows": ours, "summary": summary(ours)},
+        "gpt2": None if gpt2 is None else {"rows": gpt2, "summary": summary(gpt2)},
     }

@@ -211,6 +211,7 @@ MEASURE_SECTIONS = (
     "merge_support",
     "variant",
     "segmentation",
+    "languages",
 )
 #: Every other section: what a run is, how it went and what it names (logged as parameters
 #: or tags, or shown in reports only). `tests/test_runs.py` holds every section of a real run
@@ -378,6 +379,21 @@ SEG_RENYI = key("segmentation.methods.{method}.{side}.renyi_efficiency", always=
 SEG_BITS_PER_BYTE = key("segmentation.methods.{method}.{side}.bits_per_byte", always=False)
 SEG_TOKENS = key("segmentation.methods.{method}.{side}.tokens", always=False)
 SEG_DATASET = key("segmentation.methods.{method}.{side}.dataset", always=False)
+# runs since the languages measure (`bpe.measures.languages`): FLORES-200 by Petrov et al.'s
+# protocol; {who} is "ours" or "gpt2" (null without the GPT-2 baseline), {i} a language's row
+LANGUAGES = key("languages", always=False)
+LANGUAGE_LINES = key("languages.lines", always=False)
+LANG_OF = key("languages.{who}", always=False)
+LANG_ROWS = key("languages.{who}.rows", always=False)
+LANG_ROW_LANGUAGE = key("languages.{who}.rows.{i}.language", always=False)
+LANG_ROW_NAME = key("languages.{who}.rows.{i}.name", always=False)
+LANG_ROW_TOKENS = key("languages.{who}.rows.{i}.tokens", always=False)
+LANG_ROW_PREMIUM = key("languages.{who}.rows.{i}.premium", always=False)
+LANG_GINI = key("languages.{who}.summary.gini", always=False)
+LANG_MAX_PREMIUM = key("languages.{who}.summary.max_premium", always=False)
+LANG_MAX_LANGUAGE = key("languages.{who}.summary.max_language", always=False)
+LANGUAGES_GINI = LANG_GINI.at(who="ours")
+LANGUAGES_MAX_PREMIUM = LANG_MAX_PREMIUM.at(who="ours")
 
 # -- read by ANALYSIS.md, the MLflow view and COMPARE.md, section by section -----------------------
 BITS_PER_BYTE_OF = key("bits_per_byte.{side}", always=False)

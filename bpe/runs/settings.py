@@ -27,6 +27,8 @@ ANALYSIS_DEFAULTS: dict[str, Any] = {
     "bpb_order": 3,
     # each held-out side encoded by each way to cut pretokens (`bpe.tokenizer.segmentation`)
     "segmentations": ["merges", "longest_prefix", "fewest"],
+    # FLORES-200 lines per split for the languages section (null: all of them, the protocol)
+    "language_lines": None,
 }
 #: `pretokenize:` where and how stage 1 runs.
 PRETOKENIZE_DEFAULTS: dict[str, Any] = {"backend": "processes", "scheduler": None, "engine": "auto"}
@@ -37,7 +39,7 @@ def analysis_setting(analysis: Mapping[str, Any] | None, name: str) -> Any:
     null (`train_sample_bytes` null means: no cap)."""
     if analysis is not None and name in analysis:
         value = analysis[name]
-        if value is not None or name == "train_sample_bytes":
+        if value is not None or name in ("train_sample_bytes", "language_lines"):
             return value
     return ANALYSIS_DEFAULTS[name]
 
