@@ -132,3 +132,23 @@ def test_report_of_one_run_takes_no_out(experiments, tmp_path, capsys):
     assert exit_info.value.code == 2
     assert "--out and --force go with --all" in capsys.readouterr().err
     assert not (tmp_path / "elsewhere").exists()
+
+
+@pytest.mark.parametrize("force", [[], ["--force"]])
+def test_parity_and_prune_into_a_run_change_none_of_its_files(tmp_path, force, caplog):
+    """bpe-parity may add its own files beside a tokenizer's; bpe-prune, whose outputs carry
+    the tokenizer's own names, is refused there, even with --force."""
+    from bpe.cli.parity import main as parity_main
+    from bpe.cli.prune import main as prune_main
+
+    source = next((FIXTURES / "runs").iterdir())
+    run = tmp_path / source.name
+    shutil.copytree(source, run)
+    before = snapshot(run)
+    assert parity_main([str(run), "--out", str(run), "--languages", "deu_Latn", *force]) == 0
+    caplog.clear()
+    assert prune_main([str(run), "--vocab-size", "280", "--out", str(run), *force]) == 2
+    assert "input" in caplog.text  # refused as an input of the command, before any work
+    after = snapshot(run)
+    assert {p: after[p] for p in before} == before
+    assert set(after) - set(before) == {run / n for n in ("parity.csv", "parity.json", "PARITY.md")}
