@@ -167,3 +167,19 @@ def missing_keys(metrics: dict, *prefix: str, **parts: str) -> list[str]:
         and not (k.parts - parts.keys())
         and not schema.has(metrics, k.at(**parts))
     ]
+
+
+def train_run(experiments_dir: Path, *overrides: str, timeout: int = 900) -> Path:
+    """A real `bpe-train` run with `overrides` into `experiments_dir`, as a user starts it (a
+    subprocess from the repository); returns its run directory (fails with its stderr)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "bpe.cli.train", *overrides, f"experiments_dir={experiments_dir}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    from bpe.runs.layout import LATEST
+
+    return (experiments_dir / LATEST).resolve()

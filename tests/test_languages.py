@@ -29,7 +29,7 @@ from bpe.measures.languages import (
 )
 from bpe.runs import layout, schema
 from bpe.tokenizer import Tokenizer
-from tests.conftest import ROOT, missing_keys
+from tests.conftest import ROOT, missing_keys, train_run
 
 
 @pytest.fixture(scope="module")
@@ -73,23 +73,7 @@ def test_gini_is_scale_free_and_within_bounds(values):
 def test_bpe_parity_writes_rows_per_tokenizer_and_language(tmp_path):
     """The command a user types, on GPT-2 and a real run (every CPU)."""
     exp = tmp_path / "exp"
-    train = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bpe.cli.train",
-            "debug=fast",
-            "num_workers=null",
-            "vocab_size=1000",
-            f"experiments_dir={exp}",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert train.returncode == 0, train.stderr[-3000:]
-    run = (exp / layout.LATEST).resolve()
+    run = train_run(exp, "debug=fast", "num_workers=null", "vocab_size=1000")
     # the run measured itself: its premiums on 50 lines of each split (debug=fast), read
     # through every key the reports use, in ANALYSIS.md and as loader columns
     metrics = json.loads((run / layout.METRICS_FILE).read_text("utf-8"))

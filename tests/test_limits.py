@@ -24,7 +24,7 @@ from bpe.trainers import TRAINERS, learn_merges
 from bpe.trainers.common import BELOW_MIN_FREQUENCY, EXHAUSTED, Limits
 from bpe.training import train_bpe_detailed
 from tests.complexity import assert_linear
-from tests.conftest import DATA, EOT, ROOT
+from tests.conftest import DATA, EOT, ROOT, train_run
 
 
 @pytest.fixture(scope="module")
@@ -121,25 +121,14 @@ def test_a_length_limited_long_pretoken_costs_linear_time(trainer):
 def test_a_real_run_records_and_names_its_limits(tmp_path):
     """`bpe-train` with the defaults a user gets (every CPU, the bundled sample), the compiled
     trainer, both limits set."""
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bpe.cli.train",
-            "trainer=compiled",
-            "vocab_size=3000",
-            "max_token_length=6",
-            "min_frequency=25",
-            "progress=false",
-            f"experiments_dir={tmp_path}",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=900,
+    run = train_run(
+        tmp_path,
+        "trainer=compiled",
+        "vocab_size=3000",
+        "max_token_length=6",
+        "min_frequency=25",
+        "progress=false",
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    run = (tmp_path / layout.LATEST).resolve()
     metrics = json.loads((run / layout.METRICS_FILE).read_text("utf-8"))
     assert schema.get(metrics, schema.MAX_TOKEN_LENGTH) == 6
     assert schema.get(metrics, schema.MIN_FREQUENCY) == 25

@@ -19,7 +19,7 @@ from bpe.runs import layout, schema
 from bpe.tokenizer import Tokenizer
 from bpe.tokenizer.pruning import prunable, prune, token_usage
 from bpe.training import train_bpe_detailed
-from tests.conftest import DATA, EOT, ROOT
+from tests.conftest import DATA, EOT, ROOT, train_run
 
 
 @pytest.fixture(scope="module")
@@ -89,23 +89,7 @@ def test_bad_sizes_and_picky_tokenizers_are_refused(trained):
 def test_bpe_prune_writes_a_tokenizer_directory_and_what_changed(tmp_path):
     """A real run (every CPU) pruned by the command a user types."""
     exp = tmp_path / "exp"
-    train = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bpe.cli.train",
-            "debug=fast",
-            "num_workers=null",
-            "vocab_size=1500",
-            f"experiments_dir={exp}",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert train.returncode == 0, train.stderr[-3000:]
-    run = (exp / layout.LATEST).resolve()
+    run = train_run(exp, "debug=fast", "num_workers=null", "vocab_size=1500")
     out = tmp_path / "pruned"
     cmd = [sys.executable, "-m", "bpe.cli.prune", str(run), "--vocab-size", "1200"]
     proc = subprocess.run(

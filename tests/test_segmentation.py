@@ -19,7 +19,7 @@ from bpe.measures import GPT2_DIR
 from bpe.tokenizer import Tokenizer
 from bpe.tokenizer.segmentation import SEGMENTATIONS, Segmenter
 from tests.complexity import assert_linear
-from tests.conftest import DATA, EOT
+from tests.conftest import DATA, EOT, train_run
 
 BYTES = {i: bytes([i]) for i in range(256)}
 SMALL = BYTES | {256: b"ab", 257: b"abc", 258: b"bc", 259: b"cab", 260: b"aa", 261: b"aaa"}
@@ -227,29 +227,11 @@ def test_a_run_measures_each_segmentation_and_its_merges_row_is_its_own(tmp_path
     methods per held-out side; the `merges` row equals the run's own compression, Rényi
     efficiency and bits per byte; `fewest` never needs more tokens; ANALYSIS.md shows them."""
     import json
-    import subprocess
-    import sys
 
     from bpe.runs import layout, schema
-    from tests.conftest import ROOT, missing_keys
+    from tests.conftest import missing_keys
 
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bpe.cli.train",
-            "debug=fast",
-            "num_workers=null",
-            "vocab_size=1500",
-            f"experiments_dir={tmp_path}",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    run = (tmp_path / layout.LATEST).resolve()
+    run = train_run(tmp_path, "debug=fast", "num_workers=null", "vocab_size=1500")
     metrics = json.loads((run / layout.METRICS_FILE).read_text("utf-8"))
     for method in SEGMENTATIONS:
         for side in ("own", "other"):
