@@ -389,7 +389,8 @@ def segmentation_rows(path_or_glob: str | os.PathLike = "experiments") -> pd.Dat
     vocab_size, max_token_length, segmentation, side, and the measures of
     `SEGMENTATION_MEASURES`. Runs without the `segmentation` section give no rows.
 
-    >>> segmentation_rows("no-such-dir").empty
+    >>> import tempfile
+    >>> segmentation_rows(tempfile.mkdtemp()).empty
     True
     """
     rows = []

@@ -278,12 +278,10 @@ def section_segmentation(metrics: dict) -> list[str]:
     get = partial(schema.get, metrics)
     lines = ["## Segmentation: three ways to use this vocab", ""]
     if not get(schema.SEGMENTATION_METHODS):
-        return [
-            *lines,
-            "Not measured for this run (`analysis.segmentations` was empty, or "
-            "the run predates the measure).",
-            "",
-        ]
+        why = get(schema.SEGMENTATION_SKIPPED) or (
+            "`analysis.segmentations` was empty, or the run predates the measure"
+        )
+        return [*lines, f"Not measured for this run: {why}.", ""]
     sides = [s for s in ("own", "other") if get(schema.SEG_OF, method="merges", side=s)]
     rows = []
     for method, what in SEGMENTATION_METHODS.items():

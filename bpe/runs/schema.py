@@ -373,6 +373,7 @@ OTHER_BITS_PER_BYTE = key("bits_per_byte.other.bits_per_byte")
 SEGMENTATION = key("segmentation", always=False)
 SEGMENTATION_METHODS = key("segmentation.methods", always=False)
 SEGMENTATION_ORDER = key("segmentation.order", always=False)
+SEGMENTATION_SKIPPED = key("segmentation.skipped", always=False)  # why none was measured
 SEG_OF = key("segmentation.methods.{method}.{side}", always=False)
 SEG_BYTES_PER_TOKEN = key("segmentation.methods.{method}.{side}.bytes_per_token", always=False)
 SEG_RENYI = key("segmentation.methods.{method}.{side}.renyi_efficiency", always=False)

@@ -33,6 +33,11 @@ from collections.abc import Callable, Iterable, Mapping
 
 #: The ways `Tokenizer.encode` may cut a pretoken (`"merges"` is BPE's own).
 SEGMENTATIONS = ("merges", "longest_prefix", "fewest")
+#: The longest token the two other methods take (GPT-2's longest is 128 bytes). A walk looks
+#: up to a token's length ahead and the prefix table holds every prefix of every token, so a
+#: vocab of one repeated string (tokens of 10^5 bytes) would cost quadratic time and memory:
+#: such a vocab is refused, with the reason, instead.
+MAX_TOKEN_BYTES = 1024
 
 
 def check_segmentation(name: str, *, dropout: float = 0.0) -> str:
@@ -64,6 +69,13 @@ class Segmenter:
     """
 
     def __init__(self, vocab: Mapping[int, bytes]) -> None:
+        longest = max(map(len, vocab.values()), default=0)
+        if longest > MAX_TOKEN_BYTES:
+            raise ValueError(
+                f"this vocab holds a token of {longest} bytes; longest_prefix and fewest take "
+                f"tokens of at most {MAX_TOKEN_BYTES} bytes (their time and memory grow with "
+                "the longest token): use segmentation='merges' for this vocab"
+            )
         self._id_of = {token: i for i, token in sorted(vocab.items(), reverse=True)}
         missing = [b for b in range(256) if bytes([b]) not in self._id_of]
         if missing:
