@@ -293,3 +293,14 @@ def test_the_segmentation_report_comes_from_a_real_sweep(tmp_path):
     rows = segmentation_rows(exp)
     assert set(rows["segmentation"]) == set(SEGMENTATIONS)
     assert set(rows["max_token_length"].dropna()) == {8}
+
+
+def test_a_vocab_of_one_repeated_string_is_refused_with_the_reason():
+    """Tokens of 10^5 bytes would make the prefix table and the walks quadratic."""
+    vocab = BYTES | {256: b"a" * 2000}
+    with pytest.raises(ValueError, match="a token of 2000 bytes.*use segmentation='merges'"):
+        Segmenter(vocab)
+    tok = Tokenizer(vocab | {257: b"aa"}, [(b"a", b"a")], [])
+    with pytest.raises(ValueError, match="a token of 2000 bytes"):
+        tok.encode("aaaa", segmentation="fewest")
+    assert tok.encode("aaaa") == [257, 257]
