@@ -991,6 +991,13 @@ def _merges_note(rows: list[dict]) -> str:
 STYLES = {"ours": "o-", "compiled": "D-", "hf": "s--", "rustbpe": "^:", "bpeasy": "v-."}
 
 
+#: The figures of a report, in the order it shows them: (results column, axis label, file).
+FIGURES = (
+    ("seconds", "wall time (s)", "time_vs_bytes.png"),
+    ("peak_tree_mb", "peak process-tree PSS (MB)", "memory_vs_bytes.png"),
+)
+
+
 def write_figures(results: dict, out_dir: Path) -> list[str]:
     """Time and memory against bytes, log-log, every system per vocab; returns the file names."""
     import matplotlib
@@ -1000,10 +1007,7 @@ def write_figures(results: dict, out_dir: Path) -> list[str]:
 
     rows = summarize(results)
     names = []
-    for column, label, name in (
-        ("seconds", "wall time (s)", "time_vs_bytes.png"),
-        ("peak_tree_mb", "peak process-tree PSS (MB)", "memory_vs_bytes.png"),
-    ):
+    for column, label, name in FIGURES:
         fig, ax = plt.subplots(figsize=(6, 4))
         for vocab in sorted({r["vocab"] for r in rows}):
             mine = [r for r in rows if r["vocab"] == vocab]

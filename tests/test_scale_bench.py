@@ -218,3 +218,17 @@ def test_quick_benchmark_with_the_anchors(tmp_path):
     assert "## Systems" in text and "## Against each anchor" in text
     assert "heap/rustbpe time" in text and "bpeasy MB" in text
     assert "--report-only --name anchors" in text
+
+
+@pytest.mark.parametrize("name", ["scale", "anchors"])
+def test_a_published_report_is_its_json_rendered(name):
+    """reports/<name>.md is exactly what its results.json renders to: a row edited by hand,
+    or a report left behind when its JSON was remade, fails here."""
+    folder = ROOT / "reports" / name
+    results = json.loads((folder / "results.json").read_text(encoding="utf-8"))
+    figures = [name for _, _, name in bench.FIGURES if (folder / name).is_file()]
+    text = bench.render_markdown(results, figures=figures)
+    assert (ROOT / "reports" / f"{name}.md").read_text(encoding="utf-8") == text, (
+        f"reports/{name}.md differs from its results.json: remake it with "
+        f"`python scripts/bench_scale.py --report-only --name {name}`"
+    )
