@@ -115,7 +115,8 @@ def test_a_length_limited_long_pretoken_costs_linear_time(trainer):
             trainer, {b"ab" * (size // 2): 1}, 300, [EOT], limits=Limits(max_token_length=8)
         )
 
-    assert_linear(work, 40_000, what=f"{trainer} with max_token_length=8")
+    # the small size takes about 0.1 s: tens of milliseconds were within a loaded machine's noise
+    assert_linear(work, 160_000, what=f"{trainer} with max_token_length=8")
 
 
 def test_a_real_run_records_and_names_its_limits(tmp_path):
