@@ -15,9 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bpe.measures.vocab_stats import token_counts
 from bpe.runs import layout, schema
 from bpe.tokenizer import Tokenizer
-from bpe.tokenizer.pruning import prunable, prune, token_usage
+from bpe.tokenizer.pruning import prunable, prune
 from bpe.training import train_bpe_detailed
 from tests.conftest import DATA, EOT, ROOT, train_run
 
@@ -34,7 +35,7 @@ def texts() -> list[str]:
 
 @pytest.fixture(scope="module")
 def pruned(trained, texts):
-    usage = token_usage(trained, texts)
+    usage = token_counts(trained, texts)
     return (*prune(trained, vocab_size=700, usage=usage), usage)
 
 
@@ -66,7 +67,7 @@ def test_a_pruned_tokenizer_round_trips_any_text(pruned, parts):
 
 def test_pruning_to_the_floor_leaves_bytes_and_specials(trained, texts):
     floor = trained.vocab_size - len(prunable(trained))
-    small, _ = prune(trained, vocab_size=floor, usage=token_usage(trained, texts[:20]))
+    small, _ = prune(trained, vocab_size=floor, usage=token_counts(trained, texts[:20]))
     assert small.vocab_size == 257
     text = texts[0]
     assert (

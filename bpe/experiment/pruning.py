@@ -2,7 +2,7 @@
 
 `prune_run` reads a run directory's tokenizer and its text (the first `train_bytes` of its
 training input and its held-out documents, as the run's own analysis read them), counts each
-token's use as itself on both (`bpe.tokenizer.pruning.token_usage`), prunes to the vocab size
+token's use as itself on both (`bpe.measures.vocab_stats.token_counts`), prunes to the vocab size
 asked for (`bpe.tokenizer.pruning.prune`), and measures the tokenizer before and after on the
 same text: tokens and bytes per token on the held-out documents, bits per byte under a
 Kneser-Ney n-gram model of each tokenizer's ids fitted on the training sample, and the share of
@@ -28,12 +28,12 @@ from bpe.experiment.measured import measured_docs
 from bpe.experiment.usage import training_sample
 from bpe.formats.gpt2_format import render
 from bpe.measures.ngram import KneserNey, bits_per_byte
-from bpe.measures.vocab_stats import distribution_metrics, undertrained_tokens
+from bpe.measures.vocab_stats import distribution_metrics, token_counts, undertrained_tokens
 from bpe.runs import schema
 from bpe.runs.layout import HYDRA_CONFIG, HYDRA_DIR, METRICS_FILE, PRUNE_RECORD
 from bpe.runs.settings import analysis_setting
 from bpe.tokenizer import Tokenizer
-from bpe.tokenizer.pruning import prune, token_usage
+from bpe.tokenizer.pruning import prune
 from bpe.util.io import atomic_write_text
 
 logger = logging.getLogger(__name__)
@@ -87,7 +87,7 @@ def prune_run(
             f"{run_dir.name}: its dataset {ds.name!r} has no held-out documents to measure "
             "pruning on; pass a run whose dataset has a held-out file"
         )
-    usage = token_usage(tokenizer, [usage_text, *heldout])
+    usage = token_counts(tokenizer, [usage_text, *heldout])
     pruned, removals = prune(tokenizer, vocab_size=vocab_size, usage=usage)
     order = order or int(analysis_setting(analysis, "bpb_order"))
     before = _measure(tokenizer, train_docs, usage_text, heldout, order=order)
@@ -143,7 +143,7 @@ def _measure(
     scored = bits_per_byte(model, held_ids, sizes, splits=1)
     under = undertrained_tokens(
         tokenizer,
-        train_counts=Counter(tokenizer.encode(usage_text)),
+        train_counts=token_counts(tokenizer, [usage_text]),
         heldout_counts=Counter(i for ids in held_ids for i in ids),
         top_k=0,
     )

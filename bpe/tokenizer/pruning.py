@@ -12,9 +12,10 @@ latest merge first, so a removed token whose part is removed too splits down to 
 The result round-trips any text, and saves as vocab.json + merges.txt + removals.json
 (`Tokenizer.save_pretrained`), which `Tokenizer.from_pretrained` loads.
 
+    >>> from collections import Counter
     >>> vocab = {i: bytes([i]) for i in range(256)} | {256: b"ab", 257: b"abc"}
     >>> tok = Tokenizer(vocab, [(b"a", b"b"), (b"ab", b"c")])
-    >>> small, removed = prune(tok, vocab_size=257, usage=token_usage(tok, ["abc abc ab"]))
+    >>> small, removed = prune(tok, vocab_size=257, usage=Counter(tok.encode("abc abc ab")))
     >>> [r.token for r in removed], small.encode("abc ab")
     ([b'ab'], [256, 32, 97, 98])
 
@@ -25,23 +26,10 @@ pruning it.
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 from bpe.formats.removals_json import Removal
 from bpe.tokenizer import Tokenizer
-
-
-def token_usage(tokenizer: Tokenizer, texts: Iterable[str]) -> Counter[int]:
-    """How often each id occurs when `texts` are encoded: each token's use as itself.
-
-    >>> token_usage(Tokenizer({i: bytes([i]) for i in range(256)}, []), ["aab"])[97]
-    2
-    """
-    counts: Counter[int] = Counter()
-    for text in texts:
-        counts.update(tokenizer.encode(text))
-    return counts
 
 
 def prunable(tokenizer: Tokenizer) -> dict[int, tuple[int, tuple[bytes, bytes]]]:
@@ -62,7 +50,9 @@ def prune(
     tokenizer: Tokenizer, *, vocab_size: int, usage: Mapping[int, int]
 ) -> tuple[Tokenizer, list[Removal]]:
     """A tokenizer of `vocab_size` entries: the learned tokens `usage` counts least removed
-    (ties: the latest merge first), and the removals, in the order they apply.
+    (ties: the latest merge first), and the removals, in the order they apply. `usage` is
+    each id's count in the tokenizer's encoding of some text (e.g.
+    `bpe.measures.vocab_stats.token_counts`).
 
     Raises:
         ValueError: a PickyBPE tokenizer, or a vocab size below what pruning can reach (the
