@@ -40,11 +40,10 @@ from bpe.corpus.datasets import (
     Dataset,
 )
 from bpe.corpus.documents import Holdout
-from bpe.corpus.files import Stop
 from bpe.encode.lineage import dataset_lineage
 from bpe.experiment.measured import MeasuredSide, measured_docs
-from bpe.experiment.segmentations import segmentation_metrics
-from bpe.experiment.usage import training_sample, usage_metrics
+from bpe.experiment.segmentations import NgramSample, segmentation_metrics
+from bpe.experiment.usage import usage_metrics
 from bpe.formats.exports import export_refusal, tiktoken_mismatches
 from bpe.formats.gpt2_format import render
 from bpe.measures import (
@@ -57,7 +56,7 @@ from bpe.measures import (
     token_kind,
 )
 from bpe.measures.languages import languages_metrics
-from bpe.measures.ngram import DEFAULT_ORDER, DEFAULT_SPLITS, KneserNey, bits_per_byte
+from bpe.measures.ngram import DEFAULT_SPLITS, bits_per_byte
 from bpe.runs.settings import ANALYSIS_DEFAULTS, analysis_setting
 from bpe.tokenizer import Tokenizer
 from bpe.training import TrainResult
@@ -138,15 +137,15 @@ def evaluate(
             **({} if sample_bytes is None else {"sample_bytes": int(sample_bytes)}),
         )
     )
-    out["bits_per_byte"] = bits_per_byte_metrics(
-        tokenizer,
+    # one training sample, and one model per segmentation, for both measures that fit one
+    ngram = NgramSample.read(
         ds,
-        measured,
         train_bytes=int(analysis_setting(analysis, "bpb_train_bytes")),
         order=int(analysis_setting(analysis, "bpb_order")),
         stop=stop,
     )
-    out.update(_usage_of_the_vocab(tokenizer, ds, measured, analysis, stop=stop))
+    out["bits_per_byte"] = bits_per_byte_metrics(tokenizer, ds, measured, ngram)
+    out.update(_usage_of_the_vocab(tokenizer, measured, analysis, ngram))
     if result.init_from is not None:
         out["init_from"] = {
             **result.init_from,
@@ -157,23 +156,15 @@ def evaluate(
 
 def _usage_of_the_vocab(
     tokenizer: Tokenizer,
-    ds: Dataset,
     measured: list[MeasuredSide],
     analysis: Mapping,
-    *,
-    stop: Stop | None,
+    ngram: NgramSample | None,
 ) -> dict:
     """metrics.json's `segmentation` (the vocab cut three ways on the held-out text) and
     `languages` (what the same sentences cost in each language, next to GPT-2)."""
     out = {}
     out["segmentation"] = segmentation_metrics(
-        tokenizer,
-        ds,
-        measured,
-        methods=list(analysis_setting(analysis, "segmentations")),
-        train_bytes=int(analysis_setting(analysis, "bpb_train_bytes")),
-        order=int(analysis_setting(analysis, "bpb_order")),
-        stop=stop,
+        tokenizer, measured, ngram, methods=list(analysis_setting(analysis, "segmentations"))
     )
     out["languages"] = languages_metrics(
         tokenizer.encode,
@@ -198,37 +189,27 @@ def _not_exported(reason: str) -> dict:
 
 
 def bits_per_byte_metrics(
-    tokenizer: Tokenizer,
-    ds: Dataset,
-    measured: list[MeasuredSide],
-    *,
-    train_bytes: int = DEFAULT_BPB_TRAIN_BYTES,
-    order: int = DEFAULT_ORDER,
-    stop: Stop | None = None,
+    tokenizer: Tokenizer, ds: Dataset, measured: list[MeasuredSide], ngram: NgramSample | None
 ) -> dict | None:
     """metrics.json's `bits_per_byte`: a Kneser-Ney n-gram model of the run's ids, per side.
 
-    The model (`bpe.measures.ngram`) is fitted on the tokenizer's ids of the first
-    `train_bytes` of the training file (whole documents, never past `stop`, where the held-out
-    documents of an input without held-out file begin), and a unigram model beside it; both
-    score each measured side's documents. Returns `model` (order, discounts per order, the
-    training sample and its tokens, seconds) and, per side, the bits per byte with its spread
-    over `DEFAULT_SPLITS` splits and the unigram bits per byte; None (logged) when the
-    training file cannot be read.
+    The model (`bpe.measures.ngram`) is fitted on the tokenizer's ids of `ngram`'s training
+    sample (the first `bpb_train_bytes` of the training file, whole documents, never past
+    where the held-out documents of an input without held-out file begin), and a unigram
+    model beside it; both score each measured side's documents. Returns `model` (order,
+    discounts per order, the training sample and its tokens, seconds) and, per side, the bits
+    per byte with its spread over `DEFAULT_SPLITS` splits and the unigram bits per byte; None
+    (logged) when the training file cannot be read or holds no text.
     """
-    start = time.perf_counter()
-    try:
-        text, sample = training_sample(ds, max_bytes=train_bytes, stop=stop)
-    except (FileNotFoundError, UnicodeDecodeError) as err:
-        logger.warning("no bits per byte: %s", err)
+    if ngram is None:
         return None
-    train = [tokenizer.encode(doc) for doc in text.split(ds.document_separator) if doc]
-    if not any(train):
+    start = time.perf_counter()
+    models = ngram.models(tokenizer)
+    if models is None:
         logger.warning("no bits per byte: the training sample of %s holds no text", ds.name)
         return None
-    vocab_size = tokenizer.max_token_id + 1  # the uniform base covers every id
-    model = KneserNey.fit(train, vocab_size=vocab_size, order=order)
-    unigram = KneserNey.fit(train, vocab_size=vocab_size, order=1)
+    model, unigram = models
+    order, vocab_size = ngram.order, model.vocab_size
     out: dict = {}
     for m in measured:
         if not m.docs:
@@ -261,9 +242,9 @@ def bits_per_byte_metrics(
         "order": order,
         "discounts": [round(d, 4) for d in model.discounts[1:]],
         "vocab_size": vocab_size,
-        "train": {**sample, "docs": len(train), "tokens": model.train_tokens},
+        "train": {**ngram.sample, "docs": len(ngram.docs), "tokens": model.train_tokens},
         "splits": DEFAULT_SPLITS,
-        "seconds": round(time.perf_counter() - start, 3),
+        "seconds": round(ngram.read_seconds + time.perf_counter() - start, 3),
     }
     named = {m.side: _side_name(m) for m in measured}
     logger.info(

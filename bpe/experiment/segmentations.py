@@ -18,6 +18,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from bpe.corpus.datasets import Dataset
 from bpe.corpus.files import Stop
@@ -32,32 +33,72 @@ from bpe.tokenizer.segmentation import SEGMENTATIONS, check_segmentation
 logger = logging.getLogger(__name__)
 
 
+@dataclass
+class NgramSample:
+    """The training documents a run's n-gram models are fitted on (the first `train_bytes`
+    of its input, never past `stop`), read once, and each segmentation's models fitted once:
+    the `bits_per_byte` section and the `merges` row here share one model.
+
+    `sample` says what was read (`bpe.experiment.usage.training_sample`), `read_seconds`
+    how long that took.
+    """
+
+    docs: list[str]
+    sample: dict
+    order: int
+    read_seconds: float = 0.0
+    _fitted: dict[str, tuple[KneserNey, KneserNey] | None] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def read(
+        cls, ds: Dataset, *, train_bytes: int, order: int, stop: Stop | None = None
+    ) -> NgramSample | None:
+        """The sample of `ds`'s training input, or None (logged) when it cannot be read."""
+        start = time.perf_counter()
+        try:
+            text, sample = training_sample(ds, max_bytes=train_bytes, stop=stop)
+        except (FileNotFoundError, UnicodeDecodeError) as err:
+            logger.warning("no n-gram model (bits per byte, segmentation measures): %s", err)
+            return None
+        docs = [doc for doc in text.split(ds.document_separator) if doc]
+        return cls(docs, sample, order, time.perf_counter() - start)
+
+    def models(
+        self, tokenizer: Tokenizer, method: str = "merges"
+    ) -> tuple[KneserNey, KneserNey] | None:
+        """The order-`order` model and a unigram model of the tokenizer's ids of the sample
+        cut by `method`; None when the sample encodes to nothing."""
+        if method not in self._fitted:
+            train = [tokenizer.encode(doc, segmentation=method) for doc in self.docs]
+            size = tokenizer.max_token_id + 1  # the uniform base covers every id
+            self._fitted[method] = (
+                (
+                    KneserNey.fit(train, vocab_size=size, order=self.order),
+                    KneserNey.fit(train, vocab_size=size, order=1),
+                )
+                if any(train)
+                else None
+            )
+        return self._fitted[method]
+
+
 def segmentation_metrics(
     tokenizer: Tokenizer,
-    ds: Dataset,
     measured: list[MeasuredSide],
+    ngram: NgramSample | None,
     *,
     methods: Sequence[str] = SEGMENTATIONS,
-    train_bytes: int,
-    order: int,
-    stop: Stop | None = None,
 ) -> dict | None:
     """Per method and measured side: bytes per token, Rényi efficiency and bits per byte.
 
     Returns `{"methods": {method: {side: {...} or None}}, "order", "alpha", "train_bytes",
-    "seconds"}`, or None (logged) without methods, or when the training sample cannot be read.
+    "seconds"}`, or None (logged) without methods, or without a training sample that holds
+    text (`ngram`).
     """
     methods = [check_segmentation(m) for m in methods]
-    if not methods:
+    if not methods or ngram is None:
         return None
     start = time.perf_counter()
-    try:
-        text, sample = training_sample(ds, max_bytes=train_bytes, stop=stop)
-    except (FileNotFoundError, UnicodeDecodeError) as err:
-        logger.warning("no segmentation measures: %s", err)
-        return None
-    train_docs = [doc for doc in text.split(ds.document_separator) if doc]
-    vocab_size = tokenizer.max_token_id + 1
     out: dict = {}
     try:
         for method in methods:
@@ -66,18 +107,17 @@ def segmentation_metrics(
         logger.warning("no segmentation measures: %s", err)
         return {"methods": {}, "skipped": str(err)}
     for method in methods:
-        train = [tokenizer.encode(doc, segmentation=method) for doc in train_docs]
-        if not any(train):
+        models = ngram.models(tokenizer, method)
+        if models is None:
             logger.warning("no segmentation measures: the training sample holds no text")
             return None
-        model = KneserNey.fit(train, vocab_size=vocab_size, order=order)
-        out[method] = {m.side: _side(tokenizer, m, method, model) for m in measured}
+        out[method] = {m.side: _side(tokenizer, m, method, models[0]) for m in measured}
     result = {
         "methods": out,
         "skipped": None,
-        "order": order,
+        "order": ngram.order,
         "alpha": RENYI_ALPHA,
-        "train_bytes": sample.get("bytes"),
+        "train_bytes": ngram.sample.get("bytes"),
         "seconds": round(time.perf_counter() - start, 3),
     }
     own = {k: (v.get("own") or {}).get("bytes_per_token") for k, v in out.items()}
