@@ -23,9 +23,10 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+from bpe.analysis.loader import find_run_dirs, read_run
 from bpe.analysis.markdown import fmt, table
 from bpe.runs import schema
-from bpe.runs.layout import METRICS_FILE, PRUNE_RECORD, PRUNED_DIR
+from bpe.runs.layout import PRUNE_RECORD, PRUNED_DIR
 from bpe.util.io import atomic_write_text
 
 #: Where the report goes inside the reports directory.
@@ -52,8 +53,8 @@ class SegRow:
 def gather_rows(sweep_dir: Path) -> list[SegRow]:
     """Every row of the report, from the sweep's complete runs and its pruned copies."""
     rows: list[SegRow] = []
-    for path in sorted(Path(sweep_dir).glob(f"*/{METRICS_FILE}")):
-        metrics = json.loads(path.read_text("utf-8"))
+    for run_dir in find_run_dirs(sweep_dir):
+        metrics = read_run(run_dir)["metrics"]
         if schema.get(metrics, schema.STATUS) == "complete":
             rows += _run_rows(metrics)
     for path in sorted((Path(sweep_dir) / PRUNED_DIR).glob(f"*/{PRUNE_RECORD}")):

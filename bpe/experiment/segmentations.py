@@ -36,7 +36,8 @@ logger = logging.getLogger(__name__)
 @dataclass
 class NgramSample:
     """The training documents a run's n-gram models are fitted on (the first `train_bytes`
-    of its input, never past `stop`), read once, and each segmentation's models fitted once:
+    of its input, never past `stop`), read once, and each segmentation's models of one
+    tokenizer (the run's) fitted once:
     the `bits_per_byte` section and the `merges` row here share one model.
 
     `sample` says what was read (`bpe.experiment.usage.training_sample`), `read_seconds`
