@@ -28,6 +28,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .documents                all documents, the first, the last, the held-out tail
       .manifest                 a corpus's identity: every file's sha256
       .datasets                 named datasets (bpe/conf/dataset) and input files
+      .flores                   FLORES-200 as bundled: its languages, splits and the parts we use
     bpe.pretokenize             stage 1, one pipeline: a corpus's parts counted in processes or Dask
       .counting                 pretoken counts of a text or a part's pieces; PretokenCounts
       .engines                  regex or the compiled scanner (GPT-2's pattern, Numba extra)
@@ -43,11 +44,13 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .pair_index               pair counts + pair -> words, shared by indexed and heap
       .common                   the merge state and THE candidate order
       .parent                   continued training: a parent's merges replayed first
-      .variants                 the BPE family (bpe, superbpe, picky) and their parameters
+      .variants                 the BPE family (bpe, superbpe, picky, parity) and their parameters
       .picky                    PickyBPE: merges that remove the parents they used up
       .superbpe                 SuperBPE's stage two: merges across words, after stage one
+      .parity                   parity-aware BPE: each merge serves the worst-compressed language
     bpe.training                train_bpe, train_bpe_detailed, TrainResult: stages 1-3, timed
       .plan                     every check before any work, and the run's inputs resolved
+      .parity                   parity-aware BPE's inputs: counts per language, development text
     bpe.tokenizer               Tokenizer: encode, decode, streaming
       .merging                  BPE of one pretoken: the list scan and the linked list
       .linked                   a pretoken's tokens as a linked list: merge, split, in order
@@ -76,6 +79,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
     bpe.runs                    the run directory's contract, read by writer and readers
       .layout                   every file name in and around a run directory
       .schema                   the metrics.json keys readers use, and how to read them
+      .sections                 the metrics.json sections the runner writes as typed records
       .settings                 the defaults of a run's settings, which readers fall back on
       .stages                   stage names and the trainers' order
       .command                  the command that reruns a run
@@ -104,6 +108,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .run_report               ANALYSIS.md of one run: gather, render, write
       .run_facts                what ANALYSIS.md is made from: a run's files, its siblings
       .run_sections             ANALYSIS.md's sections about the run: time, memory, profile
+      .variant_sections         ANALYSIS.md's lines on what a BPE-family variant did
       .sibling_sections         ANALYSIS.md's section comparing runs on the same input
       .token_sections           ANALYSIS.md's sections about the tokenizer: tokens, compression
       .sweep                    SWEEP.md of a sweep: gather, render, write
@@ -138,6 +143,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .progress                 progress lines and bars
       .workers                  how many worker processes, and how they start
       .pool                     the process pool that maps a function over chunks, never hangs
+      .stats                    small statistics: the Gini coefficient
 
 Public API (see README.md):
 

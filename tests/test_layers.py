@@ -32,7 +32,7 @@ LAYERS: dict[str, set[str]] = {
     "formats": {"text", "runs"},
     "tokenizer": {"text", "formats"},
     "training": {"text", "corpus", "pretokenize", "trainers", "tokenizer", "formats", "runs"},
-    "measures": {"text", "tokenizer", "formats", "pretokenize", "runs"},
+    "measures": {"text", "corpus", "tokenizer", "formats", "pretokenize", "runs"},
     "encode": {"text", "corpus", "tokenizer", "formats", "pretokenize", "runs"},
     "experiment": {
         "text",

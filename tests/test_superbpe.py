@@ -142,7 +142,7 @@ def test_a_superbpe_run_records_stage_two_and_loads_back(superbpe_run, tmp_path)
         metrics, schema.UNIQUE_PRETOKENS
     )
     assert schema.get(metrics, schema.PATTERN_NAME) == "superbpe_stage_two"
-    assert not missing_keys(metrics, "variant")
+    assert not missing_keys(metrics, "variant", "stage_two")
     assert schema.get(metrics, schema.TIKTOKEN_MISMATCHES) == 0
     assert "Variant: **superbpe**" in (superbpe_run / layout.ANALYSIS_FILE).read_text("utf-8")
     tok = Tokenizer.from_pretrained(superbpe_run)

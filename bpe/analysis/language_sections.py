@@ -65,8 +65,30 @@ def section_languages(metrics: dict) -> list[str]:
         + f"; the highest premium is {fmt(get(schema.LANGUAGES_MAX_PREMIUM), '.2f')} "
         f"({get(schema.LANG_MAX_LANGUAGE, who='ours')}).",
         "",
+        *_heldout_lines(metrics),
     ]
     return lines
+
+
+def _heldout_lines(metrics: dict) -> list[str]:
+    """The summary on devtest's second half alone: text that neither `dataset=flores_dev`
+    nor parity-aware BPE's rule reads (runs since parity-aware BPE)."""
+    get = partial(schema.get, metrics)
+    if get(schema.LANG_HELDOUT_GINI, who="ours") is None:
+        return []
+    gpt2 = get(schema.LANG_HELDOUT_GINI, who="gpt2")
+    return [
+        "On the held-out half of `devtest` alone (the text no FLORES-200 training and no "
+        "parity-aware rule reads): Gini "
+        f"{fmt(get(schema.LANG_HELDOUT_GINI, who='ours'), '.3f')}"
+        + (f" (GPT-2: {fmt(gpt2, '.3f')})" if gpt2 is not None else "")
+        + f", premiums from {fmt(get(schema.LANG_HELDOUT_MIN_PREMIUM, who='ours'), '.2f')} to "
+        f"{fmt(get(schema.LANG_HELDOUT_MAX_PREMIUM, who='ours'), '.2f')} "
+        f"({get(schema.LANG_HELDOUT_MAX_LANGUAGE, who='ours')}), "
+        f"{fmt(get(schema.LANG_HELDOUT_BYTES_PER_TOKEN, who='ours'), '.2f')} bytes per token "
+        "over all languages.",
+        "",
+    ]
 
 
 def compare_languages(labels: Sequence[str], recorded: Sequence[dict | None]) -> list[str]:

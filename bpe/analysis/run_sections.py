@@ -14,6 +14,7 @@ from bpe.analysis.loader import (
     shown_stages,
 )
 from bpe.analysis.markdown import fmt, input_summary, table
+from bpe.analysis.variant_sections import variant_lines
 from bpe.runs import schema
 from bpe.runs.command import rerun_command
 from bpe.runs.layout import (
@@ -75,39 +76,6 @@ def section_header(metrics: dict, env: dict) -> list[str]:
         verdict = "crashed" if get(schema.STATUS) == "crashed" else f"is {get(schema.STATUS)}"
         lines += [f"**This run {verdict}**: {get(schema.STATUS_REASON)}.", ""]
     return lines
-
-
-def variant_lines(metrics: dict) -> list[str]:
-    """What a run of a BPE-family variant did differently (nothing for plain BPE).
-
-    >>> variant_lines({"variant": {"name": "picky", "threshold": 0.9, "removals": 12}})[0][:45]
-    'Variant: **picky** (PickyBPE, Chizhov et al.,'
-    >>> variant_lines({"variant": {"name": "bpe"}}), variant_lines({})
-    ([], [])
-    """
-    get = partial(schema.get, metrics)
-    name = get(schema.VARIANT_NAME, default="bpe")
-    if name == "picky":
-        return [
-            f"Variant: **picky** (PickyBPE, Chizhov et al., 2024): intersection-over-self "
-            f"threshold {get(schema.VARIANT_THRESHOLD)}; "
-            f"{get(schema.VARIANT_REMOVALS, default='n/a')} tokens were "
-            "removed during training and their slots went to later merges.",
-            "",
-        ]
-    if name == "superbpe":
-        return [
-            f"Variant: **superbpe** (SuperBPE, Liu et al., 2025): ordinary BPE to "
-            f"{get(schema.VARIANT_TRANSITION_VOCAB)} tokens, then "
-            f"{get(schema.VARIANT_STAGE_TWO_MERGES, default='n/a')} superword merges under the "
-            "stage-two pattern above, "
-            f"over {get(schema.VARIANT_STAGE_TWO_UNIQUE_PRETOKENS, default='n/a')} unique "
-            "pretokens "
-            f"({get(schema.VARIANT_STAGE_TWO_UNIQUE_RATIO, default='n/a')}x stage one's; longest "
-            f"{get(schema.VARIANT_STAGE_TWO_LONGEST, default='n/a')} bytes).",
-            "",
-        ]
-    return []
 
 
 def _pattern_lines(metrics: dict) -> list[str]:

@@ -128,7 +128,10 @@ class VariantConfig:
     """Which member of the BPE family is trained (`conf/variant/*.yaml`; see
     `bpe.trainers.variants`)."""
 
-    name: str = _key(f"{' | '.join(VARIANT_ORDER)} (picky: naive and indexed trainers only)")
+    name: str = _key(
+        f"{' | '.join(VARIANT_ORDER)} (picky: naive and indexed trainers only; parity: naive "
+        "and heap)"
+    )
     transition_vocab: int | None = _key(
         "superbpe only: vocab size where stage two starts; null = 90% of vocab_size",
         None,
@@ -142,6 +145,14 @@ class VariantConfig:
         None,
         minimum=0,
         exclusive=True,
+    )
+    global_merges: int | None = _key(
+        "parity only: the first merges made as plain BPE (the hybrid); null = 0", None, minimum=0
+    )
+    dev: str | None = _key(
+        "parity only: parallel development text, a folder with a file per language; null = "
+        "the first half of FLORES-200 devtest",
+        None,
     )
 
 

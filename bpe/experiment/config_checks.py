@@ -24,6 +24,7 @@ from bpe.trainers import check_trainer
 from bpe.trainers.common import check_vocab_size
 from bpe.trainers.variants import (
     check_continuation,
+    check_global_merges,
     check_threshold,
     check_trainer_supports,
     check_variant,
@@ -113,6 +114,8 @@ def _check_variant(cfg: DictConfig) -> None:
     check_variant(name)
     if name == "picky" and group.get("threshold") is not None:
         check_threshold(group.get("threshold"))
+    if name == "parity" and group.get("global_merges") is not None:
+        check_global_merges(group.get("global_merges"), int(cfg.get("vocab_size", 0)))
     trainer = (cfg.get("trainer") or {}).get("name")
     if trainer is not None:
         check_trainer_supports(name, str(trainer))

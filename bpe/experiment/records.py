@@ -117,6 +117,7 @@ def variant_record(result: TrainResult) -> VariantRecord:
         **result.variant.record(),
         removals=facts.get("removals"),
         stage_two=facts.get("stage_two"),
+        parity=facts if result.variant.name == "parity" else None,
     )
 
 
@@ -135,6 +136,8 @@ def variant_of(cfg: DictConfig) -> Variant:
         transition_vocab=group.get("transition_vocab"),
         stage_two_pattern=group.get("stage_two_pattern"),
         threshold=group.get("threshold"),
+        global_merges=group.get("global_merges"),
+        dev=group.get("dev"),
     )
 
 

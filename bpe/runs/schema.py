@@ -1,8 +1,8 @@
 """The keys of metrics.json, once: where each fact a reader needs sits, and how to read it.
 
 The writer (`bpe.experiment.runner`, `bpe.experiment.evaluate`) builds metrics.json section by
-section, the sections it owns as the typed structures below (`RunRecord`, `Counts`,
-`PatternRecord`, `BackendRecord`, `VariantRecord`: a type checker and `tests/test_runs.py`
+section, the sections it owns as the typed structures of `bpe.runs.sections` (`RunRecord`,
+`Counts`, `PatternRecord`, `BackendRecord`, `VariantRecord`: a type checker and `tests/test_runs.py`
 hold the writer to them). A reader reads every field through a `Key` here, so a renamed
 field breaks `tests/test_runs.py` (which checks every key against a real run) instead of a
 report, a tracker or a comparison in the field. That test also scans every module of `bpe/`
@@ -23,120 +23,19 @@ What it does not do: validate a whole metrics.json or write the file; older runs
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NamedTuple, TypedDict
+from typing import Any, NamedTuple
 
-
-class RunRecord(TypedDict):
-    """metrics.json's `run`: what was asked for, where it ran, how it was launched."""
-
-    name: str
-    dir: str
-    dataset: str
-    trainer: str
-    vocab_size: int
-    profiler: str
-    num_workers: int | None
-    launcher: dict  # `bpe.experiment.launching.launcher_info`
-    seed: int
-    pretokenizer: str
-    init_from: str | None
-    max_token_length: int | None  # bytes; null: no limit (`bpe.trainers.common.Limits`)
-    min_frequency: int | None  # null: no limit
-    special_tokens: list[str]
-    input_name: str  # the dataset's name, or custom-<stem> for dataset.path=
-    input_path: str
-    overrides: list[str]
-    extra_overrides: list[str]  # e.g. a dataset.path= the overrides do not show
-    sweep_dir: str | None
-    job_num: int | None
-    command: str  # `bpe.runs.command.rerun_command` of the fields above
-
-
-class Counts(TypedDict):
-    """metrics.json's `counts`: the sizes of what was trained, and how stage 1 ran."""
-
-    bytes: int
-    pretokens: int
-    unique_pretokens: int
-    merges: int
-    vocab: int
-    chunks: int
-    workers: int
-    start_method: str
-
-
-class PatternRecord(TypedDict):
-    """metrics.json's `pattern`: the split pattern's name (`bpe.text.patterns.pattern_name`),
-    and the engine that split stage 1's text (`bpe.pretokenize.engines`)."""
-
-    name: str
-    regex: str
-    engine: str  # regex | compiled | cache (counts loaded, nothing split); runs since engines
-
-
-class BackendRecord(TypedDict):
-    """metrics.json's `backend`: where stage 1 ran ("processes" or "dask", and its scheduler)."""
-
-    name: str
-    scheduler: str | None
-
-
-class VariantRecord(TypedDict):
-    """metrics.json's `variant`: the member of the BPE family (`bpe.trainers.variants`), its
-    parameters (null where the variant has none) and what it measured about itself."""
-
-    name: str  # bpe | superbpe | picky
-    transition_vocab: int | None  # superbpe: vocab size where stage two started
-    stage_two_pattern: str | None  # superbpe: stage two's split pattern (a regex)
-    threshold: float | None  # picky: the intersection-over-self threshold
-    removals: int | None  # picky: tokens removed during training
-    stage_two: dict | None  # superbpe: stage two's pretokens (unique, bytes, longest), merges
-
-
-class CompileRecord(TypedDict):
-    """metrics.json's `compile`, written by runs of a compiling trainer (`compiled`) only; its
-    seconds are `timings.compile`."""
-
-    cached: bool  # machine code loaded from Numba's cache (False: compiled in this run)
-
-
-class LadderRecord(TypedDict):
-    """metrics.json's `ladder`, written by runs cut from a vocab ladder only
-    (`bpe.experiment.ladder`): one training to the sweep's largest vocab served this run."""
-
-    key: str  # the ladder's directory under <sweep_dir>/.ladder/
-    trained_in: str  # the run (job) whose process trained the ladder
-    trained_in_dir: str
-    trained_here: bool  # this job's process trained it
-    largest_vocab: int  # the vocab the one training went to
-    rung_merges: int  # this run's merges: the training's first this many
-    rung_seconds: float  # merge stage time when the training reached them (= timings.merge)
-    merges_per_second: float | None  # rung_merges / rung_seconds
-    ladder_merge_seconds: float  # the whole training's merge stage
-
-
-class HeldOutTail(TypedDict):
-    """Where `compression.own` (and `bits_per_byte.own`, `efficiency.own`) documents come from
-    when the dataset has no held-out file: the input's last documents, held out of training."""
-
-    source: str  # "input_tail"
-    seen_in_training: bool  # False: training stopped before them
-    file: str  # the file they start in
-    offset: int  # where in that file: a decompressed byte offset, or a row
-    offset_unit: str  # "bytes" or "rows"
-    heldout_docs: int  # documents held out (the measure reads at most analysis.max_docs)
-    heldout_bytes: int  # their UTF-8 bytes
-
-
-#: The sections the runner writes as typed structures, by their metrics.json key (in every
-#: run; `CompileRecord` only in a compiling trainer's).
-SECTIONS: dict[str, type] = {
-    "run": RunRecord,
-    "counts": Counts,
-    "pattern": PatternRecord,
-    "backend": BackendRecord,
-    "variant": VariantRecord,
-}
+from bpe.runs.sections import (  # noqa: F401  (re-exported: the writer's types)
+    SECTIONS,
+    BackendRecord,
+    CompileRecord,
+    Counts,
+    HeldOutTail,
+    LadderRecord,
+    PatternRecord,
+    RunRecord,
+    VariantRecord,
+)
 
 
 class Key(NamedTuple):
@@ -328,6 +227,14 @@ VARIANT_THRESHOLD = key("variant.threshold")
 VARIANT_TRANSITION_VOCAB = key("variant.transition_vocab")
 VARIANT_REMOVALS = key("variant.removals")
 VARIANT_STAGE_TWO = key("variant.stage_two")
+# parity-aware runs (`bpe.training.parity.parity_facts`)
+VARIANT_GLOBAL_MERGES = key("variant.global_merges", always=False)
+PARITY = key("variant.parity", always=False)
+PARITY_LANGUAGES = key("variant.parity.languages", always=False)
+PARITY_DEV_TEXT = key("variant.parity.dev_text", always=False)
+PARITY_MERGES_PER_LANGUAGE = key("variant.parity.merges_per_language", always=False)
+PARITY_DEV_GINI_BEFORE = key("variant.parity.dev_gini_before", always=False)
+PARITY_DEV_GINI_AFTER = key("variant.parity.dev_gini_after", always=False)
 # runs cut from a vocab ladder only (`LadderRecord`)
 LADDER = key("ladder", always=False)
 LADDER_TRAINED_IN = key("ladder.trained_in", always=False)
@@ -393,6 +300,15 @@ LANG_ROW_PREMIUM = key("languages.{who}.rows.{i}.premium", always=False)
 LANG_GINI = key("languages.{who}.summary.gini", always=False)
 LANG_MAX_PREMIUM = key("languages.{who}.summary.max_premium", always=False)
 LANG_MAX_LANGUAGE = key("languages.{who}.summary.max_language", always=False)
+LANG_BYTES_PER_TOKEN = key("languages.{who}.summary.bytes_per_token", always=False)
+# the held-out half of devtest alone (`bpe.measures.languages.heldout_text`): runs since
+# parity-aware BPE
+LANG_HELDOUT_ROWS = key("languages.{who}.heldout.rows", always=False)
+LANG_HELDOUT_GINI = key("languages.{who}.heldout.summary.gini", always=False)
+LANG_HELDOUT_MAX_PREMIUM = key("languages.{who}.heldout.summary.max_premium", always=False)
+LANG_HELDOUT_MAX_LANGUAGE = key("languages.{who}.heldout.summary.max_language", always=False)
+LANG_HELDOUT_MIN_PREMIUM = key("languages.{who}.heldout.summary.min_premium", always=False)
+LANG_HELDOUT_BYTES_PER_TOKEN = key("languages.{who}.heldout.summary.bytes_per_token", always=False)
 LANGUAGES_GINI = LANG_GINI.at(who="ours")
 LANGUAGES_MAX_PREMIUM = LANG_MAX_PREMIUM.at(who="ours")
 

@@ -40,7 +40,7 @@ from functools import partial
 from typing import Protocol
 
 from bpe.runs.stages import STAGES, stage_label  # noqa: F401  (re-exported: bpe.trainers.STAGES)
-from bpe.trainers import compiled, heap, indexed, naive, picky
+from bpe.trainers import compiled, heap, indexed, naive, parity, picky
 from bpe.trainers.common import (
     BELOW_MIN_FREQUENCY,
     EXHAUSTED,
@@ -135,6 +135,7 @@ def learn_merges(
     marks: Sequence[int] = (),
     reached: dict[int, float] | None = None,
     limits: Limits | None = None,
+    parity_corpus: parity.ParityCorpus | None = None,
 ) -> TrainerOutput:
     """Run stages 2 and 3 with the trainer `name`: learn merges from counted pretokens.
 
@@ -160,6 +161,10 @@ def learn_merges(
         reached: the dict those times go into (required with marks).
         limits: the longest token a merge may make and the rarest pair merged
             (`bpe.trainers.common.Limits`; the same merges in every trainer); None: none.
+        parity_corpus: run parity-aware BPE (`bpe.trainers.parity`; naive and heap only) on
+            these languages' training and development counts; `pretoken_counts` are then
+            their training counts summed (`ParityCorpus.summed`). What it measured goes to
+            its `record`.
 
     Returns:
         `vocab` (special tokens, then the 256 bytes, then one token per merge), `merges` in
@@ -180,6 +185,10 @@ def learn_merges(
         check_trainer_supports("picky", name)
         check_continuation("picky", parent)
         merge_loop = partial(picky.PICKY_LOOPS[name], threshold=picky_threshold)
+    if parity_corpus is not None:
+        check_trainer_supports("parity", name)
+        check_continuation("parity", parent)
+        merge_loop = partial(parity.PARITY_LOOPS[name], corpus=parity_corpus)
     meter = Progress(
         stage_label(3),
         total=None,

@@ -312,8 +312,20 @@ def prepare(
     specials = validate_special_tokens(special_tokens)
     check_vocab_size(vocab_size, specials)
     vocab = initial_vocab(specials)
-    offset = len(specials)
     token_keys = [descending_bytes_key(vocab[i]) for i in range(len(vocab))]
+    words, counts = build_words(pretoken_counts, offset=len(specials))
+    return MergeState(words, counts, vocab, token_keys, vocab_size - len(vocab))
+
+
+def build_words(
+    pretoken_counts: Mapping[bytes, int], *, offset: int
+) -> tuple[list[str], list[int]]:
+    """The words (`as_word`, sorted by their bytes) and their counts of pretoken counts, byte b
+    as token id `offset + b` (the ids after `offset` special tokens); zero counts are dropped.
+
+    >>> build_words({b"ba": 2, b"a": 1, b"c": 0}, offset=1)
+    (['b', 'cb'], [1, 2])
+    """
     pretokens = sorted(p for p, n in pretoken_counts.items() if n > 0)
     counts = list(map(pretoken_counts.__getitem__, pretokens))
     words = list(map(bytes.decode, pretokens, repeat("latin-1")))
@@ -321,7 +333,7 @@ def prepare(
     if offset:
         shift = [chr(offset + b) for b in range(256)]
         words = list(map(str.translate, words, repeat(shift)))
-    return MergeState(words, counts, vocab, token_keys, vocab_size - len(vocab))
+    return words, counts
 
 
 def finish(state: MergeState) -> TrainerOutput:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable
 
-from bpe.trainers.common import MergeState, candidate_key
+from bpe.trainers.common import MergeState, Pair, candidate_key
 from bpe.trainers.pair_index import PairIndex
 
 
@@ -37,22 +37,42 @@ def merge_loop(state: MergeState, tick: Callable[[], object]) -> None:
     heap = [candidate_key(c, a, b, keys) for (a, b), c in pair_counts.items()]
     heapq.heapify(heap)
     for _ in range(state.num_merges):
-        # Stage 3, select: pop until the top entry's count is exact (lazy invalidation) and
-        # its pair may be merged (a pair too long for the limit never becomes shorter).
-        while heap:
-            neg_count, _, _, left, right = heap[0]
-            true_count = pair_counts.get((left, right), 0)
-            if true_count == -neg_count and state.fits(left, right):
-                break
-            if true_count == -neg_count or not true_count:
-                heapq.heappop(heap)
-            else:
-                heapq.heapreplace(heap, candidate_key(true_count, left, right, keys))
-        if state.stop(-neg_count if heap else None):
+        # Stage 3, select: the top entry once it is exact and may be merged.
+        top = exact_top(heap, pair_counts, state)
+        if state.stop(top[0] if top else None):
             return
+        count, left, right = top
         heapq.heappop(heap)
         # Stage 3, merge: everywhere, then queue the pairs around the new token.
-        new_id = state.add_merge(left, right, -neg_count)
+        new_id = state.add_merge(left, right, count)
         for a, b in index.merge(left, right, new_id):
             heapq.heappush(heap, candidate_key(pair_counts[(a, b)], a, b, keys))
         tick()
+
+
+def exact_top(
+    heap: list[tuple], pair_counts: dict[Pair, int], state: MergeState
+) -> tuple[int, int, int] | None:
+    """Stage 3's select on a lazily invalidated heap: pop until the top entry's count is exact
+    (re-queued with its true count otherwise, dropped when the pair is gone) and its pair may be
+    merged (`state.fits`: a pair too long for the limit never becomes shorter). Returns the top's
+    (count, left, right), left on the heap, or None when the heap runs out.
+
+    >>> from bpe.trainers.common import descending_bytes_key
+    >>> state = MergeState([], [], {i: bytes([i]) for i in range(256)}, [], 1)
+    >>> keys = [descending_bytes_key(bytes([b])) for b in range(256)]
+    >>> heap = [candidate_key(5, 97, 98, keys), candidate_key(3, 98, 99, keys)]
+    >>> exact_top(heap, {(97, 98): 2, (98, 99): 3}, state)  # (a, b) fell to 2: re-queued
+    (3, 98, 99)
+    """
+    keys = state.token_keys
+    while heap:
+        neg_count, _, _, left, right = heap[0]
+        true_count = pair_counts.get((left, right), 0)
+        if true_count == -neg_count and state.fits(left, right):
+            return true_count, left, right
+        if true_count == -neg_count or not true_count:
+            heapq.heappop(heap)
+        else:
+            heapq.heapreplace(heap, candidate_key(true_count, left, right, keys))
+    return None

@@ -7,6 +7,10 @@
     picky     PickyBPE (Chizhov et al., 2024): after each merge a parent whose occurrences now
               sit almost all inside the new token (intersection over self >= `threshold`) is
               removed, and its slot goes to a later merge (`bpe.trainers.picky`)
+    parity    parity-aware BPE (Foroutan et al., 2025): training text in several languages;
+              each merge is the best pair of the language whose parallel development text
+              (`dev`) takes the most tokens, after `global_merges` merges of plain BPE
+              (`bpe.trainers.parity`, `bpe.training.parity`)
 
 What it does: `Variant` holds a variant's name and parameters with the papers' defaults filled
 in (`Variant.resolve`), checks them (`check_variant`, naming the value and the fix), and says
@@ -35,7 +39,15 @@ DEFAULT_THRESHOLD = 0.9
 
 #: The trainers each variant runs on, where not all of them (`bpe.trainers.picky.PICKY_LOOPS`
 #: implements exactly these, tested).
-SUPPORTED_TRAINERS: dict[str, tuple[str, ...]] = {"picky": ("naive", "indexed")}
+SUPPORTED_TRAINERS: dict[str, tuple[str, ...]] = {
+    "picky": ("naive", "indexed"),
+    "parity": ("naive", "heap"),  # `bpe.trainers.parity.PARITY_LOOPS`
+}
+#: Why a variant runs on those trainers only (the error names it).
+_WHY_THOSE_TRAINERS = {
+    "picky": "its removals need token counts and token -> words, which only those trainers keep",
+    "parity": "it keeps pair counts per language, which only those trainers implement",
+}
 
 
 @dataclass(frozen=True)
@@ -55,6 +67,11 @@ class Variant:
     stage_two_pattern: str | None = None
     #: picky: the intersection-over-self threshold in (0, 1]
     threshold: float | None = None
+    #: parity: the first merges made as plain BPE on all languages together (the hybrid)
+    global_merges: int | None = None
+    #: parity: the parallel development text (a folder with one file per language, named
+    #: `<language>.<anything>`), or None: the first half of the bundled FLORES-200 devtest
+    dev: str | None = None
 
     def resolve(self, *, vocab_size: int) -> Variant:
         """The same variant with its defaults filled in for a run to `vocab_size`.
@@ -73,6 +90,8 @@ class Variant:
             "transition_vocab": "superbpe",
             "stage_two_pattern": "superbpe",
             "threshold": "picky",
+            "global_merges": "parity",
+            "dev": "parity",
         }
         for key, owner in owners.items():
             value = getattr(self, key)
@@ -98,6 +117,11 @@ class Variant:
         if self.name == "picky":
             threshold = DEFAULT_THRESHOLD if self.threshold is None else self.threshold
             return Variant("picky", threshold=check_threshold(threshold))
+        if self.name == "parity":
+            merges = 0 if self.global_merges is None else self.global_merges
+            return Variant(
+                "parity", global_merges=check_global_merges(merges, vocab_size), dev=self.dev
+            )
         return Variant("bpe")
 
     def record(self) -> dict:
@@ -107,6 +131,8 @@ class Variant:
             "transition_vocab": self.transition_vocab,
             "stage_two_pattern": self.stage_two_pattern,
             "threshold": self.threshold,
+            "global_merges": self.global_merges,
+            "dev": self.dev,
         }
 
     @property
@@ -138,8 +164,7 @@ def check_trainer_supports(variant: str, trainer: str) -> None:
     if allowed is not None and trainer not in allowed:
         raise ValueError(
             f"variant={variant} runs on the {' and '.join(allowed)} trainers only, not "
-            f"trainer={trainer!r}: use trainer={allowed[-1]} (its removals need token counts "
-            "and token -> words, which only those trainers keep)"
+            f"trainer={trainer!r}: use trainer={allowed[-1]} ({_WHY_THOSE_TRAINERS[variant]})"
         )
 
 
@@ -214,3 +239,22 @@ def check_transition(transition: int | None, vocab_size: int, specials: Sequence
             "(leave it null for that)"
         )
     return transition
+
+
+def check_global_merges(merges: object, vocab_size: int) -> int:
+    """Parity-aware BPE's plain-BPE merges first: a whole number from 0 to the merges that
+    `vocab_size` leaves (all of them: plain BPE throughout).
+
+    >>> check_global_merges(-1, 1000)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: variant.global_merges=-1 must be a whole number from 0 (parity-aware from the ...
+    """
+    most = vocab_size - 256
+    if isinstance(merges, bool) or not isinstance(merges, int) or not 0 <= merges <= most:
+        raise ValueError(
+            f"variant.global_merges={merges!r} must be a whole number from 0 (parity-aware from "
+            f"the first merge) to {most} (vocab_size={vocab_size} less the 256 bytes); the "
+            "paper's hybrid makes some thousands of plain merges first"
+        )
+    return merges

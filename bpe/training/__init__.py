@@ -31,7 +31,9 @@ from bpe.text.patterns import GPT2_PATTERN, resolve_pattern
 from bpe.tokenizer import Tokenizer
 from bpe.trainers import compile_trainer, learn_merges, superbpe
 from bpe.trainers.common import Limits, TrainerOutput
+from bpe.trainers.parity import ParityCorpus
 from bpe.trainers.variants import Variant
+from bpe.training.parity import parity_corpus, parity_facts
 from bpe.training.plan import RunPlan, plan_run
 from bpe.util.progress import LOG_INTERVAL_S
 
@@ -229,10 +231,15 @@ def train_bpe_detailed(
     compile_cached = _compile_stage(trainer, timings, scanner)
     reached: dict[int, float] = {}
     merge_options = {"progress": progress, "log_interval": log_interval, "limits": run.limits}
+    languages = _languages(run, counted, timings, cache_dir, stage_one_options)
+    if languages is not None:
+        merge_options["parity_corpus"] = languages[0]
     output = _merge_stage(run, counted, timings, reached=reached, merge_options=merge_options)
     output, facts, final_pattern = _variant_stage(
         run, output, counted, timings, cache_dir, stage_one_options, merge_options
     )
+    if languages is not None:
+        facts = parity_facts(*languages)
     return _result(
         run,
         output,
@@ -317,6 +324,31 @@ def _merge_stage(
             reached=reached,
             **merge_options,
         )
+
+
+def _languages(
+    run: RunPlan,
+    counted: PretokenCounts,
+    timings: dict[str, float],
+    cache_dir: str | os.PathLike | None,
+    stage_one_options: dict,
+) -> tuple[ParityCorpus, dict] | None:
+    """Parity-aware BPE only: each language's counts (timed with stage 1) and development
+    counts (`bpe.training.parity`); None for every other variant."""
+    if run.variant.name != "parity":
+        return None
+    built = parity_corpus(
+        run.corpus,
+        counted.counts,
+        run.specials,
+        pattern=run.pattern,
+        dev=run.variant.dev,
+        global_merges=run.variant.global_merges or 0,
+        cache_dir=cache_dir,
+        stage_one_options=stage_one_options,
+    )
+    timings["pretokenize"] += built[1]["count_seconds"]
+    return built
 
 
 def _stage_one(
