@@ -121,6 +121,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .prune_report             PRUNE.md: what bpe-prune removed and changed
       .language_sections        ANALYSIS.md's and COMPARE.md's languages sections
       .parity_report            PARITY.md: token premiums per language and tokenizer
+      .languages_report         reports/languages.md: plain and parity-aware BPE on FLORES-200
       .segmentation_report      reports/segmentation.md: segmentation, limits, pruning, side by side
       .reports                  reports/: its index, which runs, never over others' reports
       .report_pages             reports/'s pages on plain BPE: trainers.md, datasets.md

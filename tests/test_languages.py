@@ -84,6 +84,12 @@ def test_bpe_parity_writes_rows_per_tokenizer_and_language(tmp_path):
     frame = tidy(load_runs(exp))
     assert frame["languages_gini"].iloc[0] == schema.get(metrics, schema.LANGUAGES_GINI)
     assert frame["languages_max_premium"].iloc[0] > 1
+    for column, k in (
+        ("languages_heldout_gini", schema.LANG_HELDOUT_GINI),
+        ("languages_heldout_max_premium", schema.LANG_HELDOUT_MAX_PREMIUM),
+        ("languages_heldout_bytes_per_token", schema.LANG_HELDOUT_BYTES_PER_TOKEN),
+    ):
+        assert frame[column].iloc[0] == schema.get(metrics, k, who="ours") > 0, column
     out = tmp_path / "parity"
     cmd = [sys.executable, "-m", "bpe.cli.parity", "gpt2", str(run), "--out", str(out)]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)

@@ -94,6 +94,11 @@ SMALLEST: dict[str, Smallest] = {
         writes=("reports/variants.md",),
         slow=True,
     ),
+    "make_languages_report.py": Smallest(
+        covered_by=(
+            "tests/test_languages_report.py::test_the_languages_report_comes_from_a_real_sweep",
+        ),
+    ),
     "make_segmentation_report.py": Smallest(
         covered_by=(
             "tests/test_segmentation.py::test_the_segmentation_report_comes_from_a_real_sweep",

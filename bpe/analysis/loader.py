@@ -196,6 +196,11 @@ TIDY_COLUMNS = {
     # highest premium (tokens over English's); null in runs before the measure
     "languages_gini": schema.LANGUAGES_GINI.column,
     "languages_max_premium": schema.LANGUAGES_MAX_PREMIUM.column,
+    # the same on devtest's held-out half alone, and bytes per token over all languages
+    # there; null in runs before parity-aware BPE
+    "languages_heldout_gini": schema.LANGUAGES_HELDOUT_GINI.column,
+    "languages_heldout_max_premium": schema.LANGUAGES_HELDOUT_MAX_PREMIUM.column,
+    "languages_heldout_bytes_per_token": schema.LANGUAGES_HELDOUT_BYTES_PER_TOKEN.column,
     "vocab_size": schema.VOCAB_SIZE.column,
     "profiler": schema.PROFILER.column,
     "profiled": schema.PROFILED.column,

@@ -53,6 +53,9 @@ SCRIPT_REPORTS = {
     "segmentation.md": "One vocabulary cut three ways (merges, longest prefix, fewest tokens), "
     "a length limit and a pruned copy, on the bundled samples "
     "(`scripts/make_segmentation_report.py`).",
+    "languages.md": "Plain and parity-aware BPE on 12 languages of FLORES-200: token premiums, "
+    "their Gini coefficient and compression on held-out parallel text "
+    "(`scripts/make_languages_report.py`).",
     "scale.md": "Time and memory of ours against Hugging Face `tokenizers` as the corpus grows, "
     "with projections to the full datasets (`scripts/bench_scale.py`).",
     "anchors.md": "heap and compiled against the Rust trainers (HF `tokenizers`, rustbpe, "

@@ -304,12 +304,18 @@ LANG_BYTES_PER_TOKEN = key("languages.{who}.summary.bytes_per_token", always=Fal
 # the held-out half of devtest alone (`bpe.measures.languages.heldout_text`): runs since
 # parity-aware BPE
 LANG_HELDOUT_ROWS = key("languages.{who}.heldout.rows", always=False)
+LANG_HELDOUT_ROW_LANGUAGE = key("languages.{who}.heldout.rows.{i}.language", always=False)
+LANG_HELDOUT_ROW_PREMIUM = key("languages.{who}.heldout.rows.{i}.premium", always=False)
+LANG_HELDOUT_MIN_LANGUAGE = key("languages.{who}.heldout.summary.min_language", always=False)
 LANG_HELDOUT_GINI = key("languages.{who}.heldout.summary.gini", always=False)
 LANG_HELDOUT_MAX_PREMIUM = key("languages.{who}.heldout.summary.max_premium", always=False)
 LANG_HELDOUT_MAX_LANGUAGE = key("languages.{who}.heldout.summary.max_language", always=False)
 LANG_HELDOUT_MIN_PREMIUM = key("languages.{who}.heldout.summary.min_premium", always=False)
 LANG_HELDOUT_BYTES_PER_TOKEN = key("languages.{who}.heldout.summary.bytes_per_token", always=False)
 LANGUAGES_GINI = LANG_GINI.at(who="ours")
+LANGUAGES_HELDOUT_GINI = LANG_HELDOUT_GINI.at(who="ours")
+LANGUAGES_HELDOUT_MAX_PREMIUM = LANG_HELDOUT_MAX_PREMIUM.at(who="ours")
+LANGUAGES_HELDOUT_BYTES_PER_TOKEN = LANG_HELDOUT_BYTES_PER_TOKEN.at(who="ours")
 LANGUAGES_MAX_PREMIUM = LANG_MAX_PREMIUM.at(who="ours")
 
 # -- read by ANALYSIS.md, the MLflow view and COMPARE.md, section by section -----------------------
