@@ -10,7 +10,6 @@ What it does not do: choose pairs, record merges or build the vocab (`bpe.traine
 
 from __future__ import annotations
 
-import operator
 import sys
 from array import array
 from collections.abc import Iterable
@@ -63,9 +62,6 @@ class PairIndex:
     def __init__(self, words: list[str], counts: list[int]) -> None:
         self.counts = counts
         self.words = words
-        #: the words' tokens, each times its count: the text's length in tokens, kept exact
-        #: through every merge (parity-aware BPE reads it for each language's development text)
-        self.tokens = sum(map(operator.mul, map(len, words), counts))
         initial = InitialPairs(words, counts)
         self.pair_counts: dict[Pair, int] = initial.pair_counts
         self._initial = initial
@@ -157,8 +153,7 @@ class PairIndex:
                     created.add(pair)
                 end_of_previous = after
                 i = word.find(pattern, after)
-            word = words[wi] = word.replace(pattern, merged)
-            self.tokens -= (size - len(word)) * n
+            words[wi] = word.replace(pattern, merged)
         # invariant: greedy left-to-right merging leaves no (left, right) anywhere.
         pair_counts.pop((left, right), None)
         return created

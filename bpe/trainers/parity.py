@@ -20,7 +20,7 @@ Two merge loops with identical merges (tested):
     naive  recounts the served language's pairs, and every development text's tokens, per merge
            (the reference: read it against the definition above)
     heap   one `PairIndex` and one lazily invalidated heap per language (`bpe.trainers.heap`),
-           and one `PairIndex` per development text, whose running `tokens` is its length
+           and one `PairIndex` per development text whose words keep their total tokens
 
 What it does: the loops, and what they measured (`ParityRecord`: merges per language, each
 development text's tokens before and after). What it does not do: read or pretokenize text
@@ -30,6 +30,7 @@ development text's tokens before and after). What it does not do: read or pretok
 from __future__ import annotations
 
 import heapq
+import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
@@ -172,7 +173,7 @@ def heap_loop(state: MergeState, tick: Callable[[], object], *, corpus: ParityCo
     one more index, over the summed words of `state`, dropped once they are made."""
     offset = len(state.vocab) - 256 - len(state.merged)
     langs = [_Indexed(corpus_counts, offset, state) for corpus_counts in corpus.train]
-    devs = [PairIndex(*build_words(counts, offset=offset)) for counts in corpus.dev]
+    devs = [_DevText(*build_words(counts, offset=offset)) for counts in corpus.dev]
     whole = _Indexed(None, offset, state) if corpus.global_merges else None
     record = corpus.record
     record.dev_tokens_before = [d.tokens for d in devs]
@@ -197,6 +198,40 @@ def heap_loop(state: MergeState, tick: Callable[[], object], *, corpus: ParityCo
             dev.merge(left, right, new_id)
         tick()
     record.dev_tokens_after = [d.tokens for d in devs]
+
+
+class _TrackedWords(list):
+    """A text's words that keep their total tokens (each word's length times its count) exact
+    as `PairIndex.merge` rewrites them: the one place a word changes is `words[i] = ...`.
+
+    >>> words = _TrackedWords(["ab", "abab"], [3, 1])
+    >>> words.tokens
+    10
+    >>> words[1] = "XX"
+    >>> words.tokens
+    8
+    """
+
+    def __init__(self, words: list[str], counts: list[int]) -> None:
+        super().__init__(words)
+        self.counts = counts
+        self.tokens = sum(map(operator.mul, map(len, words), counts))
+
+    def __setitem__(self, i, word) -> None:  # type: ignore[override]  (int index only)
+        self.tokens -= (len(self[i]) - len(word)) * self.counts[i]
+        super().__setitem__(i, word)
+
+
+class _DevText(PairIndex):
+    """A development text: its `PairIndex` (which words hold a pair), and its length in tokens
+    (`tokens`), kept exact through every merge without a cost in plain BPE's loop."""
+
+    def __init__(self, words: list[str], counts: list[int]) -> None:
+        super().__init__(_TrackedWords(words, counts), counts)
+
+    @property
+    def tokens(self) -> int:
+        return self.words.tokens
 
 
 class _Indexed:
