@@ -145,6 +145,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .workers                  how many worker processes, and how they start
       .pool                     the process pool that maps a function over chunks, never hangs
       .stats                    small statistics: the Gini coefficient
+      .cputime                  wall and CPU seconds per stage (threads and ended workers)
 
 Public API (see README.md):
 

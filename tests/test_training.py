@@ -76,3 +76,20 @@ def test_file_with_only_special_tokens_is_refused_as_an_empty_corpus(tmp_path):
     path.write_text(EOT * 3, encoding="utf-8")
     with pytest.raises(ValueError, match="holds no text outside its special tokens"):
         train_bpe(path, 300, [EOT])
+
+
+def test_every_stage_records_its_cpu_time_workers_included(tmp_path):
+    """With the default workers on text big enough to start them (six copies of the bundled
+    sample), stage 1's CPU time includes the workers': more than the parent process spent on
+    the whole call, as it mostly waits for them."""
+    import resource
+
+    corpus = tmp_path / "six.txt"
+    corpus.write_bytes((DATA / "tinystories_sample.txt").read_bytes() * 6)
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    result = train_bpe_detailed(corpus, 300, [EOT], num_workers=None)
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    parent_cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    assert set(result.cpu_timings) == set(result.timings) >= {"pretokenize", "merge"}
+    assert result.pretokenized.num_workers == 2
+    assert result.cpu_timings["pretokenize"] > parent_cpu

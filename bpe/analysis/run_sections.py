@@ -132,17 +132,26 @@ def section_time(metrics: dict) -> list[str]:
     # a run that failed before its timings were written still gets the table, as n/a
     stages = shown_stages(timings) or list(TIMED_STAGES)
     total = sum(v for s, v in timings.items() if s != "total") or None
+    cpu = get(schema.CPU_TIMINGS) or {}  # runs since CPU time per stage
     rows = [
         [
             s,
             fmt(timings.get(s)),
             fmt(100 * timings[s] / total, ".1f") if total and s in timings else "n/a",
+            *([fmt(get(schema.CPU_SECONDS_OF, stage=s))] if cpu else []),
         ]
         for s in stages
     ]
+    heads = ["stage", "seconds", "% of run", *(["CPU seconds"] if cpu else [])]
     lines = ["## Time", ""]
-    lines += [table(rows, ["stage", "seconds", "% of run"], colalign=("left", "right", "right"))]
+    lines += [table(rows, heads, colalign=("left", "right", "right", "right")[: len(heads)])]
     lines.append("")
+    if cpu:
+        lines += [
+            "CPU seconds: the stage's CPU time, this process's threads and its workers (over "
+            "the wall seconds: the cores it kept busy).",
+            "",
+        ]
     # older runs timed a `read` step inside the training call: it counts toward training, as
     # a compiling trainer's `compile` does
     train_stages = {

@@ -70,15 +70,25 @@ def run_record(cfg: DictConfig, run_dir: Path, overrides: list[str], sweep: dict
 
 
 def run_facts(
-    cfg: DictConfig, result: TrainResult, timings: Mapping[str, float], memory: dict
+    cfg: DictConfig,
+    result: TrainResult,
+    timings: Mapping[str, float],
+    memory: dict,
+    *,
+    cpu: Mapping[str, float],
 ) -> dict:
-    """What the run measured about itself, as metrics.json records it (besides `evaluate`'s)."""
+    """What the run measured about itself, as metrics.json records it (besides `evaluate`'s):
+    `timings` (wall seconds per stage) and `cpu_timings` (CPU seconds of the same stages)."""
     stage1 = result.pretokenized
     return {
         "profiled": cfg.profiler.name != "none",
         "timings": {
             **{k: round(v, 6) for k, v in timings.items()},
             "total": round(sum(timings.values()), 6),
+        },
+        "cpu_timings": {
+            **{k: round(v, 6) for k, v in cpu.items()},
+            "total": round(sum(cpu.values()), 6),
         },
         "memory": memory,
         "counts": Counts(

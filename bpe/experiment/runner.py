@@ -80,6 +80,7 @@ from bpe.runs.layout import (
 )
 from bpe.runs.stages import ANALYSIS, REPORT, SAVE, SETUP, TRAINING
 from bpe.training import TrainResult
+from bpe.util.cputime import cpu_seconds
 from bpe.util.io import atomic_write_text
 
 logger = logging.getLogger(__name__)
@@ -177,14 +178,15 @@ def run_experiment(cfg: DictConfig, *, report: ReportWriter | None) -> dict:
                         cfg, ds, run_dir, holdout=holdout, sweep_dir=sweep.get("sweep_dir")
                     )
                     check_unchanged(before, input_stamp(inputs))
-                clock.split_training(result.timings)
+                clock.split_training(result.timings, result.cpu_timings)
                 with clock.stage(SAVE):
                     save_artifacts(result, run_dir)
                 with clock.stage(ANALYSIS):
                     analysis = evaluate(result, ds, cfg.get("analysis") or {}, holdout=holdout)
                 log_merge_support(analysis.get("merge_support"))
                 before_report = _before_report(mem.summary())
-                metrics.update(**run_facts(cfg, result, clock.timings, before_report), **analysis)
+                facts = run_facts(cfg, result, clock.timings, before_report, cpu=clock.cpu)
+                metrics.update(**facts, **analysis)
                 with clock.stage(REPORT, timed=False):
                     metrics.write()  # every number on disk before the report reads it
                     if report is not None:
@@ -243,6 +245,8 @@ class _StageClock:
     def __init__(self) -> None:
         self.current = SETUP
         self.timings: dict[str, float] = {}
+        #: CPU seconds of the same stages (`bpe.util.cputime`)
+        self.cpu: dict[str, float] = {}
         self.sampler: MemorySampler | None = None
         self._training_start = 0.0
 
@@ -253,15 +257,18 @@ class _StageClock:
             self.sampler.set_stage(name)
             if name == TRAINING:
                 self._training_start = self.sampler.elapsed()
-        t0 = time.perf_counter()
+        t0, cpu = time.perf_counter(), cpu_seconds()
         yield
         if timed:
             self.timings[name] = time.perf_counter() - t0
-            logger.info("stage %s: %.3f s", name, self.timings[name])
+            self.cpu[name] = cpu_seconds() - cpu
+            logger.info("stage %s: %.3f s (CPU %.3f s)", name, self.timings[name], self.cpu[name])
 
-    def split_training(self, timings: Mapping[str, float]) -> None:
-        """Take the training call's own stage times, and relabel its memory samples by them."""
+    def split_training(self, timings: Mapping[str, float], cpu: Mapping[str, float]) -> None:
+        """Take the training call's own stage times (wall and CPU), and relabel its memory
+        samples by them."""
         self.timings.update(timings)
+        self.cpu.update(cpu)
         if self.sampler is not None:
             label_stages(self.sampler, dict(timings), start=self._training_start, label=TRAINING)
 

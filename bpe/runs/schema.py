@@ -96,6 +96,7 @@ def _step(node: Any, part: str) -> tuple[bool, Any]:
 #: (`bpe.analysis.tracking` logs them as MLflow metrics).
 MEASURE_SECTIONS = (
     "timings",
+    "cpu_timings",
     "memory",
     "counts",
     "compression",
@@ -193,6 +194,11 @@ MERGE_SECONDS = key("timings.merge")
 COMPILE_SECONDS = key("timings.compile", always=False)
 COMPILE_CACHED = key("compile.cached", always=False)
 TOTAL_SECONDS = key("timings.total")
+# runs since CPU time per stage (`bpe.util.cputime`): the same stages' CPU seconds, this
+# process's threads and its ended workers
+CPU_TIMINGS = key("cpu_timings", always=False)
+CPU_SECONDS_OF = key("cpu_timings.{stage}", always=False)
+CPU_TOTAL_SECONDS = key("cpu_timings.total", always=False)
 PEAK_MB = key("memory.peak_mb")  # the whole run, analysis and report included
 # runs since training's memory is reported apart (`bpe.experiment.records.with_phases`): the
 # tree's memory when the run began, and what training (stages 1-3) added above it: the run's

@@ -23,6 +23,7 @@ from bpe.pretokenize.counting import PretokenCounts
 from bpe.text.patterns import pattern_name
 from bpe.trainers import learn_merges
 from bpe.trainers.common import TrainerOutput
+from bpe.util.cputime import StageTimes, cpu_seconds
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ def stage_two(
     stage_one: TrainerOutput,
     count: Callable[[], tuple[PretokenCounts, str]],
     specials: Sequence[str],
-    timings: dict[str, float],
+    timings: StageTimes,
     *,
     stage_one_unique: int,
     trainer: str,
@@ -52,13 +53,13 @@ def stage_two(
 
     Returns the whole output (stage one's merge counts kept for its merges) and what stage two
     measured: its pretokens (how many, unique, their bytes, the longest), an estimate of the
-    memory its counts hold, its merges and seconds. Its times are added to `timings`
+    memory its counts hold, its merges and seconds. Its wall and CPU times are added to `timings`
     (`pretokenize` and `merge`). `options` are `learn_merges`'s (progress, log_interval).
     """
-    t0 = time.perf_counter()
+    t0, cpu = time.perf_counter(), cpu_seconds()
     counted, cache_status = count()
     counting = time.perf_counter() - t0
-    timings["pretokenize"] += counting
+    timings.add("pretokenize", counting, cpu_seconds() - cpu)
     counts = counted.take_counts()
     facts = {
         "pretokens": counted.num_pretokens,
@@ -82,10 +83,10 @@ def stage_two(
         counting,
     )
     parent = _StageOne(stage_one.vocab, stage_one.merges, list(specials))
-    t1 = time.perf_counter()
+    t1, cpu = time.perf_counter(), cpu_seconds()
     output = learn_merges(trainer, counts, vocab_size, specials, parent=parent, **options)
     merging = time.perf_counter() - t1
-    timings["merge"] += merging
+    timings.add("merge", merging, cpu_seconds() - cpu)
     done = len(stage_one.merges)
     output.merge_counts = stage_one.merge_counts + output.merge_counts[done:]
     facts["merges"] = len(output.merges) - done

@@ -13,8 +13,8 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +35,7 @@ from bpe.trainers.parity import ParityCorpus
 from bpe.trainers.variants import Variant
 from bpe.training.parity import parity_corpus, parity_facts
 from bpe.training.plan import RunPlan, plan_run
+from bpe.util.cputime import StageTimes, cpu_seconds
 from bpe.util.progress import LOG_INTERVAL_S
 
 logger = logging.getLogger(__name__)
@@ -61,6 +62,9 @@ class TrainResult:
     #: backend, scheduler), its counts already handed to the trainer
     pretokenized: PretokenCounts
     timings: dict[str, float] = field(default_factory=dict)
+    #: CPU seconds of the same stages (this process's threads and its ended workers:
+    #: `bpe.util.cputime`); over the wall time, the cores a stage kept busy
+    cpu_timings: dict[str, float] = field(default_factory=dict)
     #: how often each merged pair occurred when it was merged (non-increasing in practice;
     #: a continued run's replayed parent merges count their pairs on this corpus)
     merge_counts: list[int] = field(default_factory=list)
@@ -225,8 +229,8 @@ def train_bpe_detailed(
         "scheduler": scheduler,
         "log_interval": log_interval,
     }
-    timings: dict[str, float] = {}
-    scanner = _load_scanner(run.engine)
+    timings = StageTimes()
+    scanner = _load_scanner(run.engine, timings)
     counted, cache, manifest = _stage_one(run, timings, cache_dir, stage_one_options)
     compile_cached = _compile_stage(trainer, timings, scanner)
     reached: dict[int, float] = {}
@@ -263,7 +267,7 @@ def _result(
     *,
     pattern: str,
     counted: PretokenCounts,
-    timings: dict[str, float],
+    timings: StageTimes,
     cache: CacheInfo,
     manifest: dict | None,
     compile_cached: bool | None,
@@ -284,7 +288,8 @@ def _result(
         vocab_size=run.vocab_size,
         special_tokens=run.specials,
         pretokenized=counted,
-        timings=timings,
+        timings=dict(timings),
+        cpu_timings=dict(timings.cpu),
         merge_counts=output.merge_counts,
         pattern=pattern,
         init_from=None if run.parent is None else parent_record(run.parent),
@@ -304,7 +309,7 @@ def _result(
 def _merge_stage(
     run: RunPlan,
     counted: PretokenCounts,
-    timings: dict[str, float],
+    timings: StageTimes,
     *,
     reached: dict[int, float],
     merge_options: dict,
@@ -329,7 +334,7 @@ def _merge_stage(
 def _languages(
     run: RunPlan,
     counted: PretokenCounts,
-    timings: dict[str, float],
+    timings: StageTimes,
     cache_dir: str | os.PathLike | None,
     stage_one_options: dict,
 ) -> tuple[ParityCorpus, dict] | None:
@@ -347,12 +352,12 @@ def _languages(
         cache_dir=cache_dir,
         stage_one_options=stage_one_options,
     )
-    timings["pretokenize"] += built[1]["count_seconds"]
+    timings.add("pretokenize", built[1]["count_seconds"], built[1].pop("count_cpu_seconds"))
     return built
 
 
 def _stage_one(
-    run: RunPlan, timings: dict[str, float], cache_dir: str | os.PathLike | None, options: dict
+    run: RunPlan, timings: StageTimes, cache_dir: str | os.PathLike | None, options: dict
 ) -> tuple[PretokenCounts, CacheInfo, dict | None]:
     """Stage 1, timed and logged: the corpus's pretoken counts (through the cache when there
     is one), what the cache did, and the manifest when the cache key needed it."""
@@ -378,7 +383,7 @@ def _variant_stage(
     run: RunPlan,
     output: TrainerOutput,
     counted: PretokenCounts,
-    timings: dict[str, float],
+    timings: StageTimes,
     cache_dir: str | os.PathLike | None,
     stage_one_options: dict,
     merge_options: dict,
@@ -412,14 +417,16 @@ def _variant_stage(
     return output, {"stage_two": stage_two_facts}, pattern
 
 
-def _load_scanner(engine: str) -> ScannerInfo | None:
+def _load_scanner(engine: str, timings: StageTimes) -> ScannerInfo | None:
     """The compiled pre-tokenizer, loaded before stage 1 so that its load is timed as
     `COMPILE`: importing Numba and loading (or compiling) its machine code is the fixed cost
     of a compiled run, not counting speed. None with the regex engine, or when this process
     loaded it before."""
+    cpu = cpu_seconds()
     info = load_scanner() if engine == "compiled" else None
     if info is None or not info.now:
         return None
+    timings.add(COMPILE, info.seconds, cpu_seconds() - cpu)
     logger.info(
         "compiled pre-tokenizer: %s in %.3f s (timed as compile, not as stage 1)",
         "Numba imported and the scanner loaded from its cache"
@@ -430,18 +437,16 @@ def _load_scanner(engine: str) -> ScannerInfo | None:
     return info
 
 
-def _compile_stage(
-    trainer: str, timings: dict[str, float], scanner: ScannerInfo | None
-) -> bool | None:
+def _compile_stage(trainer: str, timings: StageTimes, scanner: ScannerInfo | None) -> bool | None:
     """A compiling trainer's compile step, logged, and timed as `COMPILE` with the scanner's
     load (after stage 1, the order stages run). Returns whether every compiled piece came from
     Numba's cache; None if nothing was compiled."""
-    if scanner is not None:
-        timings[COMPILE] = scanner.seconds
-    t0 = time.perf_counter()
+    if scanner is not None:  # timed when it was loaded; listed here, in the order stages run
+        timings[COMPILE] = timings.pop(COMPILE)
+    t0, cpu = time.perf_counter(), cpu_seconds()
     info = compile_trainer(trainer)
     if info is not None:
-        timings[COMPILE] = timings.get(COMPILE, 0.0) + time.perf_counter() - t0
+        timings.add(COMPILE, time.perf_counter() - t0, cpu_seconds() - cpu)
         logger.info(
             "%s: %s in %.3f s (timed apart from the merge stage)",
             trainer,
@@ -455,12 +460,9 @@ def _compile_stage(
     return all(known) if known else None
 
 
-@contextmanager
-def _timed(timings: dict[str, float], key: str) -> Iterator[None]:
-    """Record the seconds the block took as `timings[key]` (a key of `STAGE_TIMINGS`)."""
-    t0 = time.perf_counter()
-    yield
-    timings[key] = time.perf_counter() - t0
+def _timed(timings: StageTimes, key: str) -> AbstractContextManager[None]:
+    """Add the block's wall and CPU seconds to stage `key` (a key of `STAGE_TIMINGS`)."""
+    return timings.timed(key)
 
 
 def train_bpe(

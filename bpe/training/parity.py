@@ -32,6 +32,7 @@ from bpe.corpus.sources import resolve_source
 from bpe.pretokenize import count_stage_one
 from bpe.pretokenize.counting import count_pretokens
 from bpe.trainers.parity import ParityCorpus
+from bpe.util.cputime import cpu_seconds
 from bpe.util.stats import gini
 
 logger = logging.getLogger(__name__)
@@ -123,7 +124,7 @@ def parity_corpus(
         ValueError: fewer than two languages, a language without development text, or
             languages whose counts do not add up to `whole`.
     """
-    t0 = time.perf_counter()
+    t0, cpu = time.perf_counter(), cpu_seconds()
     parts = by_language(corpus)
     train = {
         lang: count_stage_one(
@@ -153,7 +154,12 @@ def parity_corpus(
         global_merges,
         seconds,
     )
-    facts = {"languages": list(languages), "dev_text": dev or FLORES_DEV, "count_seconds": seconds}
+    facts = {
+        "languages": list(languages),
+        "dev_text": dev or FLORES_DEV,
+        "count_seconds": seconds,
+        "count_cpu_seconds": cpu_seconds() - cpu,
+    }
     return built, facts
 
 
