@@ -127,22 +127,34 @@ def available_systems() -> list[str]:
     return [s for s in IMPLS if importlib.util.find_spec(REQUIRES[s]) is not None]
 
 
-def measure(impl: str, path: Path, vocab_size: int) -> dict:
-    """Run one training in a fresh interpreter; sample its process tree's PSS meanwhile."""
+def measure(impl: str, path: Path, vocab_size: int, *, timeout: float | None = None) -> dict:
+    """Run one training in a fresh interpreter; sample its process tree's PSS meanwhile
+    (TimeoutError after `timeout` seconds, the run stopped)."""
     spec = json.dumps({"impl": impl, "path": str(path), "vocab_size": vocab_size})
     out, run = run_sampled(
-        [sys.executable, str(WORKER), spec], what=f"{impl} run on {path.name} @ {vocab_size}"
+        [sys.executable, str(WORKER), spec],
+        what=f"{impl} run on {path.name} @ {vocab_size}",
+        timeout=timeout,
     )
     result = json.loads(out.strip().splitlines()[-1])
     return result | run
 
 
-def run_sampled(command: list[str], *, what: str) -> tuple[str, dict]:
+def children_cpu_seconds() -> float:
+    """User + system CPU seconds of this process's waited-for children (and theirs)."""
+    import resource
+
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return kids.ru_utime + kids.ru_stime
+
+
+def run_sampled(command: list[str], *, what: str, timeout: float | None = None) -> tuple[str, dict]:
     """Run a command, sampling its process tree's memory; return its stdout and the measures.
 
     The measures: `process_seconds` (wall, start to exit), `peak_tree_mb` (the peak of the
     tree's summed PSS) and `peak_tree_rss_mb` (of its summed RSS). Raises RuntimeError naming
-    `what` if the command fails.
+    `what` if the command fails, TimeoutError (the tree killed) once it has run `timeout`
+    seconds.
     """
     import psutil
 
@@ -170,6 +182,14 @@ def run_sampled(command: list[str], *, what: str) -> tuple[str, dict]:
             total_rss += info.rss
         peak = max(peak, total)
         peak_rss = max(peak_rss, total_rss)
+        if timeout is not None and time.perf_counter() - start > timeout:
+            for member in reversed(members):
+                try:
+                    member.kill()
+                except psutil.NoSuchProcess:
+                    pass
+            child.communicate()
+            raise TimeoutError(f"{what} stopped after {timeout:g} s")
         time.sleep(SAMPLE_INTERVAL)
     out, err = child.communicate()
     if child.returncode != 0:
