@@ -84,6 +84,24 @@ ANCHOR_TIMEOUT_S = 3600
 ENCODERS = ("ours", "tiktoken")
 
 
+def public_command(argv: Sequence[str]) -> str:
+    """The command as the report shows it: where corpora and reports go is left out (it
+    changes no number, and names a machine's directories).
+
+    >>> public_command(["--corpora", "owt", "--corpus-dir", "/scratch", "--out-dir=/tmp/r"])
+    'python scripts/bench_full_size.py --corpora owt'
+    """
+    kept, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in ("--corpus-dir", "--out-dir"):
+            skip = True
+        elif not arg.startswith(("--corpus-dir=", "--out-dir=")):
+            kept.append(arg)
+    return " ".join(["python scripts/bench_full_size.py", *kept])
+
+
 def remake_command(spec: dict, meta: dict) -> str:
     """The command that rebuilds the corpus byte for byte."""
     return (
@@ -92,8 +110,9 @@ def remake_command(spec: dict, meta: dict) -> str:
     )
 
 
-def train_ours(path: Path, spec: dict, exp: Path) -> dict:
-    """`bpe-train trainer=compiled` on the corpus with a user's defaults; what it measured."""
+def train_ours(path: Path, spec: dict, exp: Path) -> tuple[dict, Path]:
+    """`bpe-train trainer=compiled` on the corpus with a user's defaults: what it measured,
+    and its run directory (a temporary one: not recorded)."""
     command = [
         sys.executable,
         "-m",
@@ -129,8 +148,7 @@ def train_ours(path: Path, spec: dict, exp: Path) -> dict:
         "pretokens": metrics["counts"]["pretokens"],
         "workers": metrics["counts"]["workers"],
         "analysis_md": (run_dir / "ANALYSIS.md").is_file(),
-        "run_dir": str(run_dir),
-    }
+    }, run_dir
 
 
 def train_anchor(
@@ -202,11 +220,11 @@ def measure_corpus(name: str, spec: dict, *, corpus_dir: Path, work: Path, args,
         "documents": meta.get("documents"),
         "remake": remake_command(spec, meta),
     }
-    entry["ours"] = train_ours(path, spec, work / f"exp_{name}")
+    entry["ours"], run_dir = train_ours(path, spec, work / f"exp_{name}")
     save(entry)
     if not args.skip_encode:
         outs = {b: work / f"{name}_{b}.npy" for b in ENCODERS}
-        entry["encode"] = [encode(path, entry["ours"]["run_dir"], b, outs[b]) for b in ENCODERS]
+        entry["encode"] = [encode(path, str(run_dir), b, outs[b]) for b in ENCODERS]
         entry["encode_ids_equal"] = same_ids(outs["ours"], outs["tiktoken"])
         if not args.keep:
             for out in outs.values():
@@ -427,9 +445,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     results_path = args.out_dir / REPORT_NAME / "results.json"
     if not args.report_only:
         specs = QUICK if args.quick else {k: CORPORA[k] for k in (args.corpora or CORPORA)}
-        command = "python scripts/bench_full_size.py" + "".join(
-            f" {a}" for a in (sys.argv[1:] if argv is None else argv)
-        )
+        command = public_command(sys.argv[1:] if argv is None else argv)
         results = {"command": command, "machine": bench_scale.machine(), "corpora": []}
         if results_path.is_file() and not args.quick:  # keep corpora measured by earlier calls
             earlier = json.loads(results_path.read_text("utf-8"))

@@ -232,3 +232,47 @@ def test_a_published_report_is_its_json_rendered(name):
         f"reports/{name}.md differs from its results.json: remake it with "
         f"`python scripts/bench_scale.py --report-only --name {name}`"
     )
+
+
+full = _load("bench_full_size")
+
+
+def test_the_full_size_report_is_its_json_rendered():
+    """reports/full_size.md is exactly what its results.json renders to, and holds both
+    full-size corpora, each run by bpe-train to its vocab with ANALYSIS.md written."""
+    results = json.loads((ROOT / "reports" / "full_size" / "results.json").read_text("utf-8"))
+    text = (ROOT / "reports" / "full_size.md").read_text(encoding="utf-8")
+    assert text == full.render_markdown(results), (
+        "reports/full_size.md differs from its results.json: remake it with "
+        "`python scripts/bench_full_size.py --report-only`"
+    )
+    by = {c["name"]: c for c in results["corpora"]}
+    assert set(by) == {"owt", "tinystories"}
+    for name, spec in full.CORPORA.items():
+        ours = by[name]["ours"]
+        assert by[name]["bytes"] >= int(spec["size"]) and by[name]["remake"]
+        assert ours["merges"] == spec["vocab_size"] - 257 and ours["analysis_md"]
+        assert set(ours["cpu_timings"]) == set(ours["timings"])
+
+
+@pytest.mark.slow
+def test_the_full_size_benchmark_measures_every_step_on_a_small_corpus(tmp_path):
+    """`bench_full_size.py --quick`: bpe-train, both encoders with equal ids, every installed
+    anchor with our merge count, and the report from the JSON; the corpus deleted after."""
+    out_dir, corpus_dir = tmp_path / "reports", tmp_path / "corpora"
+    command = [sys.executable, str(SCRIPTS / "bench_full_size.py"), "--quick"]
+    command += ["--out-dir", str(out_dir), "--corpus-dir", str(corpus_dir)]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads((out_dir / "full_size" / "results.json").read_text("utf-8"))
+    (entry,) = results["corpora"]
+    assert entry["ours"]["merges"] == 1000 - 257 and entry["ours"]["analysis_md"]
+    assert entry["ours"]["training_cpu_s"] > 0 and entry["ours"]["peak_tree_mb"] > 0
+    assert [e["backend"] for e in entry["encode"]] == ["ours", "tiktoken"]
+    assert entry["encode_ids_equal"] is True
+    anchors = [s for s in bench.available_systems() if s in bench.ANCHORS]
+    assert [a["impl"] for a in entry["anchors"]] == anchors
+    assert all(a["merges_equal_ours"] for a in entry["anchors"])
+    assert not list(corpus_dir.glob("*.txt"))  # deleted after measuring
+    text = (out_dir / "full_size.md").read_text("utf-8")
+    assert text == full.render_markdown(results) and "## Encoding the corpus" in text

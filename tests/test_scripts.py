@@ -50,6 +50,12 @@ SMALLEST: dict[str, Smallest] = {
         runs=(("--quick",),),
         prints=("| TinyStories | 0.30 |", "| OWT | 0.30 |", "| tiktoken GPT-2 | - |"),
     ),
+    "bench_full_size.py": Smallest(
+        covered_by=(
+            "tests/test_scale_bench.py::"
+            "test_the_full_size_benchmark_measures_every_step_on_a_small_corpus",
+        ),
+    ),
     "bench_pretokenize.py": Smallest(
         runs=(("--smoke",),), prints=("| regex |", "| compiled |", "compiled / regex:")
     ),
