@@ -93,3 +93,27 @@ def test_every_stage_records_its_cpu_time_workers_included(tmp_path):
     assert set(result.cpu_timings) == set(result.timings) >= {"pretokenize", "merge"}
     assert result.pretokenized.num_workers == 2
     assert result.cpu_timings["pretokenize"] > parent_cpu
+
+
+def test_a_real_run_counts_its_forkserver_workers_cpu(tmp_path):
+    """`bpe-train` starts stage 1's workers from a forkserver (not children of the run's
+    process): their CPU time still counts in stage 1's, at least most of what counting the
+    same text in one process costs."""
+    import json
+    import resource
+
+    from bpe.pretokenize import pretokenize
+    from bpe.runs import layout, schema
+    from tests.conftest import train_run
+
+    corpus = tmp_path / "six.txt"
+    corpus.write_bytes((DATA / "tinystories_sample.txt").read_bytes() * 6)
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    pretokenize(corpus, [EOT], num_workers=1)
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    in_process = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    run = train_run(tmp_path / "exp", f"dataset.path={corpus}", "vocab_size=300", "cache=false")
+    metrics = json.loads((run / layout.METRICS_FILE).read_text("utf-8"))
+    assert schema.get(metrics, schema.WORKERS) == 2
+    assert schema.get(metrics, schema.START_METHOD) == "forkserver"
+    assert schema.get(metrics, schema.CPU_SECONDS_OF, stage="pretokenize") > 0.7 * in_process

@@ -1,8 +1,8 @@
 """Wall and CPU time per stage: what a stage took, and how much of the machine it used.
 
 `cpu_seconds()` is the CPU time (user + system) of this process, all its threads (Numba's,
-the tokenizers'), and every child process that has ended and been waited for (a stage's pool
-of workers, once it is closed). `StageTimes` is a dict of wall seconds by stage, as training
+the tokenizers'), and of every pool worker it has stopped (`bpe.util.pool`'s workers report
+their own CPU time as they stop). `StageTimes` is a dict of wall seconds by stage, as training
 has always recorded them, that also keeps each stage's CPU seconds in `cpu`: over wall time,
 that says how many cores the stage kept busy (2.0: both of a 2-core machine).
 
@@ -12,8 +12,9 @@ that says how many cores the stage kept busy (2.0: both of a 2-core machine).
     >>> sorted(times), sorted(times.cpu), times.cpu["merge"] >= 0
     (['merge'], ['merge'], True)
 
-What it does not do: count a child that is still running (its time arrives when it is waited
-for), or time anything by itself (the caller names the stages).
+What it does not do: count a worker still running (its time arrives when it stops), a process
+outside `bpe.util.pool` (a Dask cluster's workers, the memory watcher), or time anything by
+itself (the caller names the stages).
 """
 
 from __future__ import annotations
@@ -23,12 +24,31 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+#: CPU seconds that pool workers reported as they stopped (`add_worker_cpu`), in total.
+_WORKERS = [0.0]
+
 
 def cpu_seconds() -> float:
-    """CPU seconds of this process (every thread) and of its waited-for children."""
+    """CPU seconds of this process (every thread) and of the pool workers it has stopped.
+
+    Workers report their own CPU time as they stop (`bpe.util.pool`), whatever started them:
+    a forkserver's workers are not this process's children, so the kernel's count of waited-for
+    children (`RUSAGE_CHILDREN`) would miss them (it missed 90% of stage 1 under the run
+    harness, which starts workers from a forkserver).
+    """
     own = resource.getrusage(resource.RUSAGE_SELF)
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+    return own.ru_utime + own.ru_stime + _WORKERS[0]
+
+
+def own_cpu_seconds() -> float:
+    """CPU seconds of this process alone, all its threads (what a worker reports)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return own.ru_utime + own.ru_stime
+
+
+def add_worker_cpu(seconds: float) -> None:
+    """Count a stopped worker's CPU seconds in `cpu_seconds` from now on."""
+    _WORKERS[0] += seconds
 
 
 class StageTimes(dict):

@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from bpe.util.cputime import add_worker_cpu, own_cpu_seconds
 from bpe.util.workers import WorkerPlan
 
 logger = logging.getLogger(__name__)
@@ -75,7 +76,8 @@ def _worker_main(conn, fn: Callable[[Any, Chunk], Any], context: Any) -> None:
             chunk = conn.recv()
         except EOFError:  # the parent is gone
             return
-        if chunk is None:
+        if chunk is None:  # stop: say what this worker cost (`bpe.util.cputime`)
+            conn.send(("cpu", -1, own_cpu_seconds()))
             return
         _name_this_process(f"bpe-chunk-{chunk.index}")
         try:
@@ -179,6 +181,8 @@ class _Workers:
                     conn.send(None)
                 except (OSError, ValueError):
                     pass
+        if graceful:
+            _collect_cpu_of(self.conns)
         for proc in self.procs:
             if graceful:
                 proc.join(timeout=2)
@@ -191,6 +195,20 @@ class _Workers:
                 proc.join()
         for conn in self.conns:
             conn.close()
+
+
+def _collect_cpu_of(conns: Sequence) -> None:
+    """Add the CPU seconds each stopping worker reports to `bpe.util.cputime` (a worker that
+    says nothing within 2 s, or died, adds nothing)."""
+    for conn in conns:
+        try:
+            while conn.poll(2):  # results nobody read may come first
+                kind, _, value = conn.recv()
+                if kind == "cpu":
+                    add_worker_cpu(value)
+                    break
+        except (OSError, EOFError, ValueError):
+            continue
 
 
 def map_chunks(
