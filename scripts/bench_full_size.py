@@ -207,8 +207,15 @@ def same_ids(a: Path, b: Path, *, block: int = 1 << 26) -> bool:
     return all(np.array_equal(x[i : i + block], y[i : i + block]) for i in range(0, len(x), block))
 
 
-def measure_corpus(name: str, spec: dict, *, corpus_dir: Path, work: Path, args, save) -> dict:
-    """Every measurement of one corpus, saved after each step through `save(entry)`."""
+STEPS = ("ours", "encode", "anchors")
+
+
+def measure_corpus(
+    name: str, spec: dict, *, corpus_dir: Path, work: Path, args, save, previous: dict | None
+) -> dict:
+    """Every measurement of one corpus (the `args.only` steps, the rest kept from `previous`:
+    encoding and the anchors need our run, so `ours` always runs), saved after each step
+    through `save(entry)`."""
     meta = bench_scale.ensure_corpus(
         spec["size"], corpus_dir=corpus_dir, seed=0, source=spec["source"], novelty=spec["novelty"]
     )
@@ -221,8 +228,17 @@ def measure_corpus(name: str, spec: dict, *, corpus_dir: Path, work: Path, args,
         "remake": remake_command(spec, meta),
     }
     entry["ours"], run_dir = train_ours(path, spec, work / f"exp_{name}")
+    only = set(args.only or STEPS)
+    only -= {
+        step
+        for step, skip in (("encode", args.skip_encode), ("anchors", args.skip_anchors))
+        if skip
+    }
+    for step in ("encode", "encode_ids_equal", "anchors"):
+        if step.split("_")[0] not in only and previous and step in previous:
+            entry[step] = previous[step]
     save(entry)
-    if not args.skip_encode:
+    if "encode" in only:
         outs = {b: work / f"{name}_{b}.npy" for b in ENCODERS}
         entry["encode"] = [encode(path, str(run_dir), b, outs[b]) for b in ENCODERS]
         entry["encode_ids_equal"] = same_ids(outs["ours"], outs["tiktoken"])
@@ -230,7 +246,7 @@ def measure_corpus(name: str, spec: dict, *, corpus_dir: Path, work: Path, args,
             for out in outs.values():
                 out.unlink(missing_ok=True)
         save(entry)
-    if not args.skip_anchors:  # last: each may take up to an hour
+    if "anchors" in only:  # last: each may take up to an hour
         entry["anchors"] = []
         for impl in [s for s in bench_scale.available_systems() if s in bench_scale.ANCHORS]:
             merges = entry["ours"]["merges"]
@@ -434,6 +450,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpora", nargs="+", choices=sorted(CORPORA), default=None)
     parser.add_argument("--quick", action="store_true", help="a 4 MiB corpus: plumbing check")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=STEPS,
+        help="measure these steps again, keep the others from results.json (ours always runs)",
+    )
     parser.add_argument("--skip-anchors", action="store_true")
     parser.add_argument("--skip-encode", action="store_true")
     parser.add_argument("--keep", action="store_true", help="keep the corpora and the arrays")
@@ -447,9 +469,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         specs = QUICK if args.quick else {k: CORPORA[k] for k in (args.corpora or CORPORA)}
         command = public_command(sys.argv[1:] if argv is None else argv)
         results = {"command": command, "machine": bench_scale.machine(), "corpora": []}
+        earlier = {}
         if results_path.is_file() and not args.quick:  # keep corpora measured by earlier calls
-            earlier = json.loads(results_path.read_text("utf-8"))
-            results["corpora"] = [c for c in earlier["corpora"] if c["name"] not in specs]
+            earlier = {c["name"]: c for c in json.loads(results_path.read_text("utf-8"))["corpora"]}
+            results["corpora"] = [c for n, c in earlier.items() if n not in specs]
 
         def save(entry: dict) -> None:
             done = [c for c in results["corpora"] if c["name"] != entry["name"]]
@@ -461,7 +484,13 @@ def main(argv: Sequence[str] | None = None) -> None:
             for name, spec in specs.items():
                 t0 = time.perf_counter()
                 measure_corpus(
-                    name, spec, corpus_dir=args.corpus_dir, work=Path(tmp), args=args, save=save
+                    name,
+                    spec,
+                    corpus_dir=args.corpus_dir,
+                    work=Path(tmp),
+                    args=args,
+                    save=save,
+                    previous=earlier.get(name),
                 )
                 print(f"{name}: measured in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     if not results_path.is_file():

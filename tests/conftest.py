@@ -183,3 +183,31 @@ def train_run(experiments_dir: Path, *overrides: str, timeout: int = 900) -> Pat
     from bpe.runs.layout import LATEST
 
     return (experiments_dir / LATEST).resolve()
+
+
+def train_refused(experiments_dir: Path, *overrides: str, timeout: int = 300) -> str:
+    """A `bpe-train` that must fail (a bad setting): asserts a nonzero exit and returns what
+    it printed (stdout and stderr), for the test to find the message it expects."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "bpe.cli.train", *overrides, f"experiments_dir={experiments_dir}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert proc.returncode != 0, f"bpe-train {' '.join(overrides)} did not fail"
+    return proc.stderr + proc.stdout
+
+
+def script_run(script: str, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    """`python scripts/<script> ARGS` from the repository, as a user runs it; asserts it
+    succeeded (failing with its stderr)."""
+    proc = subprocess.run(
+        [sys.executable, f"scripts/{script}", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc

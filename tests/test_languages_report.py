@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -16,7 +14,7 @@ from bpe.analysis.languages_report import (
     render_from_json,
     render_languages,
 )
-from tests.conftest import ROOT
+from tests.conftest import ROOT, script_run
 
 GOLDEN = ROOT / "tests" / "golden" / "reports" / "languages.md"
 PUBLISHED = ROOT / "reports" / "languages.md"
@@ -70,22 +68,9 @@ def test_the_languages_report_comes_from_a_real_sweep(tmp_path):
     """`scripts/make_languages_report.py --quick`: a real sweep of plain and parity-aware BPE
     on FLORES-200 dev, the report with every row, GPT-2 beside them and every claim."""
     out, exp = tmp_path / "reports", tmp_path / "exp"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "scripts/make_languages_report.py",
-            "--quick",
-            "--out",
-            str(out),
-            "--experiments-dir",
-            str(exp),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=900,
+    script_run(
+        "make_languages_report.py", "--quick", "--out", str(out), "--experiments-dir", str(exp)
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
     text = (out / "languages.md").read_text("utf-8")
     assert text == render_from_json(out / "languages.json")
     runs = gather_languages(next((exp / "sweeps").iterdir()))

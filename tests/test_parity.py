@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
-import sys
 from collections import Counter
 
 import pytest
@@ -31,7 +29,7 @@ from bpe.trainers.variants import SUPPORTED_TRAINERS, Variant
 from bpe.training import train_bpe_detailed
 from bpe.training.parity import by_language, language_of
 from tests.complexity import assert_linear
-from tests.conftest import EOT, ROOT, missing_keys, train_run
+from tests.conftest import EOT, ROOT, missing_keys, train_refused, train_run
 
 FLORES_DEV = ROOT / "bpe" / "data" / "flores200" / "dev"
 
@@ -307,20 +305,5 @@ def test_a_real_run_round_trips_any_text_and_exports_like_a_plain_run(parity_run
 
 
 def test_the_command_line_refuses_parity_on_the_compiled_trainer(tmp_path):
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bpe.cli.train",
-            "dataset=flores_dev",
-            "variant=parity",
-            "trainer=compiled",
-            f"experiments_dir={tmp_path}",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode != 0
-    assert "naive and heap trainers only" in proc.stderr + proc.stdout
+    out = train_refused(tmp_path, "dataset=flores_dev", "variant=parity", "trainer=compiled")
+    assert "naive and heap trainers only" in out

@@ -260,30 +260,14 @@ def test_the_segmentation_report_comes_from_a_real_sweep(tmp_path):
     """`scripts/make_segmentation_report.py --quick`: a real sweep (plain and length-limited),
     a pruned copy of the plain run, the report with every row and every claim; the loader's
     long form groups the runs by segmentation."""
-    import subprocess
-    import sys
-
     from bpe.analysis.loader import segmentation_rows
-    from tests.conftest import ROOT
+    from tests.conftest import script_run
 
     out = tmp_path / "reports"
     exp = tmp_path / "exp"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "scripts/make_segmentation_report.py",
-            "--quick",
-            "--out",
-            str(out),
-            "--experiments-dir",
-            str(exp),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=900,
+    script_run(
+        "make_segmentation_report.py", "--quick", "--out", str(out), "--experiments-dir", str(exp)
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
     text = (out / "segmentation.md").read_text("utf-8")
     for label in ("plain BPE, `merges`", "plain BPE, `fewest`", "`max_token_length=8`"):
         assert label in text
