@@ -82,6 +82,9 @@ QUICK = {
 #: An anchor that takes longer than this is stopped and recorded as such.
 ANCHOR_TIMEOUT_S = 3600
 ENCODERS = ("ours", "tiktoken")
+#: The anchors in the order they run: the fastest first, so a session that must stop early
+#: has measured the most.
+ANCHOR_ORDER = ("rustbpe", "bpeasy", "hf")
 
 
 def public_command(argv: Sequence[str]) -> str:
@@ -214,8 +217,8 @@ def measure_corpus(
     name: str, spec: dict, *, corpus_dir: Path, work: Path, args, save, previous: dict | None
 ) -> dict:
     """Every measurement of one corpus (the `args.only` steps, the rest kept from `previous`:
-    encoding and the anchors need our run, so `ours` always runs), saved after each step
-    through `save(entry)`."""
+    encoding needs our run, so `ours` runs unless only the anchors are asked for), saved after
+    each step through `save(entry)`."""
     meta = bench_scale.ensure_corpus(
         spec["size"], corpus_dir=corpus_dir, seed=0, source=spec["source"], novelty=spec["novelty"]
     )
@@ -227,13 +230,13 @@ def measure_corpus(
         "documents": meta.get("documents"),
         "remake": remake_command(spec, meta),
     }
-    entry["ours"], run_dir = train_ours(path, spec, work / f"exp_{name}")
     only = set(args.only or STEPS)
-    only -= {
-        step
-        for step, skip in (("encode", args.skip_encode), ("anchors", args.skip_anchors))
-        if skip
-    }
+    skipped = (("encode", args.skip_encode), ("anchors", args.skip_anchors))
+    only -= {step for step, skip in skipped if skip}
+    if only == {"anchors"} and previous and "ours" in previous:
+        entry["ours"], run_dir = previous["ours"], None  # the anchors need only its merges
+    else:
+        entry["ours"], run_dir = train_ours(path, spec, work / f"exp_{name}")
     for step in ("encode", "encode_ids_equal", "anchors"):
         if step.split("_")[0] not in only and previous and step in previous:
             entry[step] = previous[step]
@@ -248,7 +251,8 @@ def measure_corpus(
         save(entry)
     if "anchors" in only:  # last: each may take up to an hour
         entry["anchors"] = []
-        for impl in [s for s in bench_scale.available_systems() if s in bench_scale.ANCHORS]:
+        installed = set(bench_scale.available_systems())
+        for impl in [s for s in ANCHOR_ORDER if s in installed]:
             merges = entry["ours"]["merges"]
             entry["anchors"].append(
                 train_anchor(impl, path, spec, merges, timeout=args.anchor_timeout)
@@ -454,7 +458,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--only",
         nargs="+",
         choices=STEPS,
-        help="measure these steps again, keep the others from results.json (ours always runs)",
+        help="measure these steps again, keep the others from results.json (ours runs "
+        "unless only the anchors are asked for)",
     )
     parser.add_argument("--skip-anchors", action="store_true")
     parser.add_argument("--skip-encode", action="store_true")

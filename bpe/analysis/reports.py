@@ -58,6 +58,9 @@ SCRIPT_REPORTS = {
     "(`scripts/make_languages_report.py`).",
     "scale.md": "Time and memory of ours against Hugging Face `tokenizers` as the corpus grows, "
     "with projections to the full datasets (`scripts/bench_scale.py`).",
+    "full_size.md": "bpe-train end to end at OpenWebText's and TinyStories' full sizes: each "
+    "stage's wall and CPU time, peak memory, the Rust anchors on the same files, encoding "
+    "ours against tiktoken (`scripts/bench_full_size.py`).",
     "anchors.md": "heap and compiled against the Rust trainers (HF `tokenizers`, rustbpe, "
     "bpeasy) at 16 and 64 MiB (`scripts/bench_scale.py --name anchors`).",
 }
