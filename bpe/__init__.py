@@ -55,6 +55,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .merging                  BPE of one pretoken: the list scan and the linked list
       .linked                   a pretoken's tokens as a linked list: merge, split, in order
       .segmentation             other cuts of a pretoken: the longest token first, the fewest tokens
+      .compiled_segments        those cuts of a batch of pretokens, Numba-compiled (a trie)
       .cold_path                the pretoken cache, and which misses the compiled kernel merges
       .streaming                encode_iterable: a stream of text encoded in bounded memory
       .dropout                  BPE-dropout: merging with candidates skipped at random

@@ -36,8 +36,9 @@ its sidecar, and for the tiktoken backend building the Encoding and its check of
 chunk against the python encoder (about 0.4 s).
 
 A third table times the segmentation methods (`Tokenizer.encode(segmentation=...)`: merges,
-longest_prefix, fewest) cold and warm on each sample with GPT-2's vocab, the tokens each gives,
-and tiktoken's speed beside them.
+longest_prefix, fewest) cold and warm on each sample with GPT-2's vocab, on the python and the
+compiled cold path, the tokens each gives, each method's cold speed over its path's merges', and
+tiktoken's speed beside them.
 
 It asserts nothing about speed: it prints Markdown tables to paste into a note. Usage:
 
@@ -258,43 +259,54 @@ def bench_backends(
 
 def bench_segmentations(repeats: int, limit: int | None = None) -> list[dict]:
     """Each segmentation method (`Tokenizer.encode(segmentation=...)`) on each sample with
-    GPT-2's vocab, python cold path: cold (a fresh tokenizer, empty caches) and warm MB/s, and
-    the tokens each method gives; tiktoken's MB/s beside them, in the same run."""
+    GPT-2's vocab, on each cold path (`merge_backend` "python", and "compiled" when Numba is
+    installed): cold (a fresh tokenizer, empty caches, Numba's machine code already loaded in
+    this process by a first untimed call) and warm MB/s, and the tokens each method gives;
+    tiktoken's MB/s beside them, in the same run."""
     from bpe import Tokenizer
     from bpe.measures import GPT2_DIR, tiktoken_gpt2_encoding
+    from bpe.tokenizer.cold_path import numba_installed
     from bpe.tokenizer.segmentation import SEGMENTATIONS
 
     vocab_path, merges_path = GPT2_DIR / "vocab.json", GPT2_DIR / "merges.txt"
     enc = tiktoken_gpt2_encoding()
+    backends = ("python", "compiled") if numba_installed() else ("python",)
+    paths = [(b, m) for b in backends for m in SEGMENTATIONS]
+    for backend, method in paths[len(SEGMENTATIONS) :]:  # load each kernel once, untimed
+        tok = Tokenizer.from_files(vocab_path, merges_path, [EOT], merge_backend=backend)
+        tok.encode("warm the kernel up " * 64, segmentation=method)
     rows = []
     for name, filename in SAMPLES.items():
         text = sample_text(filename, limit)
         num_bytes = len(text.encode("utf-8"))
-        cold = dict.fromkeys(SEGMENTATIONS, float("inf"))
-        warm = dict.fromkeys(SEGMENTATIONS, float("inf"))
+        cold = dict.fromkeys(paths, float("inf"))
+        warm = dict.fromkeys(paths, float("inf"))
         tokens = {}
         tik = float("inf")
-        for _ in range(repeats):  # interleaved, so a burst of load hits every method alike
-            for method in SEGMENTATIONS:
-                tok = Tokenizer.from_files(vocab_path, merges_path, [EOT], merge_backend="python")
+        for _ in range(repeats):  # interleaved, so a burst of load hits every path alike
+            for backend, method in paths:
+                tok = Tokenizer.from_files(vocab_path, merges_path, [EOT], merge_backend=backend)
                 t0 = _clock()
                 tokens[method] = len(tok.encode(text, segmentation=method))
                 t1 = _clock()
                 tok.encode(text, segmentation=method)
                 t2 = _clock()
-                cold[method], warm[method] = min(cold[method], t1 - t0), min(warm[method], t2 - t1)
+                path = (backend, method)
+                cold[path], warm[path] = min(cold[path], t1 - t0), min(warm[path], t2 - t1)
             t0 = _clock()
             enc.encode(text, allowed_special={EOT})
             tik = min(tik, _clock() - t0)
-        for method in SEGMENTATIONS:
+        for backend, method in paths:
             rows.append(
                 {
                     "sample": name,
+                    "backend": backend,
                     "method": method,
                     "tokens": tokens[method],
                     "vs_merges": tokens[method] / tokens["merges"],
-                    "cold": num_bytes / cold[method],
-                    "warm": num_bytes / warm[method],
+                    "cold": num_bytes / cold[(backend, method)],
+                    "warm": num_bytes / warm[(backend, method)],
+                    "vs_own_merges": cold[(backend, "merges")] / cold[(backend, method)],
                     "tiktoken": num_bytes / tik,
                 }
             )
@@ -371,15 +383,17 @@ def main(argv: list[str] | None = None) -> int:
     for r in backends:
         print(f"| {r['encoder']} | {r['backend_used']} | {r['mb_s']:.1f} | {r['same_ids']} |")
     print()
-    print("Segmentation methods (GPT-2's vocab, python cold path, one thread):")
+    print("Segmentation methods (GPT-2's vocab, each cold path, one thread):")
     print()
-    heads = ["sample", "segmentation", "tokens", "tokens / merges'", "cold MB/s", "warm MB/s"]
-    print("| " + " | ".join([*heads, "cold / tiktoken"]) + " |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    heads = ["sample", "cold path", "segmentation", "tokens", "tokens / merges'", "cold MB/s"]
+    heads += ["warm MB/s", "cold / its merges'", "cold / tiktoken"]
+    print("| " + " | ".join(heads) + " |")
+    print("| " + " | ".join(["---"] * len(heads)) + " |")
     for r in bench_segmentations(max(1, args.repeats), limit):
         print(
-            f"| {r['sample']} | {r['method']} | {r['tokens']} | {r['vs_merges']:.4f} "
-            f"| {r['cold'] / mb:.2f} | {r['warm'] / mb:.1f} | {r['cold'] / r['tiktoken']:.2f} |"
+            f"| {r['sample']} | {r['backend']} | {r['method']} | {r['tokens']} "
+            f"| {r['vs_merges']:.4f} | {r['cold'] / mb:.2f} | {r['warm'] / mb:.1f} "
+            f"| {r['vs_own_merges']:.2f} | {r['cold'] / r['tiktoken']:.2f} |"
         )
     ok = all(r["same_as_tiktoken"] for r in rows) and backends[0]["same_ids"]
     return 0 if ok else 1

@@ -289,3 +289,56 @@ def test_a_vocab_of_one_repeated_string_is_refused_with_the_reason():
     with pytest.raises(ValueError, match="a token of 2000 bytes"):
         tok.encode("aaaa", segmentation="fewest")
     assert tok.encode("aaaa") == [257, 257]
+
+
+# ---------------------------------------------------------------------------------------------
+# The compiled kernel (`bpe.tokenizer.compiled_segments`): the reference's ids, in linear time
+# ---------------------------------------------------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    extra=st.lists(st.binary(min_size=2, max_size=5), max_size=30),
+    pretokens=st.lists(st.text(alphabet="abcé\\u4e2d \\n", max_size=40), max_size=20),
+)
+def test_the_kernel_cuts_as_the_reference(extra, pretokens):
+    """Random vocabs (duplicate bytes under two ids included) and pretokens: the kernel's
+    ids equal `Segmenter`'s for both methods."""
+    pytest.importorskip("numba")
+    from bpe.tokenizer.compiled_segments import build_trie, segment_pretokens
+
+    vocab = BYTES | {256 + k: t for k, t in enumerate(extra)}
+    seg = Segmenter(vocab)
+    trie = build_trie(vocab)
+    for method in ("longest_prefix", "fewest"):
+        want = [seg.method(method)(p.encode("utf-8")) for p in pretokens]
+        assert segment_pretokens(trie, pretokens, method) == want, method
+
+
+@pytest.mark.parametrize("name", ["tinystories_sample.txt", "owt_sample.txt"])
+def test_the_compiled_path_gives_the_python_paths_ids(name):
+    """`merge_backend="compiled"` cuts each sample (and random Unicode) as "python" does."""
+    pytest.importorskip("numba")
+    text = (DATA / name).read_text("utf-8")[:300_000]
+    text += "".join(map(chr, range(32, 20000, 37))) + " naïve 🙂 <|endoftext|> \x00"
+    python = Tokenizer.from_pretrained(GPT2_DIR, merge_backend="python")
+    compiled = Tokenizer.from_pretrained(GPT2_DIR, merge_backend="compiled")
+    for method in ("longest_prefix", "fewest"):
+        ids = compiled.encode(text, segmentation=method)
+        assert ids == python.encode(text, segmentation=method), method
+        assert compiled.decode(ids) == text
+
+
+@pytest.mark.parametrize(("method", "size"), [("longest_prefix", 4_000_000), ("fewest", 2_000_000)])
+def test_a_long_pretoken_costs_linear_time_in_the_kernel(gpt2, method, size):
+    pytest.importorskip("numba")
+    from bpe.tokenizer.compiled_segments import build_trie, segment_pretokens
+
+    trie = build_trie({i: t for i, t in gpt2.vocab.items() if i != 50256})
+    unit = "abcdefghij"
+    segment_pretokens(trie, [unit], method)  # load the machine code before timing
+
+    def work(size: int) -> None:
+        segment_pretokens(trie, [unit * (size // len(unit))], method)
+
+    assert_linear(work, size, what=f"compiled {method} on one pretoken of n bytes")

@@ -144,8 +144,9 @@ class Tokenizer(StreamingEncoder):
             self._ranks.setdefault((self._id_of[a], self._id_of[b]), len(self._merged))
             self._merged.append(self._id_of[a + b])
         self._cache = PretokenCache(self._bpe, cache_size)
+        special_ids = set(self.special_tokens.values())
         self._segmentations = Segmentations(
-            self.vocab, set(self.special_tokens.values()), self._utf8, cache_size
+            self.vocab, special_ids, self._utf8, cache_size, merge_backend
         )
         # how the pretokens the cache lacks are merged: in Python, or a batch in the kernel
         self._cold = ColdPath(

@@ -31,6 +31,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
+from bpe.tokenizer.cold_path import AUTO_LOAD_AFTER, AUTO_MIN_BATCH, NO_NUMBA, numba_installed
+
 #: The ways `Tokenizer.encode` may cut a pretoken (`"merges"` is BPE's own).
 SEGMENTATIONS = ("merges", "longest_prefix", "fewest")
 #: The longest token the two other methods take (GPT-2's longest is 128 bytes). A walk looks
@@ -141,20 +143,33 @@ class Segmenter:
 class SegmentedPretokens:
     """`pretoken_ids(pretokens)` for `Tokenizer.encode`: each pretoken cut by one method, with
     a cache of the pretokens seen (cleared when it holds `cache_size`), as the merges' cache.
+    With a `kernel`, the pretokens a call's list lacks in the cache are cut in one call of the
+    compiled kernel when it says so (`SegmentKernel.wants`); the same ids either way.
 
     Args:
         cut: the method (`Segmenter.longest_prefix` or `Segmenter.fewest`).
         utf8: a pretoken's UTF-8 bytes (raises a clear error on a lone surrogate).
         cache_size: the most pretokens kept.
+        kernel: the compiled method, or None (Python only).
     """
 
     def __init__(
-        self, cut: Callable[[bytes], list[int]], utf8: Callable[[str], bytes], cache_size: int
+        self,
+        cut: Callable[[bytes], list[int]],
+        utf8: Callable[[str], bytes],
+        cache_size: int,
+        kernel: SegmentKernel | None = None,
     ) -> None:
         self._cut, self._utf8, self._cache_size = cut, utf8, cache_size
+        self._kernel = kernel
         self._cache: dict[str, list[int]] = {}
 
     def pretoken_ids(self, pretokens: Iterable[str]) -> list[int]:
+        if self._kernel is not None:
+            pretokens = list(pretokens)
+            found = self._by_kernel(pretokens)
+            if found is not None:
+                return found
         ids: list[int] = []
         cache = self._cache
         for pretoken in pretokens:
@@ -165,6 +180,67 @@ class SegmentedPretokens:
                 found = cache[pretoken] = self._cut(self._utf8(pretoken))
             ids.extend(found)
         return ids
+
+    def _by_kernel(self, pretokens: list[str]) -> list[int] | None:
+        """The ids with the cold pretokens cut by the kernel; None where it is not used (too few
+        cold pretokens, no Numba under "auto", a lone surrogate the Python path names)."""
+        cache = self._cache
+        cold = [p for p in dict.fromkeys(pretokens) if p not in cache]
+        if not cold or self._kernel is None or not self._kernel.wants(len(cold)):
+            return None
+        try:
+            cut = self._kernel.cut(cold)
+        except UnicodeEncodeError:
+            return None
+        if cut is None:
+            return None
+        table = dict(zip(cold, cut, strict=True))
+        ids: list[int] = []
+        for pretoken in pretokens:
+            found = table.get(pretoken)
+            ids.extend(cache[pretoken] if found is None else found)
+        if len(cache) + len(table) > self._cache_size:
+            cache.clear()
+        if len(table) <= self._cache_size:
+            cache.update(table)
+        return ids
+
+
+class SegmentKernel:
+    """One method of one vocabulary in the compiled kernel (`bpe.tokenizer.compiled_segments`),
+    and when to use it: always with merge_backend "compiled", never with "python", and with
+    "auto" once enough cold pretokens have been met to repay loading Numba (the merges' rule,
+    `bpe.tokenizer.cold_path`).
+    """
+
+    def __init__(self, method: str, ordinary: Callable[[], Mapping[int, bytes]], backend: str):
+        self._method, self._ordinary, self._backend = method, ordinary, backend
+        self._cold_seen = 0
+        self._trie = None
+
+    def wants(self, num_cold: int) -> bool:
+        """Whether a list with num_cold cold pretokens goes to the kernel."""
+        if self._backend == "python":
+            return False
+        if self._backend == "compiled":
+            return True
+        if self._trie is None:
+            self._cold_seen += num_cold
+            return self._cold_seen >= AUTO_LOAD_AFTER and num_cold >= AUTO_MIN_BATCH
+        return num_cold >= AUTO_MIN_BATCH
+
+    def cut(self, pretokens: list[str]) -> list[list[int]] | None:
+        """The kernel's ids of the pretokens; None if "auto" cannot load Numba."""
+        try:
+            from bpe.tokenizer import compiled_segments  # NumPy and Numba: on first use only
+        except ImportError as err:
+            if self._backend == "compiled":
+                raise ValueError(NO_NUMBA.format(err=err)) from err
+            self._backend = "python"
+            return None
+        if self._trie is None:
+            self._trie = compiled_segments.build_trie(self._ordinary())
+        return compiled_segments.segment_pretokens(self._trie, pretokens, self._method)
 
 
 class Segmentations:
@@ -177,6 +253,8 @@ class Segmentations:
         special_ids: the special tokens' ids: never a piece of ordinary text.
         utf8: a pretoken's UTF-8 bytes.
         cache_size: the most pretokens each method's cache keeps.
+        merge_backend: "python" cuts in Python, "compiled" in the Numba kernel, "auto" in the
+            kernel once it repays loading Numba (`bpe.tokenizer.cold_path.MERGE_BACKENDS`).
     """
 
     def __init__(
@@ -185,18 +263,27 @@ class Segmentations:
         special_ids: set[int],
         utf8: Callable[[str], bytes],
         cache_size: int,
+        merge_backend: str = "auto",
     ) -> None:
         self._vocab, self._special_ids = vocab, special_ids
         self._utf8, self._cache_size = utf8, cache_size
+        self._backend = merge_backend if numba_installed() else "python"
         self._segmenter: Segmenter | None = None
         self._by_name: dict[str, SegmentedPretokens] = {}
+
+    def _ordinary(self) -> dict[int, bytes]:
+        return {i: t for i, t in self._vocab.items() if i not in self._special_ids}
 
     def pretoken_ids(self, name: str) -> Callable[[Iterable[str]], list[int]]:
         """`pretoken_ids(pretokens)` of the method `name` ("longest_prefix" or "fewest")."""
         if name not in self._by_name:
             if self._segmenter is None:
-                ordinary = {i: t for i, t in self._vocab.items() if i not in self._special_ids}
-                self._segmenter = Segmenter(ordinary)
+                self._segmenter = Segmenter(self._ordinary())  # checks the vocab, names a fault
             cut = self._segmenter.method(name)
-            self._by_name[name] = SegmentedPretokens(cut, self._utf8, self._cache_size)
+            kernel = (
+                None
+                if self._backend == "python"
+                else SegmentKernel(name, self._ordinary, self._backend)
+            )
+            self._by_name[name] = SegmentedPretokens(cut, self._utf8, self._cache_size, kernel)
         return self._by_name[name].pretoken_ids
