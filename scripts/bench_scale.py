@@ -140,14 +140,6 @@ def measure(impl: str, path: Path, vocab_size: int, *, timeout: float | None = N
     return result | run
 
 
-def children_cpu_seconds() -> float:
-    """User + system CPU seconds of this process's waited-for children (and theirs)."""
-    import resource
-
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return kids.ru_utime + kids.ru_stime
-
-
 def run_sampled(command: list[str], *, what: str, timeout: float | None = None) -> tuple[str, dict]:
     """Run a command, sampling its process tree's memory; return its stdout and the measures.
 
