@@ -169,7 +169,7 @@ def train_anchor(
 ) -> dict:
     """One anchor on the corpus, within `timeout` seconds; its merge count against ours."""
     try:
-        result = bench_scale.measure(impl, path, spec["vocab_size"], timeout=ANCHOR_TIMEOUT_S)
+        result = bench_scale.measure(impl, path, spec["vocab_size"], timeout=timeout)
     except TimeoutError:
         return {"impl": impl, "timed_out": True, "timeout_s": timeout}
     return {
@@ -260,13 +260,16 @@ def measure_corpus(
                 out.unlink(missing_ok=True)
         save(entry)
     if "anchors" in only:  # last: each may take up to an hour
-        entry["anchors"] = []
         installed = set(bench_scale.available_systems())
-        for impl in [s for s in ANCHOR_ORDER if s in installed]:
+        chosen = [s for s in ANCHOR_ORDER if s in installed and s in (args.anchors or ANCHOR_ORDER)]
+        kept = [a for a in (previous or {}).get("anchors") or [] if a["impl"] not in chosen]
+        entry["anchors"] = kept
+        for impl in chosen:
             merges = entry["ours"]["merges"]
             entry["anchors"].append(
                 train_anchor(impl, path, spec, merges, timeout=args.anchor_timeout)
             )
+            entry["anchors"].sort(key=lambda a: ANCHOR_ORDER.index(a["impl"]))
             save(entry)
     if not args.keep:
         path.unlink(missing_ok=True)
@@ -421,7 +424,9 @@ def _anchor_lines(results: dict) -> list[str]:
     return [
         "## The anchors on the same files",
         "",
-        "Each with an hour's limit, its training call in a fresh interpreter "
+        "Each with a time limit (an hour unless `--anchor-timeout` says otherwise; `> N "
+        "(stopped)`: it had not finished after N seconds), its training call in a fresh "
+        "interpreter "
         "(`scripts/bench_scale_worker.py`: wall and CPU of the whole process, interpreter "
         "start and reading included). The ratios take ours as the run's training stages "
         "(stage 1, compile, stages 2-3: wall and CPU from metrics.json), which is what an "
@@ -486,6 +491,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--keep", action="store_true", help="keep the corpora and the arrays")
     parser.add_argument("--corpus-dir", type=Path, default=ROOT / "data" / "scale")
     parser.add_argument("--anchor-timeout", type=float, default=ANCHOR_TIMEOUT_S)
+    parser.add_argument(
+        "--anchors",
+        nargs="+",
+        choices=ANCHOR_ORDER,
+        help="run these anchors only (default: every one installed); the others' results stay",
+    )
     parser.add_argument("--out-dir", type=Path, default=ROOT / "reports")
     parser.add_argument("--report-only", action="store_true", help="remake the report from JSON")
     args = parser.parse_args(argv)

@@ -30,6 +30,7 @@ does, then calls a method here per pretoken), or train (the vocabulary is given)
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from itertools import chain
 
 from bpe.tokenizer.cold_path import AUTO_LOAD_AFTER, AUTO_MIN_BATCH, NO_NUMBA, numba_installed
 
@@ -167,6 +168,10 @@ class SegmentedPretokens:
     def pretoken_ids(self, pretokens: Iterable[str]) -> list[int]:
         if self._kernel is not None:
             pretokens = list(pretokens)
+            try:  # warm: every pretoken cached (a miss gives None, which chain cannot iterate)
+                return list(chain.from_iterable(map(self._cache.get, pretokens)))
+            except TypeError:
+                pass
             found = self._by_kernel(pretokens)
             if found is not None:
                 return found
