@@ -169,16 +169,23 @@ def missing_keys(metrics: dict, *prefix: str, **parts: str) -> list[str]:
     ]
 
 
-def train_run(experiments_dir: Path, *overrides: str, timeout: int = 900) -> Path:
-    """A real `bpe-train` run with `overrides` into `experiments_dir`, as a user starts it (a
-    subprocess from the repository); returns its run directory (fails with its stderr)."""
-    proc = subprocess.run(
+def _bpe_train(
+    experiments_dir: Path, overrides: tuple[str, ...], timeout: int
+) -> subprocess.CompletedProcess:
+    """`bpe-train OVERRIDES experiments_dir=...` from the repository, as a user starts it."""
+    return subprocess.run(
         [sys.executable, "-m", "bpe.cli.train", *overrides, f"experiments_dir={experiments_dir}"],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=timeout,
     )
+
+
+def train_run(experiments_dir: Path, *overrides: str, timeout: int = 900) -> Path:
+    """A real `bpe-train` run with `overrides` into `experiments_dir`, as a user starts it (a
+    subprocess from the repository); returns its run directory (fails with its stderr)."""
+    proc = _bpe_train(experiments_dir, overrides, timeout)
     assert proc.returncode == 0, proc.stderr[-3000:]
     from bpe.runs.layout import LATEST
 
@@ -188,13 +195,7 @@ def train_run(experiments_dir: Path, *overrides: str, timeout: int = 900) -> Pat
 def train_refused(experiments_dir: Path, *overrides: str, timeout: int = 300) -> str:
     """A `bpe-train` that must fail (a bad setting): asserts a nonzero exit and returns what
     it printed (stdout and stderr), for the test to find the message it expects."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "bpe.cli.train", *overrides, f"experiments_dir={experiments_dir}"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    proc = _bpe_train(experiments_dir, overrides, timeout)
     assert proc.returncode != 0, f"bpe-train {' '.join(overrides)} did not fail"
     return proc.stderr + proc.stdout
 

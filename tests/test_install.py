@@ -81,5 +81,7 @@ def test_the_wheel_runs_bpe_train_from_an_empty_directory(tmp_path):
     assert sorted(p.name for p in work.iterdir()) == ["experiments"]
 
     help_text = _run(["bpe-train", "--help"], cwd=work, env=env, timeout=120).stdout
-    datasets = "dataset: fineweb_edu_10bt, owt, owt_sample, tinystories, tinystories_sample"
+    datasets = (
+        "dataset: fineweb_edu_10bt, flores_dev, owt, owt_sample, tinystories, tinystories_sample"
+    )
     assert datasets in help_text

@@ -59,8 +59,8 @@ def exact_top(
     (count, left, right), left on the heap, or None when the heap runs out.
 
     >>> from bpe.trainers.common import descending_bytes_key
-    >>> state = MergeState([], [], {i: bytes([i]) for i in range(256)}, [], 1)
     >>> keys = [descending_bytes_key(bytes([b])) for b in range(256)]
+    >>> state = MergeState([], [], {i: bytes([i]) for i in range(256)}, keys, 1)
     >>> heap = [candidate_key(5, 97, 98, keys), candidate_key(3, 98, 99, keys)]
     >>> exact_top(heap, {(97, 98): 2, (98, 99): 3}, state)  # (a, b) fell to 2: re-queued
     (3, 98, 99)
