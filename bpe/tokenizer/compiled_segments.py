@@ -44,7 +44,6 @@ class TokenTrie:
     slots: np.ndarray  # int64[slots]: (node << 8 | byte) << 24 | child, or -1 (empty)
     shift: np.uint64  # 64 - log2(slots)
     token: np.ndarray  # int64[nodes]: the id of the token ending at the node, or -1
-    longest: int  # the longest token's bytes
 
 
 def build_trie(vocab: Mapping[int, bytes]) -> TokenTrie:
@@ -73,9 +72,7 @@ def build_trie(vocab: Mapping[int, bytes]) -> TokenTrie:
     shift = np.uint64(64 - (size.bit_length() - 1))
     token = np.full(most, -1, dtype=np.int64)
     nodes = _build(flat, np.cumsum(lengths), ids, slots, shift, token)
-    return TokenTrie(
-        slots=slots, shift=shift, token=token[:nodes].copy(), longest=int(lengths.max(initial=0))
-    )
+    return TokenTrie(slots=slots, shift=shift, token=token[:nodes].copy())
 
 
 def segment_pretokens(trie: TokenTrie, pretokens: Sequence[str], method: str) -> list[list[int]]:

@@ -37,7 +37,6 @@ from itertools import chain
 
 from bpe.trainers.common import (
     MergeState,
-    Pair,
     build_words,
     candidate_key,
     count_pairs,
@@ -259,4 +258,4 @@ class _Indexed:
 #: The trainers that run parity-aware BPE, and their loops (`learn_merges(parity=...)`).
 PARITY_LOOPS: dict[str, Callable[..., None]] = {"naive": naive_loop, "heap": heap_loop}
 
-__all__ = ["GLOBAL", "PARITY_LOOPS", "Pair", "ParityCorpus", "ParityRecord", "worst_first"]
+__all__ = ["GLOBAL", "PARITY_LOOPS", "ParityCorpus", "ParityRecord", "worst_first"]

@@ -14,7 +14,6 @@ import logging
 import os
 import time
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -316,7 +315,7 @@ def _merge_stage(
 ) -> TrainerOutput:
     """Stages 2-3 to the stage-one vocab size, timed as "merge"; `reached` gets the time each
     ladder mark was reached."""
-    with _timed(timings, "merge"):
+    with timings.timed("merge"):
         # the counts are handed over, not kept: the trainer frees them once it has built its words
         return learn_merges(
             run.trainer,
@@ -361,7 +360,7 @@ def _stage_one(
 ) -> tuple[PretokenCounts, CacheInfo, dict | None]:
     """Stage 1, timed and logged: the corpus's pretoken counts (through the cache when there
     is one), what the cache did, and the manifest when the cache key needed it."""
-    with _timed(timings, "pretokenize"):
+    with timings.timed("pretokenize"):
         counted, cache, manifest = count_stage_one(
             run.corpus,
             run.specials,
@@ -458,11 +457,6 @@ def _compile_stage(trainer: str, timings: StageTimes, scanner: ScannerInfo | Non
         )
     known = [c.cached for c in (scanner, info) if c is not None]
     return all(known) if known else None
-
-
-def _timed(timings: StageTimes, key: str) -> AbstractContextManager[None]:
-    """Add the block's wall and CPU seconds to stage `key` (a key of `STAGE_TIMINGS`)."""
-    return timings.timed(key)
 
 
 def train_bpe(
