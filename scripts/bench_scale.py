@@ -87,6 +87,9 @@ REQUIRES = {
 }
 #: our systems and the anchors they are compared with
 OURS = ("ours", "compiled")
+#: the system the headline tables call "ours", first found among those measured: the compiled
+#: trainer where it ran (the one users train with at scale), heap otherwise
+LEADS = ("compiled", "ours")
 ANCHORS = ("hf", "rustbpe", "bpeasy")
 #: how each system appears in the report
 LABELS = {
@@ -345,16 +348,30 @@ def systems_of(results: dict) -> list[str]:
     return [s for s in IMPLS if s in results["settings"]["impls"]]
 
 
+def lead_of(results: dict) -> str:
+    """The system the headline tables, fits, projections and goals call "ours".
+
+    >>> lead_of({"settings": {"impls": ["ours", "hf"]}})
+    'ours'
+    >>> lead_of({"settings": {"impls": ["ours", "compiled", "hf"]}})
+    'compiled'
+    """
+    measured = systems_of(results)
+    return next((s for s in LEADS if s in measured), "ours")
+
+
 def summarize(results: dict) -> list[dict]:
     """Medians per (size, vocab): one row with every system side by side, and the ratios."""
     unique = {c["size"]: None for c in results["corpora"]}
+    lead = lead_of(results)
     for run in results["runs"]:
-        if run["impl"] == "ours":
+        if run["impl"] in OURS and run.get("unique_pretokens"):
             unique[run["size"]] = run["unique_pretokens"]
     rows = []
     for size in results["settings"]["sizes"]:
         for vocab in results["settings"]["vocabs"]:
             row: dict = {"size": size, "vocab": vocab, "unique_pretokens": unique.get(size)}
+            row["lead"] = lead
             for impl in IMPLS:  # every system's keys, None where it was not measured
                 runs = [
                     r
@@ -369,8 +386,10 @@ def summarize(results: dict) -> list[dict]:
                     {r["tokens_sha256"] for r in runs if r.get("tokens_sha256")}
                 )
                 row[f"{impl}_n"] = len(runs)
-            row["time_ratio"] = _ratio(row.get("ours_seconds"), row.get("hf_seconds"))
-            row["memory_ratio"] = _ratio(row.get("ours_peak_tree_mb"), row.get("hf_peak_tree_mb"))
+            for key in KEYS:  # the headline system's numbers, whichever trainer it is
+                row[f"lead_{key}"] = row[f"{lead}_{key}"]
+            row["time_ratio"] = _ratio(row["lead_seconds"], row.get("hf_seconds"))
+            row["memory_ratio"] = _ratio(row["lead_peak_tree_mb"], row.get("hf_peak_tree_mb"))
             for mine in OURS:
                 for anchor in (*ANCHORS, "ours"):
                     if mine != anchor:
@@ -402,12 +421,12 @@ def _slope(xs: list, ys: list) -> tuple[float, float] | None:
 
 #: what the fits describe: (name, column of the summary rows)
 FIT_QUANTITIES = (
-    ("ours time", "ours_seconds"),
+    ("ours time", "lead_seconds"),
     ("HF time", "hf_seconds"),
-    ("ours memory", "ours_peak_tree_mb"),
+    ("ours memory", "lead_peak_tree_mb"),
     ("HF memory", "hf_peak_tree_mb"),
-    ("ours pretokenize", "ours_pretokenize_s"),
-    ("ours merge", "ours_merge_s"),
+    ("ours pretokenize", "lead_pretokenize_s"),
+    ("ours merge", "lead_merge_s"),
 )
 
 
@@ -447,11 +466,11 @@ def project(fits: list[dict]) -> list[dict]:
         by = {f["column"]: f for f in fits if f["vocab"] == nearest}
         row = {"run": name, "bytes": num_bytes, "vocab": vocab, "fit_vocab": nearest}
         row["unique_pretokens"] = unique
-        for column in ("ours_seconds", "hf_seconds", "ours_peak_tree_mb", "hf_peak_tree_mb"):
+        for column in ("lead_seconds", "hf_seconds", "lead_peak_tree_mb", "hf_peak_tree_mb"):
             row[f"{column}_by_bytes"] = _predict(by[column]["vs_bytes"], num_bytes)
             row[f"{column}_by_unique"] = _predict(by[column]["vs_unique"], unique)
-        pre = _predict(by["ours_pretokenize_s"]["vs_bytes"], num_bytes)
-        merge = _predict(by["ours_merge_s"]["vs_unique"], unique)
+        pre = _predict(by["lead_pretokenize_s"]["vs_bytes"], num_bytes)
+        merge = _predict(by["lead_merge_s"]["vs_unique"], unique)
         row["ours_split_s"] = pre + merge if pre is not None and merge is not None else None
         out.append(row)
     return out
@@ -467,8 +486,9 @@ def check_goals(rows: list[dict], fits: list[dict]) -> list[dict]:
     time_rows = [r for r in rows if r["size"] in TIME_SIZES and r["time_ratio"]]
     time_fail = [r for r in time_rows if r["time_ratio"] > TIME_RATIO]
     time_missing = [s for s in TIME_SIZES if s not in {r["size"] for r in time_rows}]
-    merge_fits = [f for f in fits if f["column"] == "ours_merge_s" and f["vs_unique"]]
+    merge_fits = [f for f in fits if f["column"] == "lead_merge_s" and f["vs_unique"]]
     merge_fail = [f for f in merge_fits if f["vs_unique"][0] > MERGE_EXPONENT]
+    ours = f"ours ({_short(rows[0]['lead'])})" if rows else "ours"
 
     def cases(failing: list[dict], key: str, spec: str) -> str:
         return ", ".join(
@@ -477,14 +497,14 @@ def check_goals(rows: list[dict], fits: list[dict]) -> list[dict]:
 
     goals = [
         {
-            "goal": "peak process-tree memory <= HF's at every size from "
+            "goal": f"{ours}: peak process-tree memory <= HF's at every size from "
             f"{_binary(MEMORY_FROM)} up",
             "status": _status(mem_rows, mem_fail, []),
             "detail": cases(mem_fail, "memory_ratio", ".3f") or _worst(mem_rows, "memory_ratio"),
         },
         {
-            "goal": f"total time <= {TIME_RATIO}x HF at {', '.join(map(_binary, TIME_SIZES))} "
-            "(both vocab sizes)",
+            "goal": f"{ours}: total time <= {TIME_RATIO}x HF at "
+            f"{', '.join(map(_binary, TIME_SIZES))} (both vocab sizes)",
             "status": _status(time_rows, time_fail, time_missing),
             "detail": "; ".join(
                 part
@@ -498,7 +518,7 @@ def check_goals(rows: list[dict], fits: list[dict]) -> list[dict]:
             ),
         },
         {
-            "goal": f"merge stage growth exponent vs unique pretokens <= {MERGE_EXPONENT}",
+            "goal": f"{ours}: merge stage growth exponent vs unique pretokens <= {MERGE_EXPONENT}",
             "status": _status(merge_fits, merge_fail, []),
             "detail": ", ".join(
                 f"{_vocab(f['vocab'])}: {f['vs_unique'][0]:.2f}" for f in merge_fits
@@ -614,14 +634,19 @@ def _section_header(results: dict, rows: list[dict]) -> list[str]:
     settings, m = results["settings"], results["machine"]
     systems = systems_of(results)
     name = report_name(results)
-    ours = ", ".join(_short(s) for s in OURS if s in systems)
+    lead = lead_of(results)
+    ours = ", ".join(_short(s) for s in sorted(OURS, key=lambda s: s != lead) if s in systems)
     anchors = [ANCHOR_NAMES[s] for s in ANCHORS if s in systems]
     named = " and ".join([", ".join(anchors[:-1]), anchors[-1]] if len(anchors) > 1 else anchors)
     title = f"ours ({ours})" + (f" vs {named}" if anchors else "")
     again = "python scripts/bench_scale.py --report-only" + (
         f" --name {name}" if name != REPORT_NAME else ""
     )
-    others = "".join(ANCHOR_SETUPS[s] for s in ("compiled", "rustbpe", "bpeasy") if s in systems)
+    others = "".join(
+        ANCHOR_SETUPS[s]
+        for s in ("ours", "compiled", "rustbpe", "bpeasy")
+        if s in systems and s != lead
+    )
     turns = (
         "ours and HF alternating" if set(systems) == {"ours", "hf"} else "the systems taking turns"
     )
@@ -639,8 +664,8 @@ def _section_header(results: dict, rows: list[dict]) -> list[str]:
         f"Corpora: `scripts/make_scale_corpus.py --source {settings['source']} --novelty "
         f"{settings['novelty']} --seed {settings['seed']}` (shuffled real documents, "
         f"{_share(results)} of "
-        "the words replaced by Heaps'-law new words). Ours: `train_bpe_detailed`, trainer heap, "
-        "every CPU, no pretoken cache. HF: BpeTrainer, `ByteLevel(add_prefix_space=False)`, "
+        f"the words replaced by Heaps'-law new words). {LEAD_SETUPS[lead]} HF: BpeTrainer, "
+        "`ByteLevel(add_prefix_space=False)`, "
         "the same special token and vocab size (both count the special token, 256 bytes and "
         f"the merges: {_merges_note(rows)}).{others} Each run in a fresh process, {turns}, "
         f"medians of {settings['repeats']}; memory is the peak proportional set "
@@ -654,12 +679,24 @@ def _section_header(results: dict, rows: list[dict]) -> list[str]:
 #: the anchors' names in the title, and how the header describes each extra system's setup
 ANCHOR_NAMES = {"hf": "Hugging Face tokenizers", "rustbpe": "rustbpe", "bpeasy": "bpeasy"}
 ANCHOR_SETUPS = {
+    "ours": " Ours (heap): the same call with trainer heap (pure Python, the readable reference "
+    "the compiled trainer's merges are checked against).",
     "compiled": " Ours (compiled): the same call with trainer compiled (Numba; its first run in "
     "a fresh install compiles, later runs load the cached machine code).",
     "rustbpe": " rustbpe: `Tokenizer.train_from_iterator` with GPT-2's split pattern, the same "
     "documents, vocab size one less (it counts no special token).",
     "bpeasy": " bpeasy: `train_bpe` with GPT-2's split pattern, no token length limit, the "
     "same documents, vocab size one less (it counts no special token).",
+}
+
+
+#: how the header describes the system the headline tables call "ours"
+LEAD_SETUPS = {
+    "ours": "Ours: `train_bpe_detailed`, trainer heap, every CPU, no pretoken cache.",
+    "compiled": 'Ours (in every table that says only "ours"): `train_bpe_detailed`, trainer '
+    "compiled (heap's algorithm in Numba; its first run in a fresh install compiles, later runs "
+    "load the cached machine code), stage 1 on every CPU with the compiled scanner, no pretoken "
+    "cache.",
 }
 
 
@@ -790,10 +827,10 @@ def _section_time_memory(results: dict, rows: list[dict]) -> list[str]:
             f"{novelty} {_binary(r['size'])}",
             _millions(r["unique_pretokens"], ".2f"),
             _vocab(r["vocab"]),
-            _f(r["ours_seconds"], ".1f"),
+            _f(r["lead_seconds"], ".1f"),
             _f(r["hf_seconds"], ".1f"),
             _f(r["time_ratio"], ".2f"),
-            _f(r["ours_peak_tree_mb"], ".0f"),
+            _f(r["lead_peak_tree_mb"], ".0f"),
             _f(r["hf_peak_tree_mb"], ".0f"),
             _f(r["memory_ratio"], ".2f"),
         ]
@@ -810,7 +847,9 @@ def _section_time_memory(results: dict, rows: list[dict]) -> list[str]:
         "HF MB",
         "ours/HF memory",
     ]
-    return ["## Time and memory", "", *_table(table_rows, headers)]
+    lead = '"Ours" here, and in the stage split, fits, goals and projections below: the '
+    lead += f"{_short(lead_of(results))} trainer."
+    return ["## Time and memory", "", lead, "", *_table(table_rows, headers)]
 
 
 def _section_stage_split(results: dict, rows: list[dict]) -> list[str]:
@@ -819,15 +858,15 @@ def _section_stage_split(results: dict, rows: list[dict]) -> list[str]:
         [
             _binary(r["size"]),
             _vocab(r["vocab"]),
-            _f(r["ours_pretokenize_s"], ".1f"),
-            _f(r["ours_merge_s"], ".1f"),
+            _f(r["lead_pretokenize_s"], ".1f"),
+            _f(r["lead_merge_s"], ".1f"),
             _f(
-                r["ours_merge_s"] and r["ours_seconds"] and r["ours_merge_s"] / r["ours_seconds"],
+                r["lead_merge_s"] and r["lead_seconds"] and r["lead_merge_s"] / r["lead_seconds"],
                 ".2f",
             ),
-            _f(r["ours_ru_maxrss_mb"], ".0f"),
+            _f(r["lead_ru_maxrss_mb"], ".0f"),
             _f(r["hf_ru_maxrss_mb"], ".0f"),
-            _f(r["ours_cpu_s"], ".1f"),
+            _f(r["lead_cpu_s"], ".1f"),
             _f(r["hf_cpu_s"], ".1f"),
         ]
         for r in rows
@@ -904,14 +943,14 @@ def _section_projections(projections: list[dict]) -> list[str]:
             f"{p['bytes'] / 1e9:.1f} GB",
             _vocab(p["vocab"]),
             _millions(p["unique_pretokens"], ".1f"),
-            _f(p["ours_seconds_by_bytes"], ",.0f"),
+            _f(p["lead_seconds_by_bytes"], ",.0f"),
             _f(p["hf_seconds_by_bytes"], ",.0f"),
-            _f(p["ours_seconds_by_unique"], ",.0f"),
+            _f(p["lead_seconds_by_unique"], ",.0f"),
             _f(p["hf_seconds_by_unique"], ",.0f"),
             _f(p["ours_split_s"], ",.0f"),
-            _f(p["ours_peak_tree_mb_by_bytes"], ",.0f"),
+            _f(p["lead_peak_tree_mb_by_bytes"], ",.0f"),
             _f(p["hf_peak_tree_mb_by_bytes"], ",.0f"),
-            _f(p["ours_peak_tree_mb_by_unique"], ",.0f"),
+            _f(p["lead_peak_tree_mb_by_unique"], ",.0f"),
             _f(p["hf_peak_tree_mb_by_unique"], ",.0f"),
         ]
         for p in projections
