@@ -9,6 +9,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .specials                 special tokens: the validity rule, the regex, splitting on them
       .pretokens                the pretokens of a text (an exact `re` translation when it can)
       .cuts                     where a text may be cut: no pretoken spans it (proved per pattern)
+      .gpt2_scanner             GPT-2's pattern as a Numba state machine; a pretoken's hash key
     bpe.corpus                  corpora of any format: files, folders, globs, the Hub
       .files                    InputFile, Corpus, Stop, Part, Piece: what a corpus is
       .sources                  resolve_source: what a user names, as typed files
@@ -32,7 +33,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
     bpe.pretokenize             stage 1, one pipeline: a corpus's parts counted in processes or Dask
       .counting                 pretoken counts of a text or a part's pieces; PretokenCounts
       .engines                  regex or the compiled scanner (GPT-2's pattern, Numba extra)
-      .scan_kernels             the scanner's Numba kernel: GPT-2's pattern as a state machine
+      .scan_kernels             the scanner's Numba kernel: pretoken counts in a hash table
       .cache                    counts saved by input sha256 + settings, loaded by later runs
       .dask_backend             the same parts as tasks on a Dask cluster
     bpe.trainers                stages 2-3: the registry TRAINERS and learn_merges (prepare, loop)
@@ -60,6 +61,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .streaming                encode_iterable: a stream of text encoded in bounded memory
       .dropout                  BPE-dropout: merging with candidates skipped at random
       .compiled                 the cold path: BPE of a batch of new pretokens, Numba-compiled
+      .compiled_encode          a whole text in one kernel call: split, cache and merge (GPT-2's)
       .removals                 PickyBPE's removals at encode time: replaying the history
       .pruning                  a vocab without the tokens text uses least as themselves
     bpe.formats                 the files a tokenizer is read from and saved as

@@ -198,7 +198,7 @@ def test_seeds_differ_and_inflate_the_token_count(trained):
 def test_dropout_bypasses_the_pretoken_cache(trained):
     trained.clear_cache()
     trained.encode("a brand new sentence of pretokens", dropout=0.1, seed=0)
-    assert len(trained._cache) == 0
+    assert trained.cached_pretokens == 0
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -61,14 +61,14 @@ TEXT = st.text(
 
 def compiled_pretokens(text: str) -> list[str]:
     """The scanner's pretokens of text in order, through its own state machine."""
-    from bpe.pretokenize import scan_kernels
+    from bpe.text import gpt2_scanner
 
     load_scanner()
     cps = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
     table = char_classes()
     out, i = [], 0
     while i < len(text):
-        j = int(scan_kernels._pretoken_end(cps, table, i, len(text)))
+        j = int(gpt2_scanner.pretoken_end(cps, table, i, len(text)))
         assert j > i
         out.append(text[i:j])
         i = j

@@ -46,8 +46,6 @@ ENGINES = ("auto", "regex", "compiled")
 AUTO_TRAINER = "compiled"
 #: What to run when Numba is missing.
 INSTALL_HINT = "pip install 'bpe-lab[compiled]'"
-#: Code points in Unicode (the class table's length).
-CODE_POINTS = 0x110000
 
 
 def numba_installed() -> bool:
@@ -97,24 +95,11 @@ def resolve_engine(engine: str, *, pattern: str, trainer: str | None = None) -> 
     return engine
 
 
-@functools.cache
 def char_classes() -> np.ndarray:
-    """The class of every code point for the kernel: other, letter, number or whitespace.
+    """The class of every code point (`bpe.text.gpt2_scanner.char_classes`, built once)."""
+    from bpe.text.gpt2_scanner import char_classes as classes
 
-    Taken from the `regex` module (`\\p{L}`, `\\p{N}`, `\\s`) so that both engines read the
-    same Unicode tables; the three classes are disjoint (checked).
-    """
-    import numpy as np
-
-    kernels = _kernels()
-    every = np.arange(CODE_POINTS, dtype=np.uint32).tobytes().decode("utf-32-le", "surrogatepass")
-    table = np.full(CODE_POINTS, kernels.OTHER, dtype=np.uint8)
-    classes = {kernels.SPACE: r"\s", kernels.NUMBER: r"\p{N}", kernels.LETTER: r"\p{L}"}
-    for cls, prop in classes.items():
-        for m in regex.finditer(prop + "+", every):
-            assert (table[m.start() : m.end()] == kernels.OTHER).all()  # invariant: disjoint
-            table[m.start() : m.end()] = cls
-    return table
+    return classes()
 
 
 @functools.cache

@@ -6,13 +6,14 @@ pretoken of GPT-2's pattern
 
     '(?:[sdmt]|ll|ve|re) | ?\p{L}+ | ?\p{N}+ | ?[^\s\p{L}\p{N}]+ | \s+(?!\S) | \s+
 
-by hand (`_pretoken_end`), and counts the distinct ones in an open-addressing hash table
-whose keys are their code points, copied into a pool: a pretoken of at most three code
-points is its own key (packed into 63 bits), a longer one is confirmed by comparing its code
-points after a hash hit, so two pretokens are never confused. The table lives between calls
-(`bpe.pretokenize.engines.PretokenTable`), so many chunks reach Python once, as distinct
-pretokens only. `bpe.pretokenize.engines` builds the character classes from the `regex`
-module (so both engines read the same Unicode tables) and turns the table into bytes.
+by hand (`bpe.text.gpt2_scanner.pretoken_end`), and counts the distinct ones in an
+open-addressing hash table whose keys are their code points, copied into a pool: a pretoken of
+at most three code points is its own key (packed into 63 bits), a longer one is confirmed by
+comparing its code points after a hash hit, so two pretokens are never confused. The table
+lives between calls (`bpe.pretokenize.engines.PretokenTable`), so many chunks reach Python
+once, as distinct pretokens only. `bpe.text.gpt2_scanner` builds the character classes from the
+`regex` module (so both engines read the same Unicode tables); `bpe.pretokenize.engines` turns
+the table into bytes.
 
 Why the slot holds (key, offset, length, count): a probe then reads one cache line, and
 a short pretoken needs no other. Measured on the OWT sample x4 (10 MB, one table): a table of
@@ -30,85 +31,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from bpe.text.gpt2_scanner import PACKED, first_slot, pretoken_end, pretoken_key
+
 _JIT = {"cache": True, "nogil": True}
-
-#: Character classes in the table `count_spans` reads (`bpe.pretokenize.engines.char_classes`):
-#: other (neither whitespace, letter nor number), letter, number, whitespace.
-OTHER, LETTER, NUMBER, SPACE = 0, 1, 2, 3
-
-_APOSTROPHE, _BLANK = 39, 32
-_S, _D, _M, _T, _L, _V, _R, _E = (ord(c) for c in "sdmtlvre")
-#: FNV-1a's 64-bit offset basis and prime, one round per code point
-_FNV_OFFSET, _FNV_PRIME = np.uint64(0xCBF29CE484222325), np.uint64(0x100000001B3)
-
-
-@njit(**_JIT)
-def _pretoken_end(cps, cls, i, hi):
-    """Where the pretoken starting at `i` ends (exclusive), text ending at `hi`.
-
-    The alternatives are tried in the pattern's order; the first that matches wins, as in a
-    backtracking regex engine:
-      1. a contraction: an apostrophe, then s, d, m, t, ll, ve or re (lower case only);
-      2-4. a run of letters, of numbers or of other characters, led by at most one space
-         (U+0020 only): a space leads the run of the class of the character after it;
-      5. whitespace: the whole run when it ends the text, else the run minus its last
-         character (subtle: `\\s+(?!\\S)` backtracks one character so that the last space
-         can lead the word after it; a run of one falls through to
-      6. `\\s+`, which takes that one character).
-    """
-    c = cps[i]
-    if c == _APOSTROPHE and i + 1 < hi:
-        d = cps[i + 1]
-        if d == _S or d == _D or d == _M or d == _T:
-            return i + 2
-        if i + 2 < hi:
-            e = cps[i + 2]
-            if (d == _L and e == _L) or (d == _V and e == _E) or (d == _R and e == _E):
-                return i + 3
-    k = cls[c]
-    j = i + 1
-    if c == _BLANK and j < hi and cls[cps[j]] != SPACE:
-        k = cls[cps[j]]
-        j += 1
-    if k != SPACE:
-        while j < hi and cls[cps[j]] == k:
-            j += 1
-        return j
-    while j < hi and cls[cps[j]] == SPACE:
-        j += 1
-    if j < hi and j - i >= 2:
-        return j - 1
-    return j
-
 
 #: the columns of a slot of the table `count_into` fills
 HASH, OFFSET, LENGTH, COUNT = 0, 1, 2, 3
-
-
-#: pretokens of at most this many code points are their own key: 21 bits each, packed
-_PACKED = 3
-
-
-@njit(**_JIT)
-def _key(cps, i, j):
-    """A pretoken's key: its code points packed into 63 bits when it has at most `_PACKED`
-    (equal keys and lengths then mean equal pretokens, no comparison needed), else FNV-1a."""
-    if j - i <= _PACKED:
-        h = np.uint64(0)
-        for p in range(i, j):
-            h = (h << np.uint64(21)) | np.uint64(cps[p])
-        return h
-    h = _FNV_OFFSET
-    for p in range(i, j):
-        h = (h ^ np.uint64(cps[p])) * _FNV_PRIME
-    return h
-
-
-@njit(**_JIT)
-def _first_slot(h, mask):
-    """The first slot to probe: the key's top bits after one multiply (Fibonacci hashing),
-    so that packed keys, which differ in their low bits, spread over the table."""
-    return np.int64(((h * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(32)) & mask)
 
 
 @njit(**_JIT)
@@ -138,14 +66,14 @@ def count_into(cps, cls, seg_lo, seg_hi, slots, pool, used):
         i = seg_lo[k]
         hi = seg_hi[k]
         while i < hi:
-            j = _pretoken_end(cps, cls, i, hi)
+            j = pretoken_end(cps, cls, i, hi)
             length = j - i
-            h = _key(cps, i, j)
+            h = pretoken_key(cps, i, j)
             key = np.int64(h)
-            s = _first_slot(h, mask)
+            s = first_slot(h, mask)
             while slots[s, LENGTH] != 0:
                 if slots[s, HASH] == key and slots[s, LENGTH] == length:
-                    if length <= _PACKED:  # the key is the code points themselves
+                    if length <= PACKED:  # the key is the code points themselves
                         break
                     a = slots[s, OFFSET]
                     q = 0
@@ -164,11 +92,11 @@ def count_into(cps, cls, seg_lo, seg_hi, slots, pool, used):
                 mask = np.uint64(len(slots) - 1)
                 for t in range(len(old)):
                     if old[t, LENGTH] != 0:
-                        u = _first_slot(np.uint64(old[t, HASH]), mask)
+                        u = first_slot(np.uint64(old[t, HASH]), mask)
                         while slots[u, LENGTH] != 0:
                             u = (u + 1) & np.int64(mask)
                         slots[u] = old[t]
-                s = _first_slot(h, mask)
+                s = first_slot(h, mask)
                 while slots[s, LENGTH] != 0:
                     s = (s + 1) & np.int64(mask)
             if pool_used + length > len(pool):

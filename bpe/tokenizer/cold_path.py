@@ -10,6 +10,12 @@ cold pretokens to repay loading Numba, when Numba is installed, and "python" oth
 three give the same ids. `ColdPath` holds that policy and the kernel's tables (built on first
 use), and fills the tokenizer's cache in batches.
 
+With GPT-2's split pattern the compiled path goes further: `ColdPath.encode_whole` hands the
+whole text to one kernel (`bpe.tokenizer.compiled_encode`) that splits it, looks its pretokens
+up in a cache of its own and merges the misses, so no pretoken becomes a Python `str`
+("compiled" always; "auto" for a text of `AUTO_WHOLE_TEXT` characters or more, or once the
+kernel is loaded).
+
 What it does not do: split text or run BPE itself (`bpe.tokenizer.merging`,
 `bpe.tokenizer.compiled`); NumPy and Numba are imported on first use, never on `import
 bpe.tokenizer`.
@@ -19,7 +25,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import chain, filterfalse
 
 logger = logging.getLogger(__name__)
@@ -39,6 +45,9 @@ KERNEL_MAX_ID = (1 << 21) - 1
 #: Pretokens gathered (over a text's special-token parts) before their cold ones are merged in
 #: one call: large enough to amortise the call, small enough to bound the memory they hold.
 GROUP_PRETOKENS = 1 << 16
+# "auto": a text this long (characters) goes to the whole-text kernel even before the kernel is
+# loaded: about 20 ms of work in Python, which repays loading the kernel's machine code later on.
+AUTO_WHOLE_TEXT = 1 << 16
 
 NO_NUMBA = (
     "merge_backend='compiled' needs Numba, which cannot be imported ({err}); install it with "
@@ -86,6 +95,8 @@ class ColdPath:
         byte_ids: list[int],
         max_id: int,
         replays: bool,
+        whole_text: bool = False,
+        cache_size: int = 1 << 18,
     ) -> None:
         self.merge_backend = merge_backend
         # subtle: the kernel packs ids and ranks into 21 bits each (2 million ids), and does not
@@ -99,6 +110,52 @@ class ColdPath:
         #: the kernel with this tokenizer's tables, built on first use (`merge`)
         self.kernel: Callable[[list[str]], list[Ids]] | None = None
         self._cold_seen = 0  # cold pretokens met by "auto" before it loads the kernel
+        #: whether whole texts may go to the kernel that also splits them (GPT-2's pattern)
+        self.whole_text = self.on and whole_text
+        self._cache_size = cache_size
+        self._whole = None  # (merge tables, its cache, the character classes), on first use
+
+    def ids_of_segments(
+        self, segments: Iterable[Segment], cache: dict, cache_size: int, pretoken_ids=None
+    ) -> list[int]:
+        """The ids of a text's segments in order: a special token's id, or a list of pretokens.
+
+        `pretoken_ids(pretokens)` gives a list's ids (dropout passes its own); by default they
+        come from the cache, and with the compiled path on, segments are gathered until they
+        hold `GROUP_PRETOKENS` pretokens, so that the cold pretokens of many short parts
+        (documents between special tokens) are merged in one kernel call. Otherwise each list
+        is turned into ids at once, in text order (dropout's draws depend on that order).
+        """
+        ids: list[int] = []
+        group: list[Segment] = []
+        size = 0
+        limit = self.group_pretokens if pretoken_ids is None else 0
+        for segment in segments:
+            group.append(segment)
+            if not isinstance(segment, int):
+                size += len(segment)
+                if size >= limit:
+                    self._extend_with_group(ids, group, cache, cache_size, pretoken_ids)
+                    group.clear()
+                    size = 0
+        self._extend_with_group(ids, group, cache, cache_size, pretoken_ids)
+        return ids
+
+    def _extend_with_group(
+        self, ids: list[int], group: list[Segment], cache: dict, cache_size: int, pretoken_ids
+    ) -> None:
+        if pretoken_ids is None and self.on and self.all_cached(cache, ids, group):
+            return
+        if pretoken_ids is None:
+            pretoken_lists = [s for s in group if not isinstance(s, int)]
+            lookup = self.lookup(cache, cache_size, pretoken_lists)
+        for segment in group:
+            if isinstance(segment, int):
+                ids.append(segment)
+            elif pretoken_ids is None:
+                ids.extend(chain.from_iterable(map(lookup, segment)))
+            else:
+                ids.extend(pretoken_ids(segment))
 
     def all_cached(self, cache: dict, ids: list[int], group: Sequence[Segment]) -> bool:
         """Extend ids with the group's if every pretoken is cached; else leave ids as they were.
@@ -163,20 +220,89 @@ class ColdPath:
 
     def merge(self, pretokens: list[str]) -> list[Ids] | None:
         """The kernel's ids for these pretokens; None if "auto" cannot load Numba."""
-        if self.kernel is None:
-            try:
-                # subtle: NumPy and Numba load here, on first use, never on `import bpe.tokenizer`
-                from bpe.tokenizer import compiled
-            except ImportError as err:
-                if self.merge_backend == "compiled":
-                    raise ValueError(NO_NUMBA.format(err=err)) from err
-                logger.debug("compiled cold path off (%s); merging in Python", err)
-                self.on = False
-                self.group_pretokens = 0
-                return None
-            tables = compiled.build_tables(*self._tables)
-            self.kernel = lambda batch: compiled.merge_pretokens(tables, batch)
+        if self.kernel is None and not self._load():
+            return None
         return self.kernel(pretokens)
+
+    def _load(self) -> bool:
+        """Import the kernels and build the merge tables; False if "auto" cannot load Numba."""
+        try:
+            # subtle: NumPy and Numba load here, on first use, never on `import bpe.tokenizer`
+            from bpe.tokenizer import compiled
+        except ImportError as err:
+            if self.merge_backend == "compiled":
+                raise ValueError(NO_NUMBA.format(err=err)) from err
+            logger.debug("compiled cold path off (%s); merging in Python", err)
+            self.on = self.whole_text = False
+            self.group_pretokens = 0
+            return False
+        tables = compiled.build_tables(*self._tables)
+        self.kernel = lambda batch: compiled.merge_pretokens(tables, batch)
+        self._tables = tables
+        return True
+
+    def wants_whole(self, num_chars: int) -> bool:
+        """Whether a text of num_chars characters goes to the whole-text kernel."""
+        if not self.whole_text:
+            return False
+        if self.merge_backend == "compiled" or self.kernel is not None:
+            return True
+        return num_chars >= AUTO_WHOLE_TEXT
+
+    def encode_whole(
+        self,
+        text: str,
+        special_regex,
+        special_ids: dict[str, int],
+        *,
+        stop: int | None = None,
+        listed: bool = True,
+    ):
+        """The ids of text, split on `special_regex` (None: no special tokens), up to `stop`
+        (`bpe.tokenizer.compiled_encode.encode_spans`): a list, or the kernel's int32 array
+        when not `listed`.
+
+        None when the kernel does not take the text (`wants_whole`; a lone surrogate, which
+        the Python path then names; "auto" without Numba): the caller encodes it the usual way.
+        """
+        if not self.wants_whole(len(text)):
+            return None
+        spans = []
+        at = 0
+        for m in special_regex.finditer(text) if special_regex is not None else ():
+            spans.append((at, m.start(), special_ids[m.group()]))
+            at = m.end()
+        spans.append((at, len(text), -1))
+        if self._whole is None:
+            if self.kernel is None and not self._load():
+                return None
+            from bpe.text.gpt2_scanner import char_classes
+            from bpe.tokenizer.compiled_encode import KernelCache
+
+            self._whole = (self._tables, KernelCache(max_size=self._cache_size), char_classes())
+        import numpy as np
+
+        from bpe.tokenizer.compiled_encode import encode_spans
+
+        try:
+            cps = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+        except UnicodeEncodeError:
+            return None
+        tables, cache, classes = self._whole
+        lo, hi, after = np.array(spans, dtype=np.int64).reshape(-1, 3).T.copy()
+        ids = encode_spans(tables, cache, cps, classes, lo, hi, after, stop=stop)
+        del cps  # the text's code points (4 bytes a character) before the list is made
+        return ids.tolist() if listed else ids
+
+    def cached(self) -> int:
+        """Pretokens in the whole-text kernel's cache."""
+        return len(self._whole[1]) if self._whole is not None else 0
+
+    def clear(self) -> None:
+        """Forget the whole-text kernel's cached pretokens (the tokenizer's own cache is
+        emptied by the tokenizer)."""
+        if self._whole is not None:
+            self._whole[1].clear()
 
 
 class PretokenCache(dict):

@@ -7,7 +7,7 @@ the ids equal those of encoding the whole text at once.
 
 `StreamingEncoder` is a mixin of `bpe.tokenizer.Tokenizer`: it reads the tokenizer's special
 tokens and its encoding steps (`_encode_parts`, `_segments`, `_ids_of_segments`, `pretokens`,
-`_dropout_stream`), and holds only the streaming.
+`_encode_whole`, `_dropout_stream`), and holds only the streaming.
 
 What it does not do: read files (pass an open text file as the iterable) or run BPE.
 """
@@ -92,10 +92,14 @@ class StreamingEncoder:
         pending.insert(0, carry)
         yield from self._encode_parts("".join(pending), pretoken_ids, special_id)
 
-    def _stable_split(self, text: str, pretoken_ids=None, special_id=None) -> tuple[list[int], str]:
+    def _stable_split(
+        self, text: str, pretoken_ids=None, special_id=None
+    ) -> tuple[Iterable[int], str]:
         """Encode the longest prefix of text whose ids cannot depend on text appended later.
 
-        Returns the prefix's ids and the remaining suffix to carry over. `pretoken_ids` and
+        Returns the prefix's ids (a list, or from the whole-text kernel an iterator over its
+        array, so a block's ids never all exist as Python ints) and the remaining suffix to
+        carry over. `pretoken_ids` and
         `special_id` turn pretokens and special tokens into ids, in text order (by default the
         cache and its cold path, and the special-token table; `encode_iterable` passes
         dropout's).
@@ -138,7 +142,22 @@ class StreamingEncoder:
             start -= len(pretokens[keep])
         if keep <= 0:
             start = 0
+        if pretoken_ids is None:  # to the kernel whole, where it applies
+            # subtle: split up to the window's end, as above, and stop at the cut: a prefix
+            # ending at the cut could split differently (a run of spaces before what follows)
+            cut = end_of_last + start
+            whole = self._cold.encode_whole(
+                text[:window_end], self._special_regex, self.special_tokens, stop=cut, listed=False
+            )
+            if whole is not None:
+                return _ints(whole), text[cut:]
         # subtle: lazily, so that special_id and pretoken_ids run in text order (dropout's
         # draws follow the byte offset they advance)
         segments = chain(self._segments(parts[:last], special_id), [pretokens[:keep]] * (keep > 0))
         return self._ids_of_segments(segments, pretoken_ids), text[end_of_last + start :]
+
+
+def _ints(ids) -> Iterator[int]:
+    """The ids of an array as Python ints, a slice at a time."""
+    for k in range(0, len(ids), 4096):
+        yield from ids[k : k + 4096].tolist()

@@ -1,0 +1,314 @@
+"""The whole encode of GPT-2-pattern text in one compiled call: scanner, pretoken cache, merges.
+
+What it does:
+    * `encode_spans` turns a text's ordinary spans (the text between special tokens) and the
+      special-token ids after each into ids, in one call of a Numba kernel: GPT-2's scanner
+      (`bpe.text.gpt2_scanner.pretoken_end`) finds each pretoken, a hash table looks its
+      code points up in the tokenizer's pretoken cache, and a miss is encoded to UTF-8 and
+      merged by the kernels of `bpe.tokenizer.compiled` (the lowest rank first, the leftmost of
+      equal ranks) and then cached. No pretoken reaches Python as a `str`;
+    * `KernelCache` is that cache: it lives in arrays between calls, so a tokenizer's second
+      text is warm, and it holds at most `max_size` pretokens (it empties itself when full, as
+      `bpe.tokenizer.cold_path.PretokenCache` does), growing from small.
+
+The cache's slot is (key, offset, length, ids offset, ids count): the key packs a pretoken of
+up to three code points into 63 bits (so equal keys are equal pretokens) and hashes a longer one
+(FNV-1a), which a hit then confirms by comparing code points (`bpe.text.gpt2_scanner`'s key;
+`bpe.pretokenize.scan_kernels` measured why a slot holds all of it).
+
+What it does not do: split on special tokens (the caller passes the spans), other split patterns
+(they go through `bpe.text.pretokens` and `bpe.tokenizer.cold_path`), BPE-dropout, PickyBPE's
+removals or other segmentations, or decide when it is used (`bpe.tokenizer.cold_path.ColdPath`).
+Importing it imports NumPy and Numba; `@njit(cache=True)` keeps the machine code on disk.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from bpe.text.gpt2_scanner import PACKED, first_slot, pretoken_end, pretoken_key
+from bpe.tokenizer.compiled import SHORT_PRETOKEN, MergeTables, _merge_long, _merge_short
+
+#: the columns of a slot of the cache: key, code points' offset and length, ids' offset, count
+KEY, OFFSET, LENGTH, IDS_AT, IDS_N = 0, 1, 2, 3, 4
+#: slots a new cache starts with (it doubles up to what its `max_size` needs)
+FIRST_SLOTS = 1 << 12
+#: longer pretokens (runs of spaces, base64 blobs) are merged every time, never cached, so the
+#: cache's arrays stay near max_size times a word's length whatever the text
+CACHED_UP_TO = 256
+
+
+class KernelCache:
+    """A tokenizer's pretoken -> ids cache, as the arrays the kernel reads and fills.
+
+    >>> cache = KernelCache(max_size=1000)
+    >>> cache.max_slots  # at most half full
+    2048
+    >>> len(cache)
+    0
+    """
+
+    def __init__(self, *, max_size: int) -> None:
+        #: the most pretokens it holds before it empties itself
+        self.max_size = max_size
+        #: the slots it may grow to: the power of two that keeps max_size at most half full
+        self.max_slots = 1 << max(4, (2 * max_size - 1).bit_length())
+        self.slots = np.zeros((min(FIRST_SLOTS, self.max_slots), 5), np.int64)
+        self.cps = np.empty(4 * len(self.slots), np.uint32)
+        self.ids = np.empty(2 * len(self.slots), np.int32)
+        #: (pretokens held, code points used, ids used)
+        self.used = np.zeros(3, np.int64)
+
+    def __len__(self) -> int:
+        return int(self.used[0])
+
+    def clear(self) -> None:
+        """Forget every pretoken (the arrays stay allocated)."""
+        self.slots[:, LENGTH] = 0
+        self.used[:] = 0
+
+
+def encode_spans(
+    tables: MergeTables,
+    cache: KernelCache,
+    cps: np.ndarray,
+    classes: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    after: np.ndarray,
+    *,
+    stop: int | None = None,
+) -> np.ndarray:
+    """The ids of text `cps` (its code points): span k's pretokens, then after[k] if >= 0.
+
+    Args:
+        tables: the tokenizer's merges (`bpe.tokenizer.compiled.build_tables`).
+        cache: its pretoken cache (filled and, when full, emptied here).
+        cps: the text's code points (uint32; no lone surrogates: UTF-8 cannot encode them).
+        classes: each code point's class (`bpe.text.gpt2_scanner.char_classes`).
+        lo, hi, after: int64 arrays: the ordinary spans `cps[lo[k]:hi[k]]`, and the id of the
+            special token after each (-1: none).
+        stop: no pretoken starting here or later is encoded (default: the text's end). The
+            spans are still split up to their ends, so the pretokens before `stop` are those
+            of the whole text (a run of spaces splits by what follows it); `stop` must be where
+            a pretoken starts (`bpe.tokenizer.streaming` cuts a stream so).
+
+    Returns:
+        The ids (int32).
+
+    >>> from bpe.text.gpt2_scanner import char_classes
+    >>> from bpe.tokenizer.compiled import build_tables
+    >>> tables = build_tables({(97, 98): 0, (32, 256): 1}, [256, 257], range(256))
+    >>> text = np.frombuffer("ab ab!".encode("utf-32-le"), np.uint32)
+    >>> span = np.array([0]), np.array([6]), np.array([300])
+    >>> encode_spans(tables, KernelCache(max_size=8), text, char_classes(), *span).tolist()
+    [256, 257, 33, 300]
+    """
+    t = tables
+    out, cache.slots, cache.cps, cache.ids = _encode(
+        cps,
+        classes,
+        lo,
+        hi,
+        after,
+        t.byte_ids,
+        t.slots,
+        t.shift,
+        t.lefts,
+        t.rights,
+        t.merged,
+        cache.slots,
+        cache.cps,
+        cache.ids,
+        cache.used,
+        cache.max_slots,
+        cache.max_size,
+        len(cps) if stop is None else stop,
+    )
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The kernel
+# ---------------------------------------------------------------------------------------------
+
+
+@njit(cache=True, nogil=True)
+def _utf8_into(w, cps, i, j, byte_ids):  # pragma: no cover - compiled
+    """Write the byte ids of cps[i:j]'s UTF-8 to w; return how many."""
+    m = 0
+    for p in range(i, j):
+        c = cps[p]
+        if c < 0x80:
+            w[m] = byte_ids[c]
+            m += 1
+        elif c < 0x800:
+            w[m] = byte_ids[0xC0 | (c >> 6)]
+            w[m + 1] = byte_ids[0x80 | (c & 0x3F)]
+            m += 2
+        elif c < 0x10000:
+            w[m] = byte_ids[0xE0 | (c >> 12)]
+            w[m + 1] = byte_ids[0x80 | ((c >> 6) & 0x3F)]
+            w[m + 2] = byte_ids[0x80 | (c & 0x3F)]
+            m += 3
+        else:
+            w[m] = byte_ids[0xF0 | (c >> 18)]
+            w[m + 1] = byte_ids[0x80 | ((c >> 12) & 0x3F)]
+            w[m + 2] = byte_ids[0x80 | ((c >> 6) & 0x3F)]
+            w[m + 3] = byte_ids[0x80 | (c & 0x3F)]
+            m += 4
+    return m
+
+
+@njit(cache=True, nogil=True)
+def _find(slots, pool, cps, i, j, h):  # pragma: no cover - compiled
+    """The slot of pretoken cps[i:j] (key h), or the empty slot where it belongs."""
+    mask = np.int64(len(slots) - 1)
+    key = np.int64(h)
+    length = j - i
+    s = first_slot(h, np.uint64(mask))
+    while slots[s, LENGTH] != 0:
+        if slots[s, KEY] == key and slots[s, LENGTH] == length:
+            if length <= PACKED:  # the key is the code points themselves
+                return s
+            a = slots[s, OFFSET]
+            q = 0
+            while q < length and pool[a + q] == cps[i + q]:
+                q += 1
+            if q == length:
+                return s
+        s = (s + 1) & mask
+    return s
+
+
+@njit(cache=True, nogil=True)
+def _doubled(slots):  # pragma: no cover - compiled
+    """The same entries in a table twice the size."""
+    bigger = np.zeros((2 * len(slots), 5), np.int64)
+    mask = np.int64(len(bigger) - 1)
+    for t in range(len(slots)):
+        if slots[t, LENGTH] != 0:
+            u = first_slot(np.uint64(slots[t, KEY]), np.uint64(mask))
+            while bigger[u, LENGTH] != 0:
+                u = (u + 1) & mask
+            bigger[u] = slots[t]
+    return bigger
+
+
+@njit(cache=True, nogil=True)
+def _utf8_length(cps, lo, hi):  # pragma: no cover - compiled
+    """The UTF-8 length of the spans cps[lo[k]:hi[k]]."""
+    total = 0
+    for k in range(len(lo)):
+        for p in range(lo[k], hi[k]):
+            c = cps[p]
+            total += 1 if c < 0x80 else (2 if c < 0x800 else (3 if c < 0x10000 else 4))
+    return total
+
+
+@njit(cache=True, nogil=True)
+def _store(slot, h, pool, pool_used, pretoken, id_pool, ids_used, ids):  # pragma: no cover
+    """Fill an empty slot: the pretoken's key h, its code points and its ids, each appended to
+    its pool (which has room)."""
+    pool[pool_used : pool_used + len(pretoken)] = pretoken
+    id_pool[ids_used : ids_used + len(ids)] = ids
+    slot[KEY] = np.int64(h)
+    slot[OFFSET] = pool_used
+    slot[LENGTH] = len(pretoken)
+    slot[IDS_AT] = ids_used
+    slot[IDS_N] = len(ids)
+
+
+@njit(cache=True, nogil=True)
+def _grown(array, need):  # pragma: no cover - compiled
+    """array, or a copy at least twice `need` long when it is shorter than need."""
+    if need <= len(array):
+        return array
+    bigger = np.empty(2 * need, array.dtype)
+    bigger[: len(array)] = array
+    return bigger
+
+
+@njit(cache=True, nogil=True)
+def _encode(
+    cps,
+    classes,
+    lo,
+    hi,
+    after,
+    byte_ids,
+    pair_slots,
+    shift,
+    lefts,
+    rights,
+    merged,
+    slots,
+    pool,
+    id_pool,
+    used,
+    max_slots,
+    max_size,
+    stop,
+):  # pragma: no cover - compiled
+    """`encode_spans`' kernel; returns (ids, slots, pool, id_pool), the arrays maybe regrown.
+
+    A pretoken's ids are written where its bytes' ids were (merging never lengthens it), so
+    the output is bounded by the text's UTF-8 length plus one id per special token.
+    """
+    out = np.empty(_utf8_length(cps, lo, hi) + len(after), np.int32)
+    r = np.empty(SHORT_PRETOKEN, np.int64)
+    room = 4 * SHORT_PRETOKEN  # scratch for the long pretokens' heap, regrown as needed
+    nxt = np.empty(room, np.int32)
+    prv = np.empty(room, np.int32)
+    heap = np.empty(3 * room, np.int64)
+    held, pool_used, ids_used = used[0], used[1], used[2]
+    pos = 0
+    for k in range(len(lo)):
+        i = lo[k]
+        end = hi[k]
+        while i < end and i < stop:
+            j = pretoken_end(cps, classes, i, end)
+            h = pretoken_key(cps, i, j)
+            s = _find(slots, pool, cps, i, j, h)
+            if slots[s, LENGTH] != 0:  # a hit: copy its ids
+                a = slots[s, IDS_AT]
+                for q in range(slots[s, IDS_N]):
+                    out[pos + q] = id_pool[a + q]
+                pos += slots[s, IDS_N]
+                i = j
+                continue
+            w = out[pos:]
+            n = _utf8_into(w, cps, i, j, byte_ids)
+            if n <= 1:
+                count = n
+            elif n <= SHORT_PRETOKEN:
+                count = _merge_short(w, n, r, pair_slots, shift, merged)
+            else:
+                if n > room:
+                    room = 2 * n
+                    nxt = np.empty(room, np.int32)
+                    prv = np.empty(room, np.int32)
+                    heap = np.empty(3 * room, np.int64)
+                count = _merge_long(w, n, nxt, prv, heap, pair_slots, shift, lefts, rights, merged)
+            if j - i <= CACHED_UP_TO:
+                if held >= max_size:  # full: empty it, as the Python cache does
+                    slots[:, LENGTH] = 0
+                    held, pool_used, ids_used = 0, 0, 0
+                    s = _find(slots, pool, cps, i, j, h)
+                elif 2 * (held + 1) > len(slots) and len(slots) < max_slots:
+                    slots = _doubled(slots)
+                    s = _find(slots, pool, cps, i, j, h)
+                pool = _grown(pool, pool_used + j - i)
+                id_pool = _grown(id_pool, ids_used + count)
+                _store(slots[s], h, pool, pool_used, cps[i:j], id_pool, ids_used, w[:count])
+                held += 1
+                pool_used += j - i
+                ids_used += count
+            pos += count
+            i = j
+        if after[k] >= 0 and end <= stop:
+            out[pos] = after[k]
+            pos += 1
+    used[0], used[1], used[2] = held, pool_used, ids_used
+    return out[:pos], slots, pool, id_pool

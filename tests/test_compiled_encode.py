@@ -1,0 +1,142 @@
+"""The whole-text kernel (`bpe.tokenizer.compiled_encode`): split, cache and merge in one call.
+
+The Python path (`merge_backend="python"`) is the reference: the kernel's ids equal it on random
+Unicode with special tokens anywhere, with a cache small enough to empty itself many times, and
+on pretokens too long to cache; GPT-2's equal tiktoken's on every bundled sample. Which path ran
+is checked, not assumed: a tokenizer records whether it loaded the whole-text kernel.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("numba", reason="the whole-text kernel needs Numba (the compiled extra)")
+
+from bpe import Tokenizer, train_bpe  # noqa: E402
+from bpe.measures import gpt2_tokenizer, tiktoken_gpt2_encoding  # noqa: E402
+from bpe.tokenizer.cold_path import AUTO_WHOLE_TEXT  # noqa: E402
+from bpe.tokenizer.compiled_encode import CACHED_UP_TO, KernelCache  # noqa: E402
+from tests.complexity import assert_linear  # noqa: E402
+from tests.conftest import DATA, EOT, FIXTURES  # noqa: E402
+
+SAMPLES = ("tinystories_sample.txt", "tinystories_heldout.txt", "owt_sample.txt", "owt_heldout.txt")
+SPECIALS = [EOT, "<|pad|>", "<|endoftext|><|endoftext|>"]
+
+
+def _twin(tok: Tokenizer, merge_backend: str, **kwargs) -> Tokenizer:
+    return Tokenizer(tok.vocab, tok.merges, SPECIALS, merge_backend=merge_backend, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def gpt2() -> Tokenizer:
+    return gpt2_tokenizer()
+
+
+@pytest.fixture(scope="module")
+def trained() -> Tokenizer:
+    vocab, merges = train_bpe(FIXTURES / "corpus.en", 500, [EOT])
+    return Tokenizer(vocab, merges, [EOT])
+
+
+@pytest.fixture(scope="module")
+def twins(gpt2, trained) -> list[tuple[Tokenizer, Tokenizer]]:
+    """(python, whole-text kernel with a 5-pretoken cache) twins of GPT-2 and of a trained one."""
+    return [(_twin(t, "python"), _twin(t, "compiled", cache_size=5)) for t in (gpt2, trained)]
+
+
+PIECES = st.sampled_from(
+    ["ab", " a", "'s", "'ll", "\n", "  ", "🙂", "12", "x" * 40, "é", *SPECIALS]
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=st.text() | st.lists(PIECES | st.text(max_size=5), max_size=40).map("".join))
+def test_the_kernel_equals_the_python_path(twins, text):
+    """Any text, special tokens anywhere (adjacent, overlapping candidates, at either end);
+    the cache of 5 empties itself every few pretokens, and warm calls reuse what it kept."""
+    for python, compiled in twins:
+        expected = python.encode(text)
+        assert compiled.encode(text) == expected
+        assert compiled.encode(text) == expected  # warm: from its cache
+        assert compiled.encode_ordinary(text) == python.encode_ordinary(text)
+        assert compiled._cold._whole is not None, "the whole-text kernel did not run"
+
+
+def test_the_samples_equal_tiktoken_and_the_python_path(gpt2):
+    """GPT-2 on every bundled sample: tiktoken's ids, cold and warm, and a lossless decode."""
+    pytest.importorskip("tiktoken")
+    enc = tiktoken_gpt2_encoding()
+    python = _twin(gpt2, "python")
+    compiled = Tokenizer(gpt2.vocab, gpt2.merges, [EOT], merge_backend="compiled")
+    for sample in SAMPLES:
+        text = (DATA / sample).read_text(encoding="utf-8")
+        compiled.clear_cache()
+        ids = compiled.encode(text)
+        assert ids == enc.encode(text, allowed_special={EOT}), sample
+        assert compiled.encode(text) == ids, sample
+        assert python.encode(text) == ids, sample
+        assert compiled.decode(ids) == text
+    assert compiled._cold._whole is not None
+
+
+def test_a_users_tokenizer_takes_a_long_text_to_the_kernel(gpt2):
+    """The default tokenizer ("auto") sends a long text whole to the kernel, a short one not."""
+    tok = Tokenizer(gpt2.vocab, gpt2.merges, [EOT])
+    tok.encode("Hello, world!")
+    assert tok._cold._whole is None
+    text = (DATA / "owt_heldout.txt").read_text(encoding="utf-8")
+    assert len(text) >= AUTO_WHOLE_TEXT
+    assert tok.encode(text) == _twin(gpt2, "python").encode(text)
+    assert tok._cold._whole is not None
+    assert tok.encode("Hello, world!") == [15496, 11, 995, 0]  # loaded: short texts too
+
+
+def test_the_cache_stays_bounded_and_skips_long_pretokens(gpt2):
+    tok = Tokenizer(gpt2.vocab, gpt2.merges, [EOT], cache_size=100, merge_backend="compiled")
+    text = (DATA / "owt_heldout.txt").read_text(encoding="utf-8")
+    assert tok.encode(text) == _twin(gpt2, "python").encode(text)
+    cache = tok._cold._whole[1]
+    assert 0 < len(cache) <= 100 and len(cache.slots) <= cache.max_slots
+    tok.clear_cache()
+    assert len(cache) == 0
+    run = "a" * (CACHED_UP_TO + 1)
+    assert tok.encode(run) == tok.encode(run) == _twin(gpt2, "python").encode(run)
+    assert len(cache) == 0, "a pretoken longer than CACHED_UP_TO was cached"
+
+
+def test_an_empty_cache_grows_to_its_bound():
+    cache = KernelCache(max_size=3)
+    assert cache.max_slots == 16 and len(cache.slots) == 16
+
+
+def test_other_patterns_split_in_python(gpt2):
+    """The kernel knows GPT-2's pattern only: another pattern keeps the grouped cold path."""
+    tok = Tokenizer(gpt2.vocab, gpt2.merges, [EOT], pattern="cl100k", merge_backend="compiled")
+    text = (DATA / "owt_heldout.txt").read_text(encoding="utf-8")
+    python = Tokenizer(gpt2.vocab, gpt2.merges, [EOT], pattern="cl100k", merge_backend="python")
+    assert tok.encode(text) == python.encode(text)
+    assert tok._cold._whole is None and tok._cold.kernel is not None
+
+
+def test_the_grouped_path_still_equals_python(gpt2):
+    """With the whole-text kernel off, the split-in-Python, merge-in-groups path runs."""
+    tok = Tokenizer(gpt2.vocab, gpt2.merges, [EOT], merge_backend="compiled")
+    tok._cold.whole_text = False
+    text = (DATA / "tinystories_heldout.txt").read_text(encoding="utf-8")
+    assert tok.encode(text) == _twin(gpt2, "python").encode(text)
+    assert tok._cold._whole is None and tok._cold.kernel is not None
+
+
+def test_a_cold_encode_costs_linear_time(gpt2):
+    """Cold text 4x longer (new pretokens keep coming, the cache grows) costs at most x6."""
+    text = (DATA / "owt_sample.txt").read_text(encoding="utf-8")
+    tok = Tokenizer(gpt2.vocab, gpt2.merges, [EOT], merge_backend="compiled")
+    tok.encode("load")
+
+    def work(size: int) -> None:
+        tok.clear_cache()
+        tok.encode(text[:size])
+
+    assert_linear(work, len(text) // 5, what="the whole-text kernel's cold encode")
