@@ -62,6 +62,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .dropout                  BPE-dropout: merging with candidates skipped at random
       .compiled                 the cold path: BPE of a batch of new pretokens, Numba-compiled
       .compiled_encode          a whole text in one kernel call: split, cache and merge (GPT-2's)
+      .compiled_dropout         BPE-dropout of a whole text in one kernel call, Python's coins
       .removals                 PickyBPE's removals at encode time: replaying the history
       .pruning                  a vocab without the tokens text uses least as themselves
     bpe.formats                 the files a tokenizer is read from and saved as

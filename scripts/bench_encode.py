@@ -35,7 +35,12 @@ pretoken cache as a long corpus mostly would. Wall time includes reading and wri
 its sidecar, and for the tiktoken backend building the Encoding and its check of the first 1 MB
 chunk against the python encoder (about 0.4 s).
 
-A third table times the segmentation methods (`Tokenizer.encode(segmentation=...)`: merges,
+A third table times BPE-dropout (p = 0.1, a fixed seed) on each sample: the compiled kernel
+(`bpe.tokenizer.compiled_dropout`) and the Python path (on the sample's first 100 KB: it runs
+at a fraction of a MB/s), their ids compared, and the kernel's speed over the plain compiled
+encoder's cold speed on the same text in the same run (both in ranges over the repeats).
+
+A fourth table times the segmentation methods (`Tokenizer.encode(segmentation=...)`: merges,
 longest_prefix, fewest) cold and warm on each sample with GPT-2's vocab, on the python and the
 compiled cold path, the tokens each gives, each method's cold speed over its path's merges', and
 tiktoken's speed beside them.
@@ -119,15 +124,18 @@ def bench(repeats: int, limit: int | None = None) -> list[dict]:
         # Cold: a fresh tokenizer per run, so every run starts with an empty cache; the two
         # cold paths alternate, so a burst of load hits both alike.
         cold = dict.fromkeys(backends, float("inf"))
+        cold_all: dict[str, list[float]] = {b: [] for b in backends}
         cold_ids = {}
         for _ in range(repeats):
             for backend in backends:
                 tok = Tokenizer.from_files(vocab_path, merges_path, [EOT], merge_backend=backend)
                 t0 = _clock()
                 cold_ids[backend] = tok.encode(text)
-                cold[backend] = min(cold[backend], _clock() - t0)
+                cold_all[backend].append(_clock() - t0)
+                cold[backend] = min(cold[backend], cold_all[backend][-1])
         ours_ids = cold_ids[backends[-1]]
         warm = tik = hft = float("inf")
+        tik_all = []
         for _ in range(repeats):  # interleaved, so a burst of load hits all three alike
             t0 = _clock()
             ours_ids = tok.encode(text)
@@ -137,6 +145,7 @@ def bench(repeats: int, limit: int | None = None) -> list[dict]:
             hf_docs = hf.encode_batch(docs)
             t3 = _clock()
             warm, tik, hft = min(warm, t1 - t0), min(tik, t2 - t1), min(hft, t3 - t2)
+            tik_all.append(t2 - t1)
         hf_ids = [i for k, e in enumerate(hf_docs) for i in ([50256] if k else []) + e.ids]
         t0 = _clock()
         streamed = sum(1 for _ in tok.encode_iterable(text.splitlines(keepends=True)))
@@ -148,6 +157,10 @@ def bench(repeats: int, limit: int | None = None) -> list[dict]:
                 "bytes": num_bytes,
                 "ours_cold": num_bytes / cold["python"],
                 "ours_cold_compiled": num_bytes / cold["compiled"] if compiled else None,
+                "ours_cold_compiled_range": _range(num_bytes, cold_all["compiled"])
+                if compiled
+                else None,
+                "tiktoken_range": _range(num_bytes, tik_all),
                 "ours_warm": num_bytes / warm,
                 "ours_stream": num_bytes / stream,
                 "tiktoken": num_bytes / tik,
@@ -313,11 +326,60 @@ def bench_segmentations(repeats: int, limit: int | None = None) -> list[dict]:
     return rows
 
 
+def _range(num_bytes: int, seconds: list[float]) -> str:
+    """MB/s over repeated timings as `slowest-fastest`."""
+    return f"{num_bytes / max(seconds) / 1e6:.1f}-{num_bytes / min(seconds) / 1e6:.1f}"
+
+
+def bench_dropout(repeats: int, limit: int | None = None, *, p: float = 0.1) -> list[dict]:
+    """BPE-dropout on each sample with GPT-2's vocab: the compiled kernel against the plain
+    compiled encoder (cold) on the same text, and the Python path on the first 100 KB; the
+    ids of both paths compared (`bpe.tokenizer.compiled_dropout` must draw Python's coins)."""
+    from bpe import Tokenizer
+    from bpe.measures import GPT2_DIR
+
+    files = (GPT2_DIR / "vocab.json", GPT2_DIR / "merges.txt")
+    python = Tokenizer.from_files(*files, [EOT], merge_backend="python")
+    compiled = Tokenizer.from_files(*files, [EOT], merge_backend="compiled")
+    compiled.encode("load the kernels " * 8, dropout=p, seed=0)
+    rows = []
+    for name, filename in SAMPLES.items():
+        text = sample_text(filename, limit)
+        head = text[:100_000]
+        num_bytes, head_bytes = len(text.encode("utf-8")), len(head.encode("utf-8"))
+        plain, drop = [], []
+        for seed in range(repeats):  # interleaved: a burst of load hits both alike
+            compiled.clear_cache()
+            t0 = _clock()
+            compiled.encode(text)
+            t1 = _clock()
+            compiled.encode(text, dropout=p, seed=seed)
+            t2 = _clock()
+            plain.append(t1 - t0)
+            drop.append(t2 - t1)
+        t0 = _clock()
+        expected = python.encode(head, dropout=p, seed=0)
+        python_s = _clock() - t0
+        rows.append(
+            {
+                "sample": name,
+                "plain": _range(num_bytes, plain),
+                "dropout": _range(num_bytes, drop),
+                "ratio": min(plain) / min(drop),
+                "python": head_bytes / python_s / 1e6,
+                "same_ids": compiled.encode(head, dropout=p, seed=0) == expected,
+            }
+        )
+    return rows
+
+
 def _or_na(value: float | None, spec: str) -> str:
     return "n/a" if value is None else f"{value:{spec}}"
 
 
 def main(argv: list[str] | None = None) -> int:
+    from bpe.tokenizer.cold_path import numba_installed
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5, help="timed runs per measurement")
     parser.add_argument("--copies", type=int, default=4, help="OWT sample copies to encode")
@@ -352,6 +414,8 @@ def main(argv: list[str] | None = None) -> int:
         "ours/tiktoken cold (python)",
         "ours/tiktoken cold (compiled)",
         "ours/tiktoken warm",
+        "ours cold (compiled) range",
+        "tiktoken range",
         "ids == tiktoken",
         "HF ids == tiktoken",
     ]
@@ -365,7 +429,8 @@ def main(argv: list[str] | None = None) -> int:
             f"| {r['ours_warm'] / mb:.1f} | {r['ours_stream'] / mb:.1f} | {r['tiktoken'] / mb:.1f} "
             f"| {r['hf'] / mb:.1f} | {r['ours_cold'] / r['tiktoken']:.2f} "
             f"| {_or_na(compiled and compiled / r['tiktoken'], '.2f')} "
-            f"| {r['ours_warm'] / r['tiktoken']:.2f} | {r['same_as_tiktoken']} "
+            f"| {r['ours_warm'] / r['tiktoken']:.2f} | {r['ours_cold_compiled_range'] or 'n/a'} "
+            f"| {r['tiktoken_range']} | {r['same_as_tiktoken']} "
             f"| {r['hf_same_as_tiktoken']} |"
         )
     print()
@@ -382,6 +447,18 @@ def main(argv: list[str] | None = None) -> int:
     print("| --- | --- | --- | --- |")
     for r in backends:
         print(f"| {r['encoder']} | {r['backend_used']} | {r['mb_s']:.1f} | {r['same_ids']} |")
+    print()
+    print("BPE-dropout, p = 0.1 (GPT-2's vocab, one thread; MB/s slowest-fastest):")
+    print()
+    heads = ["sample", "compiled plain cold", "compiled dropout", "dropout / plain (best)"]
+    heads += ["python dropout (100 KB)", "ids equal"]
+    print("| " + " | ".join(heads) + " |")
+    print("| " + " | ".join(["---"] * len(heads)) + " |")
+    for r in bench_dropout(max(1, args.repeats), limit) if numba_installed() else []:
+        print(
+            f"| {r['sample']} | {r['plain']} | {r['dropout']} | {r['ratio']:.2f} "
+            f"| {r['python']:.2f} | {r['same_ids']} |"
+        )
     print()
     print("Segmentation methods (GPT-2's vocab, each cold path, one thread):")
     print()

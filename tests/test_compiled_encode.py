@@ -140,3 +140,43 @@ def test_a_cold_encode_costs_linear_time(gpt2):
         tok.encode(text[:size])
 
     assert_linear(work, len(text) // 5, what="the whole-text kernel's cold encode")
+
+
+# -- BPE-dropout in the kernel (`bpe.tokenizer.compiled_dropout`) -----------------------------
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    text=st.text() | st.lists(PIECES | st.text(max_size=5), max_size=40).map("".join),
+    dropout=st.sampled_from([0.0, 0.05, 0.1, 0.5, 0.9]),
+    seed=st.integers(0, 2**64 - 1),
+    offset=st.integers(0, 2**40),
+)
+def test_dropout_in_the_kernel_draws_pythons_coins(twins, text, dropout, seed, offset):
+    """The same (text, p, seed, offset) gives the Python path's ids, coin for coin."""
+    for python, compiled in twins:
+        expected = python.encode(text, dropout=dropout, seed=seed, offset=offset)
+        assert compiled.encode(text, dropout=dropout, seed=seed, offset=offset) == expected
+
+
+def test_dropout_in_the_kernel_on_the_samples_and_long_pretokens(gpt2):
+    python = _twin(gpt2, "python")
+    compiled = Tokenizer(gpt2.vocab, gpt2.merges, [EOT])  # a user's: "auto"
+    text = (DATA / "tinystories_heldout.txt").read_text(encoding="utf-8")
+    text += " " + "ab" * 5000 + "\n" * 300 + "x" * 700  # pretokens far past the scratch size
+    assert len(text) >= AUTO_WHOLE_TEXT
+    ids = compiled.encode(text, dropout=0.1, seed=7)
+    assert compiled._cold._whole is not None, "auto did not take the long text to the kernel"
+    assert ids == python.encode(text, dropout=0.1, seed=7)
+    assert compiled.decode(ids) == text
+    assert compiled.encode(text, dropout=0.1, seed=8) != ids  # another seed, other cuts
+
+
+def test_dropout_in_the_kernel_costs_linear_time_on_a_long_pretoken(gpt2):
+    tok = Tokenizer(gpt2.vocab, gpt2.merges, [EOT], merge_backend="compiled")
+    tok.encode("load", dropout=0.1, seed=0)
+    assert_linear(
+        lambda size: tok.encode("ab" * (size // 2), dropout=0.1, seed=0),
+        200_000,
+        what="compiled dropout on one long pretoken",
+    )

@@ -398,6 +398,9 @@ class Tokenizer(StreamingEncoder):
                 return self.encode_ordinary(text)
             return self._encode_parts(text, None, self.special_tokens.__getitem__)
         stream = self._dropout_stream(dropout, seed, offset)
+        whole = self._cold.encode_dropout(text, self._special_regex, self.special_tokens, stream)
+        if whole is not None:
+            return whole
         return self._encode_parts(text, stream.pretoken_ids, stream.special_id)
 
     def _encode_parts(self, text: str, pretoken_ids, special_id) -> list[int]:

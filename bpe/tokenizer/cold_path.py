@@ -265,14 +265,48 @@ class ColdPath:
         None when the kernel does not take the text (`wants_whole`; a lone surrogate, which
         the Python path then names; "auto" without Numba): the caller encodes it the usual way.
         """
+        arrays = self._text_arrays(text, special_regex, special_ids)
+        if arrays is None:
+            return None
+        from bpe.tokenizer.compiled_encode import encode_spans
+
+        cps, spans = arrays
+        tables, cache, classes = self._whole
+        lo, hi, after = spans[:, 0].copy(), spans[:, 1].copy(), spans[:, 2].copy()
+        ids = encode_spans(tables, cache, cps, classes, lo, hi, after, stop=stop)
+        del cps, arrays  # the text's code points (4 bytes a character) before the list is made
+        return ids.tolist() if listed else ids
+
+    def encode_dropout(
+        self, text: str, special_regex, special_ids: dict[str, int], stream
+    ) -> list[int] | None:
+        """The ids of text with BPE-dropout from the compiled kernel
+        (`bpe.tokenizer.compiled_dropout`), advancing `stream`'s offset as the Python path
+        does; None where the whole-text kernel does not apply (see `encode_whole`)."""
+        arrays = self._text_arrays(text, special_regex, special_ids)
+        if arrays is None:
+            return None
+        from bpe.tokenizer.compiled_dropout import encode_spans_dropout
+
+        threshold, seed_key = stream.coins()
+        tables, _, classes = self._whole
+        ids, stream.offset = encode_spans_dropout(
+            tables,
+            arrays[0],
+            classes,
+            arrays[1],
+            threshold=threshold,
+            seed_key=seed_key,
+            offset=stream.offset,
+        )
+        return ids.tolist()
+
+    def _text_arrays(self, text: str, special_regex, special_ids: dict[str, int]):
+        """(code points, spans) of text for the whole-text kernels, loading them on first use:
+        a span row is (start, end, the id of the special token after it or -1, its UTF-8
+        length). None where the kernels do not apply (see `encode_whole`)."""
         if not self.wants_whole(len(text)):
             return None
-        spans = []
-        at = 0
-        for m in special_regex.finditer(text) if special_regex is not None else ():
-            spans.append((at, m.start(), special_ids[m.group()]))
-            at = m.end()
-        spans.append((at, len(text), -1))
         if self._whole is None:
             if self.kernel is None and not self._load():
                 return None
@@ -282,17 +316,18 @@ class ColdPath:
             self._whole = (self._tables, KernelCache(max_size=self._cache_size), char_classes())
         import numpy as np
 
-        from bpe.tokenizer.compiled_encode import encode_spans
-
         try:
             cps = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
         except UnicodeEncodeError:
             return None
-        tables, cache, classes = self._whole
-        lo, hi, after = np.array(spans, dtype=np.int64).reshape(-1, 3).T.copy()
-        ids = encode_spans(tables, cache, cps, classes, lo, hi, after, stop=stop)
-        del cps  # the text's code points (4 bytes a character) before the list is made
-        return ids.tolist() if listed else ids
+        spans = []
+        at = 0
+        for m in special_regex.finditer(text) if special_regex is not None else ():
+            token = m.group()
+            spans.append((at, m.start(), special_ids[token], len(token.encode("utf-8"))))
+            at = m.end()
+        spans.append((at, len(text), -1, 0))
+        return cps, np.array(spans, dtype=np.int64)
 
     def cached(self) -> int:
         """Pretokens in the whole-text kernel's cache."""

@@ -282,6 +282,10 @@ class DropoutStream:
         #: byte offset of the next pretoken in the stream
         self.offset = offset
 
+    def coins(self) -> tuple[int, int]:
+        """(threshold, seed key): what the compiled kernel needs to draw these same coins."""
+        return self._threshold, self._seed_key
+
     def pretoken_ids(self, pretokens: Iterable[str]) -> list[int]:
         """The ids of consecutive pretokens (the offset advances past them)."""
         out: list[int] = []

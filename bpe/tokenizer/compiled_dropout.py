@@ -1,0 +1,235 @@
+"""BPE-dropout of a whole GPT-2-pattern text in one compiled call: the same ids as Python's.
+
+What it does: `encode_spans_dropout` splits a text's ordinary spans with GPT-2's scanner
+(`bpe.text.gpt2_scanner`) and merges every pretoken with dropout in a Numba kernel that draws
+exactly the coins `bpe.tokenizer.dropout` draws, in the same order:
+
+    * a pretoken's coins come from splitmix64 keyed by mix64(mix64(seed) ^ its byte offset in
+      the stream), one `state += golden; mix64(state) < threshold` per coin;
+    * at each step the live candidates are visited in (rank, position) order: coins are drawn
+      until one survives; every other live candidate of that pair then gets a coin; the
+      survivors merge left to right, an overlapped one skipped ("a a a" -> "aa a"); the
+      dropped ones come back at the next step; a step with no survivor ends the pretoken.
+
+So the ids equal `Tokenizer.encode(text, dropout=p, seed=s, offset=o)`'s in Python (tested on
+random text, seeds and probabilities). The kernel keeps the candidates in a heap over a linked
+list (`merge_long_with_dropout`'s method) for every pretoken, so a long one costs O(n log n).
+
+What it does not do: cache (dropout must not), other split patterns or other segmentations,
+streaming (`encode_iterable` with dropout stays in Python), or choose when it runs
+(`bpe.tokenizer.cold_path.ColdPath`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from bpe.text.gpt2_scanner import pretoken_end
+from bpe.tokenizer.compiled import MergeTables, _pop, _push, _rank
+from bpe.tokenizer.compiled_encode import _utf8_into, _utf8_length
+
+_NO_RANK = np.int64(np.iinfo(np.int32).max)
+_LOW32 = np.int64(0xFFFFFFFF)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+
+
+def encode_spans_dropout(
+    tables: MergeTables,
+    cps: np.ndarray,
+    classes: np.ndarray,
+    spans: np.ndarray,
+    *,
+    threshold: int,
+    seed_key: int,
+    offset: int,
+) -> tuple[np.ndarray, int]:
+    """The ids of text `cps` with dropout, and the byte offset after it.
+
+    Args:
+        tables: the tokenizer's merges (`bpe.tokenizer.compiled.build_tables`).
+        cps: the text's code points (uint32, no lone surrogates).
+        classes: each code point's class (`bpe.text.gpt2_scanner.char_classes`).
+        spans: int64 rows (start, end, special id after or -1, that special's UTF-8 length).
+        threshold: a coin drops its candidate when its 64-bit draw is below this.
+        seed_key: mix64(seed) (`bpe.tokenizer.dropout.DropoutStream`).
+        offset: the byte offset of the text in its stream.
+
+    >>> from bpe.text.gpt2_scanner import char_classes
+    >>> from bpe.tokenizer.compiled import build_tables
+    >>> tables = build_tables({(97, 97): 0}, [256], range(256))
+    >>> text = np.frombuffer("aaaa".encode("utf-32-le"), np.uint32)
+    >>> spans = np.array([[0, 4, -1, 0]])
+    >>> ids, end = encode_spans_dropout(
+    ...     tables, text, char_classes(), spans, threshold=0, seed_key=1, offset=0
+    ... )
+    >>> ids.tolist(), end
+    ([256, 256], 4)
+    """
+    t = tables
+    rows = np.ascontiguousarray(spans.T)
+    return _encode_dropout(
+        cps,
+        classes,
+        rows[0],
+        rows[1],
+        rows[2],
+        rows[3],
+        t.byte_ids,
+        t.slots,
+        t.shift,
+        t.lefts,
+        t.rights,
+        t.merged,
+        np.uint64(threshold),
+        np.uint64(seed_key),
+        offset,
+    )
+
+
+@njit(cache=True, nogil=True)
+def _mix64(z):  # pragma: no cover - compiled
+    """splitmix64's finaliser (`bpe.tokenizer.dropout.mix64`), on uint64."""
+    z = (z ^ (z >> np.uint64(30))) * _M1
+    z = (z ^ (z >> np.uint64(27))) * _M2
+    return z ^ (z >> np.uint64(31))
+
+
+@njit(cache=True, nogil=True)
+def _live(item, w, nxt, n, lefts, rights):  # pragma: no cover - compiled
+    """Whether a heap item (rank << 32 | position) still names the pair at its position."""
+    rank = item >> 32
+    i = item & _LOW32
+    j = nxt[i]
+    return w[i] == lefts[rank] and j < n and w[j] == rights[rank]
+
+
+@njit(cache=True, nogil=True)
+def _merge_dropout(
+    w, n, state, threshold, nxt, prv, heap, held, slots, shift, lefts, rights, merged
+):  # pragma: no cover - compiled
+    """BPE with dropout of the n ids in w[:n] in place; returns (count, the coins' state).
+
+    `held` is scratch for the step's survivors and skipped candidates (2n items).
+    """
+    size = 0
+    for i in range(n):
+        nxt[i] = i + 1
+        prv[i] = i - 1
+    for i in range(n - 1):
+        rank = _rank(slots, shift, w[i], w[i + 1])
+        if rank != _NO_RANK:
+            size = _push(heap, size, (rank << 32) | i)
+    while size > 0:
+        skipped = n  # held[n:skipped] are this step's dropped candidates
+        chosen = np.int64(-1)
+        while size > 0:
+            item = _pop(heap, size)
+            size -= 1
+            if not _live(item, w, nxt, n, lefts, rights):
+                continue
+            state += _GOLDEN
+            if _mix64(state) < threshold:
+                held[skipped] = item
+                skipped += 1
+            else:
+                chosen = item
+                break
+        if chosen < 0:
+            break  # every candidate was dropped this step: the pretoken is done
+        rank = chosen >> 32
+        held[0] = chosen
+        kept = 1  # held[:kept] are the survivors, in position order
+        while size > 0 and (heap[0] >> 32) == rank:
+            item = _pop(heap, size)
+            size -= 1
+            if _live(item, w, nxt, n, lefts, rights):
+                state += _GOLDEN
+                if _mix64(state) < threshold:
+                    held[skipped] = item
+                    skipped += 1
+                else:
+                    held[kept] = item
+                    kept += 1
+        new = merged[rank]
+        for s in range(kept):
+            if not _live(held[s], w, nxt, n, lefts, rights):
+                continue  # overlapped by the merge just left of it
+            i = held[s] & _LOW32
+            j = nxt[i]
+            w[i] = new
+            w[j] = -1  # invariant: -1 marks a removed position, never a real id
+            k = nxt[j]
+            nxt[i] = k
+            if k < n:
+                prv[k] = i
+                after = _rank(slots, shift, new, w[k])
+                if after != _NO_RANK:
+                    size = _push(heap, size, (after << 32) | i)
+            h = prv[i]
+            if h >= 0:
+                before = _rank(slots, shift, w[h], new)
+                if before != _NO_RANK:
+                    size = _push(heap, size, (before << 32) | h)
+        for s in range(n, skipped):
+            size = _push(heap, size, held[s])
+    count = 0
+    for i in range(n):
+        if w[i] != -1:
+            w[count] = w[i]
+            count += 1
+    return count, state
+
+
+@njit(cache=True, nogil=True)
+def _encode_dropout(
+    cps,
+    classes,
+    lo,
+    hi,
+    after,
+    after_bytes,
+    byte_ids,
+    slots,
+    shift,
+    lefts,
+    rights,
+    merged,
+    threshold,
+    seed_key,
+    offset,
+):  # pragma: no cover - compiled
+    """`encode_spans_dropout`'s kernel: (ids, the byte offset after the text)."""
+    out = np.empty(_utf8_length(cps, lo, hi) + len(after), np.int32)
+    room = 256  # scratch for one pretoken, regrown for a longer one
+    nxt = np.empty(room, np.int32)
+    prv = np.empty(room, np.int32)
+    heap = np.empty(3 * room, np.int64)
+    held = np.empty(2 * room, np.int64)
+    pos = 0
+    for k in range(len(lo)):
+        i = lo[k]
+        while i < hi[k]:
+            j = pretoken_end(cps, classes, i, hi[k])
+            w = out[pos:]
+            n = _utf8_into(w, cps, i, j, byte_ids)
+            if n > room:
+                room = 2 * n
+                nxt = np.empty(room, np.int32)
+                prv = np.empty(room, np.int32)
+                heap = np.empty(3 * room, np.int64)
+                held = np.empty(2 * room, np.int64)
+            state = _mix64(seed_key ^ np.uint64(offset))
+            count, state = _merge_dropout(
+                w, n, state, threshold, nxt, prv, heap, held, slots, shift, lefts, rights, merged
+            )
+            pos += count
+            offset += n
+            i = j
+        if after[k] >= 0:
+            out[pos] = after[k]
+            pos += 1
+            offset += after_bytes[k]
+    return out[:pos], offset
