@@ -180,3 +180,33 @@ def test_dropout_in_the_kernel_costs_linear_time_on_a_long_pretoken(gpt2):
         200_000,
         what="compiled dropout on one long pretoken",
     )
+
+
+# -- the segmentation methods in the kernel ----------------------------------------------------
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    text=st.text() | st.lists(PIECES | st.text(max_size=5), max_size=40).map("".join),
+    method=st.sampled_from(["longest_prefix", "fewest"]),
+)
+def test_segmentation_in_the_kernel_equals_the_python_path(twins, text, method):
+    """Each method cut over the trie inside the whole-text kernel, its cache of 5 emptied
+    every few pretokens: the readable Segmenter's ids, cold and warm."""
+    for python, compiled in twins:
+        expected = python.encode(text, segmentation=method)
+        assert compiled.encode(text, segmentation=method) == expected
+        assert compiled.encode(text, segmentation=method) == expected
+        kernels = compiled._segmentations._kernels
+        assert kernels[method]._whole_cache is not None, "the kernel did not cut"
+
+
+def test_segmentation_in_the_kernel_on_a_sample(gpt2):
+    text = (DATA / "owt_heldout.txt").read_text(encoding="utf-8") + " " + "ab" * 3000
+    tok = Tokenizer(gpt2.vocab, gpt2.merges, [EOT])  # a user's: "auto"
+    python = _twin(gpt2, "python")
+    for method in ("longest_prefix", "fewest"):
+        ids = tok.encode(text, segmentation=method)
+        assert ids == python.encode(text, segmentation=method)
+        assert tok.decode(ids) == text
+        assert tok._segmentations._kernels[method]._whole_cache is not None

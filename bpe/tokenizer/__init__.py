@@ -271,6 +271,7 @@ class Tokenizer(StreamingEncoder):
         """Forget cached pretoken encodings (ids do not change; the next encode is cold)."""
         self._cache.clear()
         self._cold.clear()
+        self._segmentations.clear()
 
     @property
     def cached_pretokens(self) -> int:
@@ -388,6 +389,14 @@ class Tokenizer(StreamingEncoder):
                 "decode bytes first (e.g. data.decode('utf-8'))"
             )
         if check_segmentation(segmentation, dropout=dropout) != "merges":
+            whole = self._cold.encode_whole(
+                text,
+                self._special_regex,
+                self.special_tokens,
+                cut=lambda: self._segmentations.whole(segmentation),
+            )
+            if whole is not None:
+                return whole
             cut = self._segmentations.pretoken_ids(segmentation)
             return self._encode_parts(text, cut, self.special_tokens.__getitem__)
         if dropout == 0:

@@ -257,10 +257,12 @@ class ColdPath:
         *,
         stop: int | None = None,
         listed: bool = True,
+        cut: Callable[[], tuple | None] | None = None,
     ):
         """The ids of text, split on `special_regex` (None: no special tokens), up to `stop`
         (`bpe.tokenizer.compiled_encode.encode_spans`): a list, or the kernel's int32 array
-        when not `listed`.
+        when not `listed`. `cut()` gives a segmentation method's (trie, method, cache) to cut
+        the pretokens by instead of merging them (`Segmentations.whole`).
 
         None when the kernel does not take the text (`wants_whole`; a lone surrogate, which
         the Python path then names; "auto" without Numba): the caller encodes it the usual way.
@@ -272,8 +274,14 @@ class ColdPath:
 
         cps, spans = arrays
         tables, cache, classes = self._whole
+        method = None
+        if cut is not None:
+            if (found := cut()) is None:
+                return None
+            trie, name, cache = found
+            method = (trie, name)
         lo, hi, after = spans[:, 0].copy(), spans[:, 1].copy(), spans[:, 2].copy()
-        ids = encode_spans(tables, cache, cps, classes, lo, hi, after, stop=stop)
+        ids = encode_spans(tables, cache, cps, classes, lo, hi, after, stop=stop, cut=method)
         del cps, arrays  # the text's code points (4 bytes a character) before the list is made
         return ids.tolist() if listed else ids
 

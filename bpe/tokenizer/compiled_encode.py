@@ -29,6 +29,7 @@ from numba import njit
 
 from bpe.text.gpt2_scanner import PACKED, first_slot, pretoken_end, pretoken_key
 from bpe.tokenizer.compiled import SHORT_PRETOKEN, MergeTables, _merge_long, _merge_short
+from bpe.tokenizer.compiled_segments import METHODS, TokenTrie, _cut_one
 
 #: the columns of a slot of the cache: key, code points' offset and length, ids' offset, count
 KEY, OFFSET, LENGTH, IDS_AT, IDS_N = 0, 1, 2, 3, 4
@@ -79,6 +80,7 @@ def encode_spans(
     after: np.ndarray,
     *,
     stop: int | None = None,
+    cut: tuple[TokenTrie, str] | None = None,
 ) -> np.ndarray:
     """The ids of text `cps` (its code points): span k's pretokens, then after[k] if >= 0.
 
@@ -93,6 +95,9 @@ def encode_spans(
             spans are still split up to their ends, so the pretokens before `stop` are those
             of the whole text (a run of spaces splits by what follows it); `stop` must be where
             a pretoken starts (`bpe.tokenizer.streaming` cuts a stream so).
+        cut: (trie, method): cut each pretoken by "longest_prefix" or "fewest" over the trie
+            (`bpe.tokenizer.compiled_segments`) instead of merging it; the cache must then be
+            that method's own.
 
     Returns:
         The ids (int32).
@@ -106,6 +111,7 @@ def encode_spans(
     [256, 257, 33, 300]
     """
     t = tables
+    trie, method = (_NO_TRIE, -1) if cut is None else (cut[0], METHODS[cut[1]])
     out, cache.slots, cache.cps, cache.ids = _encode(
         cps,
         classes,
@@ -125,8 +131,18 @@ def encode_spans(
         cache.max_slots,
         cache.max_size,
         len(cps) if stop is None else stop,
+        trie.slots,
+        trie.shift,
+        trie.token,
+        method,
     )
     return out
+
+
+#: the trie the merges pass (unread): the kernel takes one set of argument types
+_NO_TRIE = TokenTrie(
+    slots=np.full(16, -1, np.int64), shift=np.uint64(60), token=np.full(1, -1, np.int64)
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -197,6 +213,20 @@ def _doubled(slots):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
+def _merge(w, n, r, slots, shift, lefts, rights, merged):  # pragma: no cover - compiled
+    """BPE of the n ids in w[:n] in place (`bpe.tokenizer.compiled`'s scan or heap); returns
+    how many remain. `r` is the scan's scratch; a long pretoken gets its heap here."""
+    if n <= 1:
+        return n
+    if n <= SHORT_PRETOKEN:
+        return _merge_short(w, n, r, slots, shift, merged)
+    nxt = np.empty(n, np.int32)
+    prv = np.empty(n, np.int32)
+    heap = np.empty(3 * n, np.int64)
+    return _merge_long(w, n, nxt, prv, heap, slots, shift, lefts, rights, merged)
+
+
+@njit(cache=True, nogil=True)
 def _utf8_length(cps, lo, hi):  # pragma: no cover - compiled
     """The UTF-8 length of the spans cps[lo[k]:hi[k]]."""
     total = 0
@@ -250,6 +280,10 @@ def _encode(
     max_slots,
     max_size,
     stop,
+    trie_slots,
+    trie_shift,
+    trie_token,
+    method,
 ):  # pragma: no cover - compiled
     """`encode_spans`' kernel; returns (ids, slots, pool, id_pool), the arrays maybe regrown.
 
@@ -258,10 +292,9 @@ def _encode(
     """
     out = np.empty(_utf8_length(cps, lo, hi) + len(after), np.int32)
     r = np.empty(SHORT_PRETOKEN, np.int64)
-    room = 4 * SHORT_PRETOKEN  # scratch for the long pretokens' heap, regrown as needed
-    nxt = np.empty(room, np.int32)
-    prv = np.empty(room, np.int32)
-    heap = np.empty(3 * room, np.int64)
+    raw = np.empty(256, np.int32)  # a pretoken's bytes, for the segmentation methods
+    cost = np.empty(257, np.int32)
+    identity = np.arange(256, dtype=np.int64)
     held, pool_used, ids_used = used[0], used[1], used[2]
     pos = 0
     for k in range(len(lo)):
@@ -279,18 +312,15 @@ def _encode(
                 i = j
                 continue
             w = out[pos:]
-            n = _utf8_into(w, cps, i, j, byte_ids)
-            if n <= 1:
-                count = n
-            elif n <= SHORT_PRETOKEN:
-                count = _merge_short(w, n, r, pair_slots, shift, merged)
+            if 4 * (j - i) > len(raw):
+                raw = np.empty(8 * (j - i), np.int32)
+                cost = np.empty(8 * (j - i) + 1, np.int32)
+            if method >= 0:  # a segmentation method: cut the bytes over the trie
+                n = _utf8_into(raw, cps, i, j, identity)
+                count = _cut_one(raw, 0, n, trie_slots, trie_shift, trie_token, method, w, 0, cost)
             else:
-                if n > room:
-                    room = 2 * n
-                    nxt = np.empty(room, np.int32)
-                    prv = np.empty(room, np.int32)
-                    heap = np.empty(3 * room, np.int64)
-                count = _merge_long(w, n, nxt, prv, heap, pair_slots, shift, lefts, rights, merged)
+                n = _utf8_into(w, cps, i, j, byte_ids)
+                count = _merge(w, n, r, pair_slots, shift, lefts, rights, merged)
             if j - i <= CACHED_UP_TO:
                 if held >= max_size:  # full: empty it, as the Python cache does
                     slots[:, LENGTH] = 0

@@ -173,33 +173,41 @@ def _segment_all(data, chars, slots, shift, token, method, out, out_ends, cost):
                 pos += 1
             left -= 1
         end = pos
-        if method == 1:
-            # cost[i]: the fewest tokens covering data[i:end], from the right
-            cost[end] = 0
-            for i in range(end - 1, start - 1, -1):
-                best = 1 << 30
-                node = 0
-                for j in range(i, end):
-                    node = _child(slots, shift, node, data[j])
-                    if node < 0:
-                        break
-                    if token[node] >= 0 and cost[j + 1] + 1 < best:
-                        best = cost[j + 1] + 1
-                cost[i] = best
-        i = start
-        while i < end:
+        written = _cut_one(data, start, end, slots, shift, token, method, out, written, cost)
+        out_ends[k] = written
+    return written
+
+
+@njit(cache=True)
+def _cut_one(data, start, end, slots, shift, token, method, out, written, cost):  # pragma: no cover
+    """Cut the UTF-8 bytes data[start:end] by `method` into out from `written` on; returns
+    where its ids end. `cost` is scratch of at least end + 1 items."""
+    if method == 1:
+        # cost[i]: the fewest tokens covering data[i:end], from the right
+        cost[end] = 0
+        for i in range(end - 1, start - 1, -1):
+            best = 1 << 30
             node = 0
-            chosen = -1
-            chosen_end = i + 1
             for j in range(i, end):
                 node = _child(slots, shift, node, data[j])
                 if node < 0:
                     break
-                if token[node] >= 0 and (method == 0 or cost[j + 1] == cost[i] - 1):
-                    chosen = token[node]  # a longer one found later replaces it
-                    chosen_end = j + 1
-            out[written] = chosen
-            written += 1
-            i = chosen_end
-        out_ends[k] = written
+                if token[node] >= 0 and cost[j + 1] + 1 < best:
+                    best = cost[j + 1] + 1
+            cost[i] = best
+    i = start
+    while i < end:
+        node = 0
+        chosen = -1
+        chosen_end = i + 1
+        for j in range(i, end):
+            node = _child(slots, shift, node, data[j])
+            if node < 0:
+                break
+            if token[node] >= 0 and (method == 0 or cost[j + 1] == cost[i] - 1):
+                chosen = token[node]  # a longer one found later replaces it
+                chosen_end = j + 1
+        out[written] = chosen
+        written += 1
+        i = chosen_end
     return written

@@ -29,6 +29,7 @@ does, then calls a method here per pretoken), or train (the vocabulary is given)
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping
 from itertools import chain
 
@@ -60,6 +61,23 @@ def check_segmentation(name: str, *, dropout: float = 0.0) -> str:
     return name
 
 
+def check_longest(tokens: Iterable[bytes]) -> None:
+    """Refuse a vocab with a token longer than MAX_TOKEN_BYTES (the methods' cost grows with it).
+
+    >>> check_longest([b"a" * (MAX_TOKEN_BYTES + 1)])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: this vocab holds a token of ... bytes; longest_prefix and fewest take ...
+    """
+    longest = max(map(len, tokens), default=0)
+    if longest > MAX_TOKEN_BYTES:
+        raise ValueError(
+            f"this vocab holds a token of {longest} bytes; longest_prefix and fewest take "
+            f"tokens of at most {MAX_TOKEN_BYTES} bytes (their time and memory grow with "
+            "the longest token): use segmentation='merges' for this vocab"
+        )
+
+
 class Segmenter:
     """Cut pretokens (bytes) into vocabulary tokens by `longest_prefix` or `fewest`.
 
@@ -72,13 +90,7 @@ class Segmenter:
     """
 
     def __init__(self, vocab: Mapping[int, bytes]) -> None:
-        longest = max(map(len, vocab.values()), default=0)
-        if longest > MAX_TOKEN_BYTES:
-            raise ValueError(
-                f"this vocab holds a token of {longest} bytes; longest_prefix and fewest take "
-                f"tokens of at most {MAX_TOKEN_BYTES} bytes (their time and memory grow with "
-                "the longest token): use segmentation='merges' for this vocab"
-            )
+        check_longest(vocab.values())
         self._id_of = {token: i for i, token in sorted(vocab.items(), reverse=True)}
         missing = [b for b in range(256) if bytes([b]) not in self._id_of]
         if missing:
@@ -86,9 +98,13 @@ class Segmenter:
                 f"the vocab lacks {len(missing)} single byte(s), e.g. {bytes([missing[0]])!r}: "
                 "segmentation needs a byte-level vocab"
             )
-        # Every prefix of a token: a walk from a position stops at the first byte string that
-        # begins no token, so it looks no further ahead than the tokens that could match.
-        self._prefixes = {t[:k] for t in self._id_of for k in range(1, len(t) + 1)}
+
+    @functools.cached_property
+    def _prefixes(self) -> set[bytes]:
+        """Every prefix of a token: a walk from a position stops at the first byte string that
+        begins no token, so it looks no further ahead than the tokens that could match. Built
+        on first use (~0.1 s for GPT-2's vocab), which the compiled kernel never makes."""
+        return {t[:k] for t in self._id_of for k in range(1, len(t) + 1)}
 
     def _ends(self, data: bytes, i: int) -> Iterable[int]:
         """The ends j > i of the tokens that start at `i` (`data[i:j]` in the vocab), shortest
@@ -162,11 +178,14 @@ class SegmentedPretokens:
         kernel: SegmentKernel | None = None,
     ) -> None:
         self._cut, self._utf8, self._cache_size = cut, utf8, cache_size
-        self._kernel = kernel
+        self.kernel = kernel
         self._cache: dict[str, list[int]] = {}
 
+    def clear(self) -> None:
+        self._cache.clear()
+
     def pretoken_ids(self, pretokens: Iterable[str]) -> list[int]:
-        if self._kernel is not None:
+        if self.kernel is not None:
             pretokens = list(pretokens)
             try:  # warm: every pretoken cached (a miss gives None, which chain cannot iterate)
                 return list(chain.from_iterable(map(self._cache.get, pretokens)))
@@ -191,10 +210,10 @@ class SegmentedPretokens:
         cold pretokens, no Numba under "auto", a lone surrogate the Python path names)."""
         cache = self._cache
         cold = [p for p in dict.fromkeys(pretokens) if p not in cache]
-        if not cold or self._kernel is None or not self._kernel.wants(len(cold)):
+        if not cold or self.kernel is None or not self.kernel.wants(len(cold)):
             return None
         try:
-            cut = self._kernel.cut(cold)
+            cut = self.kernel.cut(cold)
         except UnicodeEncodeError:
             return None
         if cut is None:
@@ -222,6 +241,7 @@ class SegmentKernel:
         self._method, self._ordinary, self._backend = method, ordinary, backend
         self._cold_seen = 0
         self._trie = None
+        self._whole_cache = None  # the whole-text kernel's cache of this method's cuts
 
     def wants(self, num_cold: int) -> bool:
         """Whether a list with num_cold cold pretokens goes to the kernel."""
@@ -246,6 +266,29 @@ class SegmentKernel:
         if self._trie is None:
             self._trie = compiled_segments.build_trie(self._ordinary())
         return compiled_segments.segment_pretokens(self._trie, pretokens, self._method)
+
+    def clear(self) -> None:
+        """Forget the whole-text kernel's cached cuts."""
+        if self._whole_cache is not None:
+            self._whole_cache.clear()
+
+    def whole(self, cache_size: int):
+        """(trie, method, cache) for the whole-text kernel (`bpe.tokenizer.compiled_encode`),
+        or None where this method stays in Python."""
+        if self._backend == "python":
+            return None
+        try:
+            from bpe.tokenizer import compiled_encode, compiled_segments
+        except ImportError as err:
+            if self._backend == "compiled":
+                raise ValueError(NO_NUMBA.format(err=err)) from err
+            self._backend = "python"
+            return None
+        if self._trie is None:
+            self._trie = compiled_segments.build_trie(self._ordinary())
+        if self._whole_cache is None:
+            self._whole_cache = compiled_encode.KernelCache(max_size=cache_size)
+        return self._trie, self._method, self._whole_cache
 
 
 class Segmentations:
@@ -275,6 +318,7 @@ class Segmentations:
         self._backend = merge_backend if numba_installed() else "python"
         self._segmenter: Segmenter | None = None
         self._by_name: dict[str, SegmentedPretokens] = {}
+        self._kernels: dict[str, SegmentKernel] = {}
 
     def _ordinary(self) -> dict[int, bytes]:
         return {i: t for i, t in self._vocab.items() if i not in self._special_ids}
@@ -285,10 +329,30 @@ class Segmentations:
             if self._segmenter is None:
                 self._segmenter = Segmenter(self._ordinary())  # checks the vocab, names a fault
             cut = self._segmenter.method(name)
-            kernel = (
-                None
-                if self._backend == "python"
-                else SegmentKernel(name, self._ordinary, self._backend)
-            )
+            kernel = self._kernel(name)
             self._by_name[name] = SegmentedPretokens(cut, self._utf8, self._cache_size, kernel)
         return self._by_name[name].pretoken_ids
+
+    def _kernel(self, name: str) -> SegmentKernel | None:
+        """The method's compiled kernel (one per method), or None in Python."""
+        if self._backend == "python":
+            return None
+        if name not in self._kernels:
+            self._kernels[name] = SegmentKernel(name, self._ordinary, self._backend)
+        return self._kernels[name]
+
+    def whole(self, name: str):
+        """The method `name`'s (trie, method, cache) for the whole-text kernel, or None
+        (`SegmentKernel.whole`). The readable `Segmenter` is not built for it: its vocab check
+        (the longest token) runs here."""
+        if self._segmenter is None:
+            check_longest(self._vocab.values())
+        kernel = self._kernel(name)
+        return None if kernel is None else kernel.whole(self._cache_size)
+
+    def clear(self) -> None:
+        """Forget every method's cached cuts."""
+        for cut in self._by_name.values():
+            cut.clear()
+        for kernel in self._kernels.values():
+            kernel.clear()
