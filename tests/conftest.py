@@ -26,8 +26,9 @@ def console_env() -> dict[str, str]:
     return env
 
 
-#: Compiles every Numba kernel once (the trainer's, the pre-tokenizer's, the encoder's cold path)
-#: into Numba's cache beside the modules; a no-op when Numba is not installed.
+#: Compiles every Numba kernel once (the trainer's, the pre-tokenizer's, the encoder's: grouped,
+#: whole-text, dropout and segmentation) into Numba's cache beside the modules; a no-op when
+#: Numba is not installed.
 _WARM_NUMBA = """
 import importlib.util, sys
 if importlib.util.find_spec("numba") is None:
@@ -38,6 +39,12 @@ from bpe.tokenizer.compiled import build_tables, merge_pretokens
 compile_kernels()
 load_scanner()
 merge_pretokens(build_tables({(97, 98): 0}, [256], range(256)), ["ab", "ab" * 300])
+from bpe import Tokenizer
+tok = Tokenizer({i: bytes([i]) for i in range(256)} | {256: b"ab"}, [(b"a", b"b")],
+                merge_backend="compiled")
+for method in ("merges", "longest_prefix", "fewest"):
+    tok.encode("ab ab" * 40, segmentation=method)
+tok.encode("ab ab" * 40, dropout=0.1, seed=0)
 """
 
 
@@ -53,6 +60,23 @@ def pytest_configure(config: pytest.Config) -> None:
     subprocess.run(
         [sys.executable, "-c", _WARM_NUMBA], cwd=ROOT, capture_output=True, timeout=900, check=False
     )
+
+
+@pytest.fixture(scope="module")
+def gpt2():
+    """GPT-2's tokenizer (bpe/data/gpt2), loaded once per process."""
+    from bpe.measures import gpt2_tokenizer
+
+    return gpt2_tokenizer()
+
+
+@pytest.fixture(scope="module")
+def trained():
+    """A tokenizer trained to vocab 500 on the CS336 fixture corpus."""
+    from bpe import Tokenizer, train_bpe
+
+    vocab, merges = train_bpe(FIXTURES / "corpus.en", 500, [EOT])
+    return Tokenizer(vocab, merges, [EOT])
 
 
 @pytest.fixture(params=sorted(TRAINERS))

@@ -14,12 +14,12 @@ from hypothesis import strategies as st
 
 pytest.importorskip("numba", reason="the whole-text kernel needs Numba (the compiled extra)")
 
-from bpe import Tokenizer, train_bpe  # noqa: E402
-from bpe.measures import gpt2_tokenizer, tiktoken_gpt2_encoding  # noqa: E402
+from bpe import Tokenizer  # noqa: E402
+from bpe.measures import tiktoken_gpt2_encoding  # noqa: E402
 from bpe.tokenizer.cold_path import AUTO_WHOLE_TEXT  # noqa: E402
 from bpe.tokenizer.compiled_encode import CACHED_UP_TO, KernelCache  # noqa: E402
 from tests.complexity import assert_linear  # noqa: E402
-from tests.conftest import DATA, EOT, FIXTURES  # noqa: E402
+from tests.conftest import DATA, EOT  # noqa: E402
 
 SAMPLES = ("tinystories_sample.txt", "tinystories_heldout.txt", "owt_sample.txt", "owt_heldout.txt")
 SPECIALS = [EOT, "<|pad|>", "<|endoftext|><|endoftext|>"]
@@ -27,17 +27,6 @@ SPECIALS = [EOT, "<|pad|>", "<|endoftext|><|endoftext|>"]
 
 def _twin(tok: Tokenizer, merge_backend: str, **kwargs) -> Tokenizer:
     return Tokenizer(tok.vocab, tok.merges, SPECIALS, merge_backend=merge_backend, **kwargs)
-
-
-@pytest.fixture(scope="module")
-def gpt2() -> Tokenizer:
-    return gpt2_tokenizer()
-
-
-@pytest.fixture(scope="module")
-def trained() -> Tokenizer:
-    vocab, merges = train_bpe(FIXTURES / "corpus.en", 500, [EOT])
-    return Tokenizer(vocab, merges, [EOT])
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,6 @@ from bpe import Tokenizer, train_bpe
 from bpe.cli.encode import main
 from bpe.encode.npy import encode_to_npy
 from bpe.formats.gpt2_format import save_tokenizer_files
-from bpe.measures import gpt2_tokenizer
 from bpe.tokenizer.dropout import (
     coin_flipper,
     merge_long_with_dropout,
@@ -28,17 +27,6 @@ from bpe.tokenizer.merging import merge_bytes
 from bpe.trainers import learn_merges
 from tests.complexity import assert_linear
 from tests.conftest import DATA, EOT, FIXTURES
-
-
-@pytest.fixture(scope="module")
-def gpt2() -> Tokenizer:
-    return gpt2_tokenizer()
-
-
-@pytest.fixture(scope="module")
-def trained() -> Tokenizer:
-    vocab, merges = train_bpe(FIXTURES / "corpus.en", 500, [EOT])
-    return Tokenizer(vocab, merges, [EOT])
 
 
 def _merge_at(word: tuple, positions: list[int], new: int) -> tuple:
@@ -179,7 +167,9 @@ def test_dropout_ids_decode_to_the_input(gpt2, trained, text, p, seed):
         ids = tok.encode(text, dropout=p, seed=seed)
         assert tok.decode_bytes(ids) == text.encode("utf-8")
         assert ids == tok.encode(text, dropout=p, seed=seed)  # deterministic for a seed
-        assert len(ids) >= len(tok.encode(text))
+    # Not asserted: that dropout never gives fewer tokens than plain BPE. It can: GPT-2 cuts
+    # "bbaaa" into b|ba|aa, and with p=0.25, seed 2**64-1, dropout's steps end at bb|aaa. The
+    # inflation holds on real text (the test below), not per string.
 
 
 def test_seeds_differ_and_inflate_the_token_count(trained):

@@ -15,13 +15,7 @@ from bpe.cli.encode import main
 from bpe.encode.npy import encode_to_npy, resolve_tokenizer_files
 from bpe.encode.npy_file import write_npy_atomically
 from bpe.formats.gpt2_format import save_tokenizer_files
-from bpe.measures import gpt2_tokenizer
 from tests.conftest import DATA, EOT, FIXTURES
-
-
-@pytest.fixture(scope="module")
-def gpt2() -> Tokenizer:
-    return gpt2_tokenizer()
 
 
 @pytest.fixture(scope="module")

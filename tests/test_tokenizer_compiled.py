@@ -19,30 +19,19 @@ from hypothesis import strategies as st
 
 pytest.importorskip("numba", reason="the compiled cold path needs Numba (the compiled extra)")
 
-from bpe import Tokenizer, train_bpe  # noqa: E402
-from bpe.measures import gpt2_tokenizer, tiktoken_gpt2_encoding  # noqa: E402
+from bpe import Tokenizer  # noqa: E402
+from bpe.measures import tiktoken_gpt2_encoding  # noqa: E402
 from bpe.tokenizer.compiled import build_tables, merge_pretokens  # noqa: E402
 from bpe.tokenizer.merging import merge_bytes  # noqa: E402
 from bpe.trainers import learn_merges  # noqa: E402
 from tests.complexity import assert_linear  # noqa: E402
-from tests.conftest import DATA, EOT, FIXTURES, ROOT  # noqa: E402
+from tests.conftest import DATA, EOT, ROOT  # noqa: E402
 
 SAMPLES = ("tinystories_sample.txt", "tinystories_heldout.txt", "owt_sample.txt", "owt_heldout.txt")
 
 
 def _with(tok: Tokenizer, merge_backend: str) -> Tokenizer:
     return Tokenizer(tok.vocab, tok.merges, list(tok.special_tokens), merge_backend=merge_backend)
-
-
-@pytest.fixture(scope="module")
-def gpt2() -> Tokenizer:
-    return gpt2_tokenizer()
-
-
-@pytest.fixture(scope="module")
-def trained() -> Tokenizer:
-    vocab, merges = train_bpe(FIXTURES / "corpus.en", 500, [EOT])
-    return Tokenizer(vocab, merges, [EOT])
 
 
 @pytest.fixture(scope="module")

@@ -65,6 +65,11 @@ class MergeTables:
     merged: np.ndarray  # int64[merges]: the id each rank makes
     byte_ids: np.ndarray  # int64[256]: the id of each byte
 
+    def args(self) -> tuple:
+        """The arrays in the order the kernels take them: byte ids, slots, shift, lefts,
+        rights, merged."""
+        return self.byte_ids, self.slots, self.shift, self.lefts, self.rights, self.merged
+
 
 def build_tables(
     ranks: dict[tuple[int, int], int], merged: Sequence[int], byte_ids: Sequence[int]
@@ -126,10 +131,7 @@ def merge_pretokens(tables: MergeTables, pretokens: Sequence[str]) -> list[tuple
     chars = np.fromiter(map(len, pretokens), dtype=np.int64, count=len(pretokens))
     out = np.empty(len(data), dtype=np.int32)  # ids fit (MAX_ID); half the memory traffic
     out_ends = np.empty(len(pretokens), dtype=np.int64)
-    t = tables
-    total = _merge_all(
-        data, chars, t.byte_ids, t.slots, t.shift, t.lefts, t.rights, t.merged, out, out_ends
-    )
+    total = _merge_all(data, chars, *tables.args(), out, out_ends)
     flat = out[:total].tolist()
     stops = out_ends.tolist()
     starts = [0, *stops[:-1]]
@@ -271,21 +273,35 @@ def _merge_long(
         j = nxt[i]
         if w[i] != lefts[rank] or j >= n or w[j] != rights[rank]:
             continue  # stale: merged away (w[i] == -1) or its pair changed since it was pushed
-        new = merged[rank]
-        w[i] = new
-        w[j] = -1  # invariant: -1 marks a removed position, never a real id
-        k = nxt[j]
-        nxt[i] = k
-        if k < n:
-            prv[k] = i
-            after = _rank(slots, shift, new, w[k])
-            if after != _NO_RANK:
-                size = _push(heap, size, (after << 32) | i)
-        h = prv[i]
-        if h >= 0:
-            before = _rank(slots, shift, w[h], new)
-            if before != _NO_RANK:
-                size = _push(heap, size, (before << 32) | h)
+        size = _merge_at(w, i, merged[rank], n, nxt, prv, heap, size, slots, shift)
+    return _compact(w, n)
+
+
+@njit(cache=True)
+def _merge_at(w, i, new, n, nxt, prv, heap, size, slots, shift):  # pragma: no cover - compiled
+    """Merge the pair at position i of the linked list into `new`, push the pairs it makes
+    with its neighbours (rank << 32 | position); returns the heap's size."""
+    j = nxt[i]
+    w[i] = new
+    w[j] = -1  # invariant: -1 marks a removed position, never a real id
+    k = nxt[j]
+    nxt[i] = k
+    if k < n:
+        prv[k] = i
+        after = _rank(slots, shift, new, w[k])
+        if after != _NO_RANK:
+            size = _push(heap, size, (after << 32) | i)
+    h = prv[i]
+    if h >= 0:
+        before = _rank(slots, shift, w[h], new)
+        if before != _NO_RANK:
+            size = _push(heap, size, (before << 32) | h)
+    return size
+
+
+@njit(cache=True)
+def _compact(w, n):  # pragma: no cover - compiled
+    """Pack the ids of w[:n] that remain (not -1) to the left; returns how many."""
     count = 0
     for i in range(n):
         if w[i] != -1:

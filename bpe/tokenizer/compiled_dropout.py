@@ -26,7 +26,7 @@ import numpy as np
 from numba import njit
 
 from bpe.text.gpt2_scanner import pretoken_end
-from bpe.tokenizer.compiled import MergeTables, _pop, _push, _rank
+from bpe.tokenizer.compiled import MergeTables, _compact, _merge_at, _pop, _push, _rank
 from bpe.tokenizer.compiled_encode import _utf8_into, _utf8_length
 
 _NO_RANK = np.int64(np.iinfo(np.int32).max)
@@ -68,21 +68,12 @@ def encode_spans_dropout(
     >>> ids.tolist(), end
     ([256, 256], 4)
     """
-    t = tables
     rows = np.ascontiguousarray(spans.T)
     return _encode_dropout(
         cps,
         classes,
-        rows[0],
-        rows[1],
-        rows[2],
-        rows[3],
-        t.byte_ids,
-        t.slots,
-        t.shift,
-        t.lefts,
-        t.rights,
-        t.merged,
+        *rows,
+        *tables.args(),
         np.uint64(threshold),
         np.uint64(seed_key),
         offset,
@@ -153,34 +144,14 @@ def _merge_dropout(
                 else:
                     held[kept] = item
                     kept += 1
-        new = merged[rank]
         for s in range(kept):
             if not _live(held[s], w, nxt, n, lefts, rights):
                 continue  # overlapped by the merge just left of it
             i = held[s] & _LOW32
-            j = nxt[i]
-            w[i] = new
-            w[j] = -1  # invariant: -1 marks a removed position, never a real id
-            k = nxt[j]
-            nxt[i] = k
-            if k < n:
-                prv[k] = i
-                after = _rank(slots, shift, new, w[k])
-                if after != _NO_RANK:
-                    size = _push(heap, size, (after << 32) | i)
-            h = prv[i]
-            if h >= 0:
-                before = _rank(slots, shift, w[h], new)
-                if before != _NO_RANK:
-                    size = _push(heap, size, (before << 32) | h)
+            size = _merge_at(w, i, merged[rank], n, nxt, prv, heap, size, slots, shift)
         for s in range(n, skipped):
             size = _push(heap, size, held[s])
-    count = 0
-    for i in range(n):
-        if w[i] != -1:
-            w[count] = w[i]
-            count += 1
-    return count, state
+    return _compact(w, n), state
 
 
 @njit(cache=True, nogil=True)

@@ -110,7 +110,6 @@ def encode_spans(
     >>> encode_spans(tables, KernelCache(max_size=8), text, char_classes(), *span).tolist()
     [256, 257, 33, 300]
     """
-    t = tables
     trie, method = (_NO_TRIE, -1) if cut is None else (cut[0], METHODS[cut[1]])
     out, cache.slots, cache.cps, cache.ids = _encode(
         cps,
@@ -118,12 +117,7 @@ def encode_spans(
         lo,
         hi,
         after,
-        t.byte_ids,
-        t.slots,
-        t.shift,
-        t.lefts,
-        t.rights,
-        t.merged,
+        *tables.args(),
         cache.slots,
         cache.cps,
         cache.ids,

@@ -256,16 +256,26 @@ class SegmentKernel:
 
     def cut(self, pretokens: list[str]) -> list[list[int]] | None:
         """The kernel's ids of the pretokens; None if "auto" cannot load Numba."""
+        if not self._loaded():
+            return None
+        from bpe.tokenizer import compiled_segments
+
+        return compiled_segments.segment_pretokens(self._trie, pretokens, self._method)
+
+    def _loaded(self) -> bool:
+        """Import the kernels and build the trie, once; False if "auto" cannot load Numba."""
+        if self._backend == "python":
+            return False
         try:
             from bpe.tokenizer import compiled_segments  # NumPy and Numba: on first use only
         except ImportError as err:
             if self._backend == "compiled":
                 raise ValueError(NO_NUMBA.format(err=err)) from err
             self._backend = "python"
-            return None
+            return False
         if self._trie is None:
             self._trie = compiled_segments.build_trie(self._ordinary())
-        return compiled_segments.segment_pretokens(self._trie, pretokens, self._method)
+        return True
 
     def clear(self) -> None:
         """Forget the whole-text kernel's cached cuts."""
@@ -275,17 +285,10 @@ class SegmentKernel:
     def whole(self, cache_size: int):
         """(trie, method, cache) for the whole-text kernel (`bpe.tokenizer.compiled_encode`),
         or None where this method stays in Python."""
-        if self._backend == "python":
+        if not self._loaded():
             return None
-        try:
-            from bpe.tokenizer import compiled_encode, compiled_segments
-        except ImportError as err:
-            if self._backend == "compiled":
-                raise ValueError(NO_NUMBA.format(err=err)) from err
-            self._backend = "python"
-            return None
-        if self._trie is None:
-            self._trie = compiled_segments.build_trie(self._ordinary())
+        from bpe.tokenizer import compiled_encode
+
         if self._whole_cache is None:
             self._whole_cache = compiled_encode.KernelCache(max_size=cache_size)
         return self._trie, self._method, self._whole_cache
