@@ -199,3 +199,17 @@ def test_segmentation_in_the_kernel_on_a_sample(gpt2):
         assert ids == python.encode(text, segmentation=method)
         assert tok.decode(ids) == text
         assert tok._segmentations._kernels[method]._whole_cache is not None
+
+
+def test_threads_sharing_a_tokenizer_get_the_same_ids(gpt2):
+    """The kernel fills one cache per tokenizer: threads encoding at once must not corrupt it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    text = (DATA / "owt_heldout.txt").read_text(encoding="utf-8")
+    pieces = [text[k : k + 20_000] for k in range(0, len(text), 20_000)]
+    expected = [_twin(gpt2, "python").encode(p) for p in pieces]
+    tok = Tokenizer(gpt2.vocab, gpt2.merges, [EOT], cache_size=500, merge_backend="compiled")
+    with ThreadPoolExecutor(4) as pool:
+        for _ in range(3):
+            tok.clear_cache()
+            assert list(pool.map(tok.encode, pieces)) == expected

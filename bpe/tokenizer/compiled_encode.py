@@ -254,7 +254,10 @@ def _grown(array, need):  # pragma: no cover - compiled
     return bigger
 
 
-@njit(cache=True, nogil=True)
+# subtle: not nogil. The kernel fills the tokenizer's cache in place; holding the GIL keeps two
+# threads encoding with one tokenizer from filling it at once (they take turns, as with the
+# Python path's dict).
+@njit(cache=True)
 def _encode(
     cps,
     classes,
