@@ -89,8 +89,9 @@ def encode_spans(
         cache: its pretoken cache (filled and, when full, emptied here).
         cps: the text's code points (uint32; no lone surrogates: UTF-8 cannot encode them).
         classes: each code point's class (`bpe.text.gpt2_scanner.char_classes`).
-        lo, hi, after: int64 arrays: the ordinary spans `cps[lo[k]:hi[k]]`, and the id of the
-            special token after each (-1: none).
+        lo: int64 starts of the ordinary spans `cps[lo[k]:hi[k]]`.
+        hi: int64 ends of the spans.
+        after: the id of the special token after each span (-1: none).
         stop: no pretoken starting here or later is encoded (default: the text's end). The
             spans are still split up to their ends, so the pretokens before `stop` are those
             of the whole text (a run of spaces splits by what follows it); `stop` must be where
