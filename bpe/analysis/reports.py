@@ -56,8 +56,9 @@ SCRIPT_REPORTS = {
     "languages.md": "Plain and parity-aware BPE on 12 languages of FLORES-200: token premiums, "
     "their Gini coefficient and compression on held-out parallel text "
     "(`scripts/make_languages_report.py`).",
-    "scale.md": "Time and memory of ours against Hugging Face `tokenizers` as the corpus grows, "
-    "with projections to the full datasets (`scripts/bench_scale.py`).",
+    "scale.md": "Time and memory of ours (the compiled trainer, heap beside it) against Hugging "
+    "Face `tokenizers`, rustbpe and bpeasy as the corpus grows from 16 MiB to 1 GiB, with "
+    "projections to the full datasets (`scripts/bench_scale.py`).",
     "full_size.md": "bpe-train end to end at OpenWebText's and TinyStories' full sizes: each "
     "stage's wall and CPU time, peak memory, the Rust anchors on the same files, encoding "
     "ours against tiktoken (`scripts/bench_full_size.py`).",
