@@ -36,8 +36,9 @@ KEY, OFFSET, LENGTH, IDS_AT, IDS_N = 0, 1, 2, 3, 4
 #: slots a new cache starts with (it doubles up to what its `max_size` needs)
 FIRST_SLOTS = 1 << 12
 #: longer pretokens (runs of spaces, base64 blobs) are merged every time, never cached, so the
-#: cache's arrays stay near max_size times a word's length whatever the text
-CACHED_UP_TO = 256
+#: cache's code points stay under max_size x 64 x 4 bytes (67 MB at the default 2**18) whatever
+#: the text; a word is far shorter
+CACHED_UP_TO = 64
 
 
 class KernelCache:
