@@ -342,3 +342,16 @@ def test_a_long_pretoken_costs_linear_time_in_the_kernel(gpt2, method, size):
         segment_pretokens(trie, [unit * (size // len(unit))], method)
 
     assert_linear(work, size, what=f"compiled {method} on one pretoken of n bytes")
+
+
+@pytest.mark.parametrize("backend", ["python", "compiled"])
+def test_a_token_too_long_for_the_methods_is_named_on_every_path(backend):
+    """The whole-text kernel never builds the readable Segmenter: its vocab check runs anyway."""
+    if backend == "compiled":
+        pytest.importorskip("numba")
+    from bpe.tokenizer.segmentation import MAX_TOKEN_BYTES
+
+    vocab = {i: bytes([i]) for i in range(256)} | {256: b"a" * (MAX_TOKEN_BYTES + 1)}
+    tok = Tokenizer(vocab, [], merge_backend=backend)
+    with pytest.raises(ValueError, match=r"token of \d+ bytes.*segmentation='merges'"):
+        tok.encode("some text", segmentation="fewest")

@@ -257,6 +257,22 @@ def _merge_long(
     stale when its position was merged away or its pair changed; it is skipped when popped.
     Each merge pushes at most two items, so the heap holds fewer than 3n.
     """
+    size = _start_heap(w, n, nxt, prv, heap, slots, shift)
+    while size > 0:
+        item = _pop(heap, size)
+        size -= 1
+        if not _live(item, w, nxt, n, lefts, rights):
+            continue  # stale: merged away (w[i] == -1) or its pair changed since it was pushed
+        rank = item >> 32
+        i = item & _LOW32
+        size = _merge_at(w, i, merged[rank], n, nxt, prv, heap, size, slots, shift)
+    return _compact(w, n)
+
+
+@njit(cache=True)
+def _start_heap(w, n, nxt, prv, heap, slots, shift):  # pragma: no cover - compiled
+    """Link w[:n]'s positions and push every adjacent pair that is a merge (rank << 32 |
+    position); returns the heap's size."""
     size = 0
     for i in range(n):
         nxt[i] = i + 1
@@ -265,16 +281,16 @@ def _merge_long(
         rank = _rank(slots, shift, w[i], w[i + 1])
         if rank != _NO_RANK:
             size = _push(heap, size, (rank << 32) | i)
-    while size > 0:
-        item = _pop(heap, size)
-        size -= 1
-        rank = item >> 32
-        i = item & _LOW32
-        j = nxt[i]
-        if w[i] != lefts[rank] or j >= n or w[j] != rights[rank]:
-            continue  # stale: merged away (w[i] == -1) or its pair changed since it was pushed
-        size = _merge_at(w, i, merged[rank], n, nxt, prv, heap, size, slots, shift)
-    return _compact(w, n)
+    return size
+
+
+@njit(cache=True)
+def _live(item, w, nxt, n, lefts, rights):  # pragma: no cover - compiled
+    """Whether a heap item (rank << 32 | position) still names the pair at its position."""
+    rank = item >> 32
+    i = item & _LOW32
+    j = nxt[i]
+    return w[i] == lefts[rank] and j < n and w[j] == rights[rank]
 
 
 @njit(cache=True)

@@ -26,11 +26,18 @@ import numpy as np
 from numba import njit
 
 from bpe.text.gpt2_scanner import pretoken_end
-from bpe.tokenizer.compiled import MergeTables, _compact, _merge_at, _pop, _push, _rank
+from bpe.tokenizer.compiled import (
+    _LOW32,
+    MergeTables,
+    _compact,
+    _live,
+    _merge_at,
+    _pop,
+    _push,
+    _start_heap,
+)
 from bpe.tokenizer.compiled_encode import _utf8_into, _utf8_length
 
-_NO_RANK = np.int64(np.iinfo(np.int32).max)
-_LOW32 = np.int64(0xFFFFFFFF)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
@@ -89,15 +96,6 @@ def _mix64(z):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _live(item, w, nxt, n, lefts, rights):  # pragma: no cover - compiled
-    """Whether a heap item (rank << 32 | position) still names the pair at its position."""
-    rank = item >> 32
-    i = item & _LOW32
-    j = nxt[i]
-    return w[i] == lefts[rank] and j < n and w[j] == rights[rank]
-
-
-@njit(cache=True, nogil=True)
 def _merge_dropout(
     w, n, state, threshold, nxt, prv, heap, held, slots, shift, lefts, rights, merged
 ):  # pragma: no cover - compiled
@@ -105,14 +103,7 @@ def _merge_dropout(
 
     `held` is scratch for the step's survivors and skipped candidates (2n items).
     """
-    size = 0
-    for i in range(n):
-        nxt[i] = i + 1
-        prv[i] = i - 1
-    for i in range(n - 1):
-        rank = _rank(slots, shift, w[i], w[i + 1])
-        if rank != _NO_RANK:
-            size = _push(heap, size, (rank << 32) | i)
+    size = _start_heap(w, n, nxt, prv, heap, slots, shift)
     while size > 0:
         skipped = n  # held[n:skipped] are this step's dropped candidates
         chosen = np.int64(-1)

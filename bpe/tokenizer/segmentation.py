@@ -341,15 +341,16 @@ class Segmentations:
         if self._backend == "python":
             return None
         if name not in self._kernels:
+            # the readable Segmenter's vocab check, which the whole-text path never builds;
+            # once per method, not per call (it reads every token)
+            check_longest(self._vocab.values())
             self._kernels[name] = SegmentKernel(name, self._ordinary, self._backend)
         return self._kernels[name]
 
     def whole(self, name: str):
         """The method `name`'s (trie, method, cache) for the whole-text kernel, or None
-        (`SegmentKernel.whole`). The readable `Segmenter` is not built for it: its vocab check
-        (the longest token) runs here."""
-        if self._segmenter is None:
-            check_longest(self._vocab.values())
+        (`SegmentKernel.whole`). The readable `Segmenter` is not built for it (`_kernel` runs
+        its vocab check)."""
         kernel = self._kernel(name)
         return None if kernel is None else kernel.whole(self._cache_size)
 
