@@ -50,7 +50,7 @@ def test_the_kernel_equals_the_python_path(twins, text):
         assert compiled.encode(text) == expected
         assert compiled.encode(text) == expected  # warm: from its cache
         assert compiled.encode_ordinary(text) == python.encode_ordinary(text)
-        assert compiled._cold._whole is not None, "the whole-text kernel did not run"
+        assert compiled._cold._whole_cache is not None, "the whole-text kernel did not run"
 
 
 def test_the_samples_equal_tiktoken_and_the_python_path(gpt2):
@@ -67,18 +67,18 @@ def test_the_samples_equal_tiktoken_and_the_python_path(gpt2):
         assert compiled.encode(text) == ids, sample
         assert python.encode(text) == ids, sample
         assert compiled.decode(ids) == text
-    assert compiled._cold._whole is not None
+    assert compiled._cold._whole_cache is not None
 
 
 def test_a_users_tokenizer_takes_a_long_text_to_the_kernel(gpt2):
     """The default tokenizer ("auto") sends a long text whole to the kernel, a short one not."""
     tok = Tokenizer(gpt2.vocab, gpt2.merges, [EOT])
     tok.encode("Hello, world!")
-    assert tok._cold._whole is None
+    assert tok._cold._whole_cache is None
     text = (DATA / "owt_heldout.txt").read_text(encoding="utf-8")
     assert len(text) >= AUTO_WHOLE_TEXT
     assert tok.encode(text) == _twin(gpt2, "python").encode(text)
-    assert tok._cold._whole is not None
+    assert tok._cold._whole_cache is not None
     assert tok.encode("Hello, world!") == [15496, 11, 995, 0]  # loaded: short texts too
 
 
@@ -86,7 +86,7 @@ def test_the_cache_stays_bounded_and_skips_long_pretokens(gpt2):
     tok = Tokenizer(gpt2.vocab, gpt2.merges, [EOT], cache_size=100, merge_backend="compiled")
     text = (DATA / "owt_heldout.txt").read_text(encoding="utf-8")
     assert tok.encode(text) == _twin(gpt2, "python").encode(text)
-    cache = tok._cold._whole[1]
+    cache = tok._cold._whole_cache
     assert 0 < len(cache) <= 100 and len(cache.slots) <= cache.max_slots
     tok.clear_cache()
     assert len(cache) == 0
@@ -106,7 +106,7 @@ def test_other_patterns_split_in_python(gpt2):
     text = (DATA / "owt_heldout.txt").read_text(encoding="utf-8")
     python = Tokenizer(gpt2.vocab, gpt2.merges, [EOT], pattern="cl100k", merge_backend="python")
     assert tok.encode(text) == python.encode(text)
-    assert tok._cold._whole is None and tok._cold.kernel is not None
+    assert tok._cold._whole_cache is None and tok._cold.kernel is not None
 
 
 def test_the_grouped_path_still_equals_python(gpt2):
@@ -115,7 +115,7 @@ def test_the_grouped_path_still_equals_python(gpt2):
     tok._cold.whole_text = False
     text = (DATA / "tinystories_heldout.txt").read_text(encoding="utf-8")
     assert tok.encode(text) == _twin(gpt2, "python").encode(text)
-    assert tok._cold._whole is None and tok._cold.kernel is not None
+    assert tok._cold._whole_cache is None and tok._cold.kernel is not None
 
 
 def test_a_cold_encode_costs_linear_time(gpt2):
@@ -155,7 +155,7 @@ def test_dropout_in_the_kernel_on_the_samples_and_long_pretokens(gpt2):
     text += " " + "ab" * 5000 + "\n" * 300 + "x" * 700  # pretokens far past the scratch size
     assert len(text) >= AUTO_WHOLE_TEXT
     ids = compiled.encode(text, dropout=0.1, seed=7)
-    assert compiled._cold._whole is not None, "auto did not take the long text to the kernel"
+    assert compiled._cold._whole_cache is not None, "auto did not take the long text to the kernel"
     assert ids == python.encode(text, dropout=0.1, seed=7)
     assert compiled.decode(ids) == text
     assert compiled.encode(text, dropout=0.1, seed=8) != ids  # another seed, other cuts

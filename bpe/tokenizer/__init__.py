@@ -338,11 +338,11 @@ class Tokenizer(StreamingEncoder):
         whole = self._encode_whole(text, specials=False)
         return whole if whole is not None else self._ids_of_segments([self.pretokens(text)])
 
-    def _encode_whole(self, text: str, *, specials: bool, stop: int | None = None):
-        """text's ids (up to `stop`) from the whole-text kernel, or None where it does not
-        apply (`bpe.tokenizer.cold_path.ColdPath.encode_whole`)."""
+    def _encode_whole(self, text: str, *, specials: bool, **options):
+        """text's ids from the whole-text kernel, or None where it does not apply
+        (`bpe.tokenizer.cold_path.ColdPath.encode_whole`, which takes the `options`)."""
         special_regex = self._special_regex if specials else None
-        return self._cold.encode_whole(text, special_regex, self.special_tokens, stop=stop)
+        return self._cold.encode_whole(text, special_regex, self.special_tokens, **options)
 
     def encode(
         self,
@@ -389,11 +389,8 @@ class Tokenizer(StreamingEncoder):
                 "decode bytes first (e.g. data.decode('utf-8'))"
             )
         if check_segmentation(segmentation, dropout=dropout) != "merges":
-            whole = self._cold.encode_whole(
-                text,
-                self._special_regex,
-                self.special_tokens,
-                cut=lambda: self._segmentations.whole(segmentation),
+            whole = self._encode_whole(
+                text, specials=True, cut=lambda: self._segmentations.whole(segmentation)
             )
             if whole is not None:
                 return whole

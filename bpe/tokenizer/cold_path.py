@@ -113,7 +113,10 @@ class ColdPath:
         #: whether whole texts may go to the kernel that also splits them (GPT-2's pattern)
         self.whole_text = self.on and whole_text
         self._cache_size = cache_size
-        self._whole = None  # (merge tables, its cache, the character classes), on first use
+        #: the merges as the kernels' arrays (`bpe.tokenizer.compiled.MergeTables`), on first use
+        self.tables = None
+        #: the whole-text kernel's pretoken cache (`compiled_encode.KernelCache`), on first use
+        self._whole_cache = None
 
     def ids_of_segments(
         self, segments: Iterable[Segment], cache: dict, cache_size: int, pretoken_ids=None
@@ -236,9 +239,8 @@ class ColdPath:
             self.on = self.whole_text = False
             self.group_pretokens = 0
             return False
-        tables = compiled.build_tables(*self._tables)
+        tables = self.tables = compiled.build_tables(*self._tables)
         self.kernel = lambda batch: compiled.merge_pretokens(tables, batch)
-        self._tables = tables
         return True
 
     def wants_whole(self, num_chars: int) -> bool:
@@ -270,10 +272,11 @@ class ColdPath:
         arrays = self._text_arrays(text, special_regex, special_ids)
         if arrays is None:
             return None
+        from bpe.text.gpt2_scanner import char_classes
         from bpe.tokenizer.compiled_encode import encode_spans
 
         cps, spans = arrays
-        tables, cache, classes = self._whole
+        cache = self._whole_cache
         method = None
         if cut is not None:
             if (found := cut()) is None:
@@ -281,7 +284,9 @@ class ColdPath:
             trie, name, cache = found
             method = (trie, name)
         lo, hi, after = spans[:, 0].copy(), spans[:, 1].copy(), spans[:, 2].copy()
-        ids = encode_spans(tables, cache, cps, classes, lo, hi, after, stop=stop, cut=method)
+        ids = encode_spans(
+            self.tables, cache, cps, char_classes(), lo, hi, after, stop=stop, cut=method
+        )
         del cps, arrays  # the text's code points (4 bytes a character) before the list is made
         return ids.tolist() if listed else ids
 
@@ -294,14 +299,14 @@ class ColdPath:
         arrays = self._text_arrays(text, special_regex, special_ids)
         if arrays is None:
             return None
+        from bpe.text.gpt2_scanner import char_classes
         from bpe.tokenizer.compiled_dropout import encode_spans_dropout
 
         threshold, seed_key = stream.coins()
-        tables, _, classes = self._whole
         ids, stream.offset = encode_spans_dropout(
-            tables,
+            self.tables,
             arrays[0],
-            classes,
+            char_classes(),
             arrays[1],
             threshold=threshold,
             seed_key=seed_key,
@@ -315,13 +320,12 @@ class ColdPath:
         length). None where the kernels do not apply (see `encode_whole`)."""
         if not self.wants_whole(len(text)):
             return None
-        if self._whole is None:
+        if self._whole_cache is None:
             if self.kernel is None and not self._load():
                 return None
-            from bpe.text.gpt2_scanner import char_classes
             from bpe.tokenizer.compiled_encode import KernelCache
 
-            self._whole = (self._tables, KernelCache(max_size=self._cache_size), char_classes())
+            self._whole_cache = KernelCache(max_size=self._cache_size)
         import numpy as np
 
         try:
@@ -339,13 +343,13 @@ class ColdPath:
 
     def cached(self) -> int:
         """Pretokens in the whole-text kernel's cache."""
-        return len(self._whole[1]) if self._whole is not None else 0
+        return len(self._whole_cache) if self._whole_cache is not None else 0
 
     def clear(self) -> None:
         """Forget the whole-text kernel's cached pretokens (the tokenizer's own cache is
         emptied by the tokenizer)."""
-        if self._whole is not None:
-            self._whole[1].clear()
+        if self._whole_cache is not None:
+            self._whole_cache.clear()
 
 
 class PretokenCache(dict):

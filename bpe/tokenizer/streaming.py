@@ -146,9 +146,7 @@ class StreamingEncoder:
             # subtle: split up to the window's end, as above, and stop at the cut: a prefix
             # ending at the cut could split differently (a run of spaces before what follows)
             cut = end_of_last + start
-            whole = self._cold.encode_whole(
-                text[:window_end], self._special_regex, self.special_tokens, stop=cut, listed=False
-            )
+            whole = self._encode_whole(text[:window_end], specials=True, stop=cut, listed=False)
             if whole is not None:
                 return _ints(whole), text[cut:]
         # subtle: lazily, so that special_id and pretoken_ids run in text order (dropout's
