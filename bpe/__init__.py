@@ -64,6 +64,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .compiled_encode          a whole text in one kernel call: split, cache and merge (GPT-2's)
       .compiled_dropout         BPE-dropout of a whole text in one kernel call, Python's coins
       .removals                 PickyBPE's removals at encode time: replaying the history
+      .compiled_replay          that replay inside the whole-text kernel, Numba-compiled
       .pruning                  a vocab without the tokens text uses least as themselves
     bpe.formats                 the files a tokenizer is read from and saved as
       .gpt2_format              vocab.json and merges.txt (GPT-2 format), merges_sha256

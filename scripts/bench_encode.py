@@ -46,6 +46,11 @@ longest_prefix, fewest) cold and warm on each sample with GPT-2's vocab, on the 
 compiled cold path, the tokens each gives, each method's cold speed over its path's merges', and
 tiktoken's speed beside them.
 
+A fifth table times PickyBPE's removals (`bpe.tokenizer.compiled_replay`): a PickyBPE
+tokenizer of vocab 8,000 trained on the OWT sample against a plain BPE one of the same size
+trained on the same text, both compiled and cold, and the Python replay on each sample's first
+100 KB, its ids compared with the kernel's.
+
 It asserts nothing about speed: it prints Markdown tables to paste into a note. Usage:
 
     python scripts/bench_encode.py               # TinyStories and OWT samples, 5 repeats
@@ -403,6 +408,62 @@ def bench_dropout(repeats: int, limit: int | None = None, *, p: float = 0.1) -> 
     return rows
 
 
+def bench_picky(
+    repeats: int, limit: int | None = None, *, vocab_size: int = 8000, threshold: float = 0.9
+) -> list[dict]:
+    """PickyBPE's replay (`bpe.tokenizer.compiled_replay`) on each sample: a PickyBPE
+    tokenizer trained on the OWT sample (trainer indexed, `threshold`) against a plain BPE one of
+    the same size trained on the same text (trainer heap), both compiled and cold, in the same
+    run; the Python replay on each sample's first 100 KB, its ids compared with the kernel's."""
+    from bpe import Tokenizer, train_bpe_detailed
+    from bpe.formats.removals_json import as_removals
+    from bpe.trainers.variants import Variant
+
+    source = ROOT / "bpe" / "data" / SAMPLES["OWT"]
+    picky = train_bpe_detailed(
+        source, vocab_size, [EOT], trainer="indexed", variant=Variant("picky", threshold=threshold)
+    )
+    plain = train_bpe_detailed(source, vocab_size, [EOT], trainer="heap")
+    removals = as_removals(picky.removals)
+    made = {
+        "picky": Tokenizer(
+            picky.vocab, picky.merges, [EOT], removals=removals, merge_backend="compiled"
+        ),
+        "plain": Tokenizer(plain.vocab, plain.merges, [EOT], merge_backend="compiled"),
+    }
+    python = Tokenizer(picky.vocab, picky.merges, [EOT], removals=removals, merge_backend="python")
+    for tok in made.values():  # load each kernel once, untimed
+        tok.encode("load the kernels " * 8)
+    rows = []
+    for name, filename in SAMPLES.items():
+        text = sample_text(filename, limit)
+        head = text[:100_000]
+        num_bytes, head_bytes = len(text.encode("utf-8")), len(head.encode("utf-8"))
+        seconds: dict[str, list[float]] = {k: [] for k in made}
+        for _ in range(repeats):  # interleaved: a burst of load hits both alike
+            for kind, tok in made.items():
+                tok.clear_cache()
+                t0 = _clock()
+                tok.encode(text)
+                seconds[kind].append(_clock() - t0)
+        t0 = _clock()
+        expected = python.encode(head)
+        python_s = _clock() - t0
+        made["picky"].clear_cache()
+        rows.append(
+            {
+                "sample": name,
+                "removals": len(removals),
+                "plain": _range(num_bytes, seconds["plain"]),
+                "picky": _range(num_bytes, seconds["picky"]),
+                "ratio": min(seconds["plain"]) / min(seconds["picky"]),
+                "python": head_bytes / python_s / 1e6,
+                "same_ids": made["picky"].encode(head) == expected,
+            }
+        )
+    return rows
+
+
 def _or_na(value: float | None, spec: str) -> str:
     return "n/a" if value is None else f"{value:{spec}}"
 
@@ -502,7 +563,29 @@ def main(argv: list[str] | None = None) -> int:
             f"| {r['vs_merges']:.4f} | {r['cold'] / mb:.2f} | {r['warm'] / mb:.1f} "
             f"| {r['vs_own_merges']:.2f} | {r['cold'] / r['tiktoken']:.2f} |"
         )
+    picky_vocab = 1000 if args.quick else 8000
+    picky = (
+        bench_picky(max(1, args.repeats), limit, vocab_size=picky_vocab)
+        if numba_installed()
+        else []
+    )
+    print()
+    print(
+        f"PickyBPE's removals (vocab {picky_vocab:,} trained on the OWT sample, threshold 0.9; "
+        "one thread; MB/s slowest-fastest):"
+    )
+    print()
+    heads = ["sample", "removals", "plain BPE compiled cold", "PickyBPE compiled cold"]
+    heads += ["picky / plain (best)", "python replay (100 KB)", "ids equal"]
+    print("| " + " | ".join(heads) + " |")
+    print("| " + " | ".join(["---"] * len(heads)) + " |")
+    for r in picky:
+        print(
+            f"| {r['sample']} | {r['removals']} | {r['plain']} | {r['picky']} "
+            f"| {r['ratio']:.2f} | {r['python']:.2f} | {r['same_ids']} |"
+        )
     ok = all(r["same_as_tiktoken"] for r in rows) and backends[0]["same_ids"]
+    ok = ok and all(r["same_ids"] for r in picky)
     return 0 if ok else 1
 
 

@@ -27,8 +27,8 @@ def console_env() -> dict[str, str]:
 
 
 #: Compiles every Numba kernel once (the trainer's, the pre-tokenizer's, the encoder's: grouped,
-#: whole-text, dropout and segmentation) into Numba's cache beside the modules; a no-op when
-#: Numba is not installed.
+#: whole-text, dropout, segmentation and PickyBPE's replay) into Numba's cache beside the
+#: modules; a no-op when Numba is not installed.
 _WARM_NUMBA = """
 import importlib.util, sys
 if importlib.util.find_spec("numba") is None:
@@ -45,6 +45,11 @@ tok = Tokenizer({i: bytes([i]) for i in range(256)} | {256: b"ab"}, [(b"a", b"b"
 for method in ("merges", "longest_prefix", "fewest"):
     tok.encode("ab ab" * 40, segmentation=method)
 tok.encode("ab ab" * 40, dropout=0.1, seed=0)
+from bpe.formats.removals_json import Removal
+picky = Tokenizer({i: bytes([i]) for i in range(256)} | {256: b"abc"},
+                  [(b"a", b"b"), (b"ab", b"c")], removals=[Removal(2, b"ab", (b"a", b"b"))],
+                  merge_backend="compiled")
+picky.encode("abc ab" * 40)
 """
 
 

@@ -48,7 +48,12 @@ class Smallest:
 SMALLEST: dict[str, Smallest] = {
     "bench_encode.py": Smallest(
         runs=(("--quick",),),
-        prints=("| TinyStories | 0.30 |", "| OWT | 0.30 |", "| tiktoken GPT-2 | - |"),
+        prints=(
+            "| TinyStories | 0.30 |",
+            "| OWT | 0.30 |",
+            "| tiktoken GPT-2 | - |",
+            "PickyBPE's removals (vocab 1,000",
+        ),
     ),
     "bench_full_size.py": Smallest(
         covered_by=(

@@ -157,7 +157,7 @@ class Tokenizer(StreamingEncoder):
             merged=self._merged,
             byte_ids=self._byte_ids,
             max_id=self.max_token_id,
-            replays=self._replay is not None,
+            replay=(self._id_of, self.merges, self.removals) if self.removals else None,
             whole_text=self.pattern == GPT2_PATTERN,
             cache_size=cache_size,
         )

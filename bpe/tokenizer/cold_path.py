@@ -94,16 +94,18 @@ class ColdPath:
         merged: list[int],
         byte_ids: list[int],
         max_id: int,
-        replays: bool,
+        replay: tuple | None = None,
         whole_text: bool = False,
         cache_size: int = 1 << 18,
     ) -> None:
         self.merge_backend = merge_backend
-        # subtle: the kernel packs ids and ranks into 21 bits each (2 million ids), and does not
-        # replay PickyBPE's removals: those tokenizers merge in Python, whatever was asked
+        # subtle: the kernel packs ids and ranks into 21 bits each (2 million ids). PickyBPE's
+        # replay (`replay`: its vocab, merges and removals) runs only in the whole-text kernel:
+        # with another pattern those tokenizers encode in Python, whatever was asked
         fits = max(max_id, len(merged)) <= KERNEL_MAX_ID
-        #: whether cold pretokens may go to the kernel at all
-        self.on = merge_backend != "python" and not replays and fits and numba_installed()
+        usable = merge_backend != "python" and fits and numba_installed()
+        #: whether cold pretokens may go to the batch kernel at all
+        self.on = usable and replay is None
         #: pretokens gathered before their cold ones are merged in one call (0: at once)
         self.group_pretokens = GROUP_PRETOKENS if self.on else 0
         self._tables = (ranks, merged, byte_ids)
@@ -111,7 +113,11 @@ class ColdPath:
         self.kernel: Callable[[list[str]], list[Ids]] | None = None
         self._cold_seen = 0  # cold pretokens met by "auto" before it loads the kernel
         #: whether whole texts may go to the kernel that also splits them (GPT-2's pattern)
-        self.whole_text = self.on and whole_text
+        self.whole_text = usable and whole_text
+        self._replay = replay
+        #: a PickyBPE tokenizer's history as the kernel's arrays
+        #: (`bpe.tokenizer.compiled_replay.ReplayTables`), on first use
+        self.replay_tables = None
         self._cache_size = cache_size
         #: the merges as the kernels' arrays (`bpe.tokenizer.compiled.MergeTables`), on first use
         self.tables = None
@@ -241,6 +247,10 @@ class ColdPath:
             return False
         tables = self.tables = compiled.build_tables(*self._tables)
         self.kernel = lambda batch: compiled.merge_pretokens(tables, batch)
+        if self._replay is not None:
+            from bpe.tokenizer.compiled_replay import build_replay
+
+            self.replay_tables = build_replay(*self._replay)
         return True
 
     def wants_whole(self, num_chars: int) -> bool:
@@ -285,7 +295,16 @@ class ColdPath:
             method = (trie, name)
         lo, hi, after = spans[:, 0].copy(), spans[:, 1].copy(), spans[:, 2].copy()
         ids = encode_spans(
-            self.tables, cache, cps, char_classes(), lo, hi, after, stop=stop, cut=method
+            self.tables,
+            cache,
+            cps,
+            char_classes(),
+            lo,
+            hi,
+            after,
+            stop=stop,
+            cut=method,
+            replay=self.replay_tables,
         )
         del cps, arrays  # the text's code points (4 bytes a character) before the list is made
         return ids.tolist() if listed else ids

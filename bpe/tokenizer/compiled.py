@@ -91,15 +91,10 @@ def build_tables(
             f"the compiled kernel takes ids and merge counts up to {MAX_ID}, not {largest}; "
             "merge in Python (merge_backend='python')"
         )
-    size = 1 << max(4, (2 * len(ranks)).bit_length())  # load factor <= 1/2
-    # subtle: pair and rank in one int64, so a lookup reads 8 bytes (the table of GPT-2's
-    # 50K merges is 1 MiB and stays in cache between the interpreter's work)
-    slots = np.full(size, _EMPTY, dtype=np.int64)
-    shift = np.uint64(64 - (size.bit_length() - 1))
     pairs = np.fromiter(chain.from_iterable(ranks), dtype=np.int64, count=2 * len(ranks))
     pairs = pairs.reshape(-1, 2)
     values = np.fromiter(ranks.values(), dtype=np.int64, count=len(ranks))
-    _fill(slots, shift, (pairs[:, 0] << _BITS) | pairs[:, 1], values)
+    slots, shift = pair_table(pairs, values)
     lefts = np.full(len(merged), -1, dtype=np.int64)
     rights = np.full(len(merged), -1, dtype=np.int64)
     lefts[values], rights[values] = pairs[:, 0], pairs[:, 1]
@@ -111,6 +106,23 @@ def build_tables(
         merged=np.asarray(merged, dtype=np.int64),
         byte_ids=np.asarray(byte_ids, dtype=np.int64),
     )
+
+
+def pair_table(pairs: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.uint64]:
+    """(slots, shift): the hash table from each row (left id, right id) of `pairs` (distinct,
+    each below 2**21) to its value (below 2**21), which `_rank` looks up.
+
+    >>> slots, shift = pair_table(np.array([[97, 98]]), np.array([5]))
+    >>> int(_rank(slots, shift, 97, 98)), int(_rank(slots, shift, 98, 97)) == int(_NO_RANK)
+    (5, True)
+    """
+    size = 1 << max(4, (2 * len(pairs)).bit_length())  # load factor <= 1/2
+    # subtle: pair and value in one int64, so a lookup reads 8 bytes (the table of GPT-2's
+    # 50K merges is 1 MiB and stays in cache between the interpreter's work)
+    slots = np.full(size, _EMPTY, dtype=np.int64)
+    shift = np.uint64(64 - (size.bit_length() - 1))
+    _fill(slots, shift, (pairs[:, 0] << _BITS) | pairs[:, 1], values)
+    return slots, shift
 
 
 def merge_pretokens(tables: MergeTables, pretokens: Sequence[str]) -> list[tuple[int, ...]]:

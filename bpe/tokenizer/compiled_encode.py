@@ -4,9 +4,12 @@ What it does:
     * `encode_spans` turns a text's ordinary spans (the text between special tokens) and the
       special-token ids after each into ids, in one call of a Numba kernel: GPT-2's scanner
       (`bpe.text.gpt2_scanner.pretoken_end`) finds each pretoken, a hash table looks its
-      code points up in the tokenizer's pretoken cache, and a miss is encoded to UTF-8 and
-      merged by the kernels of `bpe.tokenizer.compiled` (the lowest rank first, the leftmost of
-      equal ranks) and then cached. No pretoken reaches Python as a `str`;
+      code points up in the tokenizer's pretoken cache, and a miss is encoded to UTF-8, turned
+      into ids and then cached. No pretoken reaches Python as a `str`;
+    * a miss is merged by the kernels of `bpe.tokenizer.compiled` (the lowest rank first, the
+      leftmost of equal ranks), or cut by a segmentation method over the vocab's trie
+      (`bpe.tokenizer.compiled_segments`), or, for a PickyBPE tokenizer, its merges and removals
+      are replayed (`bpe.tokenizer.compiled_replay`); each way has its own cache;
     * `KernelCache` is that cache: it lives in arrays between calls, so a tokenizer's second
       text is warm, and it holds at most `max_size` pretokens (it empties itself when full, as
       `bpe.tokenizer.cold_path.PretokenCache` does), growing from small.
@@ -17,8 +20,8 @@ up to three code points into 63 bits (so equal keys are equal pretokens) and has
 `bpe.pretokenize.scan_kernels` measured why a slot holds all of it).
 
 What it does not do: split on special tokens (the caller passes the spans), other split patterns
-(they go through `bpe.text.pretokens` and `bpe.tokenizer.cold_path`), BPE-dropout, PickyBPE's
-removals or other segmentations, or decide when it is used (`bpe.tokenizer.cold_path.ColdPath`).
+(they go through `bpe.text.pretokens` and `bpe.tokenizer.cold_path`), BPE-dropout
+(`bpe.tokenizer.compiled_dropout`), or decide when it is used (`bpe.tokenizer.cold_path.ColdPath`).
 Importing it imports NumPy and Numba; `@njit(cache=True)` keeps the machine code on disk.
 """
 
@@ -29,6 +32,7 @@ from numba import njit
 
 from bpe.text.gpt2_scanner import PACKED, first_slot, pretoken_end, pretoken_key
 from bpe.tokenizer.compiled import SHORT_PRETOKEN, MergeTables, _merge_long, _merge_short
+from bpe.tokenizer.compiled_replay import ReplayTables, _replay, _scratch
 from bpe.tokenizer.compiled_segments import METHODS, TokenTrie, _cut_one
 
 #: the columns of a slot of the cache: key, code points' offset and length, ids' offset, count
@@ -82,6 +86,7 @@ def encode_spans(
     *,
     stop: int | None = None,
     cut: tuple[TokenTrie, str] | None = None,
+    replay: ReplayTables | None = None,
 ) -> np.ndarray:
     """The ids of text `cps` (its code points): span k's pretokens, then after[k] if >= 0.
 
@@ -100,6 +105,9 @@ def encode_spans(
         cut: (trie, method): cut each pretoken by "longest_prefix" or "fewest" over the trie
             (`bpe.tokenizer.compiled_segments`) instead of merging it; the cache must then be
             that method's own.
+        replay: a PickyBPE tokenizer's history (`bpe.tokenizer.compiled_replay`): replay it
+            on each pretoken instead of merging (`tables` then give only the bytes' ids); the
+            cache must then hold replayed ids only.
 
     Returns:
         The ids (int32).
@@ -113,13 +121,16 @@ def encode_spans(
     [256, 257, 33, 300]
     """
     trie, method = (_NO_TRIE, -1) if cut is None else (cut[0], METHODS[cut[1]])
+    if replay is not None and cut is None:
+        method = REPLAY
+    history = _NO_HISTORY if replay is None else replay
     out, cache.slots, cache.cps, cache.ids = _encode(
         cps,
         classes,
         lo,
         hi,
         after,
-        *tables.args(),
+        tables.args(),
         cache.slots,
         cache.cps,
         cache.ids,
@@ -127,10 +138,9 @@ def encode_spans(
         cache.max_slots,
         cache.max_size,
         len(cps) if stop is None else stop,
-        trie.slots,
-        trie.shift,
-        trie.token,
+        (trie.slots, trie.shift, trie.token),
         method,
+        history.args(),
     )
     return out
 
@@ -138,6 +148,22 @@ def encode_spans(
 #: the trie the merges pass (unread): the kernel takes one set of argument types
 _NO_TRIE = TokenTrie(
     slots=np.full(16, -1, np.int64), shift=np.uint64(60), token=np.full(1, -1, np.int64)
+)
+
+
+#: the method that replays a PickyBPE history (the segmentation methods are >= 0, merges -1)
+REPLAY = -2
+#: the history the other methods pass (unread)
+_NO_HISTORY = ReplayTables(
+    events=np.zeros((1, 4), np.int64),
+    parts=np.zeros(1, np.int64),
+    pair_slots=np.full(16, -1, np.int64),
+    pair_shift=np.uint64(60),
+    pair_at=np.zeros(2, np.int64),
+    pair_times=np.zeros(1, np.int64),
+    removal_at=np.zeros(2, np.int64),
+    removal_times=np.zeros(1, np.int64),
+    final=np.zeros(1, np.int64),
 )
 
 
@@ -266,12 +292,7 @@ def _encode(
     lo,
     hi,
     after,
-    byte_ids,
-    pair_slots,
-    shift,
-    lefts,
-    rights,
-    merged,
+    tables,
     slots,
     pool,
     id_pool,
@@ -279,21 +300,25 @@ def _encode(
     max_slots,
     max_size,
     stop,
-    trie_slots,
-    trie_shift,
-    trie_token,
+    trie,
     method,
+    history,
 ):  # pragma: no cover - compiled
     """`encode_spans`' kernel; returns (ids, slots, pool, id_pool), the arrays maybe regrown.
+    `tables`, `trie` and `history` are the tuples of arrays of the merges, the segmentation
+    method's trie and the PickyBPE history.
 
     A pretoken's ids are written where its bytes' ids were (merging never lengthens it), so
     the output is bounded by the text's UTF-8 length plus one id per special token.
     """
+    byte_ids, pair_slots, shift, lefts, rights, merged = tables
+    trie_slots, trie_shift, trie_token = trie
     out = np.empty(_utf8_length(cps, lo, hi) + len(after), np.int32)
     r = np.empty(SHORT_PRETOKEN, np.int64)
     raw = np.empty(256, np.int32)  # a pretoken's bytes, for the segmentation methods
     cost = np.empty(257, np.int32)
     identity = np.arange(256, dtype=np.int64)
+    nodes, queue, head, times, state = _scratch(len(history[0]))  # the replay's
     held, pool_used, ids_used = used[0], used[1], used[2]
     pos = 0
     for k in range(len(lo)):
@@ -317,6 +342,11 @@ def _encode(
             if method >= 0:  # a segmentation method: cut the bytes over the trie
                 n = _utf8_into(raw, cps, i, j, identity)
                 count = _cut_one(raw, 0, n, trie_slots, trie_shift, trie_token, method, w, 0, cost)
+            elif method == REPLAY:  # PickyBPE: replay its merges and removals
+                n = _utf8_into(w, cps, i, j, byte_ids)
+                if nodes.shape[1] < n:
+                    nodes = np.empty((4, 2 * n), np.int32)
+                count, queue = _replay(w, n, nodes, queue, head, times, state, history)
             else:
                 n = _utf8_into(w, cps, i, j, byte_ids)
                 count = _merge(w, n, r, pair_slots, shift, lefts, rights, merged)

@@ -21,7 +21,9 @@ each merge and removal are the counts of the encoded training text.
 
 What it costs: a short pretoken is scanned whole per applied event (the fastest for real
 text); one over `LONG_PRETOKEN` bytes queues its positions by event time, so its cost grows as
-n log n with its length (a doubling test holds it to that).
+n log n with its length (a doubling test holds it to that). This is the readable reference:
+with GPT-2's pattern and Numba installed, a tokenizer replays in compiled code instead
+(`bpe.tokenizer.compiled_replay`, the long path's algorithm for every pretoken, tested equal).
 
 What it does not do: train (`bpe.trainers.picky`) or export (tokenizer.json and tiktoken
 cannot express a removal; `bpe.formats.exports` refuses them for a PickyBPE tokenizer).
