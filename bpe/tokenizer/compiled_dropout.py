@@ -12,8 +12,11 @@ exactly the coins `bpe.tokenizer.dropout` draws, in the same order:
       dropped ones come back at the next step; a step with no survivor ends the pretoken.
 
 So the ids equal `Tokenizer.encode(text, dropout=p, seed=s, offset=o)`'s in Python (tested on
-random text, seeds and probabilities). The kernel keeps the candidates in a heap over a linked
-list (`merge_long_with_dropout`'s method) for every pretoken, so a long one costs O(n log n).
+random text, seeds and probabilities). A pretoken of up to `SHORT_PRETOKEN` bytes keeps its
+pairs' ranks in an array and finds each step's candidates by scanning it (the fastest for the
+few bytes of a word, as `bpe.tokenizer.compiled._merge_short` does without dropout); a longer
+one keeps them in a heap over a linked list (`merge_long_with_dropout`'s method), so it costs
+O(n log n). Both visit the candidates in the same order, so they draw the same coins.
 
 What it does not do: cache (dropout must not), other split patterns or other segmentations,
 streaming (`encode_iterable` with dropout stays in Python), or choose when it runs
@@ -28,12 +31,15 @@ from numba import njit
 from bpe.text.gpt2_scanner import pretoken_end
 from bpe.tokenizer.compiled import (
     _LOW32,
+    _NO_RANK,
+    SHORT_PRETOKEN,
     MergeTables,
     _compact,
     _live,
     _merge_at,
     _pop,
     _push,
+    _rank,
     _start_heap,
 )
 from bpe.tokenizer.compiled_encode import _utf8_into, _utf8_length
@@ -96,13 +102,81 @@ def _mix64(z):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
+def _coin(state, threshold):  # pragma: no cover - compiled
+    """The next coin: (dropped, the state after it)."""
+    state += _GOLDEN
+    return _mix64(state) < threshold, state
+
+
+@njit(cache=True, nogil=True)
+def _dropout_short(w, n, state, threshold, r, held, slots, shift, merged):  # pragma: no cover
+    """`_merge_dropout` by scanning the pairs' ranks: returns (count, the coins' state).
+
+    invariant: r[i] is the rank of (w[i], w[i + 1]) for i < m, m = the number of pairs; in a
+    step, a dropped candidate's rank is marked (negated, minus one) until the step ends.
+    """
+    for i in range(n - 1):
+        r[i] = _rank(slots, shift, w[i], w[i + 1])
+    m = n - 1
+    while m > 0:
+        chosen = -1
+        while True:  # the live candidates in (rank, position) order, until one survives
+            best = _NO_RANK
+            at = -1
+            for i in range(m):
+                if 0 <= r[i] < best:  # strict: the leftmost of equal ranks
+                    best = r[i]
+                    at = i
+            if at < 0:
+                break
+            dropped, state = _coin(state, threshold)
+            if not dropped:
+                chosen = at
+                break
+            r[at] = -r[at] - 1
+        for i in range(m):  # the dropped come back
+            if r[i] < 0:
+                r[i] = -r[i] - 1
+        if chosen < 0:
+            break  # every candidate was dropped this step: the pretoken is done
+        rank = r[chosen]
+        held[0] = chosen
+        kept = 1  # the survivors, left to right, none overlapping the one before
+        for i in range(chosen + 1, m):
+            if r[i] == rank:
+                dropped, state = _coin(state, threshold)
+                if not dropped and i > held[kept - 1] + 1:  # i == last + 1 overlaps: "a a a"
+                    held[kept] = i
+                    kept += 1
+        new = merged[rank]
+        for s in range(kept - 1, -1, -1):  # right to left: the indices on the left stay valid
+            at = held[s]
+            w[at] = new
+            for j in range(at + 1, m):
+                w[j] = w[j + 1]
+            for j in range(at, m - 1):
+                r[j] = r[j + 1]
+            m -= 1
+            if at > 0:
+                r[at - 1] = _rank(slots, shift, w[at - 1], new)
+            if at < m:
+                r[at] = _rank(slots, shift, new, w[at + 1])
+    return m + 1, state
+
+
+@njit(cache=True, nogil=True)
 def _merge_dropout(
     w, n, state, threshold, nxt, prv, heap, held, slots, shift, lefts, rights, merged
 ):  # pragma: no cover - compiled
     """BPE with dropout of the n ids in w[:n] in place; returns (count, the coins' state).
 
-    `held` is scratch for the step's survivors and skipped candidates (2n items).
+    `held` is scratch for the step's survivors and skipped candidates (2n items). A pretoken
+    of up to SHORT_PRETOKEN bytes is scanned (`_dropout_short`), a longer one gets the heap.
     """
+    if n <= 1:
+        return n, state
+    if n <= SHORT_PRETOKEN:
+        return _dropout_short(w, n, state, threshold, heap, held, slots, shift, merged)
     size = _start_heap(w, n, nxt, prv, heap, slots, shift)
     while size > 0:
         skipped = n  # held[n:skipped] are this step's dropped candidates
