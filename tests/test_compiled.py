@@ -10,7 +10,9 @@ per process (about ten seconds of CPU, or a fraction of a second from Numba's ca
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -43,6 +45,21 @@ def test_the_bundled_samples_give_heaps_merges_at_full_vocab(name, vocab_size):
     reference = learn_merges("heap", counts, vocab_size, [EOT])
     assert len(reference.merges) == vocab_size - 257  # no early stop: every merge compared
     assert learn_merges("compiled", counts, vocab_size, [EOT]) == reference
+
+
+def test_the_pool_is_compacted_before_it_grows_and_the_merges_stay_heaps(caplog):
+    """The positions' pool runs out during the merges of a real sample: its dead slices and
+    stale positions are dropped first (and it grows only if that is not enough), with every
+    merge and count still heap's."""
+    counts = _counts(DATA / "owt_sample.txt")
+    reference = learn_merges("heap", counts, 12_000, [EOT])
+    with caplog.at_level(logging.DEBUG, logger="bpe.trainers.compiled"):
+        assert learn_merges("compiled", counts, 12_000, [EOT]) == reference
+    compactions = [r.getMessage() for r in caplog.records if "pool compacted" in r.message]
+    assert compactions, "the pool never ran out: nothing was compacted"
+    for message in compactions:
+        before, after = map(int, re.findall(r"\d+", message))
+        assert after < before
 
 
 def test_the_cs336_fixtures_give_the_reference_trainers_merges():

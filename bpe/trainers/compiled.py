@@ -222,13 +222,31 @@ class _Tables:
                 self.pleft, self.pright, int(sc[k.N_PAIRS]), _power_of_two(3 * sc[k.NEED_PAIRS])
             )
         if sc[k.NEED_POOL] > len(self.pool):
-            self.pool = _resized(self.pool, _room(sc[k.NEED_POOL]))
+            self._compact_or_grow_pool(k)
         if sc[k.NEED_HEAP] > len(self.hcnt):
             self.hcnt, self.hpair = (
                 _resized(a, _room(sc[k.NEED_HEAP])) for a in (self.hcnt, self.hpair)
             )
         if sc[k.NEED_TBYTES] > len(self.tbytes):
             self.tbytes = _resized(self.tbytes, _room(sc[k.NEED_TBYTES]))
+
+    def _compact_or_grow_pool(self, k: ModuleType) -> None:
+        """Room in the pool: first drop its dead slices and stale positions
+        (`compact_pool`); grow it only when that leaves it over `POOL_FULL` full, so a
+        compaction is paid for by the merges that fill what it freed."""
+        sc = self.sc
+        extra = sc[k.NEED_POOL] - sc[k.POOL_USED]
+        args = (self.pstart, self.plen, self.pcount, int(sc[k.N_PAIRS]), self.ids, self.nxt)
+        kept = k.compact_pool(self.pool, *args, self.pleft, self.pright)
+        logger.debug("compiled: pool compacted from %d to %d positions", sc[k.POOL_USED], kept)
+        sc[k.POOL_USED] = kept
+        sc[k.NEED_POOL] = kept + extra
+        if sc[k.NEED_POOL] > POOL_FULL * len(self.pool):
+            self.pool = _resized(self.pool, _room(sc[k.NEED_POOL]))
+
+
+#: the share of the pool that may be in use after a compaction before it grows
+POOL_FULL = 0.75
 
 
 def _tables(k: ModuleType, state: MergeState, limit: int) -> _Tables:

@@ -334,6 +334,31 @@ def count_pairs(ids, lengths, wcount):
 
 
 @njit(**_JIT)
+def compact_pool(pool, pstart, plen, pcount, n_pairs, tok, nxt, pleft, pright):
+    """Drop what the pool holds for nothing: the slices of pairs whose count is 0 (merged or
+    gone: neither is created again) and the stale positions of the others (a position whose
+    pair changed never holds it again). The slices stay in pair order and each keeps its
+    positions ascending, moved towards the front in place; returns the positions kept.
+    """
+    used = 0
+    for p in range(n_pairs):
+        start, n = pstart[p], plen[p]
+        pstart[p] = used
+        if pcount[p] <= 0:
+            plen[p] = 0
+            continue
+        a, b = pleft[p], pright[p]
+        for k in range(start, start + n):  # used <= k: a write never passes a read
+            i = pool[k]
+            j = nxt[i]
+            if tok[i] == a and j >= 0 and tok[j] == b:
+                pool[used] = i
+                used += 1
+        plen[p] = used - pstart[p]
+    return used
+
+
+@njit(**_JIT)
 def heapify(hcnt, hpair, size, pleft, pright, tbytes, toff, tkey):
     """Turn `size` entries into a heap (Floyd's bottom-up construction, O(size))."""
     for i in range(size // 2 - 1, -1, -1):
