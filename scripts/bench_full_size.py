@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -122,6 +123,35 @@ def ours_command(spec: dict) -> str:
     return f"bpe-train trainer=compiled vocab_size={spec['vocab_size']} dataset.path=<corpus>"
 
 
+def warm_page_cache(path: Path, *, block: int = 1 << 24) -> float:
+    """Read the corpus once, untimed, so that each measured process reads it from the page
+    cache, as every earlier one did: without this, whichever process runs first after the
+    corpus was made (or after other work pushed it out of memory) also measures the disk (an
+    11.9 GB stage 1 took 405 s with most of the file to be read from disk, 272 s from memory).
+    Returns the seconds it took."""
+    t0 = time.perf_counter()
+    with path.open("rb", buffering=0) as f:
+        while f.read(block):
+            pass
+    return time.perf_counter() - t0
+
+
+def drop_from_page_cache(path: Path) -> None:
+    """Ask the kernel to drop a written file's pages (`posix_fadvise`, where there is one), so
+    that a 5.5 GB array of ids does not push the corpus out of memory before the next encoder
+    reads it (the first encoder would read it from memory and the second from the disk)."""
+    if not hasattr(os, "posix_fadvise"):
+        return
+    with path.open("rb") as f:
+        os.fsync(f.fileno())
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+
+
+def _warm(path: Path) -> None:
+    seconds = warm_page_cache(path)
+    print(f"{path.name}: read once in {seconds:.1f} s (page cache warmed)", file=sys.stderr)
+
+
 def train_ours(path: Path, spec: dict, exp: Path) -> tuple[dict, Path]:
     """`bpe-train trainer=compiled` on the corpus with a user's defaults: what it measured,
     and its run directory (a temporary one: not recorded)."""
@@ -203,6 +233,7 @@ def encode(path: Path, run_dir: str, backend: str, out: Path) -> dict:
     _, sampled = bench_scale.run_sampled(command, what=f"bpe-encode ({backend}) {path.name}")
     size = path.stat().st_size
     ids = np.load(out, mmap_mode="r")
+    drop_from_page_cache(out)
     return {
         "backend": backend,
         "wall_s": sampled["process_seconds"],
@@ -246,14 +277,20 @@ def measure_corpus(
     if only == {"anchors"} and previous and "ours" in previous:
         entry["ours"], run_dir = previous["ours"], None  # the anchors need only its merges
     else:
+        _warm(path)
         entry["ours"], run_dir = train_ours(path, spec, work / f"exp_{name}")
+        entry["ours"]["page_cache_warmed"] = True
     for step in ("encode", "encode_ids_equal", "anchors"):
         if step.split("_")[0] not in only and previous and step in previous:
             entry[step] = previous[step]
     save(entry)
     if "encode" in only:
         outs = {b: work / f"{name}_{b}.npy" for b in ENCODERS}
-        entry["encode"] = [encode(path, str(run_dir), b, outs[b]) for b in ENCODERS]
+        entry["encode"] = []
+        for backend in ENCODERS:
+            _warm(path)
+            entry["encode"].append(encode(path, str(run_dir), backend, outs[backend]))
+            entry["encode"][-1]["page_cache_warmed"] = True
         entry["encode_ids_equal"] = same_ids(outs["ours"], outs["tiktoken"])
         if not args.keep:
             for out in outs.values():
@@ -261,14 +298,14 @@ def measure_corpus(
         save(entry)
     if "anchors" in only:  # last: each may take up to an hour
         installed = set(bench_scale.available_systems())
-        chosen = [s for s in ANCHOR_ORDER if s in installed and s in (args.anchors or ANCHOR_ORDER)]
+        chosen = [s for s in args.anchors or ANCHOR_ORDER if s in installed]  # in the order asked
         kept = [a for a in (previous or {}).get("anchors") or [] if a["impl"] not in chosen]
         entry["anchors"] = kept
         for impl in chosen:
             merges = entry["ours"]["merges"]
-            entry["anchors"].append(
-                train_anchor(impl, path, spec, merges, timeout=args.anchor_timeout)
-            )
+            _warm(path)
+            measured = train_anchor(impl, path, spec, merges, timeout=args.anchor_timeout)
+            entry["anchors"].append({**measured, "page_cache_warmed": True})
             entry["anchors"].sort(key=lambda a: ANCHOR_ORDER.index(a["impl"]))
             save(entry)
     if not args.keep:
@@ -279,6 +316,15 @@ def measure_corpus(
 # ------------------------------------------------------------------------------------------
 # The report: a pure function of results.json
 # ------------------------------------------------------------------------------------------
+
+
+#: the mark of a row measured without the untimed read of the corpus first (`_warm`)
+NOT_WARMED = " †"
+
+
+def _name(corpus: dict, row: dict) -> str:
+    """The corpus's name, marked when this row's process may have read it from the disk."""
+    return corpus["name"] + ("" if row.get("page_cache_warmed") else NOT_WARMED)
 
 
 def _f(value, spec: str = ".1f") -> str:
@@ -308,8 +354,10 @@ def render_markdown(results: dict) -> str:
         "Corpora: `scripts/make_scale_corpus.py` (shuffled real documents of the bundled sample, "
         "a share of the words replaced by Heaps'-law new words), at the real datasets' sizes in "
         "bytes; each was deleted after measuring and is remade by the command in the last "
-        "table. Every process is timed from start to exit; memory is the peak PSS of its "
-        "process tree, sampled every 25 ms.",
+        "table. Every process is timed from start to exit, after the corpus was read once "
+        "untimed (so each reads it from the page cache, not the disk; a row marked "
+        f"{NOT_WARMED.strip()} was measured before the benchmark did that, after the corpus was "
+        "made); memory is the peak PSS of its process tree, sampled every 25 ms.",
         "",
         "## Training: `bpe-train trainer=compiled`, end to end",
         "",
@@ -323,7 +371,7 @@ def render_markdown(results: dict) -> str:
         o = c["ours"]
         rows.append(
             [
-                c["name"],
+                _name(c, o),
                 f"{c['bytes'] / 1e9:.2f} GB",
                 f"{c['vocab_size']:,}",
                 f"{o['unique_pretokens'] / 1e6:.2f} M",
@@ -377,7 +425,7 @@ def _stage_lines(results: dict) -> list[str]:
         for stage in [s for s in wall if s != "total"]:
             w, u = wall[stage], cpu.get(stage)
             busy = None if u is None or not w else u / w
-            rows.append([c["name"], stage, _f(w, ".2f"), _f(u, ".2f"), _f(busy, ".2f")])
+            rows.append([_name(c, c["ours"]), stage, _f(w, ".2f"), _f(u, ".2f"), _f(busy, ".2f")])
     heads = ["corpus", "stage", "wall s", "CPU s", "cores busy"]
     return [
         "Each stage of the run (metrics.json's `timings` and `cpu_timings`; `cores busy` is "
@@ -393,11 +441,12 @@ def _anchor_lines(results: dict) -> list[str]:
         o = c["ours"]
         for a in c.get("anchors") or []:
             if a["timed_out"]:
-                rows.append([c["name"], a["impl"], f"> {a['timeout_s']} (stopped)", *["n/a"] * 5])
+                stopped = f"> {a['timeout_s']} (stopped)"
+                rows.append([_name(c, a), a["impl"], stopped, *["n/a"] * 5])
                 continue
             rows.append(
                 [
-                    c["name"],
+                    _name(c, a),
                     a["impl"],
                     _f(a["wall_s"]),
                     _f(a["cpu_s"]),
@@ -443,7 +492,7 @@ def _encode_lines(results: dict) -> list[str]:
         for e in c.get("encode") or []:
             rows.append(
                 [
-                    c["name"],
+                    _name(c, e),
                     e["backend"],
                     _f(e["wall_s"]),
                     _f(e["mb_per_s"], ".2f"),
@@ -495,7 +544,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--anchors",
         nargs="+",
         choices=ANCHOR_ORDER,
-        help="run these anchors only (default: every one installed); the others' results stay",
+        help="run these anchors only, in this order (default: every one installed); the "
+        "others' results stay",
     )
     parser.add_argument("--out-dir", type=Path, default=ROOT / "reports")
     parser.add_argument("--report-only", action="store_true", help="remake the report from JSON")
