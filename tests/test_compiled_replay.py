@@ -73,15 +73,17 @@ def test_long_pretokens_and_runs_replay_as_python_does(corpus, extra, threshold,
 @pytest.fixture(scope="module")
 def picky_sample() -> Tokenizer:
     """A PickyBPE tokenizer trained on the bundled TinyStories sample (with removals)."""
+    result = _picky(DATA / "tinystories_sample.txt", 700)
+    return Tokenizer(result.vocab, result.merges, [EOT], removals=as_removals(result.removals))
+
+
+def _picky(path, vocab_size: int):
+    """A PickyBPE run (trainer indexed, threshold 0.6) that removed something."""
     result = train_bpe_detailed(
-        DATA / "tinystories_sample.txt",
-        700,
-        [EOT],
-        trainer="indexed",
-        variant=Variant("picky", threshold=0.6),
+        path, vocab_size, [EOT], trainer="indexed", variant=Variant("picky", threshold=0.6)
     )
     assert result.removals
-    return Tokenizer(result.vocab, result.merges, [EOT], removals=as_removals(result.removals))
+    return result
 
 
 @pytest.mark.parametrize("sample", ["tinystories_heldout.txt", "owt_heldout.txt"])
@@ -100,14 +102,7 @@ def test_the_samples_replay_as_python_does(picky_sample, sample):
 
 
 def test_replaying_a_long_pretoken_in_the_kernel_grows_as_n_log_n():
-    result = train_bpe_detailed(
-        FIXTURES / "corpus.en",
-        600,
-        [EOT],
-        trainer="indexed",
-        variant=Variant("picky", threshold=0.6),
-    )
-    assert result.removals
+    result = _picky(FIXTURES / "corpus.en", 600)
     id_of = {t: i for i, t in result.vocab.items()}
     tables = build_replay(id_of, result.merges, as_removals(result.removals))
     byte_ids = [id_of[bytes([b])] for b in range(256)]

@@ -209,18 +209,26 @@ def _merge_short(w, n, r, slots, shift, merged):  # pragma: no cover - compiled
                 at = i
         if at < 0:
             break
-        new = merged[best]
-        w[at] = new
-        for j in range(at + 1, m):
-            w[j] = w[j + 1]
-        for j in range(at, m - 1):
-            r[j] = r[j + 1]
-        m -= 1
-        if at > 0:
-            r[at - 1] = _rank(slots, shift, w[at - 1], new)
-        if at < m:
-            r[at] = _rank(slots, shift, new, w[at + 1])
+        m = _merge_scanned(w, r, m, at, merged[best], slots, shift)
     return m + 1
+
+
+@njit(cache=True)
+def _merge_scanned(w, r, m, at, new, slots, shift):  # pragma: no cover - compiled
+    """Merge the pair at `at` of a scanned pretoken (ids w[:m + 1], pair ranks r[:m]) into
+    `new`: both arrays close up and the two ranks beside it are looked up again; returns the
+    pairs left (m - 1)."""
+    w[at] = new
+    for j in range(at + 1, m):
+        w[j] = w[j + 1]
+    for j in range(at, m - 1):
+        r[j] = r[j + 1]
+    m -= 1
+    if at > 0:
+        r[at - 1] = _rank(slots, shift, w[at - 1], new)
+    if at < m:
+        r[at] = _rank(slots, shift, new, w[at + 1])
+    return m
 
 
 @njit(cache=True)

@@ -37,6 +37,7 @@ from bpe.tokenizer.compiled import (
     _compact,
     _live,
     _merge_at,
+    _merge_scanned,
     _pop,
     _push,
     _rank,
@@ -150,17 +151,7 @@ def _dropout_short(w, n, state, threshold, r, held, slots, shift, merged):  # pr
                     kept += 1
         new = merged[rank]
         for s in range(kept - 1, -1, -1):  # right to left: the indices on the left stay valid
-            at = held[s]
-            w[at] = new
-            for j in range(at + 1, m):
-                w[j] = w[j + 1]
-            for j in range(at, m - 1):
-                r[j] = r[j + 1]
-            m -= 1
-            if at > 0:
-                r[at - 1] = _rank(slots, shift, w[at - 1], new)
-            if at < m:
-                r[at] = _rank(slots, shift, new, w[at + 1])
+            m = _merge_scanned(w, r, m, held[s], new, slots, shift)
     return m + 1, state
 
 
