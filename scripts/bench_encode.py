@@ -56,6 +56,7 @@ It asserts nothing about speed: it prints Markdown tables to paste into a note. 
     python scripts/bench_encode.py               # TinyStories and OWT samples, 5 repeats
     python scripts/bench_encode.py --repeats 9 --copies 8 --tokenizer experiments/<run_dir>
     python scripts/bench_encode.py --quick       # 1 repeat, 1 copy, each sample's first ~300 KB
+    python scripts/bench_encode.py --tables dropout picky   # only those tables
 """
 
 from __future__ import annotations
@@ -81,6 +82,9 @@ SAMPLES = {"TinyStories": "tinystories_sample.txt", "OWT": "owt_sample.txt"}
 # (256 KiB), so the backends table still starts its worker processes and threads.
 QUICK_BYTES = 300_000
 
+
+#: the tables main can print (`--tables`), in the order it prints them
+TABLES = ("speed", "backends", "dropout", "segmentation", "picky")
 
 #: the clock of the first table: CPU seconds unless --wall (main sets it)
 _clock = time.process_time
@@ -483,6 +487,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--wall", action="store_true", help="time the first table in wall seconds, not CPU"
     )
+    parser.add_argument(
+        "--tables",
+        nargs="+",
+        choices=TABLES,
+        default=TABLES,
+        help="the tables to measure (default: all, in this order)",
+    )
     args = parser.parse_args(argv)
     if args.wall:
         global _clock
@@ -490,102 +501,113 @@ def main(argv: list[str] | None = None) -> int:
     limit = QUICK_BYTES if args.quick else None
     if args.quick:
         args.repeats, args.copies = 1, 1
-    rows = bench(max(1, args.repeats), limit)
+    ok = True
     mb = 1e6
-    print()
-    columns = [
-        "sample",
-        "MB",
-        "ours cold (python) MB/s",
-        "ours cold (compiled) MB/s",
-        "ours warm MB/s",
-        "ours stream MB/s",
-        "tiktoken MB/s",
-        "HF MB/s",
-        "ours/tiktoken cold (python)",
-        "ours/tiktoken cold (compiled)",
-        "ours/tiktoken warm",
-        "ours cold (compiled) range",
-        "tiktoken range",
-        "ids == tiktoken",
-        "HF ids == tiktoken",
-    ]
-    print("| " + " | ".join(columns) + " |")
-    print("| --- " * len(columns) + "|")
-    for r in rows:
-        compiled = r["ours_cold_compiled"]
+    if "speed" in args.tables:
+        rows = bench(max(1, args.repeats), limit)
+        print()
+        columns = [
+            "sample",
+            "MB",
+            "ours cold (python) MB/s",
+            "ours cold (compiled) MB/s",
+            "ours warm MB/s",
+            "ours stream MB/s",
+            "tiktoken MB/s",
+            "HF MB/s",
+            "ours/tiktoken cold (python)",
+            "ours/tiktoken cold (compiled)",
+            "ours/tiktoken warm",
+            "ours cold (compiled) range",
+            "tiktoken range",
+            "ids == tiktoken",
+            "HF ids == tiktoken",
+        ]
+        print("| " + " | ".join(columns) + " |")
+        print("| --- " * len(columns) + "|")
+        for r in rows:
+            compiled = r["ours_cold_compiled"]
+            print(
+                f"| {r['sample']} | {r['bytes'] / mb:.2f} | {r['ours_cold'] / mb:.1f} "
+                f"| {_or_na(compiled and compiled / mb, '.1f')} "
+                f"| {r['ours_warm'] / mb:.1f} | {r['ours_stream'] / mb:.1f} "
+                f"| {r['tiktoken'] / mb:.1f} "
+                f"| {r['hf'] / mb:.1f} | {r['ours_cold'] / r['tiktoken']:.2f} "
+                f"| {_or_na(compiled and compiled / r['tiktoken'], '.2f')} "
+                f"| {r['ours_warm'] / r['tiktoken']:.2f} "
+                f"| {r['ours_cold_compiled_range'] or 'n/a'} "
+                f"| {r['tiktoken_range']} | {r['same_as_tiktoken']} "
+                f"| {r['hf_same_as_tiktoken']} |"
+            )
+        print()
+        for r in rows:
+            print(
+                f"{r['sample']}: tokenizing The Pile (825 GB) at our warm single-thread rate takes "
+                f"{r['pile_days_warm']:.1f} days"
+            )
+        ok = all(r["same_as_tiktoken"] for r in rows)
+    if "backends" in args.tables:
+        backends = bench_backends(args.tokenizer, max(1, args.copies), max(1, args.repeats), limit)
+        print()
         print(
-            f"| {r['sample']} | {r['bytes'] / mb:.2f} | {r['ours_cold'] / mb:.1f} "
-            f"| {_or_na(compiled and compiled / mb, '.1f')} "
-            f"| {r['ours_warm'] / mb:.1f} | {r['ours_stream'] / mb:.1f} | {r['tiktoken'] / mb:.1f} "
-            f"| {r['hf'] / mb:.1f} | {r['ours_cold'] / r['tiktoken']:.2f} "
-            f"| {_or_na(compiled and compiled / r['tiktoken'], '.2f')} "
-            f"| {r['ours_warm'] / r['tiktoken']:.2f} | {r['ours_cold_compiled_range'] or 'n/a'} "
-            f"| {r['tiktoken_range']} | {r['same_as_tiktoken']} "
-            f"| {r['hf_same_as_tiktoken']} |"
+            f"Whole-file encoding ({backends[0]['mb']:.1f} MB, {backends[0]['workers']} workers):"
         )
-    print()
-    for r in rows:
+        print()
+        print("| encoder | backend used | MB/s | python == tiktoken backend ids |")
+        print("| --- | --- | --- | --- |")
+        for r in backends:
+            print(f"| {r['encoder']} | {r['backend_used']} | {r['mb_s']:.1f} | {r['same_ids']} |")
+        ok = ok and backends[0]["same_ids"]
+    if "dropout" in args.tables:
+        print()
+        print("BPE-dropout, p = 0.1 (GPT-2's vocab, one thread; MB/s slowest-fastest):")
+        print()
+        heads = ["sample", "compiled plain cold", "compiled dropout", "dropout / plain (best)"]
+        heads += ["python dropout (100 KB)", "ids equal"]
+        print("| " + " | ".join(heads) + " |")
+        print("| " + " | ".join(["---"] * len(heads)) + " |")
+        for r in bench_dropout(max(1, args.repeats), limit) if numba_installed() else []:
+            print(
+                f"| {r['sample']} | {r['plain']} | {r['dropout']} | {r['ratio']:.2f} "
+                f"| {r['python']:.2f} | {r['same_ids']} |"
+            )
+    if "segmentation" in args.tables:
+        print()
+        print("Segmentation methods (GPT-2's vocab, each cold path, one thread):")
+        print()
+        heads = ["sample", "cold path", "segmentation", "tokens", "tokens / merges'", "cold MB/s"]
+        heads += ["warm MB/s", "cold / its merges'", "cold / tiktoken"]
+        print("| " + " | ".join(heads) + " |")
+        print("| " + " | ".join(["---"] * len(heads)) + " |")
+        for r in bench_segmentations(max(1, args.repeats), limit):
+            print(
+                f"| {r['sample']} | {r['backend']} | {r['method']} | {r['tokens']} "
+                f"| {r['vs_merges']:.4f} | {r['cold'] / mb:.2f} | {r['warm'] / mb:.1f} "
+                f"| {r['vs_own_merges']:.2f} | {r['cold'] / r['tiktoken']:.2f} |"
+            )
+    if "picky" in args.tables:
+        picky_vocab = 1000 if args.quick else 8000
+        picky = (
+            bench_picky(max(1, args.repeats), limit, vocab_size=picky_vocab)
+            if numba_installed()
+            else []
+        )
+        print()
         print(
-            f"{r['sample']}: tokenizing The Pile (825 GB) at our warm single-thread rate takes "
-            f"{r['pile_days_warm']:.1f} days"
+            f"PickyBPE's removals (vocab {picky_vocab:,} trained on the OWT sample, threshold 0.9; "
+            "one thread; MB/s slowest-fastest):"
         )
-    backends = bench_backends(args.tokenizer, max(1, args.copies), max(1, args.repeats), limit)
-    print()
-    print(f"Whole-file encoding ({backends[0]['mb']:.1f} MB, {backends[0]['workers']} workers):")
-    print()
-    print("| encoder | backend used | MB/s | python == tiktoken backend ids |")
-    print("| --- | --- | --- | --- |")
-    for r in backends:
-        print(f"| {r['encoder']} | {r['backend_used']} | {r['mb_s']:.1f} | {r['same_ids']} |")
-    print()
-    print("BPE-dropout, p = 0.1 (GPT-2's vocab, one thread; MB/s slowest-fastest):")
-    print()
-    heads = ["sample", "compiled plain cold", "compiled dropout", "dropout / plain (best)"]
-    heads += ["python dropout (100 KB)", "ids equal"]
-    print("| " + " | ".join(heads) + " |")
-    print("| " + " | ".join(["---"] * len(heads)) + " |")
-    for r in bench_dropout(max(1, args.repeats), limit) if numba_installed() else []:
-        print(
-            f"| {r['sample']} | {r['plain']} | {r['dropout']} | {r['ratio']:.2f} "
-            f"| {r['python']:.2f} | {r['same_ids']} |"
-        )
-    print()
-    print("Segmentation methods (GPT-2's vocab, each cold path, one thread):")
-    print()
-    heads = ["sample", "cold path", "segmentation", "tokens", "tokens / merges'", "cold MB/s"]
-    heads += ["warm MB/s", "cold / its merges'", "cold / tiktoken"]
-    print("| " + " | ".join(heads) + " |")
-    print("| " + " | ".join(["---"] * len(heads)) + " |")
-    for r in bench_segmentations(max(1, args.repeats), limit):
-        print(
-            f"| {r['sample']} | {r['backend']} | {r['method']} | {r['tokens']} "
-            f"| {r['vs_merges']:.4f} | {r['cold'] / mb:.2f} | {r['warm'] / mb:.1f} "
-            f"| {r['vs_own_merges']:.2f} | {r['cold'] / r['tiktoken']:.2f} |"
-        )
-    picky_vocab = 1000 if args.quick else 8000
-    picky = (
-        bench_picky(max(1, args.repeats), limit, vocab_size=picky_vocab)
-        if numba_installed()
-        else []
-    )
-    print()
-    print(
-        f"PickyBPE's removals (vocab {picky_vocab:,} trained on the OWT sample, threshold 0.9; "
-        "one thread; MB/s slowest-fastest):"
-    )
-    print()
-    heads = ["sample", "removals", "plain BPE compiled cold", "PickyBPE compiled cold"]
-    heads += ["picky / plain (best)", "python replay (100 KB)", "ids equal"]
-    print("| " + " | ".join(heads) + " |")
-    print("| " + " | ".join(["---"] * len(heads)) + " |")
-    for r in picky:
-        print(
-            f"| {r['sample']} | {r['removals']} | {r['plain']} | {r['picky']} "
-            f"| {r['ratio']:.2f} | {r['python']:.2f} | {r['same_ids']} |"
-        )
-    ok = all(r["same_as_tiktoken"] for r in rows) and backends[0]["same_ids"]
-    ok = ok and all(r["same_ids"] for r in picky)
+        print()
+        heads = ["sample", "removals", "plain BPE compiled cold", "PickyBPE compiled cold"]
+        heads += ["picky / plain (best)", "python replay (100 KB)", "ids equal"]
+        print("| " + " | ".join(heads) + " |")
+        print("| " + " | ".join(["---"] * len(heads)) + " |")
+        for r in picky:
+            print(
+                f"| {r['sample']} | {r['removals']} | {r['plain']} | {r['picky']} "
+                f"| {r['ratio']:.2f} | {r['python']:.2f} | {r['same_ids']} |"
+            )
+        ok = ok and all(r["same_ids"] for r in picky)
     return 0 if ok else 1
 
 
