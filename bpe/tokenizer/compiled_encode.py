@@ -342,14 +342,12 @@ def _encode(
             if method >= 0:  # a segmentation method: cut the bytes over the trie
                 n = _utf8_into(raw, cps, i, j, identity)
                 count = _cut_one(raw, 0, n, trie_slots, trie_shift, trie_token, method, w, 0, cost)
-            elif method == REPLAY:  # PickyBPE: replay its merges and removals
-                n = _utf8_into(w, cps, i, j, byte_ids)
-                if nodes.shape[1] < n:
-                    nodes = np.empty((4, 2 * n), np.int32)
-                count, queue = _replay(w, n, nodes, queue, head, times, state, history)
             else:
                 n = _utf8_into(w, cps, i, j, byte_ids)
-                count = _merge(w, n, r, pair_slots, shift, lefts, rights, merged)
+                if method == REPLAY:  # PickyBPE: replay its merges and removals
+                    count, nodes, queue = _replay(w, n, nodes, queue, head, times, state, history)
+                else:
+                    count = _merge(w, n, r, pair_slots, shift, lefts, rights, merged)
             if j - i <= CACHED_UP_TO:
                 if held >= max_size:  # full: empty it, as the Python cache does
                     slots[:, LENGTH] = 0

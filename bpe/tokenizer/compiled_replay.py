@@ -158,46 +158,22 @@ def replay_pretokens(tables: ReplayTables, byte_ids: Sequence[int], data: Sequen
     [(256, 97, 98), (97, 98, 97, 98)]
     """
     ids = np.asarray(byte_ids, np.int64)
-    scratch = Scratch.for_tables(tables)
+    nodes, queue, head, times, state = _scratch(len(tables.events))
     out = []
     for pretoken in data:
         w = ids[np.frombuffer(pretoken, np.uint8)].astype(np.int32)
-        scratch.fit(len(w))
-        n, scratch.queue = _replay(w, len(w), *scratch.args(), tables.args())
+        n, nodes, queue = _replay(w, len(w), nodes, queue, head, times, state, tables.args())
         out.append(tuple(w[:n].tolist()))
     return out
 
 
-class Scratch:
-    """The arrays `_replay` works in, kept between pretokens (`_scratch`): the nodes (token,
-    next, previous, freed) of a pretoken's linked list, and the queue: each event time's bucket
-    of nodes (`head`: its newest entry, -1 when empty; `queue`: each entry's node and the entry
-    before it), the heap of times with a bucket, and (heap size, entries used)."""
-
-    def __init__(self, num_events: int) -> None:
-        self.nodes, self.queue, self.head, self.times, self.state = _scratch(num_events)
-
-    @classmethod
-    def for_tables(cls, tables: ReplayTables) -> Scratch:
-        return cls(len(tables.events))
-
-    def fit(self, n: int) -> None:
-        """Room for a pretoken of n bytes."""
-        if self.nodes.shape[1] < n:
-            self.nodes = np.empty((4, 2 * n), np.int32)
-
-    def args(self) -> tuple:
-        return self.nodes, self.queue, self.head, self.times, self.state
-
-
-# ---------------------------------------------------------------------------------------------
-# The kernel
-# ---------------------------------------------------------------------------------------------
-
-
 @njit(cache=True, nogil=True)
 def _scratch(num_events):  # pragma: no cover - compiled
-    """`Scratch`'s arrays, small: nodes and queue grow as pretokens need."""
+    """The arrays `_replay` works in, kept between pretokens, small at first (`nodes` and
+    `queue` grow as pretokens need): the nodes (token, next, previous, freed) of a pretoken's
+    linked list, and the queue: each event time's bucket of nodes (`head`: its newest entry,
+    -1 when empty; `queue`: each entry's node and the entry before it), the heap of times with
+    a bucket, and (heap size, entries used)."""
     size = max(1, num_events)
     return (
         np.empty((4, 64), np.int32),
@@ -275,9 +251,9 @@ def _split(i, first, end, parts, tok, nxt, prv, free, freed):  # pragma: no cove
 
 @njit(cache=True, nogil=True)
 def _replay(w, n, nodes, queue, head, times, state, history):  # pragma: no cover - compiled
-    """Replay the history (`ReplayTables.args()`) on the n byte symbols in w[:n]; write the
-    ids to w; returns (how many, the queue's entries, maybe regrown). `nodes` has room for n
-    (`Scratch.fit`).
+    """Replay the history (`ReplayTables.args()`) on the n byte symbols in w[:n] with the
+    scratch of `_scratch`; write the ids to w; returns (how many, nodes, queue), the last two
+    regrown when the pretoken needed more room.
 
     Nodes are positions 0..n-1 (never more tokens than bytes): a merge frees its right node
     and a split takes freed ones, so node 0 is always the first token. Events are taken in
@@ -286,7 +262,9 @@ def _replay(w, n, nodes, queue, head, times, state, history):  # pragma: no cove
     """
     events, parts, slots, shift, pair_at, pair_times, removal_at, removal_times, final = history
     if n == 0:
-        return 0, queue
+        return 0, nodes, queue
+    if nodes.shape[1] < n:
+        nodes = np.empty((4, 2 * n), np.int32)
     tok, nxt, prv, free = nodes[0], nodes[1], nodes[2], nodes[3]
     for i in range(n):
         tok[i] = w[i]
@@ -357,4 +335,4 @@ def _replay(w, n, nodes, queue, head, times, state, history):  # pragma: no cove
         w[m] = final[tok[i]]
         m += 1
         i = nxt[i]
-    return m, queue
+    return m, nodes, queue
