@@ -177,8 +177,8 @@ def _merge_dropout(
             size -= 1
             if not _live(item, w, nxt, n, lefts, rights):
                 continue
-            state += _GOLDEN
-            if _mix64(state) < threshold:
+            dropped, state = _coin(state, threshold)
+            if dropped:
                 held[skipped] = item
                 skipped += 1
             else:
@@ -193,8 +193,8 @@ def _merge_dropout(
             item = _pop(heap, size)
             size -= 1
             if _live(item, w, nxt, n, lefts, rights):
-                state += _GOLDEN
-                if _mix64(state) < threshold:
+                dropped, state = _coin(state, threshold)
+                if dropped:
                     held[skipped] = item
                     skipped += 1
                 else:
