@@ -84,14 +84,17 @@ def compile_kernels() -> CompileInfo:
         kernels.heapify,
         kernels.merge_batch,
         kernels.rehash,
+        kernels.compact_pool,
     ]
     before = sum(sum(d.stats.cache_misses.values()) for d in dispatchers)
     state = MergeState(["ab", "ab"], [1, 2], {}, [], 1)
     state.vocab.update({i: bytes([i]) for i in range(256)})
     _run(kernels, state, lambda: None, batch=BATCH, limit=_possible_merges(state))
+    # the paths the tiny run does not take: a hash table growing and the pool compacted (`grow`)
+    none32, none64 = np.zeros(1, np.int32), np.zeros(1, np.int64)
+    kernels.rehash(none32, none32, 0, 1024)
+    kernels.compact_pool(none32, none64, none32, none64, 0, none32, none32, none32)
     after = sum(sum(d.stats.cache_misses.values()) for d in dispatchers)
-    # a hash table growing in `_grow` is the one path the tiny run does not take
-    kernels.rehash(np.zeros(1, np.int32), np.zeros(1, np.int32), 0, 1024)
     return CompileInfo(seconds=time.perf_counter() - start, cached=after == before)
 
 
@@ -134,7 +137,7 @@ def _possible_merges(state: MergeState) -> int:
 
 def _too_big_for_int(state: MergeState, limit: int) -> str | None:
     """Why the kernels' integer types cannot hold this state (`limit` merges), or None."""
-    positions = sum(map(len, state.words))
+    positions = sum(map(len, state.words)) + len(state.words)  # a separator after each word
     if positions >= INT32_LIMIT // 2:  # a merge reserves room for twice its occurrences
         return f"{positions} token positions exceed the kernels' int32 positions"
     if len(state.vocab) + limit >= INT32_LIMIT:
@@ -176,14 +179,13 @@ def _run(
 @dataclass
 class _Tables:
     """The merge loop's arrays, in `merge_batch`'s argument order (see the kernel module for
-    what each holds): the words as linked lists, the pair table and its hash index, the
+    what each holds): the words and where each starts, the pair table and its hash index, the
     occurrence pool, the heap, the tokens' bytes and sort keys, the per-token scratch, the
     output merges and the scalars."""
 
     ids: np.ndarray
-    nxt: np.ndarray
-    prv: np.ndarray
-    word_of: np.ndarray
+    wstart: np.ndarray
+    block_word: np.ndarray
     wcount: np.ndarray
     pleft: np.ndarray
     pright: np.ndarray
@@ -236,7 +238,7 @@ class _Tables:
         compaction is paid for by the merges that fill what it freed."""
         sc = self.sc
         extra = sc[k.NEED_POOL] - sc[k.POOL_USED]
-        args = (self.pstart, self.plen, self.pcount, int(sc[k.N_PAIRS]), self.ids, self.nxt)
+        args = (self.pstart, self.plen, self.pcount, int(sc[k.N_PAIRS]), self.ids)
         kept = k.compact_pool(self.pool, *args, self.pleft, self.pright)
         logger.debug("compiled: pool compacted from %d to %d positions", sc[k.POOL_USED], kept)
         sc[k.POOL_USED] = kept
@@ -251,16 +253,14 @@ POOL_FULL = 0.75
 
 def _tables(k: ModuleType, state: MergeState, limit: int) -> _Tables:
     """The words as arrays (the str words are released), their pairs counted and heaped."""
-    lengths = np.fromiter(map(len, state.words), dtype=np.int64, count=len(state.words))
-    ids = _word_ids(state.words, int(lengths.sum()))
+    ids = _word_ids(state.words, k.SEP)
     wcount = np.asarray(state.counts, dtype=np.int64)
     # The arrays hold the words from here on: release the str words and their counts (on a
     # 64 MiB corpus about 30 MB, most of what put the run's peak above heap's).
     state.words, state.counts = [], []
-    *arrays, n_pairs, pool_used = k.count_pairs(ids, lengths, wcount)
-    nxt, prv, word_of, *pairs = arrays  # pairs: pleft, pright, ... hcnt, hpair
+    *arrays, n_pairs, pool_used = k.count_pairs(ids, wcount)
+    wstart, block_word, *pairs = arrays  # pairs: pleft, pright, ... hcnt, hpair
     pleft, pright, hcnt, hpair = pairs[0], pairs[1], pairs[-2], pairs[-1]
-    del lengths
     first_id = len(state.vocab)
     max_tokens = first_id + limit
     tbytes, toff = _token_bytes(state, max_tokens)
@@ -275,28 +275,36 @@ def _tables(k: ModuleType, state: MergeState, limit: int) -> _Tables:
     per_token = [np.full(max_tokens, -1, np.int32) for _ in range(2)]
     per_token += [np.zeros(max_tokens, np.int64) for _ in range(2)]
     out = [np.empty(limit, np.int32), np.empty(limit, np.int32), np.empty(limit, np.int64)]
-    return _Tables(ids, nxt, prv, word_of, wcount, *pairs, tbytes, toff, tkey, *per_token, *out, sc)
+    return _Tables(
+        ids, wstart, block_word, wcount, *pairs, tbytes, toff, tkey, *per_token, *out, sc
+    )
 
 
 #: Words encoded per slice when laying them out (`_word_ids`).
-WORDS_PER_SLICE = 1 << 20
+WORDS_PER_SLICE = 1 << 16
 
 
-def _word_ids(words: list[str], total: int) -> np.ndarray:
-    """Every word's ids (its characters' code points) end to end, as int32.
+def _word_ids(words: list[str], sep: int) -> np.ndarray:
+    """Every word's ids (its characters' code points) end to end as int32, each word followed
+    by `sep`: the kernels' `tok` layout.
 
     Slice by slice, so the text of all words exists once, as the array: at 6.8 M distinct
     pretokens a join and its UTF-32 copy would hold ~330 MB more at the merge stage's peak.
 
-    >>> _word_ids(["ab", "c"], 3).tolist()
-    [97, 98, 99]
+    >>> _word_ids(["ab", "c"], -2).tolist()
+    [97, 98, -2, 99, -2]
     """
-    ids = np.empty(total, dtype=np.int32)
+    total = sum(map(len, words)) + len(words)
+    ids = np.full(total, sep, dtype=np.int32)
     at = 0
     for k in range(0, len(words), WORDS_PER_SLICE):
-        raw = "".join(words[k : k + WORDS_PER_SLICE]).encode("utf-32-le", "surrogatepass")
-        ids[at : at + len(raw) // 4] = np.frombuffer(raw, dtype=np.uint32)
-        at += len(raw) // 4
+        part = words[k : k + WORDS_PER_SLICE]
+        raw = "".join(part).encode("utf-32-le", "surrogatepass")
+        lengths = np.fromiter(map(len, part), dtype=np.int64, count=len(part))
+        # a character's place: its place in the join, plus one separator per word before it
+        shift = np.repeat(np.arange(len(part), dtype=np.int64), lengths)
+        ids[at + np.arange(len(raw) // 4) + shift] = np.frombuffer(raw, dtype=np.uint32)
+        at += len(raw) // 4 + len(part)
     return ids
 
 

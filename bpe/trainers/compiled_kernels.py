@@ -5,12 +5,19 @@ flat NumPy arrays, in machine code (`@njit(cache=True)`: compiled once, then loa
 `__pycache__`). `bpe.trainers.compiled` converts the `MergeState` into these arrays and back;
 this module holds only the kernels, so importing it is what needs Numba.
 
-The data, for T token positions (every word laid end to end), P pairs and V tokens:
+The data, for T token positions (every word laid end to end, each followed by one separator
+position) and W words, P pairs and V tokens:
 
-    tok, nxt, prv   int32[T]   each position's token id (-1 once merged away) and its
-                               neighbours within the word (-1 at a word's ends): a word is a
-                               doubly linked list, so merging at a position is O(1)
-    word_of         int32[T]   the word a position belongs to; `wcount[word]` its count
+    tok             int32[T]   each position's token id; `DEAD` once merged into the token on
+                               its left, `SEP` after a word's last position. A token spans its
+                               position and the dead ones after it, so its neighbours are found
+                               by skipping dead positions (`_next`, `_prev`): as many steps as
+                               the token has characters, never the word's length
+    wstart          int32[W+1] where each word starts (`wstart[W] == T`); `wcount[word]` its count
+    block_word      int32[T/B] the word holding position `k * B`: with `wstart`, the word of any
+                               position in a step or two (`_word_of`). Per word and per block, not
+                               per position: the layout is one int32 per position, where three
+                               more (the two links and the word) cost the 11.9 GB run 0.7 GB
     pair arrays     [P]        left and right token, exact count (0: gone or merged), and the
                                slice `pool[pstart : pstart + plen]` of positions where the pair
                                may start (ascending; stale positions are checked and skipped)
@@ -24,7 +31,9 @@ THE candidate order (`bpe.trainers.common.candidate_key`) is `_better`: higher c
 the lexicographically greater left token's bytes, then right token's bytes (a proper prefix
 is smaller), then the smaller ids. Why positions rather than `PairIndex`'s words: merging one
 occurrence touches its two neighbours only, so a word holding a pair at k positions costs k,
-never k times the word's length (the long-pretoken complexity guard holds by construction).
+never k times the word's length (the long-pretoken complexity guard holds by construction;
+skipping a neighbour's dead positions costs its length, and a token's length doubles at most
+once per merge level).
 
 Invariants (as in `bpe.trainers.pair_index`): a pair's positions all come from one moment,
 stage 2 or the merge that created its newer token (a new adjacency always holds the new
@@ -68,6 +77,10 @@ GROW = 2
 BELOW_MIN = 3
 
 _EMPTY = -1
+#: `tok` at a position merged into the token on its left, and after a word's last position
+DEAD, SEP = -1, -2
+#: positions per entry of `block_word` (a power of two: the shift below)
+BLOCK_SHIFT = 6
 #: murmur3's 64-bit finalizer constants: every key bit moves every slot bit
 _M1, _M2 = np.uint64(0xFF51AFD7ED558CCD), np.uint64(0xC4CEB9FE1A85EC53)
 _S = np.uint64(33)
@@ -237,32 +250,69 @@ def _grown(arr, size):
 
 
 @njit(**_JIT)
-def count_pairs(ids, lengths, wcount):
-    """Stage 2: link the words, count every pair, list each pair's positions, build the heap.
+def _next(tok, i):
+    """The position of the token after the one at `i` in its word, or -1 at the word's end.
+
+    >>> _next(np.array([5, DEAD, 7, SEP], np.int32), 0), _next(np.array([5, 7, SEP], np.int32), 1)
+    (2, -1)
+    """
+    j = i + 1
+    while tok[j] == DEAD:
+        j += 1
+    return j if tok[j] != SEP else -1
+
+
+@njit(**_JIT)
+def _prev(tok, i):
+    """The position of the token before the one at `i` in its word, or -1 at the word's start.
+
+    >>> _prev(np.array([5, DEAD, 7, SEP], np.int32), 2), _prev(np.array([5, SEP, 7], np.int32), 2)
+    (0, -1)
+    """
+    j = i - 1
+    while j >= 0 and tok[j] == DEAD:
+        j -= 1
+    return j if j >= 0 and tok[j] != SEP else -1
+
+
+@njit(**_JIT)
+def _word_of(wstart, block_word, i):
+    """The word holding position `i`: from the word at the start of its block, forward.
+
+    >>> _word_of(np.array([0, 3, 5], np.int32), np.array([0], np.int32), 4)
+    1
+    """
+    w = block_word[i >> BLOCK_SHIFT]
+    while wstart[w + 1] <= i:
+        w += 1
+    return w
+
+
+@njit(**_JIT)
+def count_pairs(tok, wcount):
+    """Stage 2: index the words, count every pair, list each pair's positions, build the heap.
 
     Args:
-        ids: int32[T], every word's token ids laid end to end.
-        lengths: int64[W], each word's length; `wcount`: int64[W], how often it occurs.
+        tok: int32[T], every word's token ids laid end to end, each word followed by `SEP`.
+        wcount: int64[W], how often each word occurs.
 
     Returns:
-        (nxt, prv, word_of, pleft, pright, pcount, pstart, plen, hkeys, hvals, pool, hcnt,
+        (wstart, block_word, pleft, pright, pcount, pstart, plen, hkeys, hvals, pool, hcnt,
         hpair, n_pairs, pool_used): the arrays the module docstring describes (pair arrays,
         pool and heap with some spare room; the heap not yet ordered, see `heapify`), the
         number of distinct pairs and of positions in the pool.
     """
-    size = len(ids)
-    nxt = np.empty(size, dtype=np.int32)
-    prv = np.empty(size, dtype=np.int32)
-    word_of = np.empty(size, dtype=np.int32)
-    at = 0
-    for w in range(len(lengths)):
-        n = lengths[w]
-        for k in range(n):
-            i = at + k
-            word_of[i] = w
-            prv[i] = i - 1 if k > 0 else -1
-            nxt[i] = i + 1 if k + 1 < n else -1
-        at += n
+    size = len(tok)
+    wstart = np.empty(len(wcount) + 1, dtype=np.int32)
+    block_word = np.empty((size >> BLOCK_SHIFT) + 1, dtype=np.int32)
+    w = 0
+    wstart[0] = 0
+    for i in range(size):
+        if i & ((1 << BLOCK_SHIFT) - 1) == 0:
+            block_word[i >> BLOCK_SHIFT] = w
+        if tok[i] == SEP:
+            w += 1
+            wstart[w] = i + 1
     capacity = 1024
     while capacity < 2 * min(size, 1 << 16):
         capacity *= 2
@@ -274,9 +324,12 @@ def count_pairs(ids, lengths, wcount):
     plen = np.zeros(capacity // 2, dtype=np.int32)
     pair_at = np.empty(size, dtype=np.int32)
     n_pairs = 0
+    w = 0
     for i in range(size):
-        j = nxt[i]
-        if j < 0:
+        if tok[i] == SEP:
+            w += 1
+        j = i + 1
+        if tok[i] == SEP or tok[j] == SEP:
             pair_at[i] = -1
             continue
         if 2 * (n_pairs + 1) > len(hkeys):  # keep the table at most half full
@@ -287,13 +340,13 @@ def count_pairs(ids, lengths, wcount):
             pcount[n_pairs:] = 0
             plen = _grown(plen, len(hkeys) // 2)
             plen[n_pairs:] = 0
-        a, b = ids[i], ids[j]
+        a, b = tok[i], tok[j]
         p = _find_or_add(hkeys, hvals, (np.int64(a) << 32) | b, n_pairs)
         if p == n_pairs:
             pleft[p] = a
             pright[p] = b
             n_pairs += 1
-        pcount[p] += wcount[word_of[i]]
+        pcount[p] += wcount[w]
         plen[p] += 1
         pair_at[i] = p
     # each pair's positions: one slice of the pool, ascending (positions are visited in order)
@@ -315,9 +368,8 @@ def count_pairs(ids, lengths, wcount):
         hcnt[p] = pcount[p]
         hpair[p] = p
     return (
-        nxt,
-        prv,
-        word_of,
+        wstart,
+        block_word,
         pleft,
         pright,
         pcount,
@@ -334,7 +386,7 @@ def count_pairs(ids, lengths, wcount):
 
 
 @njit(**_JIT)
-def compact_pool(pool, pstart, plen, pcount, n_pairs, tok, nxt, pleft, pright):
+def compact_pool(pool, pstart, plen, pcount, n_pairs, tok, pleft, pright):
     """Drop what the pool holds for nothing: the slices of pairs whose count is 0 (merged or
     gone: neither is created again) and the stale positions of the others (a position whose
     pair changed never holds it again). The slices stay in pair order and each keeps its
@@ -350,8 +402,10 @@ def compact_pool(pool, pstart, plen, pcount, n_pairs, tok, nxt, pleft, pright):
         a, b = pleft[p], pright[p]
         for k in range(start, start + n):  # used <= k: a write never passes a read
             i = pool[k]
-            j = nxt[i]
-            if tok[i] == a and j >= 0 and tok[j] == b:
+            if tok[i] != a:
+                continue
+            j = _next(tok, i)
+            if j >= 0 and tok[j] == b:
                 pool[used] = i
                 used += 1
         plen[p] = used - pstart[p]
@@ -368,9 +422,8 @@ def heapify(hcnt, hpair, size, pleft, pright, tbytes, toff, tkey):
 @njit(**_JIT)
 def merge_batch(
     tok,
-    nxt,
-    prv,
-    word_of,
+    wstart,
+    block_word,
     wcount,
     pleft,
     pright,
@@ -473,9 +526,8 @@ def merge_batch(
             n_at,
             n_new,
             tok,
-            nxt,
-            prv,
-            word_of,
+            wstart,
+            block_word,
             wcount,
             pleft,
             pright,
@@ -511,9 +563,8 @@ def _merge(
     n_at,
     n_new,
     tok,
-    nxt,
-    prv,
-    word_of,
+    wstart,
+    block_word,
     wcount,
     pleft,
     pright,
@@ -562,11 +613,11 @@ def _merge(
         i = pool[k]
         if tok[i] != a:
             continue  # stale: merged away, or merged into another token since
-        j = nxt[i]
+        j = _next(tok, i)
         if j < 0 or tok[j] != b:
             continue
-        w = wcount[word_of[i]]
-        left = prv[i]
+        w = wcount[_word_of(wstart, block_word, i)]
+        left = _prev(tok, i)
         if left >= 0:  # ... x [a b] ...: (x, a) -> (x, new)
             x = tok[left]
             if x == new:  # [a b][a b]: the (new, a) the occurrence before created
@@ -586,7 +637,7 @@ def _merge(
             made_len[q] += 1
             at_pair[n_pos], at_pos[n_pos] = q, left
             n_pos += 1
-        right = nxt[j]
+        right = _next(tok, j)
         if right >= 0:  # ... [a b] y ...: (b, y) -> (new, y)
             y = tok[right]
             if drop_right[y] == 0:
@@ -603,12 +654,9 @@ def _merge(
             made_len[q] += 1
             at_pair[n_pos], at_pos[n_pos] = q, i
             n_pos += 1
-        # [a b] -> [new]: position i holds it, j leaves the list
+        # [a b] -> [new]: position i holds it, j is dead (b's own dead positions already are)
         tok[i] = new
-        tok[j] = -1
-        nxt[i] = right
-        if right >= 0:
-            prv[right] = i
+        tok[j] = DEAD
     # The losses, once per distinct pair. subtle: (b, y) is (a, b) itself where a run of a
     # letter is merged ([a a] a): the merged pair's count goes wrong there and is zeroed last.
     for r in range(n_dl):
