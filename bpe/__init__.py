@@ -151,6 +151,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .pool                     the process pool that maps a function over chunks, never hangs
       .stats                    small statistics: the Gini coefficient
       .cputime                  wall and CPU seconds per stage (threads and ended workers)
+      .jit_cache                Numba's njit, its cache cleared when any kernel's source changes
 
 Public API (see README.md):
 

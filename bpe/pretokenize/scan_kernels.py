@@ -29,9 +29,9 @@ Importing it imports Numba; `@njit(cache=True)` keeps the machine code in `__pyc
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from bpe.text.gpt2_scanner import PACKED, first_slot, pretoken_end, pretoken_key
+from bpe.util.jit_cache import njit
 
 _JIT = {"cache": True, "nogil": True}
 

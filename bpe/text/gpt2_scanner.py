@@ -29,7 +29,8 @@ import functools
 
 import numpy as np
 import regex
-from numba import njit
+
+from bpe.util.jit_cache import njit
 
 _JIT = {"cache": True, "nogil": True}
 

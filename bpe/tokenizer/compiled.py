@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from itertools import chain
 
 import numpy as np
-from numba import njit
+
+from bpe.util.jit_cache import njit
 
 #: Pretokens up to this many bytes are merged by scanning their pair ranks; longer ones by a
 #: heap. The scan is quadratic in the worst case but wins on the short pretokens of real text

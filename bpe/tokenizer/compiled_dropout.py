@@ -26,7 +26,6 @@ streaming (`encode_iterable` with dropout stays in Python), or choose when it ru
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from bpe.text.gpt2_scanner import pretoken_end
 from bpe.tokenizer.compiled import (
@@ -44,6 +43,7 @@ from bpe.tokenizer.compiled import (
     _start_heap,
 )
 from bpe.tokenizer.compiled_encode import _utf8_into, _utf8_length
+from bpe.util.jit_cache import njit
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)

@@ -28,12 +28,12 @@ Importing it imports NumPy and Numba; `@njit(cache=True)` keeps the machine code
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from bpe.text.gpt2_scanner import PACKED, first_slot, pretoken_end, pretoken_key
 from bpe.tokenizer.compiled import SHORT_PRETOKEN, MergeTables, _merge_long, _merge_short
 from bpe.tokenizer.compiled_replay import ReplayTables, _replay, _scratch
 from bpe.tokenizer.compiled_segments import METHODS, TokenTrie, _cut_one
+from bpe.util.jit_cache import njit
 
 #: the columns of a slot of the cache: key, code points' offset and length, ids' offset, count
 KEY, OFFSET, LENGTH, IDS_AT, IDS_N = 0, 1, 2, 3, 4

@@ -28,10 +28,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
 from bpe.formats.removals_json import Removal, events
 from bpe.tokenizer.compiled import _NO_RANK, MAX_ID, _pop, _push, _rank, pair_table
+from bpe.util.jit_cache import njit
 
 #: the kinds of event (column 0 of `ReplayTables.events`)
 MERGE, REMOVAL = 0, 1

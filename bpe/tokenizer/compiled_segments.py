@@ -24,7 +24,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
+
+from bpe.util.jit_cache import njit
 
 # An empty slot of the hash table (keys are node << 8 | byte, never negative).
 _EMPTY = np.int64(-1)

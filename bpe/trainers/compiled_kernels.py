@@ -53,7 +53,8 @@ progress.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from bpe.util.jit_cache import njit
 
 #: cache: machine code is written next to this module and reused by later processes;
 #: nogil: a progress heartbeat thread keeps running while a kernel works.

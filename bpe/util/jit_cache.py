@@ -1,0 +1,107 @@
+"""Numba's on-disk cache, kept honest across modules: `njit` here is Numba's, after a check.
+
+Numba keys a function's cached machine code on its own file's time stamp and size only. A
+kernel that calls a kernel of another module has the callee compiled into it, so after an
+edit to the callee's file alone (a change being developed, or a `git pull` on an editable
+install) the caller's cache still loads, and runs the old callee, silently.
+
+What it does: on import, `fresh_cache` hashes the source of every module that holds cached
+kernels (`KERNEL_MODULES`). When the hash differs from the one recorded beside the caches, it
+deletes those modules' cache files (`*.nbi`, `*.nbc` in their `__pycache__`) and records the
+new hash, under a file lock, so parallel processes (test workers, counting workers) clear them
+once. Kernel modules import `njit` from here, so the check runs before any cache is read.
+
+What it does not do: clear a cache Numba keeps elsewhere (`NUMBA_CACHE_DIR`, or a user-wide
+folder when the package's folder is read-only; a reinstall rewrites every file, which Numba
+notices on its own), or compile anything.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from numba import njit
+
+__all__ = ["KERNEL_MODULES", "fresh_cache", "njit"]
+
+logger = logging.getLogger(__name__)
+
+#: every module with `@njit(cache=True)` kernels, relative to the package's folder
+KERNEL_MODULES = (
+    "text/gpt2_scanner.py",
+    "pretokenize/scan_kernels.py",
+    "trainers/compiled_kernels.py",
+    "tokenizer/compiled.py",
+    "tokenizer/compiled_encode.py",
+    "tokenizer/compiled_segments.py",
+    "tokenizer/compiled_replay.py",
+    "tokenizer/compiled_dropout.py",
+)
+#: where the hash of the sources the caches were made from is kept, under the package's folder
+STAMP = "__pycache__/kernel_sources.sha256"
+
+PACKAGE = Path(__file__).resolve().parents[1]
+
+
+def sources_hash(root: Path, modules: Sequence[str]) -> str:
+    """The sha256 of the modules' sources, in order, each preceded by its name."""
+    h = hashlib.sha256()
+    for name in modules:
+        h.update(name.encode() + b"\0" + (root / name).read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def fresh_cache(root: Path = PACKAGE, modules: Sequence[str] = KERNEL_MODULES) -> int:
+    """Delete the modules' Numba cache files if their sources changed since the caches were
+    checked last; returns how many files were deleted (0 when nothing changed, or when the
+    folder cannot be written: then Numba keeps its cache elsewhere).
+    """
+    stamp = root / STAMP
+    digest = sources_hash(root, modules)
+    try:
+        if stamp.is_file() and stamp.read_text(encoding="ascii") == digest:
+            return 0
+        stamp.parent.mkdir(exist_ok=True)
+        with _locked(stamp.with_suffix(".lock")):
+            if stamp.is_file() and stamp.read_text(encoding="ascii") == digest:
+                return 0  # another process cleared them while this one waited
+            deleted = 0
+            for name in modules:
+                path = root / name
+                for pattern in (f"{path.stem}.*.nbi", f"{path.stem}.*.nbc"):
+                    for cached in (path.parent / "__pycache__").glob(pattern):
+                        cached.unlink(missing_ok=True)
+                        deleted += 1
+            tmp = stamp.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(digest, encoding="ascii")
+            os.replace(tmp, stamp)
+    except OSError as err:  # a read-only install: Numba caches elsewhere, per file
+        logger.debug("kernel cache check skipped: %s", err)
+        return 0
+    if deleted:
+        logger.info("kernel sources changed: %d cached machine-code files deleted", deleted)
+    return deleted
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive lock on `path` (created if absent), where the platform has `fcntl`."""
+    with open(path, "a+b") as f:
+        try:
+            import fcntl
+        except ImportError:  # no fcntl: clearing twice is harmless, only slower
+            yield
+            return
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+fresh_cache()
