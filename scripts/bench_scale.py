@@ -218,6 +218,26 @@ def ensure_corpus(size: str, *, corpus_dir: Path, seed: int, source: str, novelt
 CORPUS_VERSION = 2
 
 
+def code_version(root: Path) -> str:
+    """The commit the code is at, marked when a tracked file outside `reports/` differs from it
+    ("" outside git). Changes under `reports/` do not count: a benchmark measured in steps
+    writes its results there, and the next step would otherwise call its own code changed.
+    """
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True
+        ).stdout.strip()
+        changed = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!reports"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    except OSError:
+        return ""
+    return sha + (" (with uncommitted changes)" if sha and changed else "")
+
+
 def machine() -> dict:
     """What the numbers were measured on."""
     import psutil
@@ -231,19 +251,7 @@ def machine() -> dict:
                 break
     except OSError:
         pass
-    try:
-        sha = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-        ).stdout.strip()
-        changed = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
-        sha += " (with uncommitted changes)" if sha and changed else ""
-    except OSError:
-        sha = ""
+    sha = code_version(ROOT)
     from importlib.metadata import PackageNotFoundError, version
 
     versions = {}

@@ -176,6 +176,27 @@ def test_quick_benchmark_writes_results_and_report(tmp_path):
     assert report.read_text(encoding="utf-8") == text
 
 
+def test_the_code_version_ignores_results_written_under_reports(tmp_path):
+    """A benchmark measured in steps writes reports/ between them; only code marks a change."""
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports" / "results.json").write_text("{}\n", encoding="utf-8")
+    (tmp_path / "code.py").write_text("x = 1\n", encoding="utf-8")
+    git("add", "-A")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "start")
+    clean = bench.code_version(tmp_path)
+    assert clean and "uncommitted" not in clean
+    (tmp_path / "reports" / "results.json").write_text('{"step": 1}\n', encoding="utf-8")
+    assert bench.code_version(tmp_path) == clean
+    (tmp_path / "code.py").write_text("x = 2\n", encoding="utf-8")
+    assert bench.code_version(tmp_path) == clean + " (with uncommitted changes)"
+    assert bench.code_version(tmp_path / "reports" / "missing") == ""
+
+
 def test_report_golden():
     results = json.loads((ROOT / "tests" / "fixtures" / "scale" / "results.json").read_text())
     text = bench.render_markdown(results, figures=["time_vs_bytes.png", "memory_vs_bytes.png"])

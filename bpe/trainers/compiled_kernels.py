@@ -31,9 +31,10 @@ THE candidate order (`bpe.trainers.common.candidate_key`) is `_better`: higher c
 the lexicographically greater left token's bytes, then right token's bytes (a proper prefix
 is smaller), then the smaller ids. Why positions rather than `PairIndex`'s words: merging one
 occurrence touches its two neighbours only, so a word holding a pair at k positions costs k,
-never k times the word's length (the long-pretoken complexity guard holds by construction;
-skipping a neighbour's dead positions costs its length, and a token's length doubles at most
-once per merge level).
+never k times the word's length (the long-pretoken complexity guard holds by construction).
+Finding a neighbour skips its dead positions, as many as it has characters past its first: on
+one run of n letters a merge of tokens of length L costs n / L occurrences times L steps, n
+per merge whatever L, as with links.
 
 Invariants (as in `bpe.trainers.pair_index`): a pair's positions all come from one moment,
 stage 2 or the merge that created its newer token (a new adjacency always holds the new
