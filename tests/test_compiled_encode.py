@@ -171,6 +171,19 @@ def test_dropout_in_the_kernel_costs_linear_time_on_a_long_pretoken(gpt2):
     )
 
 
+def test_dropout_in_the_kernel_costs_linear_time_on_text(gpt2):
+    """New pretokens keep coming in text 4x longer: the table of walks without drops grows
+    with them (and the walks still draw Python's coins, as the tests above check)."""
+    text = (DATA / "owt_sample.txt").read_text(encoding="utf-8")
+    tok = Tokenizer(gpt2.vocab, gpt2.merges, [EOT], merge_backend="compiled")
+    tok.encode("load", dropout=0.1, seed=0)
+    assert_linear(
+        lambda size: tok.encode(text[:size], dropout=0.1, seed=0),
+        len(text) // 5,
+        what="compiled dropout on text",
+    )
+
+
 # -- the segmentation methods in the kernel ----------------------------------------------------
 
 

@@ -12,13 +12,22 @@ exactly the coins `bpe.tokenizer.dropout` draws, in the same order:
       dropped ones come back at the next step; a step with no survivor ends the pretoken.
 
 So the ids equal `Tokenizer.encode(text, dropout=p, seed=s, offset=o)`'s in Python (tested on
-random text, seeds and probabilities). A pretoken of up to `SHORT_PRETOKEN` bytes keeps its
-pairs' ranks in an array and finds each step's candidates by scanning it (the fastest for the
-few bytes of a word, as `bpe.tokenizer.compiled._merge_short` does without dropout); a longer
-one keeps them in a heap over a linked list (`merge_long_with_dropout`'s method), so it costs
-O(n log n). Both visit the candidates in the same order, so they draw the same coins.
+random text, seeds and probabilities).
 
-What it does not do: cache (dropout must not), other split patterns or other segmentations,
+A pretoken's walk depends on nothing but its coins, so every occurrence whose coins all
+survive walks the same way: plain BPE's merges, after the same number of coins. The kernel
+keeps, per distinct pretoken of a call, that number and those ids; an occurrence draws that
+many coins first, and walks only if one of them drops (at p = 0.1 a word of four coins is
+spared the walk two times in three). The coins drawn are the same either way.
+
+A walk of a pretoken of up to `SHORT_PRETOKEN` bytes keeps its pairs' ranks in an array and
+finds each step's candidates by scanning it (the fastest for the few bytes of a word, as
+`bpe.tokenizer.compiled._merge_short` does without dropout); a longer one keeps them in a
+heap over a linked list (`merge_long_with_dropout`'s method), so it costs O(n log n). Both
+visit the candidates in the same order, so they draw the same coins.
+
+What it does not do: cache a dropout's result (only the walk without drops, which every
+occurrence shares, and only within one call), other split patterns or other segmentations,
 streaming (`encode_iterable` with dropout stays in Python), or choose when it runs
 (`bpe.tokenizer.cold_path.ColdPath`).
 """
@@ -27,7 +36,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bpe.text.gpt2_scanner import pretoken_end
+from bpe.text.gpt2_scanner import pretoken_end, pretoken_key
 from bpe.tokenizer.compiled import (
     _LOW32,
     _NO_RANK,
@@ -42,12 +51,28 @@ from bpe.tokenizer.compiled import (
     _rank,
     _start_heap,
 )
-from bpe.tokenizer.compiled_encode import _utf8_into, _utf8_length
+from bpe.tokenizer.compiled_encode import (
+    CACHED_UP_TO,
+    FIRST_SLOTS,
+    IDS_AT,
+    IDS_N,
+    LENGTH,
+    _doubled,
+    _find,
+    _grown,
+    _store,
+    _utf8_into,
+    _utf8_length,
+)
 from bpe.util.jit_cache import njit
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+#: _GOLDEN's inverse modulo 2**64: (state after - state before) x this = the coins drawn
+_GOLDEN_INVERSE = np.uint64(0xF1DE83E19937733D)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
+#: distinct pretokens whose walk without drops one call keeps (it empties the table when full)
+MAX_KNOWN = 1 << 18
 
 
 def encode_spans_dropout(
@@ -228,29 +253,66 @@ def _encode_dropout(
     seed_key,
     offset,
 ):  # pragma: no cover - compiled
-    """`encode_spans_dropout`'s kernel: (ids, the byte offset after the text)."""
+    """`encode_spans_dropout`'s kernel: (ids, the byte offset after the text).
+
+    A pretoken's walk is decided by its coins alone, so the walk on which no coin drops is
+    the same for every occurrence: plain BPE's ids after a fixed number of coins. The kernel
+    keeps that (coins, bytes, ids) per distinct pretoken (`_remember`) in a table of its own,
+    for this call. An occurrence whose first `coins` coins all survive takes those ids (its
+    walk is that walk); one where a coin drops is walked from its first coin again.
+    """
     out = np.empty(_utf8_length(cps, lo, hi) + len(after), np.int32)
-    room = 256  # scratch for one pretoken, regrown for a longer one
+    room = 4 * CACHED_UP_TO  # scratch for one pretoken (any kept one fits), regrown as needed
     nxt = np.empty(room, np.int32)
     prv = np.empty(room, np.int32)
     heap = np.empty(3 * room, np.int64)
     held = np.empty(2 * room, np.int64)
+    walk = np.empty(4 * CACHED_UP_TO + 2, np.int32)  # (coins, bytes, ids) without drops
+    table = np.zeros((FIRST_SLOTS, 5), np.int64)
+    pool = np.empty(4 * FIRST_SLOTS, np.uint32)
+    id_pool = np.empty(8 * FIRST_SLOTS, np.int32)
+    used = np.zeros(3, np.int64)  # pretokens kept, code points used, ids used
     pos = 0
     for k in range(len(lo)):
         i = lo[k]
         while i < hi[k]:
             j = pretoken_end(cps, classes, i, hi[k])
+            first = _mix64(seed_key ^ np.uint64(offset))
+            if j - i <= CACHED_UP_TO:
+                h = pretoken_key(cps, i, j)
+                s = _find(table, pool, cps, i, j, h)
+                if table[s, LENGTH] == 0:  # first seen: walk it without drops, and keep that
+                    table, pool, id_pool, s = _remember(
+                        table,
+                        pool,
+                        id_pool,
+                        used,
+                        cps,
+                        i,
+                        j,
+                        h,
+                        first,
+                        byte_ids,
+                        walk,
+                        (nxt, prv, heap, held),
+                        (slots, shift, lefts, rights, merged),
+                    )
+                a = table[s, IDS_AT]
+                if _survives(id_pool[a], first, threshold):  # its walk: the one without drops
+                    for q in range(table[s, IDS_N] - 2):
+                        out[pos + q] = id_pool[a + 2 + q]
+                    pos += table[s, IDS_N] - 2
+                    offset += id_pool[a + 1]
+                    i = j
+                    continue
             w = out[pos:]
             n = _utf8_into(w, cps, i, j, byte_ids)
             if n > room:
                 room = 2 * n
-                nxt = np.empty(room, np.int32)
-                prv = np.empty(room, np.int32)
-                heap = np.empty(3 * room, np.int64)
-                held = np.empty(2 * room, np.int64)
-            state = _mix64(seed_key ^ np.uint64(offset))
-            count, state = _merge_dropout(
-                w, n, state, threshold, nxt, prv, heap, held, slots, shift, lefts, rights, merged
+                nxt, prv = np.empty(room, np.int32), np.empty(room, np.int32)
+                heap, held = np.empty(3 * room, np.int64), np.empty(2 * room, np.int64)
+            count, _ = _merge_dropout(
+                w, n, first, threshold, nxt, prv, heap, held, slots, shift, lefts, rights, merged
             )
             pos += count
             offset += n
@@ -260,3 +322,46 @@ def _encode_dropout(
             pos += 1
             offset += after_bytes[k]
     return out[:pos], offset
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _survives(coins, state, threshold):  # pragma: no cover - compiled
+    """Whether the `coins` coins after `state` all survive.
+
+    Inlined into the loop by Numba: as a call it cost the TinyStories sample about 7% of the
+    kernel's speed (`scripts/bench_encode.py --tables dropout`)."""
+    for _ in range(coins):
+        dropped, state = _coin(state, threshold)
+        if dropped:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _remember(
+    table, pool, id_pool, used, cps, i, j, h, first, byte_ids, walk, scratch, tables
+):  # pragma: no cover - compiled
+    """Keep pretoken cps[i:j]'s walk without drops from coin state `first` (coins, bytes, ids)
+    in its empty slot of `table` (key h), growing or emptying the table as
+    `bpe.tokenizer.compiled_encode` does; returns (table, pool, id_pool, its slot)."""
+    nxt, prv, heap, held = scratch
+    slots, shift, lefts, rights, merged = tables
+    if used[0] >= MAX_KNOWN:  # full: start again
+        table[:, LENGTH] = 0
+        used[:] = 0
+    elif 2 * (used[0] + 1) > len(table):
+        table = _doubled(table)
+    s = _find(table, pool, cps, i, j, h)
+    n = _utf8_into(walk[2:], cps, i, j, byte_ids)  # a kept pretoken fits the scratch
+    count, last = _merge_dropout(
+        walk[2:], n, first, np.uint64(0), nxt, prv, heap, held, slots, shift, lefts, rights, merged
+    )
+    # each coin adds _GOLDEN, which is odd: times its inverse, the advance counts the coins
+    walk[0], walk[1] = np.int64((last - first) * _GOLDEN_INVERSE), n
+    pool = _grown(pool, used[1] + j - i)
+    id_pool = _grown(id_pool, used[2] + count + 2)
+    _store(table[s], h, pool, used[1], cps[i:j], id_pool, used[2], walk[: count + 2])
+    used[0] += 1
+    used[1] += j - i
+    used[2] += count + 2
+    return table, pool, id_pool, s
