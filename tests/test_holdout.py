@@ -257,26 +257,33 @@ def test_runs_on_shards_and_compressed_files_hold_out_the_same_documents(inputs,
     assert metrics["compression"]["own"]["offset_unit"] == holdout.stop.unit
 
 
-def test_what_a_user_gets_the_bundled_sample_without_held_out_file(tmp_path):
-    """Default workers, the bundled OWT sample (2.5 MB: workers start), no held-out file."""
+@pytest.mark.parametrize("copies", [1, 6], ids=["sample-in-process", "13MB-in-workers"])
+def test_what_a_user_gets_the_bundled_sample_without_held_out_file(tmp_path, copies):
+    """Default workers, no held-out file: the bundled OWT sample (2.5 MB) is counted in this
+    process, six copies of it (15 MB, past `REGEX_MIN_PARALLEL_BYTES`) in every usable CPU's
+    worker; either way training stops before the held-out tail."""
+    source = DATA_DIR / "owt_sample.txt"
+    if copies > 1:
+        source = tmp_path / "owt_copies.txt"
+        source.write_bytes((DATA_DIR / "owt_sample.txt").read_bytes() * copies)
     cfg = make_cfg(
         tmp_path,
-        "data/owt_sample.txt",
-        "dataset=owt_sample",
+        str(source) if copies > 1 else "data/owt_sample.txt",
+        *(["dataset=owt_sample"] if copies == 1 else []),
         "num_workers=null",
         "dataset.heldout_path=null",
         "analysis.max_docs=10",
     )
     metrics = runner.run_experiment(cfg, report=None)
-    docs = [d for d in (DATA_DIR / "owt_sample.txt").read_text("utf-8").split(EOT) if d]
+    docs = [d for d in source.read_text("utf-8").split(EOT) if d]
     n = metrics["compression"]["own"]["heldout_docs"]
-    assert metrics["run"]["input_name"] == "owt_sample"  # the named dataset, its own file
-    assert metrics["counts"]["workers"] == default_num_workers()  # every usable CPU
+    if copies == 1:
+        assert metrics["run"]["input_name"] == "owt_sample"  # the named dataset, its own file
+        assert metrics["counts"]["workers"] == 1  # below the size where workers pay
+    else:
+        assert metrics["counts"]["workers"] == default_num_workers()  # every usable CPU
     assert (
-        n
-        == find_holdout(
-            resolve_source(DATA_DIR / "owt_sample.txt"), EOT, fraction=0.05, max_bytes=256 << 10
-        ).stop.docs
+        n == find_holdout(resolve_source(source), EOT, fraction=0.05, max_bytes=256 << 10).stop.docs
     )
     first = write_text(tmp_path / "first.txt", docs[:-n])
     assert metrics["merges_sha256"] == merges_sha256(train_bpe(first, 300, [EOT])[1])

@@ -115,7 +115,7 @@ def test_no_boundary_inside_a_special_token_containing_spaces(tmp_path):
 
 
 def test_parallel_counts_equal_serial_on_the_owt_sample():
-    parallel = pretokenize(DATA / "owt_sample.txt", [EOT], num_workers=2)
+    parallel = pretokenize(DATA / "owt_sample.txt", [EOT], num_workers=2, min_parallel_bytes=0)
     serial = pretokenize(DATA / "owt_sample.txt", [EOT], num_workers=1)
     assert parallel.num_workers == 2 and parallel.num_chunks >= 2
     assert parallel.counts == serial.counts
@@ -241,9 +241,58 @@ def test_workers_are_not_forked_from_a_threaded_process():
     try:
         assert start_method_for(2) != "fork"
         # and counting still works (and matches) with the threaded start method
-        parallel = pretokenize(DATA / "owt_sample.txt", [EOT], num_workers=2)
+        parallel = pretokenize(DATA / "owt_sample.txt", [EOT], num_workers=2, min_parallel_bytes=0)
         assert parallel.num_workers == 2
         assert parallel.counts == pretokenize(DATA / "owt_sample.txt", [EOT], num_workers=1).counts
     finally:
         stop.set()
         thread.join()
+
+
+def test_defaults_count_a_sample_in_process_and_a_large_corpus_in_workers(tmp_path):
+    """The policy a user gets (num_workers=None): the bundled sample in this process, where
+    workers would cost more than they save; a corpus past the measured crossover in workers."""
+    from bpe.pretokenize.counting import REGEX_MIN_PARALLEL_BYTES
+    from bpe.util.workers import default_num_workers
+
+    sample = pretokenize(DATA / "owt_sample.txt", [EOT])
+    assert sample.num_workers == 1 and sample.start_method == "in-process"
+    big = tmp_path / "big.txt"
+    text = (DATA / "owt_sample.txt").read_bytes()
+    big.write_bytes(text * (REGEX_MIN_PARALLEL_BYTES // len(text) + 1))
+    large = pretokenize(big, [EOT])
+    assert large.num_workers == min(2, default_num_workers())
+
+
+_SCRIPT = """
+import sys, threading
+from pathlib import Path
+with open(sys.argv[1], "a") as f:  # one line each time this script runs
+    f.write(__name__ + "\\n")
+if __name__ == "__main__":
+    from bpe.pretokenize import pretokenize
+    stop = threading.Event()
+    threading.Thread(target=stop.wait, daemon=True).start()  # a thread: workers from a server
+    counts = pretokenize(sys.argv[2], ["<|endoftext|>"], num_workers=2, min_parallel_bytes=0)
+    stop.set()
+    assert counts.num_workers == 2 and counts.start_method in {"forkserver", "spawn"}
+"""
+
+
+def test_workers_do_not_run_the_launching_script_again(tmp_path):
+    """A fork-server worker needs only the counting function's module: re-running the script
+    that launched its parent (under bpe-train: the harness, pandas, matplotlib) cost 2.2 s and
+    ~120 MB per worker, reported as training."""
+    import subprocess
+    import sys
+
+    script, marks = tmp_path / "launch.py", tmp_path / "marks.txt"
+    script.write_text(_SCRIPT, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(script), str(marks), str(DATA / "owt_sample.txt")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert marks.read_text().split() == ["__main__"]

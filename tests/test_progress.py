@@ -71,7 +71,12 @@ def corpus(tmp_path_factory):
     return path
 
 
-def test_a_real_run_logs_every_stage_at_the_interval_and_leaves_no_thread(caplog, corpus):
+def test_a_real_run_logs_every_stage_at_the_interval_and_leaves_no_thread(
+    caplog, corpus, monkeypatch
+):
+    # workers for this 5 MB corpus (the default starts them from 12 MiB): their start and the
+    # clock's thread are what this checks
+    monkeypatch.setattr("bpe.pretokenize.counting.REGEX_MIN_PARALLEL_BYTES", 0)
     method = start_method_for(2)  # fork when this process has one thread
     with caplog.at_level(logging.INFO, logger="bpe"):
         result = train_bpe_detailed(

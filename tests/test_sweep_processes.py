@@ -121,11 +121,17 @@ def test_joblib_sweep_with_defaults_finishes_shares_the_cpus_and_leaves_nothing(
 
 
 @pytest.mark.skipif(default_num_workers() < 2, reason="needs 2 usable CPUs for 2 workers")
-def test_joblib_job_starts_chunk_workers_inside_a_loky_worker(tmp_path):
-    """One job at a time: its fair share is every CPU, so real workers start inside loky."""
+def test_joblib_job_starts_chunk_workers_inside_a_loky_worker(tmp_path, corpus_20mb):
+    """One job at a time: its fair share is every CPU, so real workers start inside loky (on
+    a corpus past the size from which stage 1 starts workers at all)."""
     # cache=false: one job after another, the second would load the first's pretoken counts
     sweep = Sweep(
-        tmp_path, "trainer=indexed,heap", "vocab_size=300", "hydra.launcher.n_jobs=1", "cache=false"
+        tmp_path,
+        "trainer=indexed,heap",
+        "vocab_size=300",
+        "hydra.launcher.n_jobs=1",
+        "cache=false",
+        f"dataset.path={corpus_20mb}",
     )
     out = sweep.wait(timeout=300)
     assert sweep.proc.returncode == 0, out
@@ -133,7 +139,7 @@ def test_joblib_job_starts_chunk_workers_inside_a_loky_worker(tmp_path):
     assert [j["status"] for j in jobs] == ["complete", "complete"], out
     for job in jobs:
         assert job["run"]["launcher"]["workers_per_job"] == default_num_workers()
-        assert job["counts"]["workers"] == 2  # the sample is 2 chunks of 4 MB at most
+        assert job["counts"]["workers"] == 2
         assert job["counts"]["start_method"] in {"forkserver", "spawn"}  # a sampler thread runs
     assert len({j["merges_sha256"] for j in jobs}) == 1
     sweep.assert_nothing_left()

@@ -78,14 +78,23 @@ def test_file_with_only_special_tokens_is_refused_as_an_empty_corpus(tmp_path):
         train_bpe(path, 300, [EOT])
 
 
+def _past_the_crossover(tmp_path):
+    """Copies of the bundled sample, just past the size from which stage 1 starts workers."""
+    from bpe.pretokenize.counting import REGEX_MIN_PARALLEL_BYTES
+
+    sample = (DATA / "tinystories_sample.txt").read_bytes()
+    corpus = tmp_path / "copies.txt"
+    corpus.write_bytes(sample * (REGEX_MIN_PARALLEL_BYTES // len(sample) + 1))
+    return corpus
+
+
 def test_every_stage_records_its_cpu_time_workers_included(tmp_path):
-    """With the default workers on text big enough to start them (six copies of the bundled
-    sample), stage 1's CPU time includes the workers': more than the parent process spent on
+    """With the default workers on text big enough to start them (copies of the bundled
+    sample past `REGEX_MIN_PARALLEL_BYTES`), stage 1's CPU time includes the workers': more than the parent process spent on
     the whole call, as it mostly waits for them."""
     import resource
 
-    corpus = tmp_path / "six.txt"
-    corpus.write_bytes((DATA / "tinystories_sample.txt").read_bytes() * 6)
+    corpus = _past_the_crossover(tmp_path)
     before = resource.getrusage(resource.RUSAGE_SELF)
     result = train_bpe_detailed(corpus, 300, [EOT], num_workers=None)
     after = resource.getrusage(resource.RUSAGE_SELF)
@@ -106,8 +115,7 @@ def test_a_real_run_counts_its_forkserver_workers_cpu(tmp_path):
     from bpe.runs import layout, schema
     from tests.conftest import train_run
 
-    corpus = tmp_path / "six.txt"
-    corpus.write_bytes((DATA / "tinystories_sample.txt").read_bytes() * 6)
+    corpus = _past_the_crossover(tmp_path)
     before = resource.getrusage(resource.RUSAGE_SELF)
     pretokenize(corpus, [EOT], num_workers=1)
     after = resource.getrusage(resource.RUSAGE_SELF)

@@ -100,6 +100,9 @@ def run_facts(
             chunks=stage1.num_chunks,
             workers=stage1.num_workers,
             start_method=stage1.start_method,
+            worker_startup_s=None
+            if stage1.worker_startup_s is None
+            else round(stage1.worker_startup_s, 4),
         ),
         "merges_sha256": result.merges_sha256,
         "pretoken_cache": result.pretoken_cache,

@@ -116,8 +116,9 @@ def pretokenize(
             capped at the usable CPUs and the number of parts.
         max_chunk_bytes: upper bound on a part's size (guide, not exact: cuts move forward).
         min_parallel_bytes: inputs smaller than this (on disk) are counted in-process; None
-            means 256 KiB with the regex engine, `COMPILED_MIN_PARALLEL_BYTES` with the
-            compiled one.
+            means `REGEX_MIN_PARALLEL_BYTES` (12 MiB) with the regex engine,
+            `COMPILED_MIN_PARALLEL_BYTES` with the compiled one (`bpe.pretokenize.counting`
+            records the measurements behind both).
         progress: show a tqdm bar in bytes on disk (MB, MB/s, ETA), advanced as parts finish.
         pattern: the split pattern (a regex; `bpe.text.patterns.resolve_pattern` turns a name
             into one). Text is cut only where `bpe.text.cuts` proved the cut safe for it.
@@ -164,8 +165,9 @@ def pretokenize(
     with closing(meter):
         if backend == "dask":
             total, parts, workers, method, label_ = _on_dask(job, num_workers, meter, scheduler)
+            startup = None  # the cluster's start is in the stage's time (`backend_text`)
         else:
-            total, parts, workers, method = _on_processes(
+            total, parts, workers, method, startup = _on_processes(
                 job, num_workers, min_parallel_bytes, meter
             )
             label_ = None
@@ -193,6 +195,7 @@ def pretokenize(
         records=records if corpus.has_records else None,
         num_files=len(corpus.files),
         engine=engine,
+        worker_startup_s=startup,
     )
 
 
@@ -201,7 +204,9 @@ def _on_processes(
     num_workers: int | None,
     min_parallel_bytes: int,
     meter: Progress,
-) -> tuple[Counter, list[Part], int, str]:
+) -> tuple[Counter, list[Part], int, str, float | None]:
+    """Count the parts here or in worker processes: the counts, the parts, the workers, their
+    start method and the seconds they took to start (None in-process)."""
     corpus, pattern = job.corpus, job.pattern
     parts, plan = plan_work(
         corpus,
@@ -220,7 +225,7 @@ def _on_processes(
         plan.start_method,
     )
     if job.engine == "compiled" and plan.workers == 1:
-        return _in_one_table(job, parts, meter), parts, 1, plan.start_method
+        return _in_one_table(job, parts, meter), parts, 1, plan.start_method, None
     bmp_pretoken_regex(pattern)  # compiled once here, so forked workers inherit it
     compiled_pattern(pattern)
     # subtle: a worker forked from this process while another thread runs could inherit a
@@ -241,13 +246,21 @@ def _on_processes(
         ordered=False,
         with_chunks=True,
         on_start=meter.start,
+        on_ready=lambda seconds: started.append(seconds),
     )
+    started: list[float] = []
     total: Counter = Counter()
     with closing(results):
         for part, counts in results:
             total.update(counts)
             meter.update(part.size)
-    return total, parts, plan.workers, plan.start_method
+    if started:
+        logger.info(
+            "%s started in %.2f s (included in stage 1's time)",
+            counted(plan.workers, "worker"),
+            started[0],
+        )
+    return total, parts, plan.workers, plan.start_method, started[0] if started else None
 
 
 def _in_one_table(job: _Job, parts: list[Part], meter: Progress) -> Counter:

@@ -23,7 +23,6 @@ from bpe.pretokenize.engines import PretokenTable, check_engine, count_texts_com
 from bpe.text.patterns import GPT2_PATTERN
 from bpe.text.pretokens import find_pretokens
 from bpe.text.specials import special_token_regex, split_on_special_tokens
-from bpe.util.workers import DEFAULT_MIN_PARALLEL_BYTES
 
 #: Upper bound on the bytes one worker holds at once; a 10 GB file becomes many chunks. A chunk
 #: costs ~15x its size at peak (decoded text plus the list of matches), so keep it modest.
@@ -93,6 +92,9 @@ class PretokenCounts:
     num_files: int = 1
     #: the engine that split the text: "regex" or "compiled" (`bpe.pretokenize.engines`)
     engine: str = "regex"
+    #: seconds from starting the first worker process to the last one being ready (None: no
+    #: worker processes were started)
+    worker_startup_s: float | None = None
 
     def __post_init__(self) -> None:
         self._totals: tuple[int, int] | None = None
@@ -125,9 +127,24 @@ class PretokenCounts:
 GROUP_BYTES = 64 * 1024 * 1024
 
 
-#: Below this size the compiled engine counts in this process (the `min_parallel_bytes` of
-#: the regex engine is 256 KiB). Measured on a shared 2-core machine (load 5-6), GPT-2
-#: pattern, stage 1 alone, wall / CPU seconds of the whole process tree:
+#: Below this size the regex engine counts in this process, not in workers. Stage 1 of a run
+#: starts its workers from a fork server (the run's memory sampler is a thread:
+#: `bpe.util.workers.start_method_for`), so each one is a fresh interpreter. Measured with
+#: `bpe-train cache=false vocab_size=300` on `make_scale_corpus.py --seed 0` corpora (a quiet
+#: 2-core machine, stage 1's wall seconds, two runs each; training memory of the process tree):
+#:     TinyStories sample (3 MB): in-process 0.39-0.51 (+24 MB);  2 workers 0.68-0.81 (+78 MB)
+#:     8 MiB owt-like:            in-process 1.00-1.16 (+59 MB);  2 workers 1.49-1.67 (+125 MB)
+#:     16 MiB owt-like:           in-process 2.54-2.84 (+69 MB);  2 workers 2.08-2.30 (+143 MB)
+#:     32 MiB owt-like:           in-process 4.19-4.57 (+104 MB); 2 workers 3.78-3.91 (+171 MB)
+#: Workers pay for their start (~0.3 s each, once they no longer re-import the launching
+#: script: `bpe.util.pool`) from about 12 MiB. Encoding (`bpe.encode.npy`) forks its workers
+#: and keeps `DEFAULT_MIN_PARALLEL_BYTES`: 2 forked workers encode the 2.5 MB OWT sample in
+#: 1.53-1.65 s against 1.84-2.05 s in-process.
+REGEX_MIN_PARALLEL_BYTES = 12 * 1024 * 1024
+
+#: Below this size the compiled engine counts in this process. Measured on a shared 2-core
+#: machine (load 5-6), GPT-2 pattern, stage 1 alone, wall / CPU seconds of the whole process
+#: tree:
 #:     OWT sample (2.5 MB):  in-process 1.4-1.8 / 1.2-1.4;  2 forked workers 1.3-2.1 / 1.0-1.5
 #:     64 MiB OWT-like:      in-process 5.9-6.4 / 4.0-4.3;  2 forked workers 7.3-8.8 / 4.7-6.0
 #: (forkserver workers, the start method under the run harness's memory thread, each import
@@ -139,10 +156,10 @@ COMPILED_MIN_PARALLEL_BYTES = 256 * 1024 * 1024
 def min_parallel_for(engine: str) -> int:
     """The input size from which an engine counts in worker processes by default.
 
-    >>> min_parallel_for("regex") == DEFAULT_MIN_PARALLEL_BYTES
-    True
+    >>> min_parallel_for("regex") // 2**20, min_parallel_for("compiled") // 2**20
+    (12, 256)
     """
-    return COMPILED_MIN_PARALLEL_BYTES if engine == "compiled" else DEFAULT_MIN_PARALLEL_BYTES
+    return COMPILED_MIN_PARALLEL_BYTES if engine == "compiled" else REGEX_MIN_PARALLEL_BYTES
 
 
 def group_ranges(sizes: Sequence[int], workers: int) -> list[range]:

@@ -217,6 +217,7 @@ PRETOKENS = key("counts.pretokens")
 UNIQUE_PRETOKENS = key("counts.unique_pretokens")
 WORKERS = key("counts.workers")
 START_METHOD = key("counts.start_method")
+WORKER_STARTUP_SECONDS = key("counts.worker_startup_s", always=False)
 MERGES_SHA256 = key("merges_sha256")
 STOPPED_EARLY = key("stopped_early")
 # runs since training limits: why a run stopped early (one of these two), else null

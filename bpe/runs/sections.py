@@ -48,6 +48,9 @@ class Counts(TypedDict):
     chunks: int
     workers: int
     start_method: str
+    #: seconds from starting stage 1's first worker process to the last one being ready (None:
+    #: counted in-process, on Dask, or loaded from the cache)
+    worker_startup_s: float | None
 
 
 class PatternRecord(TypedDict):

@@ -18,6 +18,8 @@ import logging
 import multiprocessing as mp
 import multiprocessing.connection
 import signal
+import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -125,18 +127,49 @@ def _children_start_as(method: str) -> Iterator[None]:
         mp.set_start_method(current, force=True)
 
 
+@contextmanager
+def _main_not_rerun(fn: Callable, method: str) -> Iterator[None]:
+    """Start spawn and forkserver children without running the parent's main script again.
+
+    Why: such a child first re-imports the script that started its parent (as `__mp_main__`),
+    whatever it is about to run. Under `bpe-train` that script imports the whole harness,
+    pandas and matplotlib included: 2.2 s and ~120 MB per worker, measured, for a worker
+    that needs only `fn`'s module. Children only read the main module while they start, so
+    it is hidden for that moment (as for an interactive session, which has no script) and
+    restored at once. A `fn` defined in the main script itself needs that script: then
+    nothing is hidden.
+    """
+    main = sys.modules.get("__main__")
+    if method == "fork" or main is None or getattr(fn, "__module__", None) == "__main__":
+        yield
+        return
+    hidden = {k: getattr(main, k) for k in ("__spec__", "__file__") if hasattr(main, k)}
+    main.__spec__ = None
+    if "__file__" in hidden:
+        del main.__file__
+    try:
+        yield
+    finally:
+        for k, v in hidden.items():
+            setattr(main, k, v)
+
+
 class _Workers:
     """Worker processes, each with its own pipe; knows which chunk each one holds."""
 
     def __init__(self, fn, context, workers: int, method: str) -> None:
         ctx = mp.get_context(method)
         self.method = method
+        #: when the first worker was started, and how long until the last one was ready
+        self.t0 = time.perf_counter()
+        self.startup_seconds: float | None = None
+        self.on_ready: Callable[[float], object] | None = None
         self.procs: list = []
         self.conns: list = []
         self.ready: list[bool] = []
         self.holding: list[Chunk | None] = []
         try:
-            with _children_start_as(method):
+            with _children_start_as(method), _main_not_rerun(fn, method):
                 for i in range(workers):
                     parent_end, child_end = ctx.Pipe()
                     proc = ctx.Process(
@@ -220,6 +253,7 @@ def map_chunks(
     ordered: bool,
     with_chunks: bool = False,
     on_start: Callable[[], object] | None = None,
+    on_ready: Callable[[float], object] | None = None,
 ) -> Iterator[R] | Iterator[tuple[Chunk, R]]:
     """Yield `fn(context, chunk)` for every chunk, in chunk order if `ordered`, else as they come.
 
@@ -227,7 +261,9 @@ def map_chunks(
     order still say which chunk (and so how many bytes) they stand for. `on_start()` is called
     once every worker process has started (before the first chunk when in-process): the
     moment from which this process may start a thread (a progress clock) without a worker
-    being forked from a process with threads (see `start_method_for`).
+    being forked from a process with threads (see `start_method_for`). `on_ready(seconds)` is
+    called once every worker has said it is ready, with the seconds since the first was
+    started: what starting the workers cost (never called in-process).
 
     With one worker everything runs here, in order. Otherwise `plan.workers` processes each hold
     one chunk at a time; `fn` must be a module-level function and `context` picklable (with
@@ -255,6 +291,7 @@ def map_chunks(
             yield (chunk, result) if with_chunks else result
         return
     pool = _Workers(fn, context, min(plan.workers, len(chunks)), plan.start_method)
+    pool.on_ready = on_ready
     graceful = False
     by_index = {chunk.index: chunk for chunk in chunks}
     try:
@@ -309,6 +346,10 @@ def _dispatch(pool: _Workers, chunks: Sequence[Chunk], *, ordered: bool) -> Iter
                 raise pool.lost(i) from None
             if kind == "ready":
                 pool.ready[i] = True
+                if all(pool.ready):
+                    pool.startup_seconds = time.perf_counter() - pool.t0
+                    if pool.on_ready is not None:
+                        pool.on_ready(pool.startup_seconds)
                 hand_out(i)
                 continue
             pool.holding[i] = None
