@@ -236,3 +236,31 @@ def test_tidy_keeps_missing_measurements_missing(experiments):
     failed = runs[runs["status"] == "failed"].iloc[0]
     assert pd.isna(failed["merge_seconds"]) and pd.isna(failed["compression"])
     assert "too small" in failed["error"]
+
+
+def test_names_from_run_files_never_choose_where_reports_are_written(experiments, tmp_path):
+    """A downloaded run's metrics.json names its input; that name is data, never a path."""
+    for metrics_path in experiments.rglob("metrics.json"):
+        try:
+            metrics = json.loads(metrics_path.read_text("utf-8"))
+        except ValueError:  # the corrupt fixture run
+            continue
+        if isinstance(metrics.get("run"), dict):
+            metrics["run"]["input_name"] = "x/../../../PWNED"
+            metrics_path.write_text(json.dumps(metrics), "utf-8")
+    out = tmp_path / "deep" / "reports"
+    write_all_reports(experiments, out)
+    assert [p for p in tmp_path.rglob("*PWNED*") if not p.is_relative_to(out)] == []
+    assert list(out.glob("figures/trainers_time_*PWNED.png"))  # the figure is still drawn
+
+
+def test_a_figure_that_links_out_of_its_run_is_not_copied(experiments, tmp_path):
+    secret = tmp_path / "secret.png"
+    secret.write_bytes(b"\x89PNG not for the report")
+    for metrics in experiments.rglob("metrics.json"):
+        (metrics.parent / "figures").mkdir(exist_ok=True)
+        (metrics.parent / "figures" / "zz_extra.png").symlink_to(secret)  # none regenerates it
+    out = tmp_path / "reports"
+    write_all_reports(experiments, out)
+    copied = [p for p in out.rglob("*.png") if p.read_bytes() == secret.read_bytes()]
+    assert copied == []

@@ -153,6 +153,10 @@ def test_a_multi_byte_special_token_of_one_character_is_fine(tmp_path):
         ("trainer=fast", "no option 'trainer/fast'; choose trainer= one of compiled, heap, index"),
         ("vocab_size=300,400", "lists several values: add -m"),
         ("pretokenize.backend=ray", "choose one of ['processes', 'dask']"),
+        # checks that used to run only after a whole training (analysis reads these)
+        ("analysis.segmentations=[bogus]", "analysis.segmentations has ['bogus']"),
+        ("dataset.heldout_path=/dev/zero", "is not a regular file (a FIFO, socket or device)"),
+        ("dataset.heldout_path=missing.txt", "missing.txt'; check dataset.heldout_path"),
     ],
 )
 def test_a_mistake_is_one_line_on_stderr_before_any_directory_exists(tmp_path, override, expected):

@@ -20,6 +20,7 @@ from bpe.analysis.sweep_facts import merge_agreement
 from bpe.runs import schema
 from bpe.runs.layout import MERGE_COUNTS_FILE
 from bpe.runs.stages import TRAINER_ORDER
+from bpe.util.io import safe_name
 
 #: The command that regenerates reports/ (`bpe.analysis.reports.write_all_reports`).
 REPORTS_COMMAND = "bpe-report --all"
@@ -140,7 +141,8 @@ def _trainer_figures(dataset: str, group: pd.DataFrame, out_dir: Path) -> list[s
     lines: list[str] = []
     trainers = trainer_order(group["trainer"])
     if group["vocab_size"].nunique() > 1:
-        fig = out_dir / f"trainers_time_{dataset}.png"
+        # subtle: a dataset's name comes from a run's files: data, never a path
+        fig = out_dir / f"trainers_time_{safe_name(dataset)}.png"
         figures.time_vs_vocab(
             group,
             fig,
@@ -149,7 +151,7 @@ def _trainer_figures(dataset: str, group: pd.DataFrame, out_dir: Path) -> list[s
         )
         lines += [f"![merge time on {dataset}](figures/{fig.name})", ""]
         if "naive" in trainers and len(trainers) > 1:
-            fig = out_dir / f"trainers_speedup_{dataset}.png"
+            fig = out_dir / f"trainers_speedup_{safe_name(dataset)}.png"
             figures.speedup_vs_vocab(group, fig, time_col="merge_seconds")
             lines += [f"![speedup on {dataset}](figures/{fig.name})", ""]
     return lines

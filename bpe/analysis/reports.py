@@ -296,6 +296,9 @@ def _copy_run_reports(run_dirs: list[Path], dest: Path) -> list[Path]:
         report = write_run_report(run_dir)
         target = dest / run_dir.name
         for fig in sorted((run_dir / FIGURES_DIR).glob("*.png")):
+            if fig.is_symlink() or not fig.is_file():  # never follow a link out of a run
+                logger.warning("%s skipped: a figure of a run is a file, not a link", fig)
+                continue
             with atomic_open(target / FIGURES_DIR / fig.name) as f:
                 f.write(fig.read_bytes())
         written.append(_write(target / ANALYSIS_FILE, report.read_text("utf-8")))

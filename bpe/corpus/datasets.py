@@ -37,7 +37,7 @@ from bpe.corpus.files import DEFAULT_TEXT_FIELD, HUB_PREFIX, HUB_PREFIXES, STREA
 from bpe.corpus.parts import check_record_files
 from bpe.corpus.sources import resolve_source
 from bpe.text.specials import EOT
-from bpe.util.io import CONF_DIR, IN_CHECKOUT, PACKAGE_DIR, PROJECT_ROOT, safe_name
+from bpe.util.io import CONF_DIR, DATA_DIR, IN_CHECKOUT, PACKAGE_DIR, PROJECT_ROOT, safe_name
 
 logger = logging.getLogger(__name__)
 
@@ -93,10 +93,16 @@ class Dataset:
                 "can be measured on it; point dataset.heldout_path at held-out text, or set it "
                 "to null to hold out the input's last documents"
             )
+        if held is not None and not str(held).startswith(("hf:", "hf-stream:")):
+            # before training, not after it: a held-out input is read only by analysis
+            self.check_heldout()
+            check_record_files(self.heldout_corpus())
 
     def check_heldout(self) -> None:
         if self.heldout_path is not None:
-            _check_file(self.heldout_path, self, "held-out file", allow_dir=True)
+            _check_file(
+                self.heldout_path, self, "held-out file", allow_dir=True, key="dataset.heldout_path"
+            )
 
     def corpus(self) -> Corpus:
         """The training input as a `Corpus` (its files listed, each format decided)."""
@@ -280,7 +286,9 @@ def is_pattern(path: Path) -> bool:
     return glob.has_magic(str(path)) or str(path).startswith(HUB_PREFIXES)
 
 
-def _check_file(path: Path, ds: Dataset, what: str, *, allow_dir: bool = False) -> None:
+def _check_file(
+    path: Path, ds: Dataset, what: str, *, allow_dir: bool = False, key: str = "dataset.path"
+) -> None:
     if path.is_file() or (allow_dir and path.is_dir()):
         return
     if path.exists():  # a FIFO, a socket, a device such as /dev/zero: it exists, but is no file
@@ -288,8 +296,8 @@ def _check_file(path: Path, ds: Dataset, what: str, *, allow_dir: bool = False) 
             f"{what} of dataset {ds.name!r} at {str(path)!r} is not a regular file (a FIFO, "
             "socket or device); pass a corpus file, a folder or a glob"
         )
-    if ds.custom:
-        hint = "check dataset.path (relative paths are tried from the current directory first)"
+    if ds.custom or key != "dataset.path" and not path.resolve().is_relative_to(DATA_DIR):
+        hint = f"check {key} (relative paths are tried from the current directory first)"
     elif ds.download:
         hint = (
             f"download it with `python scripts/download_data.py {ds.download}` "

@@ -222,7 +222,9 @@ def _input_file(path: Path, format: str) -> InputFile:  # noqa: A002
     if fmt == "jsonl" and _starts_with_array(path, head, compression):
         raise ValueError(
             f"{str(path)!r} holds one JSON array, not JSON lines (one object per line); write "
-            f"one record per line, e.g. `jq -c '.[]' {path.name} > {path.stem}.jsonl`"
+            f"one record per line into a new file and pass that one, e.g. "
+            f"`jq -c '.[]' {path.name} > {path.stem}.records.jsonl` (never redirect into the "
+            "file jq reads: the shell empties it first)"
         )
     return InputFile(str(path), fmt, compression, size)
 

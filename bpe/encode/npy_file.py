@@ -163,7 +163,7 @@ def check_output(
         inputs=sources,
         ours=ours,
         force=force,
-        fix=f"write the ids to another path, e.g. {str(first.with_suffix('.npy'))!r}",
+        fix=f"write the ids to another path, e.g. {str(_free_path(first, out, sources))!r}",
         not_ours=f"is not a token array written by bpe-encode (no {sidecar.name} beside it)",
     )
     check_writable(
@@ -172,9 +172,25 @@ def check_output(
         inputs=sources,
         ours=ours,
         force=force,
-        fix=f"pass an --out ending in .npy, e.g. {str(out.with_suffix('.npy'))!r}",
+        fix=f"pass another --out ending in .npy, e.g. {str(_free_path(out, out, sources))!r}",
         not_ours="was not written by bpe-encode",
     )
+
+
+def _free_path(like: Path, refused: Path, taken: Sequence[Path]) -> Path:
+    """A `.npy` path named after `like` that is neither the refused one, nor an input, nor an
+    existing file: what a hint may suggest without sending the user back to the refusal.
+
+    >>> _free_path(Path("c.npy"), Path("c.npy"), [Path("c.npy")])
+    PosixPath('c.ids.npy')
+    """
+    avoid = {p.absolute() for p in (refused, *taken)}
+    for n in range(1, 1000):
+        suffix = ".npy" if n == 1 else ".ids.npy" if n == 2 else f".ids{n - 2}.npy"
+        candidate = like.with_name(like.name.split(".")[0] + suffix)
+        if candidate.absolute() not in avoid and not candidate.exists():
+            return candidate
+    return like.with_name(like.stem + ".new.npy")
 
 
 def _is_our_output(path: Path) -> bool:

@@ -20,6 +20,7 @@ from bpe.pretokenize.dask_backend import check_backend
 from bpe.pretokenize.engines import check_engine
 from bpe.text.patterns import PATTERNS, resolve_pattern
 from bpe.text.specials import validate_special_tokens
+from bpe.tokenizer.segmentation import SEGMENTATIONS
 from bpe.trainers import check_trainer
 from bpe.trainers.common import check_vocab_size
 from bpe.trainers.variants import (
@@ -89,6 +90,18 @@ def check_config(cfg: DictConfig) -> None:
         except ValueError as err:
             raise ValueError(f"pretokenizer.pattern: {err}") from None
     _check_engine(cfg)
+    _check_segmentations(cfg)
+
+
+def _check_segmentations(cfg: DictConfig) -> None:
+    """`analysis.segmentations` names known methods (they run after training: check now)."""
+    methods = _select(cfg, "analysis.segmentations")
+    unknown = [m for m in methods or () if m not in SEGMENTATIONS]
+    if unknown:
+        raise ValueError(
+            f"analysis.segmentations has {unknown!r}, not a segmentation method; use any of "
+            f"{list(SEGMENTATIONS)} ([] measures none)"
+        )
 
 
 def _check_engine(cfg: DictConfig) -> None:

@@ -216,11 +216,23 @@ def update_latest(experiments_dir: str | os.PathLike, run_dir: str | os.PathLike
     ('run_a', True)
     >>> update_latest(root, tempfile.mkdtemp()) is None  # outside root: the link stays
     True
+    >>> other = Path(tempfile.mkdtemp()); _ = (other / "latest").write_text("my notes")
+    >>> (other / "run_b").mkdir()
+    >>> update_latest(other, other / "run_b"), (other / "latest").read_text()  # kept
+    (None, 'my notes')
     """
     root = Path(experiments_dir)
     link = root / LATEST
     if not Path(run_dir).resolve().is_relative_to(root.resolve()):
         logger.info("%s not moved: the run %s is outside %s", link, run_dir, root)
+        return None
+    if link.exists() and not link.is_symlink():  # a file or folder of someone's: never replaced
+        logger.warning(
+            "%s not pointed at the run: a %s of that name is there, not a link; rename it to "
+            "get the link back",
+            link,
+            "folder" if link.is_dir() else "file",
+        )
         return None
     tmp = root / f".{LATEST}.{os.getpid()}.tmp"
     try:
