@@ -95,7 +95,8 @@ def count_into(cps, cls, seg_lo, seg_hi, slots, pool, used):
                         u = first_slot(np.uint64(old[t, HASH]), mask)
                         while slots[u, LENGTH] != 0:
                             u = (u + 1) & np.int64(mask)
-                        slots[u] = old[t]
+                        for c in range(4):  # not `slots[u] = old[t]`: see bpe.util.jit_cache
+                            slots[u, c] = old[t, c]
                 s = first_slot(h, mask)
                 while slots[s, LENGTH] != 0:
                     s = (s + 1) & np.int64(mask)

@@ -230,7 +230,8 @@ def _doubled(slots):  # pragma: no cover - compiled
             u = first_slot(np.uint64(slots[t, KEY]), np.uint64(mask))
             while bigger[u, LENGTH] != 0:
                 u = (u + 1) & mask
-            bigger[u] = slots[t]
+            for c in range(5):  # not `bigger[u] = slots[t]`: see `bpe.util.jit_cache`
+                bigger[u, c] = slots[t, c]
     return bigger
 
 
@@ -263,8 +264,10 @@ def _utf8_length(cps, lo, hi):  # pragma: no cover - compiled
 def _store(slot, h, pool, pool_used, pretoken, id_pool, ids_used, ids):  # pragma: no cover
     """Fill an empty slot: the pretoken's key h, its code points and its ids, each appended to
     its pool (which has room)."""
-    pool[pool_used : pool_used + len(pretoken)] = pretoken
-    id_pool[ids_used : ids_used + len(ids)] = ids
+    for q in range(len(pretoken)):  # element by element: see `bpe.util.jit_cache`
+        pool[pool_used + q] = pretoken[q]
+    for q in range(len(ids)):
+        id_pool[ids_used + q] = ids[q]
     slot[KEY] = np.int64(h)
     slot[OFFSET] = pool_used
     slot[LENGTH] = len(pretoken)
@@ -278,7 +281,8 @@ def _grown(array, need):  # pragma: no cover - compiled
     if need <= len(array):
         return array
     bigger = np.empty(2 * need, array.dtype)
-    bigger[: len(array)] = array
+    for q in range(len(array)):  # not `bigger[: len(array)] = array`: see `bpe.util.jit_cache`
+        bigger[q] = array[q]
     return bigger
 
 

@@ -206,7 +206,8 @@ def _queue(queue, head, times, state, t, node):  # pragma: no cover - compiled
     used = state[1]
     if used == queue.shape[1]:
         bigger = np.empty((2, 2 * used), np.int32)
-        bigger[:, :used] = queue
+        for q in range(used):  # not `bigger[:, :used] = queue`: see `bpe.util.jit_cache`
+            bigger[0, q], bigger[1, q] = queue[0, q], queue[1, q]
         queue = bigger
     if head[t] < 0:  # a time not yet waiting
         state[0] = _push(times, state[0], np.int64(t))

@@ -247,7 +247,8 @@ def _push(hcnt, hpair, size, c, p, pleft, pright, tbytes, toff, tkey):
 @njit(**_JIT)
 def _grown(arr, size):
     out = np.empty(size, dtype=arr.dtype)
-    out[: len(arr)] = arr
+    for q in range(len(arr)):  # not `out[: len(arr)] = arr`: see `bpe.util.jit_cache`
+        out[q] = arr[q]
     return out
 
 

@@ -11,6 +11,15 @@ deletes those modules' cache files (`*.nbi`, `*.nbc` in their `__pycache__`) and
 new hash, under a file lock, so parallel processes (test workers, counting workers) clear them
 once. Kernel modules import `njit` from here, so the check runs before any cache is read.
 
+Importing it also starts `bpe.util.compile_clock`'s listener, so every kernel's compile is
+timed and, when it lasts, announced while it runs.
+
+subtle: a kernel copies arrays element by element, never as `a[i:j] = b` (nor a row as
+`a[u] = b[t]`). Numba compiles such a slice assignment with its shape-mismatch error, whose
+message formats the shapes as strings: the string machinery that pulls in cost 7.3 s of
+compiling for one such line against 0.5 s for the loop (measured on a 2-core machine), paid by
+every kernel that holds one, on every first run.
+
 What it does not do: clear a cache Numba keeps elsewhere (`NUMBA_CACHE_DIR`, or a user-wide
 folder when the package's folder is read-only; a reinstall rewrites every file, which Numba
 notices on its own), or compile anything.
@@ -26,6 +35,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from numba import njit
+from numba.core import event
+
+from bpe.util import compile_clock
 
 __all__ = ["KERNEL_MODULES", "fresh_cache", "njit"]
 
@@ -105,3 +117,4 @@ def _locked(path: Path) -> Iterator[None]:
 
 
 fresh_cache()
+compile_clock.install(event)
