@@ -112,6 +112,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .loader                   load_runs: every run as one pandas row
       .run_report               ANALYSIS.md of one run: gather, render, write
       .run_facts                what ANALYSIS.md is made from: a run's files, its siblings
+      .run_summary              ANALYSIS.md's first lines: the run's headline numbers
       .run_sections             ANALYSIS.md's sections about the run: time, memory, profile
       .variant_sections         ANALYSIS.md's lines on what a BPE-family variant did
       .sibling_sections         ANALYSIS.md's section comparing runs on the same input
@@ -152,6 +153,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .stats                    small statistics: the Gini coefficient
       .cputime                  wall and CPU seconds per stage (threads and ended workers)
       .jit_cache                Numba's njit, its cache cleared when any kernel's source changes
+      .compile_clock            Numba's compiles timed, and announced while they run
 
 Public API (see README.md):
 

@@ -22,15 +22,40 @@ from tests.conftest import DATA, EOT, console_env
 EARLY_STOP = "no pair is left to merge"
 
 
+def _check_numbers_are_of_bpe(run) -> None:
+    """The default run on the bundled sample: stage 1 in this process (workers would cost more
+    than the counting), and Numba's first compile announced and timed apart from analysis."""
+    import importlib.util
+    import re
+    from datetime import datetime
+
+    metrics = json.loads((run / "metrics.json").read_text("utf-8"))
+    assert metrics["counts"]["workers"] == 1
+    assert metrics["counts"]["start_method"] == "in-process"
+    assert metrics["counts"]["worker_startup_s"] is None
+    log = (run / "train.log").read_text("utf-8")
+    stamps = [
+        datetime.strptime(m, "%Y-%m-%d %H:%M:%S,%f")
+        for m in re.findall(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+)\]", log, re.M)
+    ]
+    gaps = [(b - a).total_seconds() for a, b in zip(stamps, stamps[1:])]
+    assert max(gaps) < 10, f"the run was silent for {max(gaps):.1f} s:\n{log}"
+    if importlib.util.find_spec("numba") is not None:
+        assert metrics["timings"]["kernel_compile"] > 0  # the first use compiles, timed apart
+        assert "compiled bpe.tokenizer" in log or "compiling bpe.tokenizer" in log
+
+
 @pytest.mark.slow
 def test_bpe_train_with_no_arguments_reaches_the_configured_vocab(tmp_path):
     with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
         cfg = compose("config")
     vocab_size = int(cfg.vocab_size)
+    # a fresh clone: no kernel's machine code is cached yet (Numba then caches it here)
+    env = {**console_env(), "NUMBA_CACHE_DIR": str(tmp_path / "numba-cache")}
     proc = subprocess.run(
         ["bpe-train", f"experiments_dir={tmp_path / 'experiments'}"],
         cwd=tmp_path,
-        env=console_env(),
+        env=env,
         capture_output=True,
         text=True,
         timeout=600,
@@ -40,6 +65,7 @@ def test_bpe_train_with_no_arguments_reaches_the_configured_vocab(tmp_path):
     runs = [p.parent for p in (tmp_path / "experiments").glob("*/metrics.json")]
     (run,) = [r for r in runs if not r.is_symlink()]  # `latest` links to it
     metrics_path = run / "metrics.json"
+    _check_numbers_are_of_bpe(run)
     assert run.name.endswith(f"_{cfg.dataset.name}_{cfg.trainer.name}_v{vocab_size}")
     metrics = json.loads(metrics_path.read_text("utf-8"))
     assert metrics["status"] == "complete" and metrics["stopped_early"] is False

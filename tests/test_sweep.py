@@ -184,3 +184,28 @@ def test_a_sweep_directory_held_by_a_running_sweep_is_refused(tmp_path):
         holder.wait()
     claim_sweep_dir(tmp_path)  # its holder is gone: taken over
     assert json.loads((tmp_path / SWEEP_LOCK).read_text("utf-8"))["pid"] == os.getpid()
+
+
+def test_a_sweep_leaves_latest_at_the_last_single_run_and_a_link_is_named(tmp_path, caplog):
+    """`experiments/latest` is what a person ran: a sweep's (debug) jobs do not move it, and a
+    command given the link says which run it read."""
+    import logging
+
+    from bpe import Tokenizer
+
+    single = subprocess.run(
+        [sys.executable, "-m", "bpe.cli.train", f"experiments_dir={tmp_path}", *FAST],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
+    assert single.returncode == 0, single.stderr
+    (run,) = [p for p in tmp_path.iterdir() if p.name[0].isdigit()]
+    proc, sweep = _sweep(tmp_path, "trainer=heap", "vocab_size=300,310")
+    assert proc.returncode == 0, proc.stderr
+    assert all(_status(j) == "complete" for j in sweep.iterdir() if j.name[0].isdigit())
+    assert os.readlink(tmp_path / "latest") == run.name
+    with caplog.at_level(logging.INFO, logger="bpe.formats.pretrained"):
+        Tokenizer.from_pretrained(tmp_path / "latest")
+    assert f"latest is {run}" in caplog.text or run.name in caplog.text

@@ -20,7 +20,7 @@ import yaml
 from bpe.corpus.datasets import from_config, input_name, load_named
 from bpe.corpus.documents import load_documents
 from bpe.formats.gpt2_format import load_merges, load_vocab
-from bpe.formats.pretrained import special_tokens_of
+from bpe.formats.pretrained import say_where, special_tokens_of
 from bpe.formats.removals_json import Removal, load_removals
 from bpe.formats.tokenizer_json import pattern_of_dir
 from bpe.runs import schema
@@ -162,6 +162,8 @@ def load_side(path: str | Path, *, label: str | None = None, heldout: bool = Tru
             vocab.json + merges.txt.
     """
     d = Path(path)
+    if d.is_dir():
+        say_where(d)
     merges_path = d / MERGES_FILE
     metrics_path = d / METRICS_FILE
     if metrics_path.is_file() and merges_path.is_file():

@@ -34,6 +34,7 @@ from bpe.analysis.run_sections import (
     section_profile,
     section_time,
 )
+from bpe.analysis.run_summary import section_summary
 from bpe.analysis.sibling_sections import section_siblings
 from bpe.analysis.token_sections import (
     section_bits_per_byte,
@@ -60,6 +61,7 @@ def render_analysis(facts: RunFacts) -> str:
     """The Markdown text of ANALYSIS.md: its sections in order (no file is read)."""
     sections = (
         section_header(facts.metrics, facts.env),
+        section_summary(facts.metrics),
         section_time(facts.metrics),
         section_memory(facts.metrics, facts.figures),
         section_profile(facts.metrics, facts.profile),

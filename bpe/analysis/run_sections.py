@@ -312,7 +312,14 @@ def stage1_sentence(metrics: dict) -> str:
     }
     note = f" ({notes[status]})" if status in notes else ""
     mb = fmt(num_bytes / 1e6 if num_bytes else None, ".2f")
-    return f"Stage 1, count pretokens: {mb} MB at {fmt(speed, '.2f')} MB/s{note}."
+    startup = get(schema.WORKER_STARTUP_SECONDS)
+    workers = (
+        ""
+        if startup is None
+        else f" Its {get(schema.WORKERS)} worker processes took {fmt(startup)} s to start, "
+        "included in that speed (smaller inputs are counted in the run's own process)."
+    )
+    return f"Stage 1, count pretokens: {mb} MB at {fmt(speed, '.2f')} MB/s{note}.{workers}"
 
 
 def section_memory(metrics: dict, figures_made: frozenset[str]) -> list[str]:

@@ -25,6 +25,16 @@ logger = logging.getLogger(__name__)
 CELL_WIDTH = 40
 
 
+def longest_token_phrase(metrics: dict) -> str | None:
+    """The run's longest token as the summary names it (None: no tokens recorded).
+
+    >>> longest_token_phrase({"longest_tokens": [{"bytes": 4, "text": " the"}]})
+    "' the' (4 bytes)"
+    """
+    longest = schema.get(metrics, schema.LONGEST_TOKENS) or []
+    return next((f"{shown(t, 'text', repr)} ({t['bytes']} bytes)" for t in longest), None)
+
+
 def section_longest_tokens(metrics: dict, figures_made: frozenset[str]) -> list[str]:
     lines = ["## Longest tokens", ""]
     longest = schema.get(metrics, schema.LONGEST_TOKENS) or []

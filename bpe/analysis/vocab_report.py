@@ -53,6 +53,16 @@ GLOSSARY = (
         "Kneser-Ney n-gram model of the run's ids on its training text (lower is better)",
     ),
     ("unigram bits per byte", "the same with P the tokens' frequencies alone (n = 1)"),
+    (
+        "training memory",
+        "the process tree's peak memory (PSS, sampled every 50 ms) in stages 1-3, above its "
+        "memory when the run began; inputs under 12 MiB are counted in-process",
+    ),
+    (
+        "kernel_compile",
+        "seconds Numba spent compiling kernels on their first use on this machine, taken out "
+        "of the stage that used them; later runs load the machine code",
+    ),
 )
 
 

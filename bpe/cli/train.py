@@ -55,7 +55,7 @@ from bpe.experiment.metrics import RESERVE_BYTES
 from bpe.experiment.rundir import preflight
 from bpe.experiment.runner import run_experiment
 from bpe.runs import schema
-from bpe.runs.layout import ANALYSIS_FILE
+from bpe.runs.layout import ANALYSIS_FILE, LATEST
 from bpe.trainers.variants import variant_tag
 from bpe.util.io import CONF_DIR, safe_name
 
@@ -98,7 +98,12 @@ def _app(cfg: DictConfig) -> str | None:
         if _debug():
             raise
         sys.exit(1)
-    logger.info("%s", next_steps(schema.get(metrics, schema.RUN), heldout=_heldout_file(cfg)))
+    run = schema.get(metrics, schema.RUN)
+    latest = Path(cfg.experiments_dir) / LATEST
+    run_dir = Path(schema.get(metrics, schema.RUN_DIR))
+    named = latest if latest.resolve() == run_dir.resolve() else None
+    for line in next_steps(run, heldout=_heldout_file(cfg), via=named):
+        logger.info("%s", line)
     return schema.get(metrics, schema.STATUS)
 
 
@@ -126,20 +131,27 @@ def _debug() -> bool:
     return os.environ.get("HYDRA_FULL_ERROR") == "1"
 
 
-def next_steps(run: dict, *, heldout: str | None, encode: str | None = None) -> str:
-    """The last log line of a run: where its report is and the next useful command, which
-    encodes the run's held-out text (the training input when its held-out text is the input's
-    tail) into `<experiments dir>/encoded/`, beside the run, never into the current directory.
+def next_steps(
+    run: dict, *, heldout: str | None, encode: str | None = None, via: Path | None = None
+) -> list[str]:
+    """The last log lines of a run, short: where its report is, then the next useful command
+    on a line of its own, which encodes the run's held-out text (the training input when its
+    held-out text is the input's tail) into `<experiments dir>/encoded/`, beside the run, never
+    into the current directory. `via`: the `latest` link when it names this run, shown instead
+    of the run's long name; paths under the current directory are shown relative to it.
 
-    >>> print(next_steps({"dir": "exp/r", "input_path": "a.txt", "dataset": "a"},
-    ...                  heldout="h.txt", encode="bpe-encode"))  # doctest: +NORMALIZE_WHITESPACE
-    report: exp/r/ANALYSIS.md | next: encode the held-out text with the new tokenizer:
-    bpe-encode --tokenizer exp/r --input h.txt --out exp/encoded/r.heldout.npy
+    >>> for line in next_steps({"dir": "exp/r", "input_path": "a.txt", "dataset": "a"},
+    ...                        heldout="h.txt", encode="bpe-encode", via=Path("exp/latest")):
+    ...     print(line)  # doctest: +NORMALIZE_WHITESPACE
+    report: exp/latest/ANALYSIS.md
+    next, encode the held-out text: bpe-encode --tokenizer exp/latest --input h.txt
+      --out exp/encoded/r.heldout.npy
     """
     run_dir = Path(run["dir"])
-    report = f"report: {run_dir / ANALYSIS_FILE}"
+    shown_dir = via if via is not None else run_dir
+    report = f"report: {shown(shown_dir / ANALYSIS_FILE)}"
     if run.get("sweep_dir"):
-        return f"{report} | the sweep's SWEEP.md goes to {run['sweep_dir']} when the sweep ends"
+        return [report, f"the sweep's SWEEP.md goes to {shown(run['sweep_dir'])} when it ends"]
     source, what = (heldout, "heldout") if heldout else (run["input_path"], "input")
     out = run_dir.parent / "encoded" / f"{run_dir.name}.{what}.npy"
     said = "the held-out text" if heldout else "the training input (its held-out tail is no file)"
@@ -147,14 +159,26 @@ def next_steps(run: dict, *, heldout: str | None, encode: str | None = None) -> 
         [
             encode or encode_command(),
             "--tokenizer",
-            shlex.quote(str(run_dir)),
+            shlex.quote(shown(shown_dir)),
             "--input",
-            shlex.quote(str(source)),
+            shlex.quote(shown(source)),
             "--out",
-            shlex.quote(str(out)),
+            shlex.quote(shown(out)),
         ]
     )
-    return f"{report} | next: encode {said} with the new tokenizer: {command}"
+    return [report, f"next, encode {said}: {command}"]
+
+
+def shown(path: str | os.PathLike) -> str:
+    """A path as a person reads it here: relative to the current directory when under it.
+
+    >>> shown(Path.cwd() / "exp" / "r"), shown("/elsewhere/r")
+    ('exp/r', '/elsewhere/r')
+    """
+    p = Path(path)
+    if p.is_absolute() and p.is_relative_to(Path.cwd()):
+        return str(p.relative_to(Path.cwd()))
+    return str(p)
 
 
 def check_command_line(argv: list[str]) -> int:

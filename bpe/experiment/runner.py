@@ -17,6 +17,7 @@ sampled from training through the report, status kept honest):
     report      the `report` writer the caller passes (the CLI passes ANALYSIS.md + figures),
                 then the final memory summary (report stage included) and status=complete,
                 in one atomic write, last; `<experiments_dir>/latest` then points at the run
+                (not for a sweep's job: `latest` is the last run a person started)
 
 Any exception, Ctrl-C or SIGTERM marks the run `failed` (with the stage and traceback) and is
 re-raised; artifacts are written atomically, so each one is either complete or absent, and a
@@ -78,8 +79,9 @@ from bpe.runs.layout import (
     METRICS_FILE,
     REMOVALS_FILE,
 )
-from bpe.runs.stages import ANALYSIS, REPORT, SAVE, SETUP, TRAINING
+from bpe.runs.stages import ANALYSIS, KERNEL_COMPILE, REPORT, SAVE, SETUP, TRAINING
 from bpe.training import TrainResult
+from bpe.util import compile_clock
 from bpe.util.cputime import cpu_seconds
 from bpe.util.io import atomic_write_text
 
@@ -191,7 +193,10 @@ def run_experiment(cfg: DictConfig, *, report: ReportWriter | None) -> dict:
                     metrics.write()  # every number on disk before the report reads it
                     if report is not None:
                         report(run_dir, metrics=metrics.as_complete())
-            _complete(metrics, mem.summary(), before_report, cfg.experiments_dir, run_dir)
+            # `latest` is what a person ran last: a sweep's job leaves it alone (its sweep
+            # directory and SWEEP.md name the jobs)
+            latest_in = None if sweep.get("sweep_dir") else cfg.experiments_dir
+            _complete(metrics, mem.summary(), before_report, latest_in, run_dir)
             return metrics.data
         except BaseException as err:
             logger.error("run failed in stage %s: %s: %s", clock.current, type(err).__name__, err)
@@ -258,11 +263,28 @@ class _StageClock:
             if name == TRAINING:
                 self._training_start = self.sampler.elapsed()
         t0, cpu = time.perf_counter(), cpu_seconds()
+        jit, jit_cpu = compile_clock.seconds(), compile_clock.cpu_seconds()
         yield
         if timed:
-            self.timings[name] = time.perf_counter() - t0
-            self.cpu[name] = cpu_seconds() - cpu
-            logger.info("stage %s: %.3f s (CPU %.3f s)", name, self.timings[name], self.cpu[name])
+            # Numba compiling on a first use is its own stage, not this one's work
+            compiled = compile_clock.seconds() - jit
+            if compiled > 0:
+                self.timings[KERNEL_COMPILE] = self.timings.get(KERNEL_COMPILE, 0.0) + compiled
+                self.cpu[KERNEL_COMPILE] = self.cpu.get(KERNEL_COMPILE, 0.0) + (
+                    compile_clock.cpu_seconds() - jit_cpu
+                )
+            self.timings[name] = time.perf_counter() - t0 - compiled
+            self.cpu[name] = max(0.0, cpu_seconds() - cpu - (compile_clock.cpu_seconds() - jit_cpu))
+            logger.info(
+                "stage %s: %.3f s (CPU %.3f s)%s",
+                name,
+                self.timings[name],
+                self.cpu[name],
+                f"; compiling kernels took {compiled:.1f} s more, recorded apart as "
+                f"{KERNEL_COMPILE}"
+                if compiled > 0
+                else "",
+            )
 
     def split_training(self, timings: Mapping[str, float], cpu: Mapping[str, float]) -> None:
         """Take the training call's own stage times (wall and CPU), and relabel its memory
@@ -296,14 +318,16 @@ def save_artifacts(result: TrainResult, run_dir: Path) -> None:
 
 
 def _complete(
-    metrics: MetricsFile, memory: dict, before_report: dict, experiments_dir: str, run_dir: Path
+    metrics: MetricsFile, memory: dict, before_report: dict, latest_in: str | None, run_dir: Path
 ) -> None:
-    """The whole run's memory (report included), status=complete in one write, `latest`."""
+    """The whole run's memory (report included), status=complete in one write, then the
+    `latest` link of `latest_in` (the experiments directory; None for a sweep's job)."""
     # the report itself could only show what came before it: `before_report`
     memory = with_phases(memory)
     metrics.update(memory={**memory, "before_report": before_report["before_report"]})
     metrics.complete()
-    update_latest(experiments_dir, run_dir)
+    if latest_in is not None:
+        update_latest(latest_in, run_dir)
     training, analysis = memory["training"], memory["analysis"]
     logger.info(
         "run complete: %d merges; training memory +%s MB (peak %s MB of the process tree, in "

@@ -20,6 +20,7 @@ callers do, with any override they were given).
 from __future__ import annotations
 
 import json
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,8 @@ from bpe.formats.removals_json import Removal, check_history, load_removals
 from bpe.formats.tokenizer_json import pattern_of_dir, special_tokens_of_dir
 from bpe.runs.layout import MERGES_FILE, METRICS_FILE, REMOVALS_FILE, VOCAB_FILE
 from bpe.text.patterns import GPT2_PATTERN
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,23 @@ def special_tokens_of(
     return vocab_special_tokens(vocab, merges)
 
 
+def say_where(path: str | os.PathLike) -> Path:
+    """The directory a path names, logged when a link chose it (`experiments/latest`), so a
+    command never reads another run than the one it names without saying which.
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> say_where(d) == d.resolve()
+    True
+    """
+    d = Path(path)
+    real = d.resolve()
+    if real != d.absolute():
+        shown = os.path.relpath(real) if real.is_relative_to(Path.cwd()) else str(real)
+        logger.info("%s is %s", d, shown)
+    return real
+
+
 def open_tokenizer_dir(path: str | os.PathLike, *, what: str = "tokenizer") -> TokenizerDir:
     """Read a tokenizer directory: its vocab, merges, special tokens and split pattern.
 
@@ -95,6 +115,8 @@ def open_tokenizer_dir(path: str | os.PathLike, *, what: str = "tokenizer") -> T
         ValueError: malformed files, or files that do not belong together.
     """
     d = Path(path)
+    if d.is_dir():
+        say_where(d)
     if not d.is_dir():
         named = f"{what}{str(d)!r}" if what.endswith("=") else f"{what} {str(d)!r}"
         raise FileNotFoundError(

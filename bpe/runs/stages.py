@@ -32,6 +32,11 @@ TRAIN_STAGES = tuple(STAGE_TIMINGS)
 #: scanner compiled or loaded), done at the start of stage 1, is added to it and taken out of
 #: `pretokenize`. Runs without either record no such key.
 COMPILE = "compile"
+#: Numba compiling the kernels that the save and analysis stages use (the encoder's, GPT-2's
+#: scanner), on their first use on a machine; later runs load the machine code from disk and
+#: record no such key. Timed apart (`bpe.util.compile_clock`) so that a first run's analysis
+#: measures analysis, recorded just before the stage that set it off.
+KERNEL_COMPILE = "kernel_compile"
 #: The run stages by name (`bpe.experiment.runner` runs them in this order). `TRAINING` is
 #: the one training call: its memory samples and its time are split into `TRAIN_STAGES` once
 #: it returns, and a failure inside it is recorded as `TRAINING` (the call is one step).
