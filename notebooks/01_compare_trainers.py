@@ -36,8 +36,13 @@ from bpe.util.io import PROJECT_ROOT
 
 EXPERIMENTS = Path(os.environ.get("BPE_EXPERIMENTS", PROJECT_ROOT / "experiments"))
 runs = tidy(load_runs(EXPERIMENTS))
+# timed runs only: not profiled, and not run side by side with other jobs (a joblib sweep's
+# parallel jobs shared the CPUs: SWEEP.md marks their times "not comparable")
 done = complete(runs, unprofiled=True)
-print(f"{len(runs)} runs under {EXPERIMENTS.name}/, {len(done)} complete and unprofiled")
+apart = len(complete(runs)) - len(done)
+print(f"{len(runs)} runs under {EXPERIMENTS.name}/, {len(done)} complete and timed alone")
+if apart:
+    print(f"{apart} complete run(s) left out of the timings: profiled, or run side by side")
 
 # %% [markdown]
 # ## Merge time (median seconds) per trainer and vocab size

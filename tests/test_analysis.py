@@ -264,3 +264,20 @@ def test_a_figure_that_links_out_of_its_run_is_not_copied(experiments, tmp_path)
     write_all_reports(experiments, out)
     copied = [p for p in out.rglob("*.png") if p.read_bytes() == secret.read_bytes()]
     assert copied == []
+
+
+def test_runs_measured_on_other_held_out_documents_are_kept_apart(experiments, tmp_path):
+    """A `debug=fast` run (10 held-out documents) never shares a curve or table with runs
+    measured on more: datasets.md leaves it out and says so."""
+    frame = load_runs(experiments)
+    done = frame[frame["status"] == "complete"]
+    target = Path(done.sort_values("run_dir")["run_dir"].iloc[-1]) / "metrics.json"
+    metrics = json.loads(target.read_text("utf-8"))
+    usual = metrics["compression"]["own"]["docs"]
+    metrics["compression"]["own"]["docs"] = usual - 1
+    target.write_text(json.dumps(metrics), "utf-8")
+    out = tmp_path / "reports"
+    write_all_reports(experiments, out)
+    datasets = (out / "datasets.md").read_text("utf-8")
+    assert "*Left out: 1 run(s) measured on another number of held-out documents" in datasets
+    assert f"({usual - 1} docs)" in datasets

@@ -120,6 +120,10 @@ def test_sweep_md_says_which_runs_were_cut_from_which(every_trainer):
     for line in lines:
         assert line.count("_v300` (v300:") == line.count("_v500` (v500:") == 1
     assert len(list((every_trainer / ".ladder").iterdir())) == 4
+    # its first lines say why the jobs' memory is not compared, and the one setting that does
+    head = report.split("## Jobs", 1)[0]
+    assert "Training memory is not compared" in head and "`ladder=false`" in head
+    assert "predate" not in report  # the jobs were made just now
 
 
 def test_opting_out_trains_every_job_directly_with_identical_files(tmp_path, every_trainer):
@@ -131,7 +135,8 @@ def test_opting_out_trains_every_job_directly_with_identical_files(tmp_path, eve
         assert "ladder" not in metrics and metrics["counts"]["vocab"] == _vocab(name)
         for file in ("vocab.json", "merges.txt", "merge_counts.json", "tokenizer.json"):
             assert (job / file).read_bytes() == (laddered[_vocab(name)] / file).read_bytes()
-    assert "## Vocab ladder" not in (sweep / "SWEEP.md").read_text("utf-8")
+    report = (sweep / "SWEEP.md").read_text("utf-8")
+    assert "## Vocab ladder" not in report and "Training memory is not compared" not in report
 
 
 def test_a_sweep_over_trainers_at_one_vocab_does_not_ladder(tmp_path):

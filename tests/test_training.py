@@ -90,8 +90,8 @@ def _past_the_crossover(tmp_path):
 
 def test_every_stage_records_its_cpu_time_workers_included(tmp_path):
     """With the default workers on text big enough to start them (copies of the bundled
-    sample past `REGEX_MIN_PARALLEL_BYTES`), stage 1's CPU time includes the workers': more than the parent process spent on
-    the whole call, as it mostly waits for them."""
+    sample past `REGEX_MIN_PARALLEL_BYTES`), stage 1's CPU time includes the workers': more
+    than the parent process spent on the whole call, as it mostly waits for them."""
     import resource
 
     corpus = _past_the_crossover(tmp_path)

@@ -205,6 +205,9 @@ TIDY_COLUMNS = {
     "profiler": schema.PROFILER.column,
     "profiled": schema.PROFILED.column,
     "job_num": schema.JOB_NUM.column,
+    # jobs its launcher ran at once on one machine (joblib n_jobs, submitit_local): above 1,
+    # the jobs shared the CPUs and their timings do not compare (null: not a sweep's job)
+    "parallel_jobs": schema.LAUNCHER_PARALLEL_JOBS.column,
     # seconds spent counting pretokens: None for a pretoken cache hit (loading is not
     # pre-tokenization, so it is never compared as one)
     "pretokenize_seconds": schema.PRETOKENIZE_SECONDS.column,
@@ -235,6 +238,9 @@ TIDY_COLUMNS = {
     "input_sha256": schema.INPUT_SHA256.column,
     "tiktoken_mismatches": schema.TIKTOKEN_MISMATCHES.column,
     "compression": schema.COMPRESSION_RATIO.column,
+    # how many held-out documents measured it: runs measured on different numbers (a
+    # `debug=fast` run measures 10) do not compare on one curve
+    "measured_docs": schema.OWN_DOCS.column,
     "gpt2_compression": schema.GPT2_COMPRESSION_RATIO.column,
     "other_dataset": schema.OTHER_DATASET.column,
     "other_compression": schema.OTHER_COMPRESSION_RATIO.column,
@@ -338,14 +344,23 @@ def load_tidy(path: str | os.PathLike, *, hint: str) -> tuple[pd.DataFrame, pd.D
 
 
 def complete(runs: pd.DataFrame, *, unprofiled: bool = False) -> pd.DataFrame:
-    """The runs (a `tidy` frame) that completed; with `unprofiled`, only those fit for timing.
+    """The runs (a `tidy` frame) that completed; with `unprofiled`, only those fit for timing:
+    not profiled, and not run side by side with other jobs of a sweep.
 
     Failed and unfinished runs have no trustworthy measurements; profiled runs' times include
-    the profiler's overhead.
+    the profiler's overhead; jobs a launcher ran at once shared the CPUs (SWEEP.md marks them
+    "not comparable"), so their times never enter a median or a curve.
+
+    >>> runs = pd.DataFrame({"status": ["complete"] * 3, "profiled": [False, True, False],
+    ...                      "parallel_jobs": [1, 1, 2]})
+    >>> complete(runs).index.tolist(), complete(runs, unprofiled=True).index.tolist()
+    ([0, 1, 2], [0])
     """
     keep = runs["status"] == "complete"
     if unprofiled:
         keep &= ~runs["profiled"]
+        if "parallel_jobs" in runs:
+            keep &= ~(runs["parallel_jobs"].astype(float) > 1)
     return runs[keep]
 
 

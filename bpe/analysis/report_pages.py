@@ -35,7 +35,7 @@ REFERENCE = "heap"
 def render_trainers(runs: pd.DataFrame, root: Path, out_dir: Path) -> str:
     lines = [f"# Trainers: {' vs '.join(TRAINER_ORDER)}", ""]
     clean = complete(runs, unprofiled=True)
-    lines += provenance(clean, root, "complete, unprofiled")
+    lines += provenance(clean, root, "complete, unprofiled, not run side by side")
     if clean.empty:
         return "\n".join(
             lines
@@ -188,9 +188,27 @@ def _kinds(frame: pd.DataFrame, run_dir: str) -> dict[str, float]:
     }
 
 
+def comparable_measures(done: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(kept, apart): per dataset, the runs measured on its most common number of held-out
+    documents, and the others (a `debug=fast` run measures 10 where a full run measures 128),
+    whose compression does not compare with theirs.
+
+    >>> runs = pd.DataFrame({"dataset": ["a", "a", "a", "b"], "measured_docs": [128, 128, 10, 5]})
+    >>> kept, apart = comparable_measures(runs)
+    >>> kept.index.tolist(), apart.index.tolist()
+    ([0, 1, 3], [2])
+    """
+    if "measured_docs" not in done or done.empty:
+        return done, done.iloc[:0]
+    docs = done["measured_docs"].fillna(-1)
+    usual = docs.groupby(done["dataset"]).transform(lambda d: d.mode().max())
+    same = docs == usual
+    return done[same], done[~same]
+
+
 def render_datasets(runs: pd.DataFrame, frame: pd.DataFrame, root: Path, out_dir: Path) -> str:
     lines = ["# Datasets: what the vocabularies look like and how well they compress", ""]
-    done = complete(runs)
+    done, apart = comparable_measures(complete(runs))
     # one representative run per (dataset, vocab): the REFERENCE trainer (registered last), then
     # the others from last registered to first, then the newest
     preference = {t: k for k, t in enumerate(reversed(TRAINER_ORDER))}
@@ -203,6 +221,13 @@ def render_datasets(runs: pd.DataFrame, frame: pd.DataFrame, root: Path, out_dir
         .head(1)
     )
     lines += provenance(reps, root, "representative (one per dataset and vocab size)")
+    if not apart.empty:
+        lines += [
+            f"*Left out: {len(apart)} run(s) measured on another number of held-out documents "
+            f"than the other runs of their dataset ({_apart_list(apart)}; `debug=fast` measures "
+            "10): their numbers do not compare with these.*",
+            "",
+        ]
     if reps.empty:
         return "\n".join(
             lines
@@ -214,6 +239,15 @@ def render_datasets(runs: pd.DataFrame, frame: pd.DataFrame, root: Path, out_dir
     lines += _vocab_contrast(reps, frame)
     lines += _merge_count_curves(reps, out_dir)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _apart_list(apart: pd.DataFrame) -> str:
+    """`dataset v300 (10 docs)` for each run left out, the first few."""
+    said = [
+        f"{r['dataset']} v{int(r['vocab_size'])} ({fmt(r['measured_docs'], '.0f')} docs)"
+        for _, r in apart.head(5).iterrows()
+    ]
+    return ", ".join(said) + (", ..." if len(apart) > 5 else "")
 
 
 def _dataset_compression(done: pd.DataFrame, reps: pd.DataFrame, out_dir: Path) -> list[str]:

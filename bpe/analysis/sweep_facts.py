@@ -15,6 +15,7 @@ import pandas as pd
 from bpe.analysis import figures
 from bpe.analysis.loader import complete, merges_agree, shown_stages, variant_column
 from bpe.runs import schema
+from bpe.runs.stages import COMPILE, TRAIN_STAGES
 
 logger = logging.getLogger(__name__)
 
@@ -121,11 +122,15 @@ def draw_sweep_figures(
             figures.compression_vs_vocab(done, out_dir / "compression.png", gpt2=gpt2)
             made.append(("Compression vs vocab size", "figures/compression.png"))
     prefix = f"{schema.PEAK_MB_PER_STAGE.column}."
+    # training's stages only: save, analysis and the report load what training never needs
+    training = (TRAIN_STAGES[0], COMPILE, *TRAIN_STAGES[1:])
     stages = shown_stages(c[len(prefix) :] for c in frame.columns if c.startswith(prefix))
-    stage_cols = [prefix + s for s in stages]
+    stage_cols = [prefix + s for s in stages if s in training]
     if stage_cols:
         values = {}
-        for _, row in done.iterrows():
+        # a rung cut from a vocab ladder did not train: its memory is not its own
+        own = done if "ladder_trained_in" not in done else done[done["ladder_trained_in"].isna()]
+        for _, row in own.iterrows():
             label = f"{row['trainer']} v{row['vocab_size']}"
             src = frame.loc[frame["run_dir"] == row["run_dir"]].iloc[0]
             base = src.get(schema.BASELINE_MB.column)
@@ -141,9 +146,9 @@ def draw_sweep_figures(
                 values,
                 out_dir / "memory_by_stage.png",
                 ylabel="MB added above the run's start (process tree)",
-                title="Memory each stage added",
+                title="Memory each training stage added",
             )
-            made.append(("Memory each stage added", "figures/memory_by_stage.png"))
+            made.append(("Memory each training stage added", "figures/memory_by_stage.png"))
     return made
 
 

@@ -181,11 +181,32 @@ def section_header(facts: SweepFacts) -> list[str]:
         f"{len(runs)} job(s): {counts}. Generated from the job directories by `bpe-report "
         f"{name}` (or the sweep callback).",
         "",
+        *_memory_caveat(runs),
         "Reproduce:",
         "",
         "```bash",
         sweep_command(runs, facts.frame),
         "```",
+        "",
+    ]
+
+
+def _laddered(runs: pd.DataFrame) -> pd.Series:
+    """Which jobs were cut from a vocab ladder's one training (their memory is not theirs)."""
+    column = runs.get("ladder_trained_in")
+    return pd.Series(False, index=runs.index) if column is None else column.notna()
+
+
+def _memory_caveat(runs: pd.DataFrame) -> list[str]:
+    """The first lines' warning when the jobs' training memory cannot be compared, and the one
+    setting that makes it comparable (none when every job measured its own)."""
+    laddered = int(_laddered(runs).sum())
+    if not laddered:
+        return []
+    return [
+        f"> **Training memory is not compared:** {laddered} job(s) were cut from one training "
+        "of the vocab ladder, whose memory is that training's, not each vocab's. Rerun with "
+        "`ladder=false` to train (and measure) every job on its own.",
         "",
     ]
 
@@ -257,7 +278,8 @@ def section_notes(facts: SweepFacts) -> list[str]:
     backends = backend_note(frame)
     if backends is not None:
         lines += [backends, ""]
-    if runs["job_num"].notna().sum() > 1 and runs["train_mb"].isna().any():
+    older = runs["train_mb"].isna() & ~_laddered(runs) & (runs["status"] == "complete")
+    if runs["job_num"].notna().sum() > 1 and older.any():
         lines += [
             "*Jobs without training MB added predate it: their memory was the whole process "
             "tree's, which in a sweep includes what earlier jobs left behind (imports, "

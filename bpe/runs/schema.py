@@ -261,6 +261,7 @@ MERGE_SUPPORT = key("merge_support", always=False)
 MERGE_SUPPORT_OUTGROWN = key("merge_support.outgrown", always=False)
 TOKEN_KINDS = key("token_kinds")
 COMPRESSION_RATIO = key("compression.own.ratio")
+OWN_DOCS = key("compression.own.docs")  # the held-out documents the own side measured
 GPT2_COMPRESSION_RATIO = key("compression.own.gpt2_ratio")
 OWN_SOURCE = key("compression.own.source")  # heldout | input_tail
 OWN_SEEN_IN_TRAINING = key("compression.own.seen_in_training")
