@@ -107,11 +107,12 @@ def test_replaying_a_long_pretoken_in_the_kernel_grows_as_n_log_n():
     tables = build_replay(id_of, result.merges, as_removals(result.removals))
     byte_ids = [id_of[bytes([b])] for b in range(256)]
     text = (FIXTURES / "corpus.en").read_bytes().replace(b" ", b"") * 2  # one long "word"
-    # five times each (the small size then takes about 0.03 s): sizes whose arrays stay in the
+    # five times each (the small size then takes about 0.015 s): sizes whose arrays stay in the
     # processor's cache, since from 200,000 to 800,000 bytes the time grew x7 on cache misses
-    # alone (x5 from 800,000 to 3,200,000)
+    # alone (x5 from 800,000 to 3,200,000); from 50,000 to 200,000 it was x6.3-8.1 in three of
+    # five runs on a 2-core machine, from 25,000 to 100,000 within the bound in five of five
     assert_linear(
         lambda n: replay_pretokens(tables, byte_ids, [text[:n]] * 5),
-        50_000,
+        25_000,
         what="replaying a long pretoken in the kernel",
     )
