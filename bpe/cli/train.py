@@ -57,7 +57,7 @@ from bpe.experiment.runner import run_experiment
 from bpe.runs import schema
 from bpe.runs.layout import ANALYSIS_FILE, LATEST
 from bpe.trainers.variants import variant_tag
-from bpe.util.io import CONF_DIR, safe_name
+from bpe.util.io import CONF_DIR, safe_name, shown_path
 
 logger = logging.getLogger("bpe.cli.train")
 
@@ -149,9 +149,9 @@ def next_steps(
     """
     run_dir = Path(run["dir"])
     shown_dir = via if via is not None else run_dir
-    report = f"report: {shown(shown_dir / ANALYSIS_FILE)}"
+    report = f"report: {shown_path(shown_dir / ANALYSIS_FILE)}"
     if run.get("sweep_dir"):
-        return [report, f"the sweep's SWEEP.md goes to {shown(run['sweep_dir'])} when it ends"]
+        return [report, f"the sweep's SWEEP.md goes to {shown_path(run['sweep_dir'])} when it ends"]
     source, what = (heldout, "heldout") if heldout else (run["input_path"], "input")
     out = run_dir.parent / "encoded" / f"{run_dir.name}.{what}.npy"
     said = "the held-out text" if heldout else "the training input (its held-out tail is no file)"
@@ -159,26 +159,14 @@ def next_steps(
         [
             encode or encode_command(),
             "--tokenizer",
-            shlex.quote(shown(shown_dir)),
+            shlex.quote(shown_path(shown_dir)),
             "--input",
-            shlex.quote(shown(source)),
+            shlex.quote(shown_path(source)),
             "--out",
-            shlex.quote(shown(out)),
+            shlex.quote(shown_path(out)),
         ]
     )
     return [report, f"next, encode {said}: {command}"]
-
-
-def shown(path: str | os.PathLike) -> str:
-    """A path as a person reads it here: relative to the current directory when under it.
-
-    >>> shown(Path.cwd() / "exp" / "r"), shown("/elsewhere/r")
-    ('exp/r', '/elsewhere/r')
-    """
-    p = Path(path)
-    if p.is_absolute() and p.is_relative_to(Path.cwd()):
-        return str(p.relative_to(Path.cwd()))
-    return str(p)
 
 
 def check_command_line(argv: list[str]) -> int:

@@ -268,13 +268,12 @@ class _StageClock:
         if timed:
             # Numba compiling on a first use is its own stage, not this one's work
             compiled = compile_clock.seconds() - jit
+            compiled_cpu = compile_clock.cpu_seconds() - jit_cpu
             if compiled > 0:
                 self.timings[KERNEL_COMPILE] = self.timings.get(KERNEL_COMPILE, 0.0) + compiled
-                self.cpu[KERNEL_COMPILE] = self.cpu.get(KERNEL_COMPILE, 0.0) + (
-                    compile_clock.cpu_seconds() - jit_cpu
-                )
+                self.cpu[KERNEL_COMPILE] = self.cpu.get(KERNEL_COMPILE, 0.0) + compiled_cpu
             self.timings[name] = time.perf_counter() - t0 - compiled
-            self.cpu[name] = max(0.0, cpu_seconds() - cpu - (compile_clock.cpu_seconds() - jit_cpu))
+            self.cpu[name] = max(0.0, cpu_seconds() - cpu - compiled_cpu)
             logger.info(
                 "stage %s: %.3f s (CPU %.3f s)%s",
                 name,

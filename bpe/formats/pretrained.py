@@ -30,6 +30,7 @@ from bpe.formats.removals_json import Removal, check_history, load_removals
 from bpe.formats.tokenizer_json import pattern_of_dir, special_tokens_of_dir
 from bpe.runs.layout import MERGES_FILE, METRICS_FILE, REMOVALS_FILE, VOCAB_FILE
 from bpe.text.patterns import GPT2_PATTERN
+from bpe.util.io import shown_path
 
 logger = logging.getLogger(__name__)
 
@@ -99,8 +100,7 @@ def say_where(path: str | os.PathLike) -> Path:
     d = Path(path)
     real = d.resolve()
     if real != d.absolute():
-        shown = os.path.relpath(real) if real.is_relative_to(Path.cwd()) else str(real)
-        logger.info("%s is %s", d, shown)
+        logger.info("%s is %s", d, shown_path(real))
     return real
 
 
@@ -115,8 +115,6 @@ def open_tokenizer_dir(path: str | os.PathLike, *, what: str = "tokenizer") -> T
         ValueError: malformed files, or files that do not belong together.
     """
     d = Path(path)
-    if d.is_dir():
-        say_where(d)
     if not d.is_dir():
         named = f"{what}{str(d)!r}" if what.endswith("=") else f"{what} {str(d)!r}"
         raise FileNotFoundError(
@@ -124,6 +122,7 @@ def open_tokenizer_dir(path: str | os.PathLike, *, what: str = "tokenizer") -> T
             "output, or a directory holding GPT-2 style vocab.json and merges.txt (e.g. "
             "data/gpt2)"
         )
+    say_where(d)
     if not (d / REMOVALS_FILE).is_file():
         vocab, merges = load_tokenizer_files(d / VOCAB_FILE, d / MERGES_FILE)
         return TokenizerDir(

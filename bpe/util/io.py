@@ -144,6 +144,18 @@ def sha256_file(path: str | os.PathLike, *, block_bytes: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
+def shown_path(path: str | os.PathLike) -> str:
+    """A path as a person reads it here: relative to the current directory when under it.
+
+    >>> shown_path(Path.cwd() / "exp" / "r"), shown_path("/elsewhere/r")
+    ('exp/r', '/elsewhere/r')
+    """
+    p = Path(path)
+    if p.is_absolute() and p.is_relative_to(Path.cwd()):
+        return str(p.relative_to(Path.cwd()))
+    return str(p)
+
+
 def counted(n: int, noun: str) -> str:
     """`n` and the noun, plural unless n is 1 (log lines: "1 chunk", "3 chunks").
 

@@ -160,9 +160,8 @@ class _Workers:
     def __init__(self, fn, context, workers: int, method: str) -> None:
         ctx = mp.get_context(method)
         self.method = method
-        #: when the first worker was started, and how long until the last one was ready
+        #: when the first worker was started (`on_ready` gets the seconds to the last ready)
         self.t0 = time.perf_counter()
-        self.startup_seconds: float | None = None
         self.on_ready: Callable[[float], object] | None = None
         self.procs: list = []
         self.conns: list = []
@@ -346,10 +345,8 @@ def _dispatch(pool: _Workers, chunks: Sequence[Chunk], *, ordered: bool) -> Iter
                 raise pool.lost(i) from None
             if kind == "ready":
                 pool.ready[i] = True
-                if all(pool.ready):
-                    pool.startup_seconds = time.perf_counter() - pool.t0
-                    if pool.on_ready is not None:
-                        pool.on_ready(pool.startup_seconds)
+                if all(pool.ready) and pool.on_ready is not None:
+                    pool.on_ready(time.perf_counter() - pool.t0)
                 hand_out(i)
                 continue
             pool.holding[i] = None
