@@ -120,51 +120,21 @@ def encode_spans(
     >>> encode_spans(tables, KernelCache(max_size=8), text, char_classes(), *span).tolist()
     [256, 257, 33, 300]
     """
-    trie, method = (_NO_TRIE, -1) if cut is None else (cut[0], METHODS[cut[1]])
-    if replay is not None and cut is None:
-        method = REPLAY
-    history = _NO_HISTORY if replay is None else replay
-    out, cache.slots, cache.cps, cache.ids = _encode(
-        cps,
-        classes,
-        lo,
-        hi,
-        after,
-        tables.args(),
-        cache.slots,
-        cache.cps,
-        cache.ids,
-        cache.used,
-        cache.max_slots,
-        cache.max_size,
-        len(cps) if stop is None else stop,
-        (trie.slots, trie.shift, trie.token),
-        method,
-        history.args(),
-    )
+    state = (cache.slots, cache.cps, cache.ids, cache.used, cache.max_slots, cache.max_size)
+    stop = len(cps) if stop is None else stop
+    text = (cps, classes, lo, hi, after, stop)
+    # subtle: one entry kernel per way of turning a miss into ids, so a run compiles only the
+    # ways it uses (a plain run never compiles PickyBPE's replay: 6.6 of a first run's 22 s)
+    if cut is not None:
+        trie = cut[0]
+        trie_args = (trie.slots, trie.shift, trie.token)
+        out, *grown = _encode_cut(text, state, tables.byte_ids, trie_args, METHODS[cut[1]])
+    elif replay is not None:
+        out, *grown = _encode_replay(text, state, tables.args(), replay.args())
+    else:
+        out, *grown = _encode_merges(text, state, tables.args())
+    cache.slots, cache.cps, cache.ids = grown
     return out
-
-
-#: the trie the merges pass (unread): the kernel takes one set of argument types
-_NO_TRIE = TokenTrie(
-    slots=np.full(16, -1, np.int64), shift=np.uint64(60), token=np.full(1, -1, np.int64)
-)
-
-
-#: the method that replays a PickyBPE history (the segmentation methods are >= 0, merges -1)
-REPLAY = -2
-#: the history the other methods pass (unread)
-_NO_HISTORY = ReplayTables(
-    events=np.zeros((1, 4), np.int64),
-    parts=np.zeros(1, np.int64),
-    pair_slots=np.full(16, -1, np.int64),
-    pair_shift=np.uint64(60),
-    pair_at=np.zeros(2, np.int64),
-    pair_times=np.zeros(1, np.int64),
-    removal_at=np.zeros(2, np.int64),
-    removal_times=np.zeros(1, np.int64),
-    final=np.zeros(1, np.int64),
-)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -286,90 +256,139 @@ def _grown(array, need):  # pragma: no cover - compiled
     return bigger
 
 
-# subtle: not nogil. The kernel fills the tokenizer's cache in place; holding the GIL keeps two
-# threads encoding with one tokenizer from filling it at once (they take turns, as with the
-# Python path's dict).
-@njit(cache=True)
-def _encode(
-    cps,
-    classes,
-    lo,
-    hi,
-    after,
-    tables,
-    slots,
-    pool,
-    id_pool,
-    used,
-    max_slots,
-    max_size,
-    stop,
-    trie,
-    method,
-    history,
-):  # pragma: no cover - compiled
-    """`encode_spans`' kernel; returns (ids, slots, pool, id_pool), the arrays maybe regrown.
-    `tables`, `trie` and `history` are the tuples of arrays of the merges, the segmentation
-    method's trie and the PickyBPE history.
-
-    A pretoken's ids are written where its bytes' ids were (merging never lengthens it), so
-    the output is bounded by the text's UTF-8 length plus one id per special token.
+@njit(cache=True, nogil=True)
+def _next_miss(text, slots, pool, id_pool, out, at):  # pragma: no cover - compiled
+    """Walk `text` from the cursor at = [span k, position i, ids written pos]: a cached
+    pretoken's ids and each span's special id are written to out, up to the first pretoken not
+    in the cache. Returns (its end j, its key h, its empty slot s) with the cursor on its start,
+    or j = -1 at the text's end (every `_encode_*` kernel walks so, and fills only the misses).
     """
-    byte_ids, pair_slots, shift, lefts, rights, merged = tables
-    trie_slots, trie_shift, trie_token = trie
-    out = np.empty(_utf8_length(cps, lo, hi) + len(after), np.int32)
-    r = np.empty(SHORT_PRETOKEN, np.int64)
-    raw = np.empty(256, np.int32)  # a pretoken's bytes, for the segmentation methods
-    cost = np.empty(257, np.int32)
-    identity = np.arange(256, dtype=np.int64)
-    nodes, queue, head, times, state = _scratch(len(history[0]))  # the replay's
-    held, pool_used, ids_used = used[0], used[1], used[2]
-    pos = 0
-    for k in range(len(lo)):
-        i = lo[k]
+    cps, classes, lo, hi, after, stop = text
+    k, i, pos = at[0], at[1], at[2]
+    while k < len(lo):
         end = hi[k]
         while i < end and i < stop:
             j = pretoken_end(cps, classes, i, end)
             h = pretoken_key(cps, i, j)
             s = _find(slots, pool, cps, i, j, h)
-            if slots[s, LENGTH] != 0:  # a hit: copy its ids
-                a = slots[s, IDS_AT]
-                for q in range(slots[s, IDS_N]):
-                    out[pos + q] = id_pool[a + q]
-                pos += slots[s, IDS_N]
-                i = j
-                continue
-            w = out[pos:]
-            if 4 * (j - i) > len(raw):
-                raw = np.empty(8 * (j - i), np.int32)
-                cost = np.empty(8 * (j - i) + 1, np.int32)
-            if method >= 0:  # a segmentation method: cut the bytes over the trie
-                n = _utf8_into(raw, cps, i, j, identity)
-                count = _cut_one(raw, 0, n, trie_slots, trie_shift, trie_token, method, w, 0, cost)
-            else:
-                n = _utf8_into(w, cps, i, j, byte_ids)
-                if method == REPLAY:  # PickyBPE: replay its merges and removals
-                    count, nodes, queue = _replay(w, n, nodes, queue, head, times, state, history)
-                else:
-                    count = _merge(w, n, r, pair_slots, shift, lefts, rights, merged)
-            if j - i <= CACHED_UP_TO:
-                if held >= max_size:  # full: empty it, as the Python cache does
-                    slots[:, LENGTH] = 0
-                    held, pool_used, ids_used = 0, 0, 0
-                    s = _find(slots, pool, cps, i, j, h)
-                elif 2 * (held + 1) > len(slots) and len(slots) < max_slots:
-                    slots = _doubled(slots)
-                    s = _find(slots, pool, cps, i, j, h)
-                pool = _grown(pool, pool_used + j - i)
-                id_pool = _grown(id_pool, ids_used + count)
-                _store(slots[s], h, pool, pool_used, cps[i:j], id_pool, ids_used, w[:count])
-                held += 1
-                pool_used += j - i
-                ids_used += count
-            pos += count
+            if slots[s, LENGTH] == 0:
+                at[0], at[1], at[2] = k, i, pos
+                return j, h, s
+            a = slots[s, IDS_AT]
+            for q in range(slots[s, IDS_N]):
+                out[pos + q] = id_pool[a + q]
+            pos += slots[s, IDS_N]
             i = j
         if after[k] >= 0 and end <= stop:
             out[pos] = after[k]
             pos += 1
-    used[0], used[1], used[2] = held, pool_used, ids_used
-    return out[:pos], slots, pool, id_pool
+        k += 1
+        if k < len(lo):
+            i = lo[k]
+    at[0], at[1], at[2] = k, i, pos
+    return -1, np.uint64(0), -1
+
+
+@njit(cache=True, nogil=True)
+def _remember(state, cps, i, j, h, s, ids):  # pragma: no cover - compiled
+    """Cache pretoken cps[i:j] (key h, empty slot s) with its ids, if it is short enough
+    (`CACHED_UP_TO`); a full cache is emptied first, a crowded one doubled. Returns the state
+    with its arrays maybe regrown."""
+    slots, pool, id_pool, used, max_slots, max_size = state
+    if j - i > CACHED_UP_TO:
+        return state
+    if used[0] >= max_size:  # full: empty it, as the Python cache does
+        slots[:, LENGTH] = 0
+        used[:] = 0
+        s = _find(slots, pool, cps, i, j, h)
+    elif 2 * (used[0] + 1) > len(slots) and len(slots) < max_slots:
+        slots = _doubled(slots)
+        s = _find(slots, pool, cps, i, j, h)
+    pool = _grown(pool, used[1] + j - i)
+    id_pool = _grown(id_pool, used[2] + len(ids))
+    _store(slots[s], h, pool, used[1], cps[i:j], id_pool, used[2], ids)
+    used[0] += 1
+    used[1] += j - i
+    used[2] += len(ids)
+    return slots, pool, id_pool, used, max_slots, max_size
+
+
+@njit(cache=True, nogil=True)
+def _start(text):  # pragma: no cover - compiled
+    """(out, cursor) for a walk of `text`: room for its bytes' ids and its special ids (merging
+    never lengthens a pretoken, so its ids are written where its bytes' were)."""
+    cps, classes, lo, hi, after, stop = text
+    out = np.empty(_utf8_length(cps, lo, hi) + len(after), np.int32)
+    at = np.zeros(3, np.int64)
+    if len(lo) > 0:
+        at[1] = lo[0]
+    return out, at
+
+
+# subtle: the three kernels below are not nogil. Each fills the tokenizer's cache in place;
+# holding the GIL keeps two threads encoding with one tokenizer from filling it at once (they
+# take turns, as with the Python path's dict).
+@njit(cache=True)
+def _encode_merges(text, state, tables):  # pragma: no cover - compiled
+    """`encode_spans`' kernel for merges; returns (ids, slots, pool, id_pool)."""
+    byte_ids, pair_slots, shift, lefts, rights, merged = tables
+    cps = text[0]
+    out, at = _start(text)
+    r = np.empty(SHORT_PRETOKEN, np.int64)
+    while True:
+        j, h, s = _next_miss(text, state[0], state[1], state[2], out, at)
+        if j < 0:
+            break
+        w = out[at[2] :]
+        n = _utf8_into(w, cps, at[1], j, byte_ids)
+        count = _merge(w, n, r, pair_slots, shift, lefts, rights, merged)
+        state = _remember(state, cps, at[1], j, h, s, w[:count])
+        at[1] = j
+        at[2] += count
+    return out[: at[2]], state[0], state[1], state[2]
+
+
+@njit(cache=True)
+def _encode_cut(text, state, byte_ids, trie, method):  # pragma: no cover - compiled
+    """`encode_spans`' kernel for a segmentation method (`METHODS`) over the vocab's trie."""
+    trie_slots, trie_shift, trie_token = trie
+    cps = text[0]
+    out, at = _start(text)
+    identity = np.arange(256, dtype=np.int64)
+    raw = np.empty(256, np.int32)  # a pretoken's bytes
+    cost = np.empty(257, np.int32)
+    while True:
+        j, h, s = _next_miss(text, state[0], state[1], state[2], out, at)
+        if j < 0:
+            break
+        if 4 * (j - at[1]) > len(raw):
+            raw = np.empty(8 * (j - at[1]), np.int32)
+            cost = np.empty(8 * (j - at[1]) + 1, np.int32)
+        w = out[at[2] :]
+        n = _utf8_into(raw, cps, at[1], j, identity)
+        count = _cut_one(raw, 0, n, trie_slots, trie_shift, trie_token, method, w, 0, cost)
+        state = _remember(state, cps, at[1], j, h, s, w[:count])
+        at[1] = j
+        at[2] += count
+    return out[: at[2]], state[0], state[1], state[2]
+
+
+@njit(cache=True)
+def _encode_replay(text, state, tables, history):  # pragma: no cover - compiled
+    """`encode_spans`' kernel for a PickyBPE history: its merges and removals replayed on each
+    pretoken (`tables` give only the bytes' ids)."""
+    byte_ids = tables[0]
+    cps = text[0]
+    out, at = _start(text)
+    nodes, queue, head, times, replayed = _scratch(len(history[0]))
+    while True:
+        j, h, s = _next_miss(text, state[0], state[1], state[2], out, at)
+        if j < 0:
+            break
+        w = out[at[2] :]
+        n = _utf8_into(w, cps, at[1], j, byte_ids)
+        count, nodes, queue = _replay(w, n, nodes, queue, head, times, replayed, history)
+        state = _remember(state, cps, at[1], j, h, s, w[:count])
+        at[1] = j
+        at[2] += count
+    return out[: at[2]], state[0], state[1], state[2]
