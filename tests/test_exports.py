@@ -170,6 +170,7 @@ def test_run_directory_files(exported):
         "tokenizer_config.json",
         "special_tokens_map.json",
         "tokenizer.tiktoken",
+        "tokenizer_manifest.json",
     }
 
 

@@ -20,7 +20,8 @@ import yaml
 from bpe.corpus.datasets import from_config, input_name, load_named
 from bpe.corpus.documents import load_documents
 from bpe.formats.gpt2_format import load_merges, load_vocab
-from bpe.formats.pretrained import say_where, special_tokens_of
+from bpe.formats.manifest import check_whole
+from bpe.formats.pretrained import check_bare_pair, say_where, special_tokens_of
 from bpe.formats.removals_json import Removal, load_removals
 from bpe.formats.tokenizer_json import pattern_of_dir
 from bpe.runs import schema
@@ -167,6 +168,7 @@ def load_side(path: str | Path, *, label: str | None = None, heldout: bool = Tru
     merges_path = d / MERGES_FILE
     metrics_path = d / METRICS_FILE
     if metrics_path.is_file() and merges_path.is_file():
+        check_whole(d)
         metrics = json.loads(metrics_path.read_text("utf-8"))
         run = schema.get(metrics, schema.RUN) or {}
         config = _yaml(d / HYDRA_DIR / HYDRA_CONFIG)
@@ -211,14 +213,18 @@ def load_side(path: str | Path, *, label: str | None = None, heldout: bool = Tru
             languages=schema.get(metrics, schema.LANGUAGES),
         )
     if (d / VOCAB_FILE).is_file() and merges_path.is_file():
+        vouched = check_whole(d)
         vocab, merges = load_vocab(d / VOCAB_FILE), load_merges(merges_path)
+        specials = special_tokens_of(d, vocab, merges)
+        if not vouched:
+            check_bare_pair(d, vocab, merges, specials)
         return Side(
             label=label or d.name,
             source=d.name,
             kind="GPT-2 style files",
             vocab=vocab,
             merges=merges,
-            special_tokens=special_tokens_of(d, vocab, merges),
+            special_tokens=specials,
             parent=d.resolve().parent.name,
         )
     raise FileNotFoundError(

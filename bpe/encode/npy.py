@@ -48,7 +48,7 @@ from bpe.encode.lineage import load  # noqa: F401  (re-exported: bpe.encode.npy.
 from bpe.encode.npy_file import check_dtype, check_output, write_ids, write_npy_atomically
 from bpe.formats import exports
 from bpe.formats.gpt2_format import load_tokenizer_files
-from bpe.formats.pretrained import vocab_special_tokens
+from bpe.formats.pretrained import check_bare_pair, vocab_special_tokens
 from bpe.runs.layout import MERGES_FILE, VOCAB_FILE
 from bpe.text.specials import EOT
 from bpe.tokenizer import Tokenizer
@@ -85,6 +85,7 @@ def open_tokenizer(
     vocab, merges = load_tokenizer_files(vocab_path, merges_path)
     if special_tokens is None:
         special_tokens = vocab_special_tokens(vocab, merges)
+        check_bare_pair(vocab_path.parent, vocab, merges, special_tokens)
     return Tokenizer(vocab, merges, special_tokens)
 
 

@@ -66,9 +66,7 @@ from bpe.experiment.records import (
     with_phases,
 )
 from bpe.experiment.rundir import check_fresh, check_writable, create_run_dir, update_latest
-from bpe.formats.exports import export_refusal, save_exports
-from bpe.formats.gpt2_format import save_tokenizer_files
-from bpe.formats.removals_json import save_removals
+from bpe.formats.exports import save_pretrained
 from bpe.runs import schema
 from bpe.runs.layout import (
     HYDRA_CONFIG,
@@ -77,7 +75,6 @@ from bpe.runs.layout import (
     LOG_FILE,
     MERGE_COUNTS_FILE,
     METRICS_FILE,
-    REMOVALS_FILE,
 )
 from bpe.runs.stages import ANALYSIS, KERNEL_COMPILE, REPORT, SAVE, SETUP, TRAINING
 from bpe.training import TrainResult
@@ -295,24 +292,9 @@ class _StageClock:
 
 
 def save_artifacts(result: TrainResult, run_dir: Path) -> None:
-    """vocab.json and merges.txt, the exports (tokenizer.json, tiktoken), merge_counts.json.
-
-    A PickyBPE run writes removals.json instead of the exports, which cannot encode as its
-    tokenizer does (`bpe.formats.exports.export_refusal`, logged).
-    """
-    save_tokenizer_files(result.vocab, result.merges, run_dir)
-    tokenizer = result.tokenizer()
-    refusal = export_refusal(tokenizer)
-    if refusal is None:
-        save_exports(tokenizer, run_dir)
-    else:
-        save_removals(
-            tokenizer.removals,
-            run_dir / REMOVALS_FILE,
-            pattern=result.pattern,
-            threshold=result.variant.threshold,
-        )
-        logger.warning("no tokenizer.json or tokenizer.tiktoken: %s", refusal)
+    """The tokenizer directory (`bpe.formats.exports.save_pretrained`: vocab.json, merges.txt,
+    the exports or PickyBPE's removals.json, the manifest), then merge_counts.json."""
+    save_pretrained(result.tokenizer(), run_dir, picky_threshold=result.variant.threshold)
     atomic_write_text(run_dir / MERGE_COUNTS_FILE, json.dumps(result.merge_counts))
 
 

@@ -48,6 +48,7 @@ from tokenizers import AddedToken, Regex, decoders, models, pre_tokenizers
 from tokenizers import Tokenizer as HFTokenizer
 
 from bpe.formats.gpt2_format import merges_sha256, render, save_tokenizer_files
+from bpe.formats.manifest import save_whole
 from bpe.formats.removals_json import save_removals
 from bpe.formats.tokenizer_json import hf_pattern
 from bpe.runs.layout import HF_FILES, REMOVALS_FILE, TIKTOKEN_FILE, TOKENIZER_JSON
@@ -73,9 +74,6 @@ class TokenizerLike(Protocol):
 
 
 logger = logging.getLogger(__name__)
-
-#: The files `save_pretrained` writes into a directory.
-
 
 class TiktokenMismatch(ValueError):
     """tiktoken encodes some text differently from our merge-list BPE."""
@@ -447,19 +445,30 @@ def save_exports(tok: TokenizerLike, out_dir: str | os.PathLike) -> list[Path]:
     return [*save_hf_files(tok, out), save_tiktoken_file(tok, out / TIKTOKEN_FILE)]
 
 
-def save_pretrained(tok: TokenizerLike, out_dir: str | os.PathLike) -> list[Path]:
-    """Write vocab.json, merges.txt, tokenizer.json (+ configs) and tokenizer.tiktoken.
+def save_pretrained(
+    tok: TokenizerLike, out_dir: str | os.PathLike, *, picky_threshold: float | None = None
+) -> list[Path]:
+    """Write vocab.json, merges.txt, tokenizer.json (+ configs) and tokenizer.tiktoken, then
+    the manifest (`bpe.formats.manifest.save_whole`: files an earlier tokenizer left there that
+    this one does not rewrite are removed).
 
-    A PickyBPE tokenizer writes removals.json (with its split pattern) instead of the exports,
-    which cannot encode as it does (`export_refusal`, logged).
+    A PickyBPE tokenizer writes removals.json (with its split pattern and `picky_threshold`)
+    instead of the exports, which cannot encode as it does (`export_refusal`, logged).
 
     Returns the paths written.
     """
-    # vocab.json keeps GPT-2's format (specials under their rendered text): GPT-2's own files
-    # and every loader of them (ours, HF's) expect exactly that.
-    paths = list(save_tokenizer_files(tok.vocab, tok.merges, out_dir))
-    reason = export_refusal(tok)
-    if reason is None:
-        return paths + save_exports(tok, out_dir)
-    logger.warning("writing no tokenizer.json or tokenizer.tiktoken: %s", reason)
-    return [*paths, save_removals(tok.removals, Path(out_dir) / REMOVALS_FILE, pattern=tok.pattern)]
+
+    def write(out: Path) -> list[Path]:
+        # vocab.json keeps GPT-2's format (specials under their rendered text): GPT-2's own
+        # files and every loader of them (ours, HF's) expect exactly that.
+        paths = list(save_tokenizer_files(tok.vocab, tok.merges, out))
+        reason = export_refusal(tok)
+        if reason is None:
+            return paths + save_exports(tok, out)
+        logger.warning("writing no tokenizer.json or tokenizer.tiktoken: %s", reason)
+        removals = save_removals(
+            tok.removals, out / REMOVALS_FILE, pattern=tok.pattern, threshold=picky_threshold
+        )
+        return [*paths, removals]
+
+    return save_whole(out_dir, write)

@@ -13,6 +13,13 @@ The special tokens, in this order of evidence:
     3. else the vocab entries that are neither a single byte nor made by a merge, by id: the
        tokens only a special can be (GPT-2's `<|endoftext|>`, id 50256).
 
+Before reading, the directory is checked as a whole (`bpe.formats.manifest.check_whole`: the
+files its writer saved, with their hashes). A bare pair of GPT-2 files, which nothing vouches
+for, is checked by its structure instead: a token that no merge makes must be declared special
+(tokenizer.json, metrics.json) or look like one (`<|endoftext|>`, `<s>`, `[CLS]`), so a
+merges.txt cut short or emptied is an error, not a tokenizer whose learned tokens became
+special tokens.
+
 What it does not do: write anything (`bpe.formats.exports`), or build the `Tokenizer` (its
 callers do, with any override they were given).
 """
@@ -22,10 +29,12 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from bpe.formats.gpt2_format import load_merges, load_tokenizer_files, load_vocab
+from bpe.formats.gpt2_format import load_merges, load_tokenizer_files, load_vocab, render
+from bpe.formats.manifest import check_whole
 from bpe.formats.removals_json import Removal, check_history, load_removals
 from bpe.formats.tokenizer_json import pattern_of_dir, special_tokens_of_dir
 from bpe.runs.layout import MERGES_FILE, METRICS_FILE, REMOVALS_FILE, VOCAB_FILE
@@ -88,6 +97,37 @@ def special_tokens_of(
     return vocab_special_tokens(vocab, merges)
 
 
+#: what an undeclared special token looks like: <|endoftext|>, <s>, </s>, [CLS], [PAD]
+_LOOKS_SPECIAL = re.compile(r"<\|[^\s|]+\|>|</?[A-Za-z0-9_.:-]+>|\[[A-Z0-9_]+\]")
+
+
+def check_bare_pair(
+    d: Path, vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]], specials: list[str]
+) -> None:
+    """Refuse a bare vocab.json + merges.txt whose tokens no merge makes are not special tokens.
+
+    By step 3 of the rule such tokens would become special tokens, matched literally inside
+    text: that is what a merges.txt cut short or emptied looks like.
+
+    >>> vocab = {0: b"a", 1: b"b", 2: b"ab", 3: b"<|endoftext|>"}
+    >>> check_bare_pair(Path("gpt2"), vocab, [(b"a", b"b")], ["<|endoftext|>"])
+    >>> check_bare_pair(Path("cut"), vocab, [], ["ab", "<|endoftext|>"])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: cut/vocab.json holds 1 token that no merge of merges.txt makes...
+    """
+    odd = [t for t in specials if not _LOOKS_SPECIAL.fullmatch(t)]
+    if not odd:
+        return
+    raise ValueError(
+        f"{shown_path(d / VOCAB_FILE)} holds {len(odd)} token{'s' * (len(odd) != 1)} that no "
+        f"merge of {MERGES_FILE} makes and that {'is' if len(odd) == 1 else 'are'} not a special "
+        f"token (e.g. {', '.join(repr(render(t.encode('utf-8'))) for t in odd[:3])}): "
+        f"{MERGES_FILE} was cut short or emptied (it has {len(merges)} merges for "
+        f"{len(vocab)} tokens); copy it again, or declare the special tokens in tokenizer.json"
+    )
+
+
 def say_where(path: str | os.PathLike) -> Path:
     """The directory a path names, logged when a link chose it (`experiments/latest`), so a
     command never reads another run than the one it names without saying which.
@@ -112,7 +152,8 @@ def open_tokenizer_dir(path: str | os.PathLike, *, what: str = "tokenizer") -> T
 
     Raises:
         FileNotFoundError: the directory, vocab.json or merges.txt is missing.
-        ValueError: malformed files, or files that do not belong together.
+        ValueError: malformed files, files that do not belong together, or files that are not
+            the ones saved together (`bpe.formats.manifest.TokenizerDirMismatch`).
     """
     d = Path(path)
     if not d.is_dir():
@@ -123,13 +164,17 @@ def open_tokenizer_dir(path: str | os.PathLike, *, what: str = "tokenizer") -> T
             "data/gpt2)"
         )
     say_where(d)
+    vouched = check_whole(d)
     if not (d / REMOVALS_FILE).is_file():
         vocab, merges = load_tokenizer_files(d / VOCAB_FILE, d / MERGES_FILE)
+        specials = special_tokens_of(d, vocab, merges)
+        if not vouched:
+            check_bare_pair(d, vocab, merges, specials)
         return TokenizerDir(
             path=d,
             vocab=vocab,
             merges=merges,
-            special_tokens=special_tokens_of(d, vocab, merges),
+            special_tokens=specials,
             pattern=pattern_of_dir(d) or GPT2_PATTERN,
         )
     # a PickyBPE directory: its merges make tokens its vocab no longer holds

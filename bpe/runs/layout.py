@@ -29,8 +29,12 @@ TOKENIZER_JSON = HF_FILES[0]
 TIKTOKEN_FILE = "tokenizer.tiktoken"
 #: PickyBPE's removals, beside merges.txt (`bpe.tokenizer.removals`): only its runs have one.
 REMOVALS_FILE = "removals.json"
+#: The record of which files make a tokenizer directory's tokenizer (`bpe.formats.manifest`).
+MANIFEST_FILE = "tokenizer_manifest.json"
+#: Every file that changes what loads from a tokenizer directory (ours, HF's or tiktoken's).
+LOADED_FILES = (VOCAB_FILE, MERGES_FILE, *HF_FILES, TIKTOKEN_FILE, REMOVALS_FILE)
 #: Every file a tokenizer directory (a run, or `save_pretrained`'s output) holds.
-TOKENIZER_FILES = (VOCAB_FILE, MERGES_FILE, *HF_FILES, TIKTOKEN_FILE)
+TOKENIZER_FILES = (VOCAB_FILE, MERGES_FILE, *HF_FILES, TIKTOKEN_FILE, MANIFEST_FILE)
 
 #: What the run recorded about itself (`bpe.runs.schema` for the keys of metrics.json).
 METRICS_FILE = "metrics.json"
