@@ -290,3 +290,51 @@ def test_what_a_user_gets_the_bundled_sample_without_held_out_file(tmp_path, cop
     own = metrics["compression"]["own"]
     assert own["seen_in_training"] is False and own["docs"] == min(n, 10)  # analysis.max_docs
     assert own["bytes"] == sum(len(d.encode()) for d in docs[-min(n, 10) :])
+
+
+# ---------------------------------------------------------------------------------------------
+# A held-out file that training read is not unseen text
+# ---------------------------------------------------------------------------------------------
+
+
+def _docs_file(tmp_path: Path, n: int = 60) -> Path:
+    path = tmp_path / "train.txt"
+    text = (DATA_DIR / "tinystories_sample.txt").read_text("utf-8")
+    path.write_text(EOT.join(text.split(EOT)[:n]), "utf-8")
+    return path
+
+
+@pytest.mark.parametrize("form", ["same file", "gzip copy", "unseen"])
+def test_a_held_out_file_that_training_read_is_marked_seen(tmp_path, form):
+    from bpe.corpus.datasets import Dataset
+    from bpe.experiment.measured import measured_docs
+
+    train = _docs_file(tmp_path)
+    heldout = {
+        "same file": train,
+        "gzip copy": tmp_path / "h.txt.gz",
+        "unseen": tmp_path / "u.txt",
+    }[form]
+    if form == "gzip copy":
+        heldout.write_bytes(gzip.compress(train.read_bytes()))
+    elif form == "unseen":
+        heldout.write_text("A story no one trained on." + EOT + "Nor on this one.", "utf-8")
+    ds = Dataset(name="custom-train", path=train, heldout_path=heldout)
+    (own,) = [m for m in measured_docs(ds, max_docs=20) if m.side == "own"]
+    assert own.origin["source"] == "heldout"
+    assert own.origin["seen_in_training"] is (form != "unseen")
+    assert own.origin["docs_in_training"] == (0 if form == "unseen" else 20)
+    assert own.origin["training_scanned"] == "all"
+
+
+def test_a_run_whose_held_out_file_is_its_input_says_so_in_its_report(tmp_path):
+    from tests.conftest import fast_run
+
+    train = _docs_file(tmp_path, n=300)
+    copy = tmp_path / "heldout.txt.gz"
+    copy.write_bytes(gzip.compress(train.read_bytes()))
+    metrics = fast_run(train, tmp_path / "exp", f"dataset.heldout_path={copy}")
+    own = metrics["compression"]["own"]
+    assert own["seen_in_training"] is True and own["docs_in_training"] == own["docs"]
+    report = next((tmp_path / "exp").glob("2*/ANALYSIS.md")).read_text("utf-8")
+    assert "also occur in the training input" in report

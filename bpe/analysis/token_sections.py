@@ -112,7 +112,20 @@ def _own_side_lines(metrics: dict) -> list[str]:
     if not own:
         return ["No held-out text of the training input was available to measure.", ""]
     if get(schema.OWN_SOURCE) != "input_tail":
-        return []
+        found = get(schema.OWN_DOCS_IN_TRAINING, default=0) or 0
+        if not get(schema.OWN_SEEN_IN_TRAINING, default=False) or not found:
+            return []
+        scanned = get(schema.OWN_TRAINING_SCANNED, default="all")
+        searched = (
+            "" if scanned == "all" else f" (in its first {fmt(scanned / 1e6, '.0f')}M characters)"
+        )
+        return [
+            f"*{found} of the held-out file's measured documents also occur in the training "
+            f"input{searched}, the same file or the same documents in another form: the "
+            "compression below is not of unseen text. Point `dataset.heldout_path` at "
+            "documents training did not read.*",
+            "",
+        ]
     dataset = get(schema.COMPRESSION_DATASET, side="own")
     docs = get(schema.COMPRESSION_DOCS, side="own")
     file = get(schema.HELDOUT_FILE)

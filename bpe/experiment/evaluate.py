@@ -260,7 +260,10 @@ def _side_name(m: MeasuredSide) -> str:
     """How a log line names a measured side: `own held-out text (tinystories_sample)`,
     `other-domain held-out text (owt_sample)`, or the input's tail."""
     seen = m.origin.get("seen_in_training")
-    what = "input tail, seen in training" if seen else "held-out text"
+    what = "held-out text"
+    if seen:
+        tail = m.origin.get("source") == "input_tail"
+        what = "input tail, seen in training" if tail else "held-out file, found in training"
     return f"{'own' if m.side == 'own' else 'other-domain'} {what} ({m.dataset.name})"
 
 

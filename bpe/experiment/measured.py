@@ -7,6 +7,7 @@ What it does not do: measure anything (`bpe.experiment.evaluate`).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from dataclasses import dataclass
 
@@ -16,7 +17,7 @@ from bpe.corpus.datasets import (
     is_pattern,
     measured_sides,
 )
-from bpe.corpus.documents import Holdout, load_documents, tail_documents
+from bpe.corpus.documents import Holdout, iter_documents, load_documents, tail_documents
 from bpe.runs.schema import HeldOutTail
 
 logger = logging.getLogger(__name__)
@@ -26,6 +27,10 @@ logger = logging.getLogger(__name__)
 #: document), compression is measured on its last documents, seen in training: at most this
 #: many bytes of them (the same budget as a held-out tail's).
 TAIL_MAX_BYTES = HELDOUT_MAX_BYTES
+#: A held-out file's documents are looked for in the training input (`held_out_overlap`): all
+#: of an input up to this many characters (the bundled samples, 3 MB, take ~0.1 s), the head of
+#: a larger one.
+OVERLAP_SCAN_CHARS = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -58,10 +63,31 @@ def measured_docs(
     The own side of a dataset without held-out file is `holdout`'s documents (the input's
     last ones, which training did not read) when given.
     """
-    return [
+    sides = [
         MeasuredSide(side, dataset, *_docs(dataset, max_docs, holdout if side == "own" else None))
         for side, dataset in measured_sides(ds)
     ]
+    from_files = [m for m in sides if m.origin.get("source") == "heldout" and m.docs]
+    if from_files:  # one scan of the training input for every side's held-out file
+        found = held_out_overlap(ds, [d for m in from_files for d in m.docs])
+        for m in from_files:
+            mine = {_doc_key(d) for d in m.docs} & found.keys
+            m.origin.update(
+                seen_in_training=bool(mine),
+                docs_in_training=len(mine),
+                training_scanned=found.scanned,
+            )
+            if mine:
+                logger.warning(
+                    "%d of the %d held-out documents of %s also occur in the training input "
+                    "(%s): their measures are not of unseen text; point heldout_path at "
+                    "documents training did not read",
+                    len(mine),
+                    len(m.docs),
+                    m.dataset.name,
+                    ds.path,
+                )
+    return sides
 
 
 def _held_out_tail(ds: Dataset, holdout: Holdout, max_docs: int) -> tuple[list[str], dict]:
@@ -109,6 +135,54 @@ def _docs(
     assert heldout is not None  # invariant: heldout_path is set
     docs = load_documents(heldout, ds.document_separator, max_docs=max_docs)
     return docs, {"source": "heldout", "seen_in_training": False}
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """Which of some documents a training input holds (`held_out_overlap`)."""
+
+    #: the keys (`_doc_key`) of the documents found in it
+    keys: frozenset[bytes]
+    #: "all" (the whole input was read), or the characters read of its head
+    scanned: str | int
+
+
+def held_out_overlap(
+    ds: Dataset, docs: list[str], *, max_chars: int = OVERLAP_SCAN_CHARS
+) -> Overlap:
+    """Which documents also occur in the training input of `ds` (exact, outer whitespace
+    aside): a held-out file that is the training file, or its documents in another form
+    (compressed, copied), is not unseen text. An input larger than `max_chars` is read up to
+    there (its head), which `scanned` says.
+
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> path = Path(tempfile.mkdtemp()) / "train.txt"
+    >>> _ = path.write_text("one<|endoftext|>two<|endoftext|>three", encoding="utf-8")
+    >>> found = held_out_overlap(Dataset(name="d", path=path, heldout_path=None), ["two", "four"])
+    >>> len(found.keys), found.scanned
+    (1, 'all')
+    """
+    wanted = {_doc_key(d) for d in docs if d.strip()}
+    found: set[bytes] = set()
+    read = 0
+    scanned: str | int = "all"
+    if not ds.path.exists() and not ds.is_pattern:
+        return Overlap(frozenset(), 0)
+    for doc in iter_documents(ds.corpus(), ds.document_separator):
+        key = _doc_key(doc)
+        if key in wanted:
+            found.add(key)
+        read += len(doc)
+        if read >= max_chars:
+            scanned = read
+            break
+    return Overlap(frozenset(found), scanned)
+
+
+def _doc_key(doc: str) -> bytes:
+    """A document's identity for the overlap check (its text without outer whitespace)."""
+    return hashlib.blake2b(doc.strip().encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 def _input_tail(ds: Dataset, max_docs: int) -> tuple[list[str], dict]:

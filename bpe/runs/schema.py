@@ -265,6 +265,10 @@ OWN_DOCS = key("compression.own.docs")  # the held-out documents the own side me
 GPT2_COMPRESSION_RATIO = key("compression.own.gpt2_ratio")
 OWN_SOURCE = key("compression.own.source")  # heldout | input_tail
 OWN_SEEN_IN_TRAINING = key("compression.own.seen_in_training")
+# a held-out file: how many of its measured documents the training input holds too, and how
+# much of the input was read to find them ("all", or its head's characters)
+OWN_DOCS_IN_TRAINING = key("compression.own.docs_in_training", always=False)
+OWN_TRAINING_SCANNED = key("compression.own.training_scanned", always=False)
 # inputs without held-out file whose last documents were held out (`HeldOutTail`)
 HELDOUT_DOCS = key("compression.own.heldout_docs", always=False)
 HELDOUT_BYTES = key("compression.own.heldout_bytes", always=False)
