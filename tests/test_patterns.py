@@ -254,3 +254,41 @@ def test_streaming_equals_encode_for_every_pattern(tokenizer_of, parts, cuts, na
     bounds = sorted({min(c, len(text)) for c in cuts} | {0, len(text)})
     pieces = [text[a:b] for a, b in zip(bounds, bounds[1:])]
     assert list(tok.encode_iterable(pieces, block_chars=4)) == tok.encode(text)
+
+
+# ---------------------------------------------------------------------------------------------
+# A pattern read from a file is bounded before it runs
+# ---------------------------------------------------------------------------------------------
+
+#: backtracks catastrophically on a long word that ends without "!" (the issue's case: 1.4 s
+#: on 24 characters, doubling per character)
+_CATASTROPHIC = r"(?:\w|\w\w)+!|\S|\s"
+
+
+def test_a_catastrophic_pattern_in_tokenizer_json_is_refused_before_it_runs(tmp_path):
+    import json
+    import time
+
+    from bpe.runs.layout import MANIFEST_FILE, TOKENIZER_JSON
+
+    Tokenizer.from_pretrained(DATA / "gpt2").save_pretrained(tmp_path)
+    path = tmp_path / TOKENIZER_JSON
+    doc = json.loads(path.read_text("utf-8"))
+    doc["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = _CATASTROPHIC
+    path.write_text(json.dumps(doc), "utf-8")
+    (tmp_path / MANIFEST_FILE).unlink()  # as a hand-edited download would come
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match=r"tokenizer\.json took over .* backtracks"):
+        Tokenizer.from_pretrained(tmp_path)
+    assert time.perf_counter() - start < 30  # refused by the probe's timeout, not after a hang
+    # the explicit opt-in: a caller who passes a pattern is not refused for the file's
+    tok = Tokenizer.from_pretrained(tmp_path, pattern="gpt2")
+    assert tok.encode("Hello world") == [15496, 995]
+
+
+def test_a_custom_linear_pattern_from_a_file_is_accepted():
+    from bpe.text.patterns import bounded_pattern
+
+    assert bounded_pattern(r"\w+|\W+", source="t.json") == r"\w+|\W+"
+    with pytest.raises(ValueError, match=r"t\.json: split pattern .* does not tile"):
+        bounded_pattern(r"\w+", source="t.json")

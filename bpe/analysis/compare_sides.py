@@ -34,7 +34,7 @@ from bpe.runs.layout import (
     VOCAB_FILE,
 )
 from bpe.runs.settings import analysis_setting
-from bpe.text.patterns import GPT2_PATTERN, pattern_name
+from bpe.text.patterns import GPT2_PATTERN, bounded_pattern, pattern_name
 from bpe.tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)
@@ -190,7 +190,8 @@ def load_side(path: str | Path, *, label: str | None = None, heldout: bool = Tru
             max_docs = int(analysis_setting(config.get("analysis"), "max_docs"))
             if ds.heldout_path is not None and ds.heldout_path.is_file():
                 docs = load_documents(ds.heldout_path, ds.document_separator, max_docs=max_docs)
-        pattern = pattern_of_dir(d) or schema.get(metrics, schema.PATTERN_REGEX) or GPT2_PATTERN
+        recorded = pattern_of_dir(d) or schema.get(metrics, schema.PATTERN_REGEX)
+        pattern = bounded_pattern(recorded, source=str(d)) if recorded else GPT2_PATTERN
         facts = _run_facts(run, metrics, config, vocab=vocab, pattern=pattern)
         removals = ()
         if (d / REMOVALS_FILE).is_file():

@@ -75,6 +75,7 @@ class TokenizerLike(Protocol):
 
 logger = logging.getLogger(__name__)
 
+
 class TiktokenMismatch(ValueError):
     """tiktoken encodes some text differently from our merge-list BPE."""
 

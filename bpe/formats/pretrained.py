@@ -37,8 +37,8 @@ from bpe.formats.gpt2_format import load_merges, load_tokenizer_files, load_voca
 from bpe.formats.manifest import check_whole
 from bpe.formats.removals_json import Removal, check_history, load_removals
 from bpe.formats.tokenizer_json import pattern_of_dir, special_tokens_of_dir
-from bpe.runs.layout import MERGES_FILE, METRICS_FILE, REMOVALS_FILE, VOCAB_FILE
-from bpe.text.patterns import GPT2_PATTERN
+from bpe.runs.layout import MERGES_FILE, METRICS_FILE, REMOVALS_FILE, TOKENIZER_JSON, VOCAB_FILE
+from bpe.text.patterns import GPT2_PATTERN, bounded_pattern
 from bpe.util.io import shown_path
 
 logger = logging.getLogger(__name__)
@@ -144,11 +144,15 @@ def say_where(path: str | os.PathLike) -> Path:
     return real
 
 
-def open_tokenizer_dir(path: str | os.PathLike, *, what: str = "tokenizer") -> TokenizerDir:
+def open_tokenizer_dir(
+    path: str | os.PathLike, *, what: str = "tokenizer", own_pattern: bool = True
+) -> TokenizerDir:
     """Read a tokenizer directory: its vocab, merges, special tokens and split pattern.
 
     Args:
         what: how errors name the argument ("init_from=" reads `init_from='x'`).
+        own_pattern: the caller will split with the directory's pattern, so a custom one is
+            checked first (`bpe.text.patterns.bounded_pattern`); False when it passes its own.
 
     Raises:
         FileNotFoundError: the directory, vocab.json or merges.txt is missing.
@@ -175,7 +179,7 @@ def open_tokenizer_dir(path: str | os.PathLike, *, what: str = "tokenizer") -> T
             vocab=vocab,
             merges=merges,
             special_tokens=specials,
-            pattern=pattern_of_dir(d) or GPT2_PATTERN,
+            pattern=_checked(pattern_of_dir(d), d / TOKENIZER_JSON, own_pattern),
         )
     # a PickyBPE directory: its merges make tokens its vocab no longer holds
     removals, pattern = load_removals(d / REMOVALS_FILE)
@@ -186,6 +190,17 @@ def open_tokenizer_dir(path: str | os.PathLike, *, what: str = "tokenizer") -> T
         vocab=vocab,
         merges=merges,
         special_tokens=special_tokens_of(d, vocab, merges),
-        pattern=pattern_of_dir(d) or pattern or GPT2_PATTERN,
+        pattern=_checked(
+            pattern_of_dir(d) or pattern,
+            d / (TOKENIZER_JSON if pattern_of_dir(d) else REMOVALS_FILE),
+            own_pattern,
+        ),
         removals=tuple(removals),
     )
+
+
+def _checked(pattern: str | None, source: Path, check: bool) -> str:
+    """The directory's split pattern (GPT-2's when it records none), bounded if it is used."""
+    if pattern is None:
+        return GPT2_PATTERN
+    return bounded_pattern(pattern, source=shown_path(source)) if check else pattern

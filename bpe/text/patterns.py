@@ -119,6 +119,55 @@ def check_pattern(pattern: str) -> None:
         )
 
 
+#: How long a split pattern read from a file may take on one adversarial probe
+#: (`bounded_pattern`); a linear pattern takes well under a millisecond on one.
+PROBE_SECONDS = 0.25
+#: Each probe is a run of one kind of character (letters, digits, spaces, punctuation, mixed)
+#: ended by another: where a backtracking pattern blows up.
+_PROBE_RUNS = ("a", "1", " ", "!", "\u00e9", "\n", "a ", "a1", " !", "'a", "\t ")
+_PROBE_ENDS = ("", "!", "a", " ", "\n", "1", "\x00")
+_PROBE_CHARS = 4096
+
+
+def bounded_pattern(pattern: str, *, source: str) -> str:
+    r"""A split pattern read from a file (tokenizer.json, removals.json, metrics.json), checked
+    before anything runs it: a built-in pattern passes at once; any other must tile text
+    (`check_pattern`) and split every adversarial probe within `PROBE_SECONDS` (the `regex`
+    module's timeout), so a catastrophically backtracking pattern is refused, not run.
+
+    Raises:
+        ValueError: the pattern is invalid or slow; the message names `source` and the fix.
+
+    >>> bounded_pattern(GPT2_PATTERN, source="tokenizer.json") == GPT2_PATTERN
+    True
+    >>> bounded_pattern(r"(?:a+)+b|\S|\s", source="x/tokenizer.json")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: the split pattern in x/tokenizer.json took over 0.25 s on ...
+    """
+    if pattern in PATTERNS.values() or pattern == STAGE_TWO_PATTERN:
+        return pattern
+    try:
+        check_pattern(pattern)
+    except ValueError as err:
+        raise ValueError(f"{source}: {err}") from None
+    compiled = regex.compile(pattern)
+    for run in _PROBE_RUNS:
+        for end in _PROBE_ENDS:
+            probe = run * (_PROBE_CHARS // len(run)) + end
+            try:
+                compiled.findall(probe, timeout=PROBE_SECONDS)
+            except TimeoutError:
+                raise ValueError(
+                    f"the split pattern in {source} took over {PROBE_SECONDS} s on "
+                    f"{len(probe):,} characters ({run!r} repeated, then {end!r}): it backtracks "
+                    "catastrophically, so encoding text with it would hang. If you trust it, "
+                    "pass it yourself (Tokenizer.from_pretrained(..., pattern=...)); otherwise "
+                    "save the tokenizer again with a built-in pattern (gpt2, cl100k, o200k)"
+                ) from None
+    return pattern
+
+
 @functools.cache
 def compiled_pattern(pattern: str) -> regex.Pattern:
     """`regex.compile(pattern)`, once per pattern and process."""

@@ -223,9 +223,12 @@ class Tokenizer(StreamingEncoder):
             ValueError: malformed files, or files that do not belong together.
 
         The split pattern is the one recorded in tokenizer.json (GPT-2's without one), unless
-        `pattern=` is passed.
+        `pattern=` is passed; a custom recorded one is first checked to split adversarial text
+        in bounded time (`bpe.text.patterns.bounded_pattern`).
         """
-        opened = open_tokenizer_dir(run_dir, what="tokenizer directory")
+        opened = open_tokenizer_dir(
+            run_dir, what="tokenizer directory", own_pattern="pattern" not in kwargs
+        )
         if special_tokens is None:
             special_tokens = opened.special_tokens
         kwargs.setdefault("pattern", opened.pattern)
