@@ -281,3 +281,54 @@ def test_runs_measured_on_other_held_out_documents_are_kept_apart(experiments, t
     datasets = (out / "datasets.md").read_text("utf-8")
     assert "*Left out: 1 run(s) measured on another number of held-out documents" in datasets
     assert f"({usual - 1} docs)" in datasets
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("vocab_size", "lots"), ("num_workers", [2]), ("special_tokens", "<|endoftext|>")],
+)
+def test_one_malformed_run_is_one_warning_and_breaks_no_other(
+    experiments, tmp_path, caplog, field, value
+):
+    from bpe.analysis import loader
+
+    loader._WARNED.clear()
+    bad = None
+    for metrics_path in sorted(experiments.rglob("metrics.json")):
+        try:
+            metrics = json.loads(metrics_path.read_text("utf-8"))
+        except ValueError:  # the corrupt fixture run
+            continue
+        if metrics.get("status") == "complete" and bad is None:
+            metrics["run"][field] = value
+            metrics_path.write_text(json.dumps(metrics), "utf-8")
+            bad = metrics_path
+    assert bad is not None
+    out = tmp_path / "reports"
+    write_all_reports(experiments, out)
+    warnings = [
+        r for r in caplog.records if r.levelname == "WARNING" and str(bad.parent) in r.message
+    ]
+    assert len(warnings) == 1, [r.message for r in warnings]
+    assert f"metrics.json: run.{field} is" in warnings[0].message
+    assert (out / "README.md").is_file()
+    assert len(load_runs(experiments)) == 7  # the fixture's 8 readable runs, but the bad one
+
+
+@pytest.mark.slow
+def test_a_run_trained_beside_a_malformed_one_completes(experiments, tmp_path):
+    from tests.conftest import DATA, train_run
+
+    for metrics_path in experiments.rglob("metrics.json"):
+        try:
+            metrics = json.loads(metrics_path.read_text("utf-8"))
+        except ValueError:
+            continue
+        if isinstance(metrics.get("run"), dict):
+            metrics["run"]["vocab_size"] = "lots"
+            metrics_path.write_text(json.dumps(metrics), "utf-8")
+    corpus = tmp_path / "c.txt"
+    corpus.write_text((DATA / "tinystories_sample.txt").read_text("utf-8")[:200_000], "utf-8")
+    run = train_run(experiments, "debug=fast", f"dataset.path={corpus}")
+    assert json.loads((run / "metrics.json").read_text("utf-8"))["status"] == "complete"
+    assert "skipping run" in (run / "train.log").read_text("utf-8")

@@ -94,10 +94,14 @@ def read_run(run_dir: Path) -> dict:
     and input_summary (`bpe.analysis.markdown.input_summary`: None for a single text file).
 
     Raises:
-        ValueError: a file is not valid JSON / YAML (names the file).
+        ValueError: a file is not valid JSON / YAML, or a field of metrics.json is not of its
+            declared type (`bpe.runs.sections.malformed`); the message names the file.
     """
     record: dict = {"run_dir": str(run_dir), "run_name": run_dir.name}
     record["metrics"] = _read_json(run_dir / METRICS_FILE, required=True)
+    problem = schema.malformed(record["metrics"])
+    if problem is not None:
+        raise ValueError(f"{METRICS_FILE}: {problem}")
     shown = observed(record["metrics"])
     record["status"] = shown.get("status") or "unknown"
     record["status_reason"] = shown.get("status_reason")
@@ -146,7 +150,7 @@ def load_runs(path_or_glob: str | os.PathLike = "experiments") -> pd.DataFrame:
         try:
             records.append(read_run(run_dir))
         except ValueError as err:
-            logger.warning("skipping run %s: %s", run_dir, err)
+            _warn_once(run_dir, str(err))
             skipped.append((str(run_dir), str(err)))
     frame = _flatten(records)
     frame.attrs["skipped"] = skipped
@@ -156,6 +160,20 @@ def load_runs(path_or_glob: str | os.PathLike = "experiments") -> pd.DataFrame:
             path_or_glob,
         )
     return frame
+
+
+#: the (run, reason) pairs already warned about in this process: a report reads the runs
+#: several times, and one bad run is one warning
+_WARNED: set[tuple[str, str]] = set()
+
+
+def _warn_once(run_dir: Path, reason: str) -> None:
+    """Warn that a run is skipped, once per run and reason in this process."""
+    if (str(run_dir), reason) in _WARNED:
+        logger.debug("skipping run %s: %s", run_dir, reason)
+        return
+    _WARNED.add((str(run_dir), reason))
+    logger.warning("skipping run %s: %s", run_dir, reason)
 
 
 def _flatten(records: Iterable[dict]) -> pd.DataFrame:

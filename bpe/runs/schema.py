@@ -35,6 +35,7 @@ from bpe.runs.sections import (  # noqa: F401  (re-exported: the writer's types)
     PatternRecord,
     RunRecord,
     VariantRecord,
+    malformed,
 )
 
 

@@ -8,7 +8,9 @@ What it does not do: name the keys readers use (`bpe.runs.schema`).
 
 from __future__ import annotations
 
-from typing import TypedDict
+from collections.abc import Mapping
+from types import UnionType
+from typing import Any, TypedDict, Union, get_args, get_origin, get_type_hints
 
 
 class RunRecord(TypedDict):
@@ -128,3 +130,55 @@ SECTIONS: dict[str, type] = {
     "backend": BackendRecord,
     "variant": VariantRecord,
 }
+
+
+def malformed(metrics: Mapping[str, Any]) -> str | None:
+    """What is wrong with a metrics.json's typed sections, or None: a section that is not an
+    object, or a field whose value is not of its declared type (a hand edit, a foreign tool).
+    Readers skip such a run with one warning, so it cannot break the report of another.
+
+    >>> malformed({"run": {"vocab_size": 500, "init_from": None}})
+    >>> malformed({"run": {"vocab_size": "lots"}})
+    "run.vocab_size is 'lots', not int"
+    >>> malformed({"counts": [1, 2]})
+    'counts is a list, not an object'
+    """
+    for name, section in SECTIONS.items():
+        value = metrics.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            return f"{name} is a {type(value).__name__}, not an object"
+        hints = get_type_hints(section)
+        for field, v in value.items():
+            hint = hints.get(field)
+            if hint is not None and not _is_a(v, hint):
+                return f"{name}.{field} is {str(v)[:40]!r}, not {_type_name(hint)}"
+    return None
+
+
+def _is_a(value: Any, hint: Any) -> bool:
+    """Whether a JSON value fits a field's annotation (int, float, str, bool, list, dict,
+    their `| None`); a float field takes an int, and no int field takes a bool."""
+    args = get_args(hint)
+    if get_origin(hint) in (Union, UnionType):
+        return any(_is_a(value, a) for a in args)
+    if hint is type(None):
+        return value is None
+    origin = get_origin(hint) or hint
+    if origin is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if origin is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if origin in (list, dict, str, bool):
+        return isinstance(value, origin)
+    return True  # a type JSON cannot hold: nothing to check
+
+
+def _type_name(hint: Any) -> str:
+    """`int`, `int | None`, `list[str]`: the annotation as the message shows it."""
+    return (
+        getattr(hint, "__name__", None)
+        if get_origin(hint) is None
+        else str(hint).replace("typing.", "")
+    )
