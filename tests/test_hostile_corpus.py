@@ -144,3 +144,17 @@ def test_length_bins_cover_every_length_within_the_bound(max_length):
     assert len(edges) - 1 <= figures.MAX_BINS
     assert edges[0] == 1 and edges[-1] == max_length + 1
     assert all(a < b for a, b in zip(edges, edges[1:], strict=False))
+
+
+def test_a_small_file_whose_last_document_is_a_line_break_trains_and_measures(tmp_path):
+    """A text file ending in "<|endoftext|>\\n": its last document, the one held out, is
+    whitespace; the run measures it (no fertility: it holds no word) instead of failing."""
+    from tests.conftest import DATA, EOT, train_run
+
+    stories = (DATA / "tinystories_sample.txt").read_text("utf-8").split(EOT)
+    corpus = tmp_path / "small.txt"
+    corpus.write_text(EOT.join(stories[:5]) + EOT + "\n", "utf-8")
+    run = train_run(tmp_path / "exp", f"dataset.path={corpus}", "vocab_size=10000")
+    metrics = json.loads((run / "metrics.json").read_text("utf-8"))
+    assert metrics["status"] == "complete"
+    assert "ANALYSIS.md" in {p.name for p in run.iterdir()}

@@ -79,6 +79,8 @@ def distribution_metrics(
     >>> m = distribution_metrics(tok, ["ab ab"])
     >>> m["tokens"], m["words"], m["fertility"], m["vocab_used"]
     (5, 2, 2.5, 3)
+    >>> distribution_metrics(tok, ["\\n"])["fertility"] is None
+    True
     """
     specials = set(tokenizer.special_tokens.values())
     if counts is None:
@@ -86,11 +88,13 @@ def distribution_metrics(
     values = [c for i, c in counts.items() if i not in specials]
     size = ordinary_vocab_size(tokenizer)
     num_tokens = sum(values)
+    words = sum(len(d.split()) for d in documents)
     return {
         "docs": len(documents),
         "tokens": num_tokens,
-        "words": sum(len(d.split()) for d in documents),
-        "fertility": round(fertility(num_tokens, documents), 4),
+        "words": words,
+        # documents of whitespace only (a file's last line break) hold no word: no fertility
+        "fertility": round(fertility(num_tokens, documents), 4) if words else None,
         "shannon_efficiency": round(shannon_efficiency(values, size), 4),
         "renyi_efficiency": round(renyi_efficiency(values, size, alpha=RENYI_ALPHA), 4),
         "renyi_alpha": RENYI_ALPHA,
