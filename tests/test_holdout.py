@@ -338,3 +338,17 @@ def test_a_run_whose_held_out_file_is_its_input_says_so_in_its_report(tmp_path):
     assert own["seen_in_training"] is True and own["docs_in_training"] == own["docs"]
     report = next((tmp_path / "exp").glob("2*/ANALYSIS.md")).read_text("utf-8")
     assert "also occur in the training input" in report
+
+
+def test_a_pandas_category_text_column_is_held_out_and_read_as_text(tmp_path):
+    """pandas writes a `category` column as a dictionary-encoded one; the hold-out search reads
+    it in whole columns (chunked arrays), the reader in batches: both decode it."""
+    import pandas as pd
+
+    docs = sample_docs()[:200]
+    path = tmp_path / "cat.parquet"
+    pd.DataFrame({"text": pd.Series(docs, dtype="category")}).to_parquet(path, row_group_size=20)
+    corpus = resolve_source(str(path))
+    held = find_holdout(corpus, EOT, fraction=0.05, max_bytes=256 << 10)
+    assert held.docs and set(held.docs) <= set(docs)
+    assert list(iter_documents(corpus, EOT)) == [d for d in docs if d]

@@ -604,3 +604,17 @@ def test_a_truncated_gzip_says_how_far_it_decompressed(tmp_path):
         pretokenize(resolve_source(path), [EOT], num_workers=1)
     offset = int(re.search(r"after (\d+) decompressed", str(err.value)).group(1))
     assert 500_000 < offset < len(text), offset  # about half the text, not 0
+
+
+def test_a_damaged_parquet_row_group_is_named_by_its_number(tmp_path):
+    docs = [f"document {i} " + "word " * 200 for i in range(100)]
+    path = tmp_path / "damaged.parquet"
+    pq.write_table(pa.table({"text": docs}), path, row_group_size=10, compression="none")
+    meta = pq.ParquetFile(path).metadata
+    chunk = meta.row_group(6).column(0)
+    data = bytearray(path.read_bytes())
+    at = chunk.data_page_offset + 40  # inside group 6's first page (its header is intact)
+    data[at : at + 4000] = b"\xff" * 4000
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=r"row group 6 \(rows from 60\) cannot be read"):
+        list(iter_documents(resolve_source(str(path)), EOT))

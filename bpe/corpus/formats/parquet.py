@@ -53,39 +53,28 @@ def _parquet_records(
     pf = parquet_file(f.path)
     check_column(pf.schema_arrow.names, text_field, f.path)
     row = sum(pf.metadata.row_group(i).num_rows for i in range(start))
-    groups = list(range(start, end))
-    batches = pf.iter_batches(
-        batch_size=BATCH_ROWS, row_groups=groups, columns=[text_field], use_threads=False
-    )
-    while True:
-        try:
-            batch = next(batches, None)
-        except (OSError, ValueError) as err:  # pyarrow's errors: ArrowIOError, ArrowInvalid
-            group = _row_group_of(pf, row)
-            raise ValueError(
-                f"{f.path!r}: row group {group} (rows from {row}) cannot be read "
-                f"({type(err).__name__}: {err}); the file is damaged: rewrite it, or leave it "
-                "out of the corpus"
-            ) from None
-        if batch is None:
-            break
-        column = batch.column(0)
-        if limit is not None and row + len(column) > limit:
-            column = column.slice(0, max(0, limit - row))
-        yield from column_records(column, f, text_field, row)
-        row += batch.num_rows
-        if limit is not None and row >= limit:
-            return
-
-
-def _row_group_of(pf: Any, row: int) -> int:
-    """The row group of a parquet file that holds `row` (the last one past the end)."""
-    total = 0
-    for i in range(pf.metadata.num_row_groups):
-        total += pf.metadata.row_group(i).num_rows
-        if row < total:
-            return i
-    return max(pf.metadata.num_row_groups - 1, 0)
+    for group in range(start, end):  # one group at a time, so an error names its own group
+        batches = pf.iter_batches(
+            batch_size=BATCH_ROWS, row_groups=[group], columns=[text_field], use_threads=False
+        )
+        while True:
+            try:
+                batch = next(batches, None)
+            except (OSError, ValueError) as err:  # pyarrow's errors: ArrowIOError, ArrowInvalid
+                raise ValueError(
+                    f"{f.path!r}: row group {group} (rows from {row}) cannot be read "
+                    f"({type(err).__name__}: {err}); the file is damaged: rewrite it, or leave "
+                    "it out of the corpus"
+                ) from None
+            if batch is None:
+                break
+            column = batch.column(0)
+            if limit is not None and row + len(column) > limit:
+                column = column.slice(0, max(0, limit - row))
+            yield from column_records(column, f, text_field, row)
+            row += batch.num_rows
+            if limit is not None and row >= limit:
+                return
 
 
 def _parquet_docs_reversed(f: InputFile, text_field: str) -> Iterator[Doc]:

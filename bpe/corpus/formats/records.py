@@ -41,7 +41,8 @@ def column_records(column: Any, f: InputFile, text_field: str, row: int) -> Iter
     import pyarrow as pa
 
     if pa.types.is_dictionary(column.type):  # pandas' `category` strings: the values are text
-        column = column.dictionary_decode()
+        # cast, not `dictionary_decode`: a whole column read at once is a ChunkedArray
+        column = column.cast(column.type.value_type)
     if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
         if not (pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type)):
             raise ValueError(
