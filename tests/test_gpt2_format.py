@@ -139,3 +139,18 @@ def test_files_load_in_hugging_face_tokenizers(tmp_path):
         str(tmp_path / "vocab.json"), str(tmp_path / "merges.txt")
     )
     assert byte_level.encode(text).ids == enc.ids
+
+
+def test_a_huge_bad_merges_line_gives_a_short_error(tmp_path):
+    path = tmp_path / "merges.txt"
+    path.write_text("#version: 0.2\nĠ t\n" + "x" * (20 << 20) + "\n", "utf-8")
+    with pytest.raises(ValueError, match=r"line 3: expected 'left right'") as err:
+        load_merges(path)
+    assert len(str(err.value)) < 400
+
+
+def test_a_deeply_nested_vocab_is_a_clear_error_not_a_traceback(tmp_path):
+    path = tmp_path / "vocab.json"
+    path.write_text("[" * 200_000 + "]" * 200_000, "utf-8")
+    with pytest.raises(ValueError, match=r"nests deeper than any vocab"):
+        load_vocab(path)

@@ -84,8 +84,22 @@ def unrender(text: str) -> bytes:
     except KeyError:
         bad = next(ch for ch in text if ch not in table)
         raise ValueError(
-            f"{text!r} contains {bad!r} (U+{ord(bad):04X}), which is not a GPT-2 byte character"
+            f"{_clip(text)} contains {bad!r} (U+{ord(bad):04X}), which is not a GPT-2 byte "
+            "character"
         ) from None
+
+
+def _clip(value: object, max_chars: int = 80) -> str:
+    """repr(value), cut to max_chars for an error message (a line of a damaged file can be
+    100 MB long; the message names where it is, not all of it).
+
+    >>> _clip("x" * 1000, 20)
+    "'xxxxxxxxxxxxxxxxxxx... (1,000 characters)"
+    """
+    text = value if isinstance(value, str) else repr(value)
+    if len(text) <= max_chars:
+        return repr(value)
+    return repr(text[: max_chars - 1])[:-1] + f"... ({len(text):,} characters)"
 
 
 def save_vocab(vocab: dict[int, bytes], path: str | os.PathLike) -> None:
@@ -139,6 +153,11 @@ def load_vocab(path: str | os.PathLike) -> dict[int, bytes]:
         raw = json.loads(p.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise ValueError(f"vocab file {str(p)!r} is not valid JSON: {err}") from None
+    except RecursionError:  # arrays nested 100,000 deep: the parser's limit, not a vocab
+        raise ValueError(
+            f"vocab file {str(p)!r} is not a vocab: its JSON nests deeper than any vocab does "
+            "(a vocab is one flat object {token: id}); restore the file"
+        ) from None
     if not isinstance(raw, dict):
         raise ValueError(
             f"vocab file {str(p)!r} must hold a JSON object {{token: id}}, got {type(raw).__name__}"
@@ -147,14 +166,17 @@ def load_vocab(path: str | os.PathLike) -> dict[int, bytes]:
     for key, idx in raw.items():
         if not isinstance(idx, int) or isinstance(idx, bool) or idx < 0:
             raise ValueError(
-                f"vocab file {str(p)!r}: entry {key!r} has id {idx!r}; ids must be ints >= 0"
+                f"vocab file {str(p)!r}: entry {_clip(key)} has id {_clip(idx)}; ids must be "
+                "ints >= 0"
             )
         if idx in vocab:
-            raise ValueError(f"vocab file {str(p)!r}: id {idx} is used twice (again by {key!r})")
+            raise ValueError(
+                f"vocab file {str(p)!r}: id {idx} is used twice (again by {_clip(key)})"
+            )
         try:
             vocab[idx] = unrender(key)
         except ValueError as err:
-            raise ValueError(f"vocab file {str(p)!r}: entry {key!r}: {err}") from None
+            raise ValueError(f"vocab file {str(p)!r}: entry {_clip(key)}: {err}") from None
     return vocab
 
 
@@ -182,7 +204,7 @@ def load_merges(path: str | os.PathLike) -> list[tuple[bytes, bytes]]:
         parts = line.split(" ")
         if len(parts) != 2 or not parts[0] or not parts[1]:
             raise ValueError(
-                f"merges file {str(p)!r} line {lineno}: expected 'left right', got {line!r}"
+                f"merges file {str(p)!r} line {lineno}: expected 'left right', got {_clip(line)}"
             )
         try:
             merges.append((unrender(parts[0]), unrender(parts[1])))
