@@ -44,13 +44,6 @@ def _metrics(path: Path) -> dict:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=False,
-    reason="open (issue 40): since stage 1 counts the samples in-process, training adds about "
-    "20-23 MB in a fresh process and 28-35 MB in one reused by earlier jobs; the process's own "
-    "peak (VmHWM after clear_refs) shows the same gap, so it is real, not the sampler's: a "
-    "fresh child per job is the fix",
-)
 def test_training_memory_is_the_same_alone_and_as_the_fifth_job_of_a_joblib_sweep(tmp_path):
     _train(tmp_path / "alone")
     alone = _metrics(next((tmp_path / "alone").glob("2*/metrics.json")))

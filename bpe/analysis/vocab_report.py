@@ -56,7 +56,9 @@ GLOSSARY = (
     (
         "training memory",
         "the process tree's peak memory (PSS, sampled every 50 ms) in stages 1-3, above its "
-        "memory when the run began; inputs under 12 MiB are counted in-process",
+        "memory when the run began; inputs under 12 MiB are counted in-process. Before it "
+        "begins, freed memory is handed back and glibc's malloc thresholds are pinned, so a "
+        "sweep's late job measures what a fresh process does",
     ),
     (
         "kernel_compile",
