@@ -272,3 +272,54 @@ def test_an_existing_file_is_replaced_only_with_force(exported_run, tmp_path, ca
     assert main([*args, "--out", str(tmp_path / "notes"), "--force"]) == 0  # asked for
     assert main([*args, "--out", str(tmp_path / "ids.npy")]) == 0
     assert main([*args, "--out", str(tmp_path / "ids.npy")]) == 0  # our own output: replaced
+
+
+def _encode_until_its_temp_file(tmp_path: Path, out: Path):
+    """Start `bpe-encode` on 40 MB of OWT text and return it once its output's temp file exists."""
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import ROOT, console_env
+
+    corpus = tmp_path / "big.txt"
+    if not corpus.exists():
+        corpus.write_text((DATA / "owt_sample.txt").read_text("utf-8") * 16, "utf-8")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bpe.cli.encode", "--input", str(corpus)]
+        + ["--tokenizer", str(DATA / "gpt2")]
+        + ["--out", str(out), "--no-progress", "--force"],
+        cwd=ROOT,
+        env=console_env(),
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while not list(out.parent.glob(f".{out.name}.*.tmp")):
+        assert proc.poll() is None, proc.stderr.read()[-2000:]
+        assert time.monotonic() < deadline, "no temp file appeared"
+        time.sleep(0.02)
+    return proc
+
+
+@pytest.mark.slow
+def test_a_stopped_or_killed_encode_leaves_no_temp_file_behind(tmp_path):
+    import signal
+
+    out = tmp_path / "out" / "ids.npy"
+    proc = _encode_until_its_temp_file(tmp_path, out)
+    proc.send_signal(signal.SIGTERM)
+    code, err = proc.wait(timeout=120), proc.stderr.read()
+    assert code == 130, err[-3000:]
+    assert "interrupted (received signal SIGTERM); no output was written" in err
+    assert list(out.parent.iterdir()) == []
+    # SIGKILL cannot be caught: the next write of the same output removes what it left
+    proc = _encode_until_its_temp_file(tmp_path, out)
+    proc.kill()
+    proc.wait(timeout=60)
+    assert list(out.parent.glob(".ids.npy.*.tmp"))
+    small = tmp_path / "small.txt"
+    small.write_text("Hello world", "utf-8")
+    args = ["--input", str(small), "--tokenizer", str(DATA / "gpt2"), "--out", str(out)]
+    assert main([*args, "--force"]) == 0
+    assert sorted(p.name for p in out.parent.iterdir()) == ["ids.npy", "ids.npy.json"]

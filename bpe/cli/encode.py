@@ -28,6 +28,7 @@ from bpe.encode.npy import (
 from bpe.encode.npy_file import DTYPES
 from bpe.text.specials import EOT
 from bpe.tokenizer.segmentation import SEGMENTATIONS
+from bpe.util.interrupts import sigterm_raises
 from bpe.util.pool import ChunkWorkerError
 
 logger = logging.getLogger(__name__)
@@ -146,6 +147,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    # SIGTERM raises like Ctrl-C, so the output's temp file is removed (`atomic_open`)
+    try:
+        with sigterm_raises():
+            return _encode(args, argv)
+    except KeyboardInterrupt as err:
+        logger.error("interrupted (%s); no output was written", err or "Ctrl-C")
+        return 130
+
+
+def _encode(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
+    """`main` after parsing: encode, and map each kind of failure to its exit code."""
     try:
         tokenizer = open_tokenizer(args.tokenizer, special_tokens=args.special_tokens)
         vocab_path, _ = resolve_tokenizer_files(args.tokenizer)

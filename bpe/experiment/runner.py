@@ -34,8 +34,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import signal
-import threading
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -80,6 +78,7 @@ from bpe.runs.stages import ANALYSIS, KERNEL_COMPILE, REPORT, SAVE, SETUP, TRAIN
 from bpe.training import TrainResult
 from bpe.util import compile_clock
 from bpe.util.cputime import cpu_seconds
+from bpe.util.interrupts import sigterm_raises
 from bpe.util.io import atomic_write_text
 
 logger = logging.getLogger(__name__)
@@ -95,22 +94,6 @@ class ReportWriter(Protocol):
 
 class RunInterrupted(KeyboardInterrupt):
     """Raised in the main thread when the run receives SIGTERM."""
-
-
-@contextlib.contextmanager
-def _sigterm_raises() -> Iterator[None]:
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum, frame):  # noqa: ARG001
-        raise RunInterrupted(f"received signal {signal.Signals(signum).name}")
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 @contextlib.contextmanager
@@ -162,7 +145,7 @@ def run_experiment(cfg: DictConfig, *, report: ReportWriter | None) -> dict:
     run_dir, overrides, sweep = open_run_dir(cfg)
     metrics = MetricsFile(run_dir / METRICS_FILE, run_record(cfg, run_dir, overrides, sweep))
     clock = _StageClock()
-    with _run_log(run_dir), _sigterm_raises():
+    with _run_log(run_dir), sigterm_raises(RunInterrupted):
         try:
             _begin(metrics, run_dir, overrides)
             ds = validate(cfg)

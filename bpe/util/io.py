@@ -19,13 +19,18 @@ What it does not do: know any file format (see `bpe.formats.gpt2_format`, `bpe.e
 from __future__ import annotations
 
 import contextlib
+import glob
 import hashlib
+import logging
 import os
 import re
+import socket
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO
+
+logger = logging.getLogger(__name__)
 
 #: The `bpe` package directory; configs and bundled data ship inside it as package data.
 PACKAGE_DIR = Path(__file__).resolve().parent.parent  # bpe/ (this file is bpe/util/io.py)
@@ -78,6 +83,9 @@ def atomic_open(path: str | os.PathLike) -> Iterator[BinaryIO]:
 
     On any exception (Ctrl-C included) the temp file is removed and path is left untouched,
     so a reader never sees a half-written file. The file gets the usual mode (0666 & ~umask).
+    A process killed outright (SIGKILL, a power cut) cannot remove its temp file; the temp's
+    name holds the host and pid of its writer, and the next write of the same path removes
+    the temp files of writers on this host that are gone (`_remove_orphans`).
 
     >>> import tempfile, pathlib
     >>> out = pathlib.Path(tempfile.mkdtemp()) / "out.bin"
@@ -89,7 +97,8 @@ def atomic_open(path: str | os.PathLike) -> Iterator[BinaryIO]:
     target = Path(path)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        _remove_orphans(target)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=_temp_prefix(target), suffix=".tmp")
     except OSError as err:
         raise _naming(err, target) from None
     try:
@@ -108,6 +117,40 @@ def atomic_open(path: str | os.PathLike) -> Iterator[BinaryIO]:
             # a failed write or fsync (a full disk) names no file: say which one it was
             raise _naming(err, target) from None
         raise
+
+
+def _temp_prefix(target: Path, pid: int | None = None) -> str:
+    """The start of a temp file's name for target: hidden, with this host and the writer's pid.
+
+    >>> _temp_prefix(Path("out/ids.npy"), 42).endswith("-42.")
+    True
+    """
+    host = safe_name(socket.gethostname(), max_chars=40)
+    return f".{target.name}.{host}-{os.getpid() if pid is None else pid}."
+
+
+def _remove_orphans(target: Path) -> None:
+    """Remove the temp files of earlier writes of target whose writer (on this host) is gone."""
+    host = _temp_prefix(target, 0)[: -len("0.")]
+    for tmp in target.parent.glob(f"{glob.escape(host)}*.tmp"):
+        pid = tmp.name[len(host) :].split(".", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
+            continue
+        with contextlib.suppress(OSError):
+            size = tmp.stat().st_size
+            tmp.unlink()
+            logger.info("removed %s (%s bytes), left by an interrupted write", tmp, f"{size:,}")
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process with this pid exists on this host."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's: alive
+        return True
+    return True
 
 
 def _naming(err: OSError, target: Path) -> OSError:
