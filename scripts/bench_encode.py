@@ -424,6 +424,10 @@ def bench_picky(
     from bpe.trainers.variants import Variant
 
     source = ROOT / "bpe" / "data" / SAMPLES["OWT"]
+    if limit is not None:  # --quick: train on the sample's first documents only
+        head = source.read_text("utf-8")[:limit]
+        source = Path(tempfile.mkdtemp()) / "owt_head.txt"
+        source.write_text(head[: head.rfind(EOT)] if EOT in head else head, "utf-8")
     picky = train_bpe_detailed(
         source, vocab_size, [EOT], trainer="indexed", variant=Variant("picky", threshold=threshold)
     )
@@ -594,8 +598,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         print()
         print(
-            f"PickyBPE's removals (vocab {picky_vocab:,} trained on the OWT sample, threshold 0.9; "
-            "one thread; MB/s slowest-fastest):"
+            f"PickyBPE's removals (vocab {picky_vocab:,} trained on the OWT sample"
+            f"{f' (its first {limit:,} bytes)' if limit else ''}, threshold 0.9; one thread; "
+            "MB/s slowest-fastest):"
         )
         print()
         heads = ["sample", "removals", "plain BPE compiled cold", "PickyBPE compiled cold"]
