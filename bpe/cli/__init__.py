@@ -5,7 +5,36 @@
     show     bpe-show     how a tokenizer splits a text, token by token
     encode   bpe-encode   a corpus as a .npy array of ids (`bpe.encode.npy` does the work)
     compare  bpe-compare  COMPARE.md for two or more tokenizers (`bpe.analysis.compare`)
+    prune    bpe-prune    a smaller tokenizer: the learned tokens a run's text uses least removed
+    parity   bpe-parity   what the same sentences cost in each language, per tokenizer
+
+Every script but bpe-train (a Hydra app) builds its parser with `new_parser`, so each has
+`--version`; bpe-train answers `--version` before Hydra does.
 
 Each module is the command line only: arguments, logging, exit status. The CLIs sit on top of
 every layer: nothing in `bpe` imports them.
 """
+
+from __future__ import annotations
+
+import argparse
+
+from bpe import __version__
+
+
+def version_line(prog: str) -> str:
+    """What `--version` prints for every console script: the command and bpe-lab's version.
+
+    >>> version_line("bpe-show").startswith("bpe-show (bpe-lab ")
+    True
+    """
+    return f"{prog} (bpe-lab {__version__})"
+
+
+def new_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    """The argument parser of a console script: its name, its description and `--version`."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument(
+        "--version", action="version", version=version_line(prog), help="print bpe-lab's version"
+    )
+    return parser

@@ -12,12 +12,13 @@ import sys
 from pathlib import Path
 
 from bpe.analysis.compare_report import write_compare
+from bpe.cli import new_parser
 
 logger = logging.getLogger(__name__)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = new_parser(
         prog="bpe-compare",
         description="Compare vocabularies (run dirs or GPT-2 style vocab.json + merges.txt "
         "dirs); writes OUT/COMPARE.md and OUT/figures/compare_topk_overlap.png",

@@ -16,6 +16,7 @@ import shlex
 import sys
 from collections.abc import Sequence
 
+from bpe.cli import new_parser
 from bpe.corpus.files import DEFAULT_TEXT_FIELD
 from bpe.corpus.formats import FORMAT_CHOICES
 from bpe.encode.npy import (
@@ -35,7 +36,7 @@ logger = logging.getLogger(__name__)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = new_parser(
         prog="bpe-encode",
         description="Encode a corpus (a text file, compressed text, JSON lines, parquet, a folder "
         "or a glob of them) into a .npy array of token ids (uint16 by default).",
@@ -100,7 +101,12 @@ def _output_options(group: argparse._ArgumentGroup) -> None:
         action="store_true",
         help="replace an existing --out that bpe-encode did not write (never the input)",
     )
-    group.add_argument("--dtype", choices=DTYPES, default="uint16")
+    group.add_argument(
+        "--dtype",
+        choices=DTYPES,
+        default="uint16",
+        help="the array's integer type (default: uint16, which holds ids below 65,536)",
+    )
 
 
 def _encoding_options(group: argparse._ArgumentGroup) -> None:

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from bpe.analysis.parity_report import write_parity_report
+from bpe.cli import new_parser
 from bpe.measures import GPT2_DIR
 from bpe.measures.languages import LANGUAGES, language_costs, summary
 from bpe.runs.layout import PARITY_CSV, PARITY_FILE, PARITY_RECORD
@@ -33,7 +34,7 @@ COLUMNS = ("tokenizer", "language", "tokens", "bytes", "bytes_per_token", "premi
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = new_parser(
         prog="bpe-parity",
         description="What the same sentences cost in each language (FLORES-200, Petrov et "
         "al.'s protocol), per tokenizer; writes parity.csv, parity.json and PARITY.md",

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from bpe.analysis.prune_report import write_prune_report
+from bpe.cli import new_parser
 from bpe.experiment.pruning import prune_run, write_pruned
 from bpe.runs.layout import MERGES_FILE, PRUNE_FILE, PRUNE_RECORD, REMOVALS_FILE, VOCAB_FILE
 from bpe.util.io import check_writable, files_in
@@ -26,7 +27,7 @@ WRITTEN = (VOCAB_FILE, MERGES_FILE, REMOVALS_FILE, PRUNE_RECORD, PRUNE_FILE)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = new_parser(
         prog="bpe-prune",
         description="Remove the learned tokens a run's text uses least as themselves, down to "
         "--vocab-size entries; writes a tokenizer directory with prune.json and PRUNE.md",

@@ -19,16 +19,22 @@ from pathlib import Path
 from bpe.analysis.reports import write_all_reports
 from bpe.analysis.run_report import write_run_report
 from bpe.analysis.sweep import write_sweep_report
+from bpe.cli import new_parser
 from bpe.runs.layout import METRICS_FILE
 
 logger = logging.getLogger("bpe.report")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="bpe-report", description=__doc__.splitlines()[0])
+    parser = new_parser(prog="bpe-report", description=__doc__.splitlines()[0])
     parser.add_argument("path", nargs="?", type=Path, help="a run directory or a sweep directory")
     parser.add_argument("--all", action="store_true", help="regenerate every report in --out")
-    parser.add_argument("--experiments-dir", type=Path, default=Path("experiments"))
+    parser.add_argument(
+        "--experiments-dir",
+        type=Path,
+        default=Path("experiments"),
+        help="where the runs are, for --all (default: experiments)",
+    )
     parser.add_argument(
         "--out",
         type=Path,

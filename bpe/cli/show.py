@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bpe.analysis.compare_sides import load_side
+from bpe.cli import new_parser
 from bpe.tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)
@@ -117,7 +118,7 @@ def show(path: str | os.PathLike, text: str, *, label: str | None = None) -> Tok
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="bpe-show", description=__doc__.splitlines()[0])
+    parser = new_parser(prog="bpe-show", description=__doc__.splitlines()[0])
     parser.add_argument("dir", type=Path, help="a run dir or a vocab.json + merges.txt dir")
     parser.add_argument("text", nargs="?", help="the text (default: read stdin)")
     parser.add_argument("--plain", action="store_true", help="brackets instead of colours")

@@ -46,6 +46,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from bpe.analysis.run_report import write_run_report
 from bpe.analysis.sweep_process import LAST_SWEEP
+from bpe.cli import version_line
 from bpe.corpus.datasets import input_name
 from bpe.experiment import config as config_schema
 from bpe.experiment import config_checks
@@ -375,6 +376,9 @@ def _check_writable(parent: Path) -> None:
 def main() -> None:
     """Console-script entry point."""
     argv = sys.argv[1:]
+    if argv and argv[0] in ("--version", "-V"):  # bpe-lab's, not Hydra's
+        sys.stdout.write(version_line("bpe-train") + "\n")
+        return
     if _DEBUG_FLAG in argv:
         argv = [a for a in argv if a != _DEBUG_FLAG]
         sys.argv = [sys.argv[0], *argv]
