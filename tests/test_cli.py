@@ -33,3 +33,18 @@ def test_version_prints_bpe_labs_version(name):
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == f"bpe-{name} (bpe-lab {__version__})"
+
+
+def test_bpe_report_says_what_it_wrote_once_relative_to_here(tmp_path, monkeypatch, caplog):
+    import logging
+    import shutil
+
+    from bpe.cli.report import main
+
+    shutil.copytree(ROOT / "tests" / "fixtures" / "experiments", tmp_path / "experiments")
+    monkeypatch.chdir(tmp_path)
+    (sweep,) = (tmp_path / "experiments" / "sweeps").iterdir()
+    with caplog.at_level(logging.INFO):
+        assert main([f"experiments/sweeps/{sweep.name}"]) == 0
+    wrote = [r.getMessage() for r in caplog.records if r.getMessage().startswith("wrote ")]
+    assert wrote == [f"wrote experiments/sweeps/{sweep.name}/SWEEP.md"]

@@ -37,7 +37,7 @@ from bpe.analysis.sweep_sections import (
 )
 from bpe.analysis.vocab_report import section_sweep_usage
 from bpe.runs.layout import FIGURES_DIR, SWEEP_FILE
-from bpe.util.io import atomic_write_text
+from bpe.util.io import atomic_write_text, shown_path
 
 logger = logging.getLogger(__name__)
 
@@ -76,5 +76,5 @@ def write_sweep_report(sweep_dir: str | Path) -> Path:
     fig_list = draw_sweep_figures(runs, frame, sweep_dir / FIGURES_DIR)
     out = sweep_dir / SWEEP_FILE
     atomic_write_text(out, render_sweep(sweep_dir, frame, runs, fig_list))
-    logger.info("wrote %s", out)
+    logger.info("wrote %s", shown_path(out))
     return out

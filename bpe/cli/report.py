@@ -21,6 +21,7 @@ from bpe.analysis.run_report import write_run_report
 from bpe.analysis.sweep import write_sweep_report
 from bpe.cli import new_parser
 from bpe.runs.layout import METRICS_FILE
+from bpe.util.io import shown_path
 
 logger = logging.getLogger("bpe.report")
 
@@ -58,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.all:
             out = args.out if args.out is not None else Path("reports")
             for path in write_all_reports(args.experiments_dir, out_dir=out, force=args.force):
-                logger.info("wrote %s", path)
+                logger.info("wrote %s", shown_path(path))
             return 0
         if args.path is None:
             parser.error("pass a RUN_DIR or SWEEP_DIR, or --all")
@@ -72,9 +73,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"{str(args.path)!r} is not a directory; pass a run or sweep dir"
             )
         if (args.path / METRICS_FILE).is_file():
-            logger.info("wrote %s", write_run_report(args.path))
+            logger.info("wrote %s", shown_path(write_run_report(args.path)))
             return 0
-        logger.info("wrote %s", write_sweep_report(args.path))
+        write_sweep_report(args.path)  # which logs the path it wrote
         return 0
     except (OSError, ValueError) as err:
         logger.error("%s", err)
