@@ -170,6 +170,16 @@ def section_variants(runs: pd.DataFrame) -> list[str]:
     ]
 
 
+def _sweep_arg(sweep_dir: Path) -> str:
+    """The sweep directory as `bpe-report` takes it from where the experiments directory is
+    (the repository, for the default `experiments/`).
+
+    >>> _sweep_arg(Path("/x/experiments/sweeps/2026-01-01_00-00-00_000000"))
+    'experiments/sweeps/2026-01-01_00-00-00_000000'
+    """
+    return Path(sweep_dir.parent.parent.name, sweep_dir.parent.name, sweep_dir.name).as_posix()
+
+
 def section_header(facts: SweepFacts) -> list[str]:
     """Title, job counts by status, and the command that reruns the sweep."""
     runs, name = facts.runs, facts.sweep_dir.name
@@ -179,7 +189,7 @@ def section_header(facts: SweepFacts) -> list[str]:
         f"# Sweep {name}",
         "",
         f"{len(runs)} job(s): {counts}. Generated from the job directories by `bpe-report "
-        f"{name}` (or the sweep callback).",
+        f"{_sweep_arg(facts.sweep_dir)}` (or the sweep callback).",
         "",
         *_memory_caveat(runs),
         "Reproduce:",
