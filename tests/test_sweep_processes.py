@@ -196,6 +196,30 @@ def test_ctrl_c_during_a_joblib_sweep_leaves_nothing_running(tmp_path, corpus_20
     assert statuses and all(s == "failed" for s in statuses), statuses  # the interrupted job
 
 
+@pytest.mark.slow
+def test_sigterm_to_a_joblib_sweep_stops_its_jobs_and_writes_sweep_md(tmp_path, corpus_20mb):
+    """SIGTERM to bpe-train alone (a scheduler's stop, `kill PID`): its jobs must not run on
+    as orphans; each is marked failed, SWEEP.md is written, latest is left alone."""
+    sweep = Sweep(
+        tmp_path,
+        "trainer=indexed,heap",
+        "vocab_size=300",
+        "hydra.launcher.n_jobs=2",
+        f"dataset.path={corpus_20mb}",
+    )
+    assert sweep.wait(timeout=120, until=lambda s: _job_running(s) is not None) is None
+    os.kill(sweep.proc.pid, signal.SIGTERM)  # the launcher's process only
+    out = sweep.wait(timeout=120)
+    assert sweep.proc.returncode != 0, out
+    sweep.assert_nothing_left()
+    assert "sweep interrupted (received signal SIGTERM)" in out
+    statuses = [j["status"] for j in sweep.jobs()]
+    assert statuses and all(s == "failed" for s in statuses), statuses
+    assert all("SIGTERM" in j["error"]["message"] for j in sweep.jobs())
+    assert next(tmp_path.glob("sweeps/*/SWEEP.md")).is_file()
+    assert not (tmp_path / "latest").exists()
+
+
 def _job_running(sweep: Sweep) -> dict | None:
     for job in sweep.jobs() if sweep.tmp_path.joinpath("sweeps").is_dir() else []:
         if job.get("status") == "running" and job.get("timings") is None:

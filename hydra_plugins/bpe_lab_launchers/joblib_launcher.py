@@ -9,14 +9,23 @@ says how: complete, failed, or `running` with its process gone, which every read
 crashed), so Hydra's `on_multirun_end` writes SWEEP.md and `bpe-train` exits non-zero
 (`bpe.analysis.sweep_process.SweepReportCallback` counts what did not complete).
 
+SIGTERM or SIGINT to `bpe-train` (the launcher's process) reaches every job: each job's process
+gets SIGTERM first, so its runner marks its run failed ("received signal SIGTERM") and stops
+its own workers; after a grace period joblib stops what is left, and the sweep ends as above:
+SWEEP.md written, `bpe-train` non-zero, `experiments/latest` untouched (jobs never move it).
+
 What it does not do: rerun a killed job, or change how jobs are dispatched.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import signal
+import threading
+import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from hydra.core.utils import JobReturn, JobStatus
 from hydra_plugins.hydra_joblib_launcher.joblib_launcher import (
@@ -48,7 +57,18 @@ class JoblibLauncher(_HydraJoblibLauncher):
         from joblib.externals.loky.process_executor import TerminatedWorkerError
 
         try:
-            return super().launch(job_overrides, initial_job_idx)
+            with _signals_reach_the_jobs():
+                return super().launch(job_overrides, initial_job_idx)
+        except KeyboardInterrupt as err:
+            logger.error(
+                "sweep interrupted (%s): its jobs were stopped; each run directory records how "
+                "its job ended, and SWEEP.md lists them",
+                err or "Ctrl-C",
+            )
+            return [
+                JobReturn(overrides=list(o), status=JobStatus.COMPLETED, _return_value="stopped")
+                for o in job_overrides
+            ]
         except TerminatedWorkerError as err:
             first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             logger.error(
@@ -61,3 +81,45 @@ class JoblibLauncher(_HydraJoblibLauncher):
                 JobReturn(overrides=list(o), status=JobStatus.COMPLETED, _return_value="killed")
                 for o in job_overrides
             ]
+
+
+#: seconds the jobs get, after SIGTERM, to mark their runs failed before joblib kills them
+GRACE_SECONDS = 5.0
+
+
+@contextlib.contextmanager
+def _signals_reach_the_jobs() -> Iterator[None]:
+    """Within the block, SIGTERM and SIGINT to this process first send SIGTERM to its job
+    processes (joblib's workers), wait until they are idle or `GRACE_SECONDS` pass, then raise
+    KeyboardInterrupt here, which makes joblib stop the pool."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    import psutil
+
+    def handler(signum, frame):  # noqa: ARG001
+        jobs = psutil.Process().children()
+        for job in jobs:
+            with contextlib.suppress(psutil.Error):
+                job.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + GRACE_SECONDS
+        while time.monotonic() < deadline and any(_busy(job) for job in jobs):
+            time.sleep(0.1)
+        raise KeyboardInterrupt(f"received signal {signal.Signals(signum).name}")
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def _busy(job) -> bool:
+    """Whether a job process is still working (its own workers alive, or using the CPU)."""
+    import psutil
+
+    try:
+        return bool(job.children()) or job.cpu_percent(interval=0.05) > 5
+    except psutil.Error:
+        return False
