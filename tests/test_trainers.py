@@ -259,3 +259,25 @@ def test_trainers_agree_on_long_repetitive_words():
     outs = [learn_merges(name, counts, 400, [EOT]) for name in TRAINERS]
     assert all(o.merges == outs[0].merges for o in outs)
     assert all(o.merge_counts == outs[0].merge_counts for o in outs)
+
+
+@pytest.mark.parametrize("big", [2**31 - 1, 2**31 + 5, 2**32 + 1, 2**40])
+def test_pair_counts_past_32_bits_give_the_merges_the_arithmetic_says(trainer_name, big):
+    """A pair's count sums over the pretokens holding it: here (a, b) occurs in two pretokens
+    of `big` each, so 2 x big, past 2**32 from 2**31 on; (c, d) in one of big + 1. A 32-bit
+    count would wrap 2 x big to a small number and merge (c, d) first (Hugging Face's
+    `tokenizers#2058` dropped the space-space pair of code corpora so)."""
+    counts = {b"xab": big, b"yab": big, b"cd": big + 1}
+    out = learn_merges(trainer_name, counts, 256 + 4, [])
+    assert out.merges[:2] == [(b"a", b"b"), (b"c", b"d")]
+    assert out.merge_counts[:2] == [2 * big, big + 1]
+    assert out == learn_merges("naive", counts, 256 + 4, [])
+
+
+@pytest.mark.parametrize("trainer", ["naive", "indexed"])
+def test_picky_pair_counts_past_32_bits(trainer):
+    big = 2**32 + 1
+    counts = {b"xab": big, b"yab": big, b"cd": big + 1}
+    out = learn_merges(trainer, counts, 256 + 4, [], picky_threshold=0.9)
+    assert out.merges[:2] == [(b"a", b"b"), (b"c", b"d")]
+    assert out.merge_counts[:2] == [2 * big, big + 1]
