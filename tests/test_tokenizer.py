@@ -517,3 +517,91 @@ def test_streaming_a_long_pretoken_costs_linear_time(repetitive):
         assert sum(1 for _ in repetitive.encode_iterable(lines, block_chars=1000)) > 0
 
     assert_linear(work, 20_000, what="encode_iterable of one pretoken in 100-char items")
+
+
+# ---------------------------------------------------------------------------------------------
+# One reference for BPE of one pretoken: every implementation gives its ids
+# ---------------------------------------------------------------------------------------------
+
+_PIECES = st.one_of(
+    st.text(alphabet="the cat sat\n\t.,!?0123 éü日本🙂'", max_size=24),
+    # long runs: past LONG_PRETOKEN (64 bytes) and the kernels' SHORT_PRETOKEN, where the
+    # linear-time paths take over
+    st.builds(
+        lambda c, n: c * n, st.sampled_from(["a", "e", " ", "ab", "é", "!"]), st.integers(40, 160)
+    ),
+)
+
+
+@pytest.fixture(scope="module")
+def reference_tokenizers() -> dict:
+    pytest.importorskip("numba")
+    vocab, merges = train_bpe(FIXTURES / "corpus.en", 600, [EOT])
+    vocab, merges = _with_long_runs(vocab, merges)
+    return {
+        "merges": merges,
+        "id_of": {t: i for i, t in vocab.items()},
+        "python": Tokenizer(vocab, merges, [EOT], merge_backend="python"),
+        "compiled": Tokenizer(vocab, merges, [EOT], merge_backend="compiled"),
+        "tables": _batch_tables(vocab, merges),
+    }
+
+
+def _batch_tables(vocab: dict[int, bytes], merges: list):
+    """The batch kernel's tables (`bpe.tokenizer.compiled.build_tables`) for these merges."""
+    from bpe.tokenizer import compiled
+
+    id_of = {t: i for i, t in vocab.items()}
+    ranks = {(id_of[a], id_of[b]): r for r, (a, b) in enumerate(merges)}
+    merged = [id_of[a + b] for a, b in merges]
+    return compiled.build_tables(ranks, merged, [id_of[bytes([b])] for b in range(256)])
+
+
+def _with_long_runs(vocab: dict[int, bytes], merges: list) -> tuple[dict[int, bytes], list]:
+    """The trained merges plus a ladder of merges of runs of "a", so long pretokens merge."""
+    vocab, merges = dict(vocab), list(merges)
+    have = set(vocab.values())
+    run = b"a"
+    while len(run) < 64:
+        for pair in ((run, run), (run, b"a")):
+            joined = pair[0] + pair[1]
+            if joined not in have and pair[0] in have and pair[1] in have:
+                vocab[len(vocab)] = joined
+                merges.append(pair)
+                have.add(joined)
+        run += run
+    return vocab, merges
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(pieces=st.lists(_PIECES, max_size=6))
+def test_every_bpe_of_a_pretoken_gives_the_reference_ids(reference_tokenizers, pieces):
+    """Python's list scan and linked-list path, the compiled whole-text and batch kernels, and
+    both dropout paths at a probability that never drops: all give `reference_bpe`'s ids."""
+    from bpe.tokenizer import compiled
+    from bpe.tokenizer.merging import reference_bpe
+
+    text = "".join(pieces)
+    t = reference_tokenizers
+    python, fast, id_of = t["python"], t["compiled"], t["id_of"]
+    pretokens = python.pretokens(text)
+    per_pretoken = [
+        tuple(id_of[tok] for tok in reference_bpe(p.encode("utf-8"), t["merges"]))
+        for p in pretokens
+    ]
+    expected = [i for ids in per_pretoken for i in ids]
+    never = 1e-30  # the dropout paths run, and no coin is below it
+    got = {
+        "python": python.encode_ordinary(text),
+        "python _bpe": [i for p in pretokens for i in python._bpe(p)],
+        "compiled whole text": fast.encode_ordinary(text),
+        "compiled batch": [
+            i for ids in compiled.merge_pretokens(t["tables"], pretokens) for i in ids
+        ],
+        "python dropout": python.encode(text, dropout=never, seed=1),
+        "compiled dropout": fast.encode(text, dropout=never, seed=1),
+    }
+    for name, ids in got.items():
+        assert list(ids) == expected, name
