@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import subprocess
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,7 +33,7 @@ from bpe.corpus.manifest import corpus_manifest
 from bpe.corpus.sources import resolve_source
 from bpe.formats.gpt2_format import load_merges, merges_sha256
 from bpe.runs.layout import MERGES_FILE
-from bpe.util.io import IN_CHECKOUT, PROJECT_ROOT, atomic_write_text, sha256_file
+from bpe.util.io import atomic_write_text, git_output, sha256_file
 
 logger = logging.getLogger(__name__)
 
@@ -145,18 +144,8 @@ def code_version() -> dict:
     """`{"bpe_lab": version, "git_sha": sha or None}` of the code running now."""
     from bpe import __version__
 
-    sha = None
-    if IN_CHECKOUT:  # in an installed wheel, an enclosing repository is not this code's
-        try:
-            sha = subprocess.run(
-                ["git", "-C", str(PROJECT_ROOT), "rev-parse", "HEAD"],
-                capture_output=True,
-                text=True,
-                timeout=10,
-                check=True,
-            ).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            sha = None
+    sha = git_output("rev-parse", "HEAD")
+    sha = sha.strip() if sha else None
     return {"bpe_lab": __version__, "git_sha": sha or None}
 
 

@@ -14,13 +14,12 @@ import multiprocessing as mp
 import os
 import platform
 import socket
-import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
 
 from bpe.runs.layout import DIFF_FILE, ENVIRONMENT_FILE
-from bpe.util.io import IN_CHECKOUT, PROJECT_ROOT, atomic_write_text
+from bpe.util.io import atomic_write_text, git_output
 from bpe.util.workers import default_num_workers
 
 PACKAGES = (
@@ -41,32 +40,12 @@ PACKAGES = (
 )
 
 
-def _git(*args: str) -> str | None:
-    if not IN_CHECKOUT:
-        # an installed wheel: site-packages may sit inside some unrelated repository
-        return None
-    try:
-        # --no-optional-locks: `git status` would otherwise refresh the index under
-        # .git/index.lock, and a run killed meanwhile (kill -9, a timeout) would leave the lock
-        # behind, failing the user's next git command in the checkout
-        out = subprocess.run(
-            ["git", "--no-optional-locks", "-C", str(PROJECT_ROOT), *args],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout
-
-
 def capture(*, argv: list[str] | None = None, overrides: list[str] | None = None) -> dict:
     """The environment of this process as a JSON-ready dict (git diff under key `_diff`)."""
-    sha = _git("rev-parse", "HEAD")
-    status = _git("status", "--porcelain", "--untracked-files=no")
+    sha = git_output("rev-parse", "HEAD")
+    status = git_output("status", "--porcelain", "--untracked-files=no")
     dirty = None if status is None else bool(status.strip())
-    diff = _git("diff", "HEAD") if dirty else None
+    diff = git_output("diff", "HEAD") if dirty else None
     versions = {}
     for name in PACKAGES:
         try:

@@ -25,6 +25,7 @@ import logging
 import os
 import re
 import socket
+import subprocess
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -64,6 +65,31 @@ def safe_name(text: object, *, max_chars: int = 60) -> str:
     """
     name = _UNSAFE_IN_NAMES.sub("-", str(text)).strip("-.")[:max_chars].strip("-.")
     return name or "unnamed"
+
+
+def git_output(*args: str) -> str | None:
+    """The output of `git ARGS` in this checkout, or None outside one (an installed wheel,
+    whose enclosing repository is not this code's), without git, or on an error.
+
+    >>> git_output("rev-parse", "--is-inside-work-tree") in (None, "true\\n")
+    True
+    """
+    if not IN_CHECKOUT:
+        return None
+    try:
+        # --no-optional-locks: `git status` would otherwise refresh the index under
+        # .git/index.lock, and a run killed meanwhile (kill -9, a timeout) would leave the lock
+        # behind, failing the user's next git command in the checkout
+        out = subprocess.run(
+            ["git", "--no-optional-locks", "-C", str(PROJECT_ROOT), *args],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
