@@ -70,6 +70,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .gpt2_format              vocab.json and merges.txt (GPT-2 format), merges_sha256
       .removals_json            PickyBPE's removals.json: the record and its check
       .pretrained               opening a tokenizer directory: one rule for its specials
+      .manifest                 a tokenizer directory as one whole: its files' sha256, checked
       .exports                  tokenizer.json + HF configs, tiktoken, save_pretrained
       .tokenizer_json           the special tokens and pattern a tokenizer.json records
       .init_from                the tokenizer a run continues from (init_from=)
@@ -154,6 +155,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .cputime                  wall and CPU seconds per stage (threads and ended workers)
       .jit_cache                Numba's njit, its cache cleared when any kernel's source changes
       .compile_clock            Numba's compiles timed, and announced while they run
+      .interrupts               SIGTERM raised like Ctrl-C, so cleanup runs
 
 Public API (see README.md):
 

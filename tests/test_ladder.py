@@ -63,14 +63,14 @@ def _merges(job: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def every_trainer(tmp_path_factory) -> Path:
-    """One sweep: four trainers x three vocab sizes, two jobs at a time (joblib processes)."""
+    """One sweep: four trainers x two vocab sizes, two jobs at a time (joblib processes)."""
     tmp = tmp_path_factory.mktemp("ladder")
     _, sweep = _sweep(
         tmp,
         "hydra/launcher=joblib",
         "hydra.launcher.n_jobs=2",
         "trainer=naive,indexed,heap,compiled",
-        "vocab_size=300,400,500",
+        "vocab_size=300,500",
     )
     return sweep
 
@@ -78,7 +78,7 @@ def every_trainer(tmp_path_factory) -> Path:
 @pytest.mark.parametrize("trainer", ["naive", "indexed", "heap", "compiled"])
 def test_every_rung_equals_a_direct_run(every_trainer, trainer, tmp_path):
     jobs = {n: j for n, j in _jobs(every_trainer).items() if f"_{trainer}_" in n}
-    assert len(jobs) == 3
+    assert len(jobs) == 2
     trained_in = set()
     for job in jobs.values():
         metrics = _metrics(job)
@@ -105,7 +105,7 @@ def test_every_rung_equals_a_direct_run(every_trainer, trainer, tmp_path):
     assert f"_{trainer}_" in source
     assert sum(_metrics(j)["ladder"]["trained_here"] for j in jobs.values()) == 1
     times = [_metrics(jobs[n])["ladder"]["rung_seconds"] for n in sorted(jobs, key=_vocab)]
-    assert times == sorted(times)  # the training reached 300 before 400 before 500
+    assert times == sorted(times)  # the training reached 300 before 500
 
 
 def _vocab(name: str) -> int:

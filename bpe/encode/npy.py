@@ -85,7 +85,7 @@ def open_tokenizer(
     vocab, merges = load_tokenizer_files(vocab_path, merges_path)
     if special_tokens is None:
         special_tokens = vocab_special_tokens(vocab, merges)
-        check_bare_pair(vocab_path.parent, vocab, merges, special_tokens)
+        check_bare_pair(vocab_path.parent, vocab, merges, [])
     return Tokenizer(vocab, merges, special_tokens)
 
 

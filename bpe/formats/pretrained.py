@@ -74,15 +74,13 @@ def vocab_special_tokens(vocab: dict[int, bytes], merges: list[tuple[bytes, byte
     ]
 
 
-def special_tokens_of(
-    directory: str | os.PathLike, vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]]
-) -> list[str]:
-    """The special tokens of a tokenizer directory, by the rule in the module docstring.
+def declared_special_tokens(directory: str | os.PathLike) -> list[str] | None:
+    """The special tokens a directory declares (steps 1 and 2 of the rule: tokenizer.json,
+    else a run's metrics.json), or None when it declares none.
 
     >>> import tempfile
-    >>> d = tempfile.mkdtemp()  # bare files: no tokenizer.json, no metrics.json
-    >>> special_tokens_of(d, {0: b"<s>", 1: b"a", 2: b"b", 3: b"ab"}, [(b"a", b"b")])
-    ['<s>']
+    >>> declared_special_tokens(tempfile.mkdtemp()) is None
+    True
     """
     d = Path(directory)
     recorded = special_tokens_of_dir(d)
@@ -94,7 +92,21 @@ def special_tokens_of(
         run = {}
     if isinstance(run.get("special_tokens"), list):
         return [str(t) for t in run["special_tokens"]]
-    return vocab_special_tokens(vocab, merges)
+    return None
+
+
+def special_tokens_of(
+    directory: str | os.PathLike, vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]]
+) -> list[str]:
+    """The special tokens of a tokenizer directory, by the rule in the module docstring.
+
+    >>> import tempfile
+    >>> d = tempfile.mkdtemp()  # bare files: no tokenizer.json, no metrics.json
+    >>> special_tokens_of(d, {0: b"<s>", 1: b"a", 2: b"b", 3: b"ab"}, [(b"a", b"b")])
+    ['<s>']
+    """
+    declared = declared_special_tokens(directory)
+    return declared if declared is not None else vocab_special_tokens(vocab, merges)
 
 
 #: what an undeclared special token looks like: <|endoftext|>, <s>, </s>, [CLS], [PAD]
@@ -102,21 +114,28 @@ _LOOKS_SPECIAL = re.compile(r"<\|[^\s|]+\|>|</?[A-Za-z0-9_.:-]+>|\[[A-Z0-9_]+\]"
 
 
 def check_bare_pair(
-    d: Path, vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]], specials: list[str]
+    d: Path, vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]], declared: list[str]
 ) -> None:
-    """Refuse a bare vocab.json + merges.txt whose tokens no merge makes are not special tokens.
+    """Refuse a vocab.json + merges.txt that nothing vouches for, when a token no merge makes
+    is neither a `declared` special token nor looks like one.
 
-    By step 3 of the rule such tokens would become special tokens, matched literally inside
-    text: that is what a merges.txt cut short or emptied looks like.
+    Such a token would become a special token (step 3 of the rule), matched literally inside
+    text, or a token nothing can produce: that is what a merges.txt cut short or emptied
+    looks like.
 
     >>> vocab = {0: b"a", 1: b"b", 2: b"ab", 3: b"<|endoftext|>"}
-    >>> check_bare_pair(Path("gpt2"), vocab, [(b"a", b"b")], ["<|endoftext|>"])
-    >>> check_bare_pair(Path("cut"), vocab, [], ["ab", "<|endoftext|>"])  # doctest: +ELLIPSIS
+    >>> check_bare_pair(Path("gpt2"), vocab, [(b"a", b"b")], [])
+    >>> check_bare_pair(Path("cut"), vocab, [], ["<|endoftext|>"])  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     ValueError: cut/vocab.json holds 1 token that no merge of merges.txt makes...
     """
-    odd = [t for t in specials if not _LOOKS_SPECIAL.fullmatch(t)]
+    known = set(declared)
+    odd = [
+        t
+        for t in vocab_special_tokens(vocab, merges)
+        if t not in known and not _LOOKS_SPECIAL.fullmatch(t)
+    ]
     if not odd:
         return
     raise ValueError(
@@ -173,7 +192,7 @@ def open_tokenizer_dir(
         vocab, merges = load_tokenizer_files(d / VOCAB_FILE, d / MERGES_FILE)
         specials = special_tokens_of(d, vocab, merges)
         if not vouched:
-            check_bare_pair(d, vocab, merges, specials)
+            check_bare_pair(d, vocab, merges, declared_special_tokens(d) or [])
         return TokenizerDir(
             path=d,
             vocab=vocab,

@@ -58,4 +58,3 @@ def sigterm_raises(error: type[BaseException] = KeyboardInterrupt) -> Iterator[N
     finally:
         signal.signal(signal.SIGTERM, previous)
         sys.unraisablehook = previous_hook
-
