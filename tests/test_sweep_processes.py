@@ -200,14 +200,7 @@ def test_ctrl_c_during_a_joblib_sweep_leaves_nothing_running(tmp_path, corpus_20
 def test_sigterm_to_a_joblib_sweep_stops_its_jobs_and_writes_sweep_md(tmp_path, corpus_20mb):
     """SIGTERM to bpe-train alone (a scheduler's stop, `kill PID`): its jobs must not run on
     as orphans; each is marked failed, SWEEP.md is written, latest is left alone."""
-    sweep = Sweep(
-        tmp_path,
-        "trainer=indexed,heap",
-        "vocab_size=300",
-        "hydra.launcher.n_jobs=2",
-        f"dataset.path={corpus_20mb}",
-    )
-    assert sweep.wait(timeout=120, until=lambda s: _job_running(s) is not None) is None
+    sweep = _two_jobs_running(tmp_path, corpus_20mb)
     os.kill(sweep.proc.pid, signal.SIGTERM)  # the launcher's process only
     out = sweep.wait(timeout=120)
     assert sweep.proc.returncode != 0, out
@@ -218,6 +211,19 @@ def test_sigterm_to_a_joblib_sweep_stops_its_jobs_and_writes_sweep_md(tmp_path, 
     assert all("SIGTERM" in j["error"]["message"] for j in sweep.jobs())
     assert next(tmp_path.glob("sweeps/*/SWEEP.md")).is_file()
     assert not (tmp_path / "latest").exists()
+
+
+def _two_jobs_running(tmp_path: Path, corpus: Path) -> Sweep:
+    """A joblib sweep of two jobs at once on `corpus`, returned once a job is training."""
+    sweep = Sweep(
+        tmp_path,
+        "trainer=indexed,heap",
+        "vocab_size=300",
+        "hydra.launcher.n_jobs=2",
+        f"dataset.path={corpus}",
+    )
+    assert sweep.wait(timeout=120, until=lambda s: _job_running(s) is not None) is None
+    return sweep
 
 
 def _job_running(sweep: Sweep) -> dict | None:
@@ -244,14 +250,7 @@ def test_a_killed_joblib_job_ends_the_sweep_with_sweep_md_and_a_non_zero_exit(
 ):
     """kill -9 of a job's process: loky stops the jobs beside it; the sweep still writes
     SWEEP.md, says in one line which jobs did not complete, and exits 1, leaving nothing."""
-    sweep = Sweep(
-        tmp_path,
-        "trainer=indexed,heap",
-        "vocab_size=300",
-        "hydra.launcher.n_jobs=2",
-        f"dataset.path={corpus_20mb}",
-    )
-    assert sweep.wait(timeout=120, until=lambda s: _job_running(s) is not None) is None
+    sweep = _two_jobs_running(tmp_path, corpus_20mb)
     victim = _job_running(sweep)
     os.kill(victim["process"]["pid"], signal.SIGKILL)
     out = sweep.wait(timeout=120)
