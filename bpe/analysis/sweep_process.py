@@ -16,6 +16,7 @@ from pathlib import Path
 from bpe.analysis.loader import load_tidy
 from bpe.analysis.sweep import write_sweep_report
 from bpe.runs.layout import SWEEP_FILE
+from bpe.util.io import pid_alive
 
 try:
     from hydra.experimental.callback import Callback
@@ -92,7 +93,7 @@ def claim_sweep_dir(sweep_dir: Path) -> None:
                 pid = int(json.loads(lock.read_text("utf-8"))["pid"])
             except (OSError, ValueError, KeyError, TypeError):
                 pid = None
-            if pid is not None and pid != os.getpid() and _alive(pid):
+            if pid is not None and pid != os.getpid() and pid_alive(pid):
                 raise FileExistsError(
                     f"sweep directory {str(sweep_dir)!r} is used by another running sweep "
                     f"(process {pid}); pass another hydra.sweep.dir, or wait for it to end"
@@ -102,16 +103,6 @@ def claim_sweep_dir(sweep_dir: Path) -> None:
         with os.fdopen(fd, "w") as out:
             out.write(json.dumps({"pid": os.getpid()}))
         return
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class SweepReportCallback(Callback):

@@ -160,7 +160,7 @@ def _remove_orphans(target: Path) -> None:
     host = _temp_prefix(target, 0)[: -len("0.")]
     for tmp in target.parent.glob(f"{glob.escape(host)}*.tmp"):
         pid = tmp.name[len(host) :].split(".", 1)[0]
-        if not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
+        if not pid.isdigit() or int(pid) == os.getpid() or pid_alive(int(pid)):
             continue
         with contextlib.suppress(OSError):
             size = tmp.stat().st_size
@@ -168,8 +168,12 @@ def _remove_orphans(target: Path) -> None:
             logger.info("removed %s (%s bytes), left by an interrupted write", tmp, f"{size:,}")
 
 
-def _alive(pid: int) -> bool:
-    """Whether a process with this pid exists on this host."""
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists on this host (another user's counts).
+
+    >>> pid_alive(os.getpid())
+    True
+    """
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
