@@ -16,12 +16,19 @@ import contextlib
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 
 @contextlib.contextmanager
-def sigterm_raises(error: type[BaseException] = KeyboardInterrupt) -> Iterator[None]:
-    """Within this block, SIGTERM raises `error` ("received signal SIGTERM") in the main thread.
+def sigterm_raises(
+    error: type[BaseException] = KeyboardInterrupt,
+    *,
+    signals: tuple[signal.Signals, ...] = (signal.SIGTERM,),
+    first: Callable[[], None] | None = None,
+) -> Iterator[None]:
+    """Within this block, SIGTERM (or each of `signals`) raises `error` ("received signal
+    SIGTERM") in the main thread, after calling `first()` when given (a launcher passes the
+    signal on to its jobs there).
 
     >>> import os
     >>> with sigterm_raises():
@@ -36,6 +43,8 @@ def sigterm_raises(error: type[BaseException] = KeyboardInterrupt) -> Iterator[N
         return
 
     def handler(signum, frame):  # noqa: ARG001
+        if first is not None:
+            first()
         stop = error(f"received signal {signal.Signals(signum).name}")
         stop.from_signal = signum  # type: ignore[attr-defined]  (what the hook below looks for)
         raise stop
@@ -44,17 +53,19 @@ def sigterm_raises(error: type[BaseException] = KeyboardInterrupt) -> Iterator[N
         # subtle: a signal that lands while os.fork runs its at-fork hooks (logging's lock) is
         # raised there and swallowed ("Exception ignored in"): deliver it again, so the block
         # stops at its next line instead of running to its end
-        if getattr(hook_args.exc_value, "from_signal", None) is not None:
+        signum = getattr(hook_args.exc_value, "from_signal", None)
+        if signum is not None:
             # from another thread, a little later: the handler then runs in this one once the
             # hook (and the fork) is left
-            threading.Timer(0.05, _thread.interrupt_main, args=(signal.SIGTERM,)).start()
+            threading.Timer(0.05, _thread.interrupt_main, args=(signum,)).start()
             return
         previous_hook(hook_args)
 
-    previous = signal.signal(signal.SIGTERM, handler)
+    previous = {s: signal.signal(s, handler) for s in signals}
     previous_hook, sys.unraisablehook = sys.unraisablehook, unraisable
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for s, h in previous.items():
+            signal.signal(s, h)
         sys.unraisablehook = previous_hook

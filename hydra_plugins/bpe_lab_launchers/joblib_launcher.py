@@ -22,15 +22,16 @@ from __future__ import annotations
 import contextlib
 import logging
 import signal
-import threading
 import time
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 from hydra.core.utils import JobReturn, JobStatus
 from hydra_plugins.hydra_joblib_launcher.joblib_launcher import (
     JoblibLauncher as _HydraJoblibLauncher,
 )
+
+from bpe.util.interrupts import sigterm_raises
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +58,10 @@ class JoblibLauncher(_HydraJoblibLauncher):
         from joblib.externals.loky.process_executor import TerminatedWorkerError
 
         try:
-            with _signals_reach_the_jobs():
+            # SIGTERM and SIGINT first reach the jobs (`_stop_jobs`), then raise
+            # KeyboardInterrupt here, which makes joblib stop the pool
+            signals = (signal.SIGTERM, signal.SIGINT)
+            with sigterm_raises(signals=signals, first=_stop_jobs):
                 return super().launch(job_overrides, initial_job_idx)
         except KeyboardInterrupt as err:
             logger.error(
@@ -87,32 +91,18 @@ class JoblibLauncher(_HydraJoblibLauncher):
 GRACE_SECONDS = 5.0
 
 
-@contextlib.contextmanager
-def _signals_reach_the_jobs() -> Iterator[None]:
-    """Within the block, SIGTERM and SIGINT to this process first send SIGTERM to its job
-    processes (joblib's workers), wait until they are idle or `GRACE_SECONDS` pass, then raise
-    KeyboardInterrupt here, which makes joblib stop the pool."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+def _stop_jobs() -> None:
+    """Send SIGTERM to this process's job processes (joblib's workers), whose runners then
+    mark their runs failed, and wait until they are idle or `GRACE_SECONDS` pass."""
     import psutil
 
-    def handler(signum, frame):  # noqa: ARG001
-        jobs = psutil.Process().children()
-        for job in jobs:
-            with contextlib.suppress(psutil.Error):
-                job.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + GRACE_SECONDS
-        while time.monotonic() < deadline and any(_busy(job) for job in jobs):
-            time.sleep(0.1)
-        raise KeyboardInterrupt(f"received signal {signal.Signals(signum).name}")
-
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
+    jobs = psutil.Process().children()
+    for job in jobs:
+        with contextlib.suppress(psutil.Error):
+            job.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + GRACE_SECONDS
+    while time.monotonic() < deadline and any(_busy(job) for job in jobs):
+        time.sleep(0.1)
 
 
 def _busy(job) -> bool:
