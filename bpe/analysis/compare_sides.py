@@ -21,12 +21,7 @@ from bpe.corpus.datasets import from_config, input_name, load_named
 from bpe.corpus.documents import load_documents
 from bpe.formats.gpt2_format import load_merges, load_vocab
 from bpe.formats.manifest import check_whole
-from bpe.formats.pretrained import (
-    check_bare_pair,
-    declared_special_tokens,
-    say_where,
-    special_tokens_of,
-)
+from bpe.formats.pretrained import say_where, special_tokens_of
 from bpe.formats.removals_json import Removal, load_removals
 from bpe.formats.tokenizer_json import pattern_of_dir
 from bpe.runs import schema
@@ -221,9 +216,7 @@ def load_side(path: str | Path, *, label: str | None = None, heldout: bool = Tru
     if (d / VOCAB_FILE).is_file() and merges_path.is_file():
         vouched = check_whole(d)
         vocab, merges = load_vocab(d / VOCAB_FILE), load_merges(merges_path)
-        specials = special_tokens_of(d, vocab, merges)
-        if not vouched:
-            check_bare_pair(d, vocab, merges, declared_special_tokens(d) or [])
+        specials = special_tokens_of(d, vocab, merges, vouched=vouched)
         return Side(
             label=label or d.name,
             source=d.name,

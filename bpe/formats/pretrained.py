@@ -96,9 +96,15 @@ def declared_special_tokens(directory: str | os.PathLike) -> list[str] | None:
 
 
 def special_tokens_of(
-    directory: str | os.PathLike, vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]]
+    directory: str | os.PathLike,
+    vocab: dict[int, bytes],
+    merges: list[tuple[bytes, bytes]],
+    *,
+    vouched: bool = True,
 ) -> list[str]:
-    """The special tokens of a tokenizer directory, by the rule in the module docstring.
+    """The special tokens of a tokenizer directory, by the rule in the module docstring; when
+    nothing `vouched` for its files (`bpe.formats.manifest.check_whole`), its structure is
+    checked first (`check_bare_pair`).
 
     >>> import tempfile
     >>> d = tempfile.mkdtemp()  # bare files: no tokenizer.json, no metrics.json
@@ -106,6 +112,8 @@ def special_tokens_of(
     ['<s>']
     """
     declared = declared_special_tokens(directory)
+    if not vouched:
+        check_bare_pair(Path(directory), vocab, merges, declared or [])
     return declared if declared is not None else vocab_special_tokens(vocab, merges)
 
 
@@ -190,29 +198,25 @@ def open_tokenizer_dir(
     vouched = check_whole(d)
     if not (d / REMOVALS_FILE).is_file():
         vocab, merges = load_tokenizer_files(d / VOCAB_FILE, d / MERGES_FILE)
-        specials = special_tokens_of(d, vocab, merges)
-        if not vouched:
-            check_bare_pair(d, vocab, merges, declared_special_tokens(d) or [])
         return TokenizerDir(
             path=d,
             vocab=vocab,
             merges=merges,
-            special_tokens=specials,
+            special_tokens=special_tokens_of(d, vocab, merges, vouched=vouched),
             pattern=_checked(pattern_of_dir(d), d / TOKENIZER_JSON, own_pattern),
         )
     # a PickyBPE directory: its merges make tokens its vocab no longer holds
     removals, pattern = load_removals(d / REMOVALS_FILE)
     vocab, merges = load_vocab(d / VOCAB_FILE), load_merges(d / MERGES_FILE)
     check_history(vocab, merges, removals, source=f"tokenizer directory {str(d)!r}")
+    exported = pattern_of_dir(d)
     return TokenizerDir(
         path=d,
         vocab=vocab,
         merges=merges,
         special_tokens=special_tokens_of(d, vocab, merges),
         pattern=_checked(
-            pattern_of_dir(d) or pattern,
-            d / (TOKENIZER_JSON if pattern_of_dir(d) else REMOVALS_FILE),
-            own_pattern,
+            exported or pattern, d / (TOKENIZER_JSON if exported else REMOVALS_FILE), own_pattern
         ),
         removals=tuple(removals),
     )
