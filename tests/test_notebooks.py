@@ -18,7 +18,7 @@ import matplotlib.figure
 import pytest
 
 from bpe.analysis import figures
-from tests.conftest import FIXTURES, ROOT, fast_run
+from tests.conftest import FIXTURES, ROOT, console_env, fast_run
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
 
@@ -37,7 +37,7 @@ def test_notebook_executes_with_the_documented_command(path: Path, tmp_path):
     assert "jupytext --to ipynb --execute notebooks/0*.py" in docs
     copy = tmp_path / path.name
     copy.write_text(path.read_text("utf-8"), "utf-8")
-    env = {**os.environ, "BPE_EXPERIMENTS": str(FIXTURES / "experiments"), "MPLBACKEND": "Agg"}
+    env = {**console_env(), "BPE_EXPERIMENTS": str(FIXTURES / "experiments"), "MPLBACKEND": "Agg"}
     jupytext = Path(sys.executable).with_name("jupytext")
     proc = subprocess.run(
         [str(jupytext), "--to", "ipynb", "--execute", str(copy)],

@@ -8,6 +8,7 @@ What it does not do: name the keys readers use (`bpe.runs.schema`).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from types import UnionType
 from typing import Any, TypedDict, Union, get_args, get_origin, get_type_hints
@@ -149,12 +150,18 @@ def malformed(metrics: Mapping[str, Any]) -> str | None:
             continue
         if not isinstance(value, dict):
             return f"{name} is a {type(value).__name__}, not an object"
-        hints = get_type_hints(section)
+        hints = _hints(section)
         for field, v in value.items():
             hint = hints.get(field)
             if hint is not None and not _is_a(v, hint):
                 return f"{name}.{field} is {str(v)[:40]!r}, not {_type_name(hint)}"
     return None
+
+
+@functools.cache
+def _hints(section: type) -> dict[str, Any]:
+    """A section's field annotations, resolved once per process (a report reads many runs)."""
+    return get_type_hints(section)
 
 
 def _is_a(value: Any, hint: Any) -> bool:
