@@ -244,7 +244,10 @@ def _workers_of(main: psutil.Process) -> list[psutil.Process]:
     """Chunk workers: forked children of main, or children of its fork server."""
     found = []
     for child in main.children():
-        cmd = " ".join(child.cmdline())
+        try:
+            cmd = " ".join(child.cmdline())
+        except (psutil.NoSuchProcess, psutil.ZombieProcess):
+            continue  # a short-lived helper (a probe, a finished child) that already exited
         if "forkserver" in cmd:
             found += child.children()
         elif "resource_tracker" not in cmd:

@@ -88,7 +88,12 @@ class JoblibLauncher(_HydraJoblibLauncher):
 
 
 #: seconds the jobs get, after SIGTERM, to mark their runs failed before joblib kills them
-GRACE_SECONDS = 5.0
+GRACE_SECONDS = 10.0
+
+#: consecutive idle observations (0.1 s apart) that count a job as done with its SIGTERM: one
+#: observation is not enough on a loaded machine, where a job that still has work to do can
+#: get no CPU for a moment and look idle
+IDLE_OBSERVATIONS = 3
 
 
 def _stop_jobs() -> None:
@@ -101,15 +106,36 @@ def _stop_jobs() -> None:
         with contextlib.suppress(psutil.Error):
             job.send_signal(signal.SIGTERM)
     deadline = time.monotonic() + GRACE_SECONDS
-    while time.monotonic() < deadline and any(_busy(job) for job in jobs):
+    last = {job.pid: _cpu_seconds(job) for job in jobs}
+    idle_for = 0
+    while time.monotonic() < deadline and idle_for < IDLE_OBSERVATIONS:
         time.sleep(0.1)
+        now = {job.pid: _cpu_seconds(job) for job in jobs}
+        busy = any(_busy(job, before=last[job.pid], after=now[job.pid]) for job in jobs)
+        idle_for = 0 if busy else idle_for + 1
+        last = now
 
 
-def _busy(job) -> bool:
-    """Whether a job process is still working (its own workers alive, or using the CPU)."""
+def _cpu_seconds(job) -> float | None:
+    """CPU seconds a job process has used, or None once it is gone."""
     import psutil
 
     try:
-        return bool(job.children()) or job.cpu_percent(interval=0.05) > 5
+        times = job.cpu_times()
+    except psutil.Error:
+        return None
+    return times.user + times.system
+
+
+def _busy(job, *, before: float | None, after: float | None) -> bool:
+    """Whether a job process is still working: its own workers alive, runnable or in disk
+    wait, or using CPU since the last look (`before` -> `after` CPU seconds)."""
+    import psutil
+
+    if after is None:
+        return False
+    try:
+        waiting = job.status() not in (psutil.STATUS_RUNNING, psutil.STATUS_DISK_SLEEP)
+        return bool(job.children()) or not waiting or (before is not None and after > before)
     except psutil.Error:
         return False
