@@ -33,23 +33,17 @@ _WARM_NUMBA = """
 import importlib.util, sys
 if importlib.util.find_spec("numba") is None:
     sys.exit(0)
-from bpe.trainers.compiled import compile_kernels
+from bpe.experiment.compile_ahead import warm_and_record
 from bpe.pretokenize.engines import load_scanner
-from bpe.tokenizer.compiled import build_tables, merge_pretokens
+from bpe.tokenizer.warm import WAYS
+from bpe.trainers.compiled import compile_kernels
 compile_kernels()
 load_scanner()
-merge_pretokens(build_tables({(97, 98): 0}, [256], range(256)), ["ab", "ab" * 300])
+warm_and_record(sorted(WAYS))  # and recorded: runs of the suite start no compile helper
 from bpe import Tokenizer
 tok = Tokenizer({i: bytes([i]) for i in range(256)} | {256: b"ab"}, [(b"a", b"b")],
                 merge_backend="compiled")
-for method in ("merges", "longest_prefix", "fewest"):
-    tok.encode("ab ab" * 40, segmentation=method)
 tok.encode("ab ab" * 40, dropout=0.1, seed=0)
-from bpe.formats.removals_json import Removal
-picky = Tokenizer({i: bytes([i]) for i in range(256)} | {256: b"abc"},
-                  [(b"a", b"b"), (b"ab", b"c")], removals=[Removal(2, b"ab", (b"a", b"b"))],
-                  merge_backend="compiled")
-picky.encode("abc ab" * 40)
 """
 
 

@@ -316,3 +316,20 @@ def check_writable(
         raise FileExistsError(
             f"{what} ({str(path)!r}) exists and {not_ours}; {fix}, or --force to replace it"
         )
+
+
+@contextlib.contextmanager
+def exclusive_lock(path: str | os.PathLike) -> Iterator[None]:
+    """Hold an exclusive lock on `path` (created if absent) where the platform has `fcntl`;
+    elsewhere nothing is locked (callers must then tolerate doing their work twice)."""
+    with open(path, "a+b") as f:
+        try:
+            import fcntl
+        except ImportError:
+            yield
+            return
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)

@@ -27,45 +27,21 @@ notices on its own), or compile anything.
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from numba import njit
 from numba.core import event
 
 from bpe.util import compile_clock
+from bpe.util.io import exclusive_lock
+from bpe.util.kernel_sources import KERNEL_MODULES, PACKAGE, STAMP, sources_hash
 
 __all__ = ["KERNEL_MODULES", "fresh_cache", "njit"]
 
 logger = logging.getLogger(__name__)
-
-#: every module with `@njit(cache=True)` kernels, relative to the package's folder
-KERNEL_MODULES = (
-    "text/gpt2_scanner.py",
-    "pretokenize/scan_kernels.py",
-    "trainers/compiled_kernels.py",
-    "tokenizer/compiled.py",
-    "tokenizer/compiled_encode.py",
-    "tokenizer/compiled_segments.py",
-    "tokenizer/compiled_replay.py",
-    "tokenizer/compiled_dropout.py",
-)
-#: where the hash of the sources the caches were made from is kept, under the package's folder
-STAMP = "__pycache__/kernel_sources.sha256"
-
-PACKAGE = Path(__file__).resolve().parents[1]
-
-
-def sources_hash(root: Path, modules: Sequence[str]) -> str:
-    """The sha256 of the modules' sources, in order, each preceded by its name."""
-    h = hashlib.sha256()
-    for name in modules:
-        h.update(name.encode() + b"\0" + (root / name).read_bytes() + b"\0")
-    return h.hexdigest()
 
 
 def fresh_cache(root: Path = PACKAGE, modules: Sequence[str] = KERNEL_MODULES) -> int:
@@ -79,7 +55,7 @@ def fresh_cache(root: Path = PACKAGE, modules: Sequence[str] = KERNEL_MODULES) -
         if stamp.is_file() and stamp.read_text(encoding="ascii") == digest:
             return 0
         stamp.parent.mkdir(exist_ok=True)
-        with _locked(stamp.with_suffix(".lock")):
+        with exclusive_lock(stamp.with_suffix(".lock")):
             if stamp.is_file() and stamp.read_text(encoding="ascii") == digest:
                 return 0  # another process cleared them while this one waited
             deleted = 0
@@ -98,22 +74,6 @@ def fresh_cache(root: Path = PACKAGE, modules: Sequence[str] = KERNEL_MODULES) -
     if deleted:
         logger.info("kernel sources changed: %d cached machine-code files deleted", deleted)
     return deleted
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """An exclusive lock on `path` (created if absent), where the platform has `fcntl`."""
-    with open(path, "a+b") as f:
-        try:
-            import fcntl
-        except ImportError:  # no fcntl: clearing twice is harmless, only slower
-            yield
-            return
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 fresh_cache()

@@ -1,0 +1,323 @@
+"""Compile the analysis kernels in helper processes while the run trains.
+
+On a machine where Numba has not cached the encoder's kernels yet (a fresh clone, a new
+version), the analysis stage used to compile them on first use: about 20 s of one core, with
+the other core idle. Here a run starts helper processes before training, one per way of
+encoding the analysis uses, that compile them (`bpe.tokenizer.warm`) into Numba's on-disk
+cache at the lowest CPU priority (so training's times stay its own); the analysis stage then
+waits for them (if they are still at work) and loads the machine code from the cache. The
+first run's total approaches the larger of training and compiling, not their sum, and the
+ways compile side by side on a machine with cores to spare.
+
+What it does:
+    * `ways_needed(cfg)`: the ways of encoding the analysis uses (merges; the segmentation
+      methods' cut; a PickyBPE tokenizer's replay);
+    * `start(ways)` starts a helper per way that `STAMP` does not record as warm for these
+      kernel sources, this Numba, this Python, this cache folder and this host (a warm
+      machine starts none); a helper runs outside the run's process tree (it detaches at
+      once), so training's memory and its children's peak never include it. Helpers of
+      parallel runs (a sweep's jobs) take a lock per way: the second finds the way cached;
+    * `Ahead.wait()` relays the helpers' log lines (a compile announces itself every few
+      seconds, so a wait is never silent), and returns the seconds waited and the helpers'
+      CPU seconds, which the runner records as `kernel_compile`;
+    * `Ahead.stop()` ends the helpers a failed run no longer needs.
+
+What it does not do: compile the trainers' or the pre-tokenizer's kernels (their stages do,
+timed as `compile`), or anything when Numba is missing or the package folder is read-only
+(the analysis then compiles on first use, as before, announced and timed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import platform
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import IO
+
+from bpe.runs.settings import analysis_setting
+from bpe.util.kernel_sources import KERNEL_MODULES, PACKAGE, sources_hash
+
+logger = logging.getLogger(__name__)
+
+#: where the helper records which ways it warmed, for what (under the package's folder)
+STAMP = PACKAGE / "__pycache__" / "encoder_warm.json"
+#: keys the stamp remembers (cache folders, Python versions), the latest kept
+STAMP_ENTRIES = 16
+#: the lock the stamp is written under (each way has its own beside it)
+LOCK = STAMP.with_suffix(".lock")
+#: a helper that has not finished after this long is stopped (compiling every way takes ~40 s
+#: of CPU on a 2-core machine)
+TIMEOUT_SECONDS = 600.0
+#: the last line of a helper's output: `done <CPU seconds>`
+DONE = "done"
+
+
+def ways_needed(cfg: Mapping) -> list[str]:
+    """The ways of encoding a run's analysis uses (`bpe.tokenizer.warm.WAYS`).
+
+    >>> ways_needed({"analysis": {"segmentations": ["merges"]}, "variant": {"name": "bpe"}})
+    ['merges']
+    >>> ways_needed({"variant": {"name": "picky"}})
+    ['merges', 'cut', 'replay']
+    """
+    ways = ["merges"]
+    if any(m != "merges" for m in analysis_setting(cfg.get("analysis"), "segmentations")):
+        ways.append("cut")
+    if str((cfg.get("variant") or {}).get("name", "bpe")) == "picky":
+        ways.append("replay")
+    return ways
+
+
+def stamp_key() -> dict:
+    """What the cached machine code is valid for: the kernels' and the warm-up's sources,
+    Numba's and Python's versions, the cache folder Numba was told to use, this host."""
+    try:
+        numba = metadata.version("numba")
+    except metadata.PackageNotFoundError:
+        numba = None
+    return {
+        "sources": sources_hash(PACKAGE, (*KERNEL_MODULES, "tokenizer/warm.py")),
+        "numba": numba,
+        "python": sys.version,
+        "cache_dir": os.environ.get("NUMBA_CACHE_DIR", ""),
+        "host": platform.node(),
+    }
+
+
+def warm_ways(key: Mapping | None = None) -> set[str]:
+    """The ways `STAMP` records as warm for `key` (default: this machine's `stamp_key`)
+    whose cache index files are all still there (a cleared cache is not warm)."""
+    key = key or stamp_key()
+    for entry in _entries():
+        if entry.get("key") != key:
+            continue
+        ways = entry.get("ways")
+        if not isinstance(ways, dict):
+            return set()
+        return {
+            way
+            for way, files in ways.items()
+            if isinstance(files, list) and all(Path(str(f)).is_file() for f in files)
+        }
+    return set()
+
+
+def _entries() -> list[dict]:
+    """The stamp's entries (one per key), newest last; [] when absent or unreadable."""
+    try:
+        stamp = json.loads(STAMP.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    entries = stamp.get("entries") if isinstance(stamp, dict) else None
+    return [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
+
+
+def warm_and_record(ways: Sequence[str]) -> list[str]:
+    """Warm each way not yet warm here and record it in the stamp; returns the ways it
+    warmed. Each way is warmed under a lock of its own, so helpers of parallel runs do not
+    compile one way twice, while one run's helpers (one per way) compile side by side.
+    Imports Numba."""
+    import bpe.util.jit_cache  # noqa: F401 - checks the caches are those of the sources
+    from bpe.tokenizer.warm import warm
+    from bpe.util.io import exclusive_lock
+
+    warmed = []
+    key = stamp_key()
+    for way in ways:
+        with exclusive_lock(LOCK.with_suffix(f".{way}.lock")):
+            if way in warm_ways(key):
+                continue  # another helper warmed it while this one waited
+            warm([way])
+            with exclusive_lock(LOCK):
+                _record(key, way, _index_files())
+            warmed.append(way)
+    if not warmed:
+        with exclusive_lock(LOCK):
+            _record(key)  # in use: kept ahead of keys not used lately
+    return warmed
+
+
+@dataclass
+class Waited:
+    """How a wait for the helpers went: wall seconds this process waited, their CPU seconds."""
+
+    seconds: float
+    helper_cpu_seconds: float | None
+
+
+@dataclass
+class _Helper:
+    pid: int
+    pipe: IO[str]
+    cpu: float | None = None
+
+
+class Ahead:
+    """The running helpers (one per way): their process ids and the pipes their output
+    comes through."""
+
+    def __init__(self, helpers: Sequence[_Helper]) -> None:
+        self.helpers = list(helpers)
+
+    def wait(self, *, timeout: float = TIMEOUT_SECONDS) -> Waited:
+        """Relay the helpers' lines until each ends (or `timeout` passes: then stop them)."""
+        t0 = time.perf_counter()
+        deadline = time.monotonic() + timeout
+        open_ = {h.pipe.fileno(): h for h in self.helpers if not h.pipe.closed}
+        while open_ and time.monotonic() < deadline:
+            ready, _, _ = select.select(list(open_), [], [], 1.0)
+            for fd in ready:
+                helper = open_[fd]
+                line = helper.pipe.readline()
+                if not line:  # the helper closed its output: done
+                    helper.pipe.close()
+                    del open_[fd]
+                else:
+                    _relay(helper, line.rstrip("\n"))
+        if open_:
+            logger.warning("kernel compile helpers still running after %.0f s: stopped", timeout)
+            self.stop()
+        if any(h.cpu is None for h in self.helpers):
+            logger.warning(
+                "a kernel compile helper ended without finishing (its lines above say why): "
+                "the analysis compiles what it lacks itself"
+            )
+        cpus = [h.cpu for h in self.helpers]
+        total = None if any(c is None for c in cpus) else sum(c for c in cpus if c is not None)
+        return Waited(time.perf_counter() - t0, total)
+
+    def stop(self) -> None:
+        """End the helpers still running (what they compiled stays valid in Numba's cache)."""
+        for helper in self.helpers:
+            if helper.pipe.closed:
+                continue
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(helper.pid, signal.SIGTERM)
+            with contextlib.suppress(OSError):
+                helper.pipe.close()
+
+
+def _relay(helper: _Helper, line: str) -> None:
+    """Log a helper's line (its `DONE` line gives its CPU seconds instead)."""
+    if line.startswith(DONE + " "):
+        with contextlib.suppress(ValueError):
+            helper.cpu = float(line.split()[1])
+    elif line:
+        logger.info("kernel compile helper: %s", line)
+
+
+def start(ways: Sequence[str]) -> Ahead | None:
+    """Start one helper per way not yet warm, or None when nothing needs warming (the stamp
+    says so), Numba is missing, or the package folder cannot hold the stamp."""
+    from bpe.tokenizer.cold_path import numba_installed
+
+    if not numba_installed():
+        return None
+    missing = [w for w in ways if w not in warm_ways(stamp_key())]
+    if not missing:
+        return None
+    folder = STAMP.parent if STAMP.parent.is_dir() else PACKAGE
+    if not os.access(folder, os.W_OK):
+        return None
+    helpers = [h for h in map(_start_one, missing) if h is not None]
+    if not helpers:
+        return None
+    logger.info(
+        "compiling the encoder's kernels (%s) in %d helper process%s while training runs: "
+        "this machine has not cached them yet",
+        ", ".join(missing),
+        len(helpers),
+        "" if len(helpers) == 1 else "es",
+    )
+    return Ahead(helpers)
+
+
+def _start_one(way: str) -> _Helper | None:
+    """A detached helper warming `way`, or None if it did not start."""
+    STAMP.parent.mkdir(exist_ok=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bpe.experiment.compile_ahead", way],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONPATH": _pythonpath()},
+        start_new_session=True,  # Ctrl-C in the terminal is the run's to handle, not its
+    )
+    assert proc.stdout is not None
+    first = proc.stdout.readline()  # the detached helper's pid, from the process that forked it
+    proc.wait()
+    try:
+        return _Helper(int(first), proc.stdout)
+    except ValueError:
+        logger.debug("kernel compile helper for %s did not start: %r", way, first)
+        proc.stdout.close()
+        return None
+
+
+def _pythonpath() -> str:
+    """This package's parent first, so the helper imports the same code."""
+    parts = [str(PACKAGE.parent), os.environ.get("PYTHONPATH", "")]
+    return os.pathsep.join(p for p in parts if p)
+
+
+def _helper(ways: Sequence[str]) -> int:
+    """The helper: detach (the parent prints the pid and exits), then `warm_and_record`."""
+    pid = os.fork()
+    if pid:
+        print(pid, flush=True)
+        os._exit(0)
+    with contextlib.suppress(OSError):
+        os.nice(19)  # the run's own work comes first: training's times stay its own
+    logging.basicConfig(stream=sys.stdout, format="%(message)s", level=logging.INFO)
+    cpu0 = time.process_time()
+    warm_and_record(ways)
+    print(f"{DONE} {time.process_time() - cpu0:.3f}", flush=True)
+    return 0
+
+
+def _index_files() -> list[str]:
+    """The index files of Numba's cache for every encoder kernel this process has compiled or
+    loaded (a cleared cache loses them: `warm_ways` then reads the way as cold)."""
+    found = []
+    for name, module in list(sys.modules.items()):
+        if not name.startswith(("bpe.tokenizer.compiled", "bpe.text.gpt2_scanner")):
+            continue
+        for value in vars(module).values():
+            if getattr(value, "overloads", None) and getattr(value, "_cache", None) is not None:
+                cache_file = getattr(value._cache, "_cache_file", None)  # Numba's own layout
+                path = getattr(cache_file, "_index_path", None)
+                if path is not None and Path(path).is_file():
+                    found.append(str(path))
+    return sorted(set(found))
+
+
+def _record(key: Mapping, way: str | None = None, files: Sequence[str] = ()) -> None:
+    """Record `way` as warm for `key` (with its cache's index files) in the stamp, written
+    atomically: this key's entry last, at most `STAMP_ENTRIES` kept (the least recently
+    recorded go first)."""
+    entries = _entries()
+    ways = next((e.get("ways") for e in entries if e.get("key") == key), None)
+    ways = dict(ways) if isinstance(ways, dict) else {}
+    if way is not None:
+        ways[way] = list(files)
+    entries = [e for e in entries if e.get("key") != key]
+    entries.append({"key": dict(key), "ways": ways})
+    tmp = STAMP.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"entries": entries[-STAMP_ENTRIES:]}), encoding="utf-8")
+    os.replace(tmp, STAMP)
+
+
+if __name__ == "__main__":
+    sys.exit(_helper(sys.argv[1:]))
