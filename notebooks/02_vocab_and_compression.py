@@ -24,15 +24,19 @@ import pandas as pd
 from IPython.display import display
 
 from bpe.analysis import figures, load_runs, pairwise_overlap
-from bpe.analysis.loader import complete, tidy
+from bpe.analysis.loader import comparable_measures, complete, tidy
 from bpe.cli.show import show
 from bpe.util.io import DATA_DIR, PROJECT_ROOT
 
 EXPERIMENTS = Path(os.environ.get("BPE_EXPERIMENTS", PROJECT_ROOT / "experiments"))
 frame = load_runs(EXPERIMENTS)
 runs = tidy(frame)
-done = complete(runs)
+# runs measured on another number of held-out documents than most of their dataset's (a
+# `debug=fast` run measures 10, a full run 128) are kept off the curves: they do not compare
+done, apart = comparable_measures(complete(runs))
 print(f"{len(done)} complete runs on {sorted(set(done['dataset']))}")
+if len(apart):
+    print(f"left out (measured on other held-out documents): {sorted(apart['run_dir'])}")
 
 # %% [markdown]
 # ## Compression (bytes per token on held-out documents)

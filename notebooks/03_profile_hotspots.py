@@ -24,7 +24,7 @@ import pandas as pd
 from IPython.display import display
 
 from bpe.analysis import figures, load_runs
-from bpe.analysis.loader import shown_stages, tidy
+from bpe.analysis.loader import complete, shown_stages, tidy
 from bpe.util.io import PROJECT_ROOT
 
 EXPERIMENTS = Path(os.environ.get("BPE_EXPERIMENTS", PROJECT_ROOT / "experiments"))
@@ -32,6 +32,8 @@ frame = load_runs(EXPERIMENTS)
 runs = tidy(frame)
 profiled = [Path(p) for p in runs["run_dir"] if (Path(p) / "profile" / "summary.json").is_file()]
 print(f"{len(profiled)} profiled run(s)")
+if not profiled:
+    print("make one with: bpe-train experiment=profile_owt (scalene), or profiler=cprofile")
 
 # %% [markdown]
 # ## Stage times of every complete run (seconds)
@@ -39,6 +41,8 @@ print(f"{len(profiled)} profiled run(s)")
 # In the order the runs recorded them (stages older runs had and reports leave out are dropped).
 # A run whose pretoken cache was a `hit` loaded its counts: its `pretokenize` time is hashing
 # plus loading, not pre-tokenization, so compare that column only between runs that counted.
+# `timed alone` is False for a profiled run (its times include the profiler's overhead) and for
+# a sweep's job that ran beside others (they shared the CPUs): compare times among True rows.
 
 # %%
 prefix = "metrics.timings."
@@ -48,6 +52,8 @@ columns = ["run_name", *(prefix + s for s in stages), *cache]
 times = frame.loc[frame["status"] == "complete", columns]
 times = times.set_index("run_name")
 times.columns = [*stages, *(["pretoken cache"] if cache else [])]
+alone = set(complete(runs, unprofiled=True)["run_name"])
+times["timed alone"] = [name in alone for name in times.index]
 times.round(3)
 
 # %% [markdown]

@@ -18,7 +18,7 @@ import matplotlib.figure
 import pytest
 
 from bpe.analysis import figures
-from tests.conftest import FIXTURES, ROOT, console_env, fast_run
+from tests.conftest import DATA, FIXTURES, ROOT, console_env, fast_run
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
 
@@ -221,3 +221,29 @@ def test_jupyterlab_opens_a_py_notebook_as_a_notebook_with_inline_figures(tmp_pa
             server.kill()
             server.wait()
         log.close()
+
+
+def test_the_vocab_notebook_keeps_runs_measured_on_other_documents_off_its_curves(
+    tmp_path, monkeypatch
+):
+    """A run measured on fewer held-out documents (a `debug=fast` run beside full ones) is
+    named as left out, not drawn on the compression curve beside the others."""
+    jupytext = pytest.importorskip("jupytext")
+    nbclient = pytest.importorskip("nbclient")
+    experiments = tmp_path / "experiments"
+    for docs, vocab in ((10, "300"), (4, "320")):
+        out = tmp_path / f"docs{docs}"
+        settings = (f"analysis.max_docs={docs}", f"vocab_size={vocab}")
+        fast_run(DATA / "tinystories_sample.txt", out, *settings)
+        (run,) = [p for p in out.glob("2*") if not p.is_symlink()]
+        experiments.mkdir(exist_ok=True)
+        run.rename(experiments / run.name)
+    monkeypatch.setenv("BPE_EXPERIMENTS", str(experiments))
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    notebook = jupytext.read(ROOT / "notebooks" / "02_vocab_and_compression.py")
+    client = nbclient.NotebookClient(
+        notebook, timeout=180, kernel_name="python3", resources={"metadata": {"path": tmp_path}}
+    )
+    client.execute()
+    first = "".join(o.get("text", "") for o in notebook.cells[1].outputs)
+    assert "1 complete runs" in first and "left out" in first and "v320" in first, first

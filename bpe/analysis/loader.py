@@ -382,6 +382,24 @@ def complete(runs: pd.DataFrame, *, unprofiled: bool = False) -> pd.DataFrame:
     return runs[keep]
 
 
+def comparable_measures(done: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(kept, apart): per dataset, the runs measured on its most common number of held-out
+    documents, and the others (a `debug=fast` run measures 10 where a full run measures 128),
+    whose compression does not compare with theirs.
+
+    >>> runs = pd.DataFrame({"dataset": ["a", "a", "a", "b"], "measured_docs": [128, 128, 10, 5]})
+    >>> kept, apart = comparable_measures(runs)
+    >>> kept.index.tolist(), apart.index.tolist()
+    ([0, 1, 3], [2])
+    """
+    if "measured_docs" not in done or done.empty:
+        return done, done.iloc[:0]
+    docs = done["measured_docs"].fillna(-1)
+    usual = docs.groupby(done["dataset"]).transform(lambda d: d.mode().max())
+    same = docs == usual
+    return done[same], done[~same]
+
+
 def merges_agree(*merges_sha256: object) -> bool:
     """Whether runs learned the same merges: every merges sha256 known and all equal.
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from bpe.analysis import figures
-from bpe.analysis.loader import complete, trainer_order
+from bpe.analysis.loader import comparable_measures, complete, trainer_order
 from bpe.analysis.markdown import clip, fmt, runs_used, table
 from bpe.analysis.sweep_facts import merge_agreement
 from bpe.runs import schema
@@ -186,24 +186,6 @@ def _kinds(frame: pd.DataFrame, run_dir: str) -> dict[str, float]:
         for c in frame.columns
         if c.startswith(prefix) and pd.notna(row[c])
     }
-
-
-def comparable_measures(done: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(kept, apart): per dataset, the runs measured on its most common number of held-out
-    documents, and the others (a `debug=fast` run measures 10 where a full run measures 128),
-    whose compression does not compare with theirs.
-
-    >>> runs = pd.DataFrame({"dataset": ["a", "a", "a", "b"], "measured_docs": [128, 128, 10, 5]})
-    >>> kept, apart = comparable_measures(runs)
-    >>> kept.index.tolist(), apart.index.tolist()
-    ([0, 1, 3], [2])
-    """
-    if "measured_docs" not in done or done.empty:
-        return done, done.iloc[:0]
-    docs = done["measured_docs"].fillna(-1)
-    usual = docs.groupby(done["dataset"]).transform(lambda d: d.mode().max())
-    same = docs == usual
-    return done[same], done[~same]
 
 
 def render_datasets(runs: pd.DataFrame, frame: pd.DataFrame, root: Path, out_dir: Path) -> str:
