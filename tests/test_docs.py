@@ -116,3 +116,38 @@ def test_the_architecture_page_names_every_layer():
     assert named <= set(LAYERS), (
         f"docs/architecture.md names folders that are not layers: {named - set(LAYERS)}"
     )
+
+
+def _section_code(page: Path, heading: str) -> str:
+    """The Python code blocks of one section of a docs page, joined."""
+    text = page.read_text("utf-8")
+    section = text.split(heading, 1)[1].split("\n#", 1)[0]
+    return "\n".join(re.findall(r"```python\n(.*?)```", section, re.S))
+
+
+def test_the_pad_token_recipe_for_transformers_works_as_written(tmp_path):
+    """docs/using-a-tokenizer.md's batching recipe, run as written on a saved tokenizer: the
+    error it quotes is what padding without a pad token raises, and its fix pads with the
+    end-of-text id under a zero attention mask."""
+    pytest.importorskip("transformers")
+    from bpe import Tokenizer, train_bpe
+    from tests.conftest import EOT, FIXTURES
+
+    vocab, merges = train_bpe(FIXTURES / "corpus.en", 300, [EOT])
+    run_dir = str(tmp_path / "tok")
+    Tokenizer(vocab, merges, [EOT]).save_pretrained(run_dir)
+    page = ROOT / "docs" / "using-a-tokenizer.md"
+    code = _section_code(page, "### Batches in transformers: set a pad token")
+    assert "pad_token = hf.eos_token" in code
+    namespace: dict = {"run_dir": run_dir}
+    exec(compile(code, str(page), "exec"), namespace)  # noqa: S102 - the docs' own code
+    hf, batch = namespace["hf"], namespace["batch"]
+    eot = hf.convert_tokens_to_ids(EOT)
+    short = batch["input_ids"][1]
+    assert batch["attention_mask"][1][-1] == 0 and short[-1] == eot
+    from transformers import AutoTokenizer
+
+    bare = AutoTokenizer.from_pretrained(run_dir)
+    with pytest.raises(ValueError, match="Asking to pad but the tokenizer does not have a pad"):
+        bare(["Once upon a time", "Hi"], padding=True)
+    assert "Asking to pad but the tokenizer does not have a padding" in page.read_text("utf-8")
