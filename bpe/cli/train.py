@@ -44,12 +44,10 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from bpe.analysis.run_report import write_run_report
-from bpe.analysis.sweep_process import LAST_SWEEP
 from bpe.cli import version_line
 from bpe.corpus.datasets import input_name
+from bpe.experiment import compile_ahead, config_checks
 from bpe.experiment import config as config_schema
-from bpe.experiment import config_checks
 from bpe.experiment.inputs import validate
 from bpe.experiment.launching import SWEEP_JOBS_ENV
 from bpe.experiment.metrics import RESERVE_BYTES
@@ -85,6 +83,10 @@ class ConfigError(ValueError):
 # for an importable `bpe.conf` package instead.
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
 def _app(cfg: DictConfig) -> str | None:
+    # subtle: the report writer (pandas, matplotlib: 1.7 s of imports) loads here, after
+    # `main` has started the kernel compile helpers, so they get those seconds too
+    from bpe.analysis.run_report import write_run_report
+
     multirun = str(HydraConfig.get().mode) == "RunMode.MULTIRUN"
     try:
         metrics = run_experiment(cfg, report=write_run_report)
@@ -176,6 +178,12 @@ def check_command_line(argv: list[str]) -> int:
     Raises:
         ConfigError: one line naming the offending override and the fix.
     """
+    return len(checked_jobs(argv))
+
+
+def checked_jobs(argv: list[str]) -> list[DictConfig]:
+    """The composed config of every job the command line asks for, each checked (see
+    `check_command_line`)."""
     multirun = any(a in _MULTIRUN_FLAGS for a in argv)
     overrides = [a for a in argv if not a.startswith("-")]
     GlobalHydra.instance().clear()
@@ -185,9 +193,11 @@ def check_command_line(argv: list[str]) -> int:
             parser = OverridesParser.create(config_loader=GlobalHydra.instance().config_loader())
             jobs = _jobs(parser, overrides, multirun=multirun)
             targets: set[Path] = set()
+            configs = []
             for i, (job, swept) in enumerate(jobs):
                 try:
                     cfg = _compose(job, return_hydra_config=True)
+                    configs.append(cfg)
                     extra = config_checks.extra_keys(cfg)
                     if extra:
                         raise ConfigError(_unknown_key(extra[0]))
@@ -211,7 +221,7 @@ def check_command_line(argv: list[str]) -> int:
                 _check_writable(parent)
     finally:
         GlobalHydra.instance().clear()
-    return len(jobs)
+    return configs
 
 
 def _check_inputs(cfg: DictConfig) -> None:
@@ -385,7 +395,7 @@ def main() -> None:
         os.environ["HYDRA_FULL_ERROR"] = "1"
     if all(not a.startswith("-") or a in _MULTIRUN_FLAGS for a in argv):
         try:
-            jobs = check_command_line(argv)
+            jobs = checked_jobs(argv)
         except ConfigError as err:
             if _debug():
                 raise
@@ -393,7 +403,11 @@ def main() -> None:
             sys.exit(2)
         if any(a in _MULTIRUN_FLAGS for a in argv):
             # jobs a launcher starts all at once (submitit_local) share the CPUs by this count
-            os.environ[SWEEP_JOBS_ENV] = str(jobs)
+            os.environ[SWEEP_JOBS_ENV] = str(len(jobs))
+        else:
+            # a machine without the analysis' kernels compiles them from now on, beside the
+            # rest of the run (the runner takes the helpers over and waits for them)
+            compile_ahead.start(compile_ahead.ways_needed(jobs[0]), announce=False)
     try:
         # before Hydra writes into the run directory: a reused or full one stays untouched
         preflight(argv, min_free_bytes=RESERVE_BYTES)
@@ -402,9 +416,16 @@ def main() -> None:
             raise
         sys.stderr.write(f"bpe-train: error: {err}\n")
         sys.exit(1)
-    _app()
+    try:
+        _app()
+    finally:
+        compile_ahead.stop_all()
+    if not any(a in _MULTIRUN_FLAGS for a in argv):
+        return
+    from bpe.analysis.sweep_process import LAST_SWEEP  # Hydra's sweep callback filled it
+
     outcome = LAST_SWEEP.get("outcome")
-    if any(a in _MULTIRUN_FLAGS for a in argv) and outcome is not None and outcome.unfinished:
+    if outcome is not None and outcome.unfinished:
         sys.stderr.write(f"bpe-train: error: {outcome.message()}\n")
         sys.exit(1)
 

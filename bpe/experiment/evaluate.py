@@ -34,7 +34,7 @@ import codecs
 import logging
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from bpe.corpus.datasets import (
     Dataset,
@@ -71,7 +71,12 @@ DEFAULT_BPB_TRAIN_BYTES = ANALYSIS_DEFAULTS["bpb_train_bytes"]
 
 
 def evaluate(
-    result: TrainResult, ds: Dataset, analysis: Mapping, *, holdout: Holdout | None = None
+    result: TrainResult,
+    ds: Dataset,
+    analysis: Mapping,
+    *,
+    holdout: Holdout | None = None,
+    kernels_for: Callable[[str], object] | None = None,
 ) -> dict:
     """Every measure of a trained run, as the metrics.json keys they are stored under.
 
@@ -84,6 +89,9 @@ def evaluate(
         holdout: the input's last documents that training did not read
             (`bpe.corpus.datasets.Dataset.holdout`), when the dataset has no held-out
             file: the own side is measured on them, and the training samples stop before them.
+        kernels_for: called with a way of encoding (`bpe.tokenizer.warm.WAYS`) just before
+            the first encode that way (the runner waits there for the helper compiling its
+            kernels, `bpe.experiment.compile_ahead`).
     """
     out = vocab_metrics(
         result.vocab,
@@ -102,6 +110,9 @@ def evaluate(
         ds, max_docs=int(analysis_setting(analysis, "max_docs")), holdout=holdout
     )
     stop = None if holdout is None else holdout.stop
+    ready = kernels_for or (lambda way: None)
+    ready("merges")
+    ready("replay")  # a PickyBPE tokenizer encodes by replaying its history
     out.update(
         corpus_metrics(
             tokenizer,
@@ -145,6 +156,7 @@ def evaluate(
         stop=stop,
     )
     out["bits_per_byte"] = bits_per_byte_metrics(tokenizer, ds, measured, ngram)
+    ready("cut")
     out.update(_usage_of_the_vocab(tokenizer, measured, analysis, ngram))
     if result.init_from is not None:
         out["init_from"] = {
