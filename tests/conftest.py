@@ -144,6 +144,22 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 _BEFORE = pytest.StashKey[dict]()
 
 
+def _fast_analysis() -> tuple[str, ...]:
+    """`debug=fast`'s analysis settings as command-line overrides (bpe/conf/debug/fast.yaml is
+    their one home), for runs that keep every other default (the workers, the vocab)."""
+    from omegaconf import OmegaConf
+
+    from bpe.util.io import CONF_DIR
+
+    analysis = OmegaConf.load(CONF_DIR / "debug" / "fast.yaml")["analysis"]
+    shown = {True: "true", False: "false"}
+    return tuple(f"analysis.{key}={shown.get(value, value)}" for key, value in analysis.items())
+
+
+#: The analysis of a `debug=fast` run: a few documents, no GPT-2 baseline, small samples
+FAST_ANALYSIS = _fast_analysis()
+
+
 def fast_run(corpus: Path, experiments: Path, *args: str, timeout: float = 600) -> dict:
     """`bpe-train debug=fast` on corpus (as a user runs it, in a subprocess) into experiments;
     asserts it succeeded and returns the run's metrics.json."""

@@ -23,14 +23,12 @@ from bpe.corpus.documents import tail_documents
 from bpe.corpus.sources import resolve_source
 from bpe.experiment.measured import TAIL_MAX_BYTES
 from bpe.util.io import sha256_file
-from tests.conftest import EOT, FIXTURES, ROOT
+from tests.conftest import EOT, FAST_ANALYSIS, FIXTURES, ROOT
 
 FAST = [
     "progress=false",
     "num_workers=1",
-    "analysis.max_docs=5",
-    "analysis.throughput_seconds=0.02",
-    "analysis.gpt2_baseline=false",
+    *FAST_ANALYSIS,
 ]
 
 

@@ -35,7 +35,7 @@ from bpe.text.specials import EOT
 from bpe.training import train_bpe_detailed
 from bpe.util.io import DATA_DIR
 from bpe.util.pool import Chunk
-from tests.conftest import console_env
+from tests.conftest import FAST_ANALYSIS, console_env
 from tests.test_chunks import _count_chunk
 
 distributed = pytest.importorskip("distributed")
@@ -208,9 +208,7 @@ def test_bpe_train_with_the_dask_backend_defaults(tmp_path):
             "vocab_size=300",
             "progress=false",
             f"experiments_dir={tmp_path}",
-            "analysis.max_docs=5",
-            "analysis.throughput_seconds=0.02",
-            "analysis.gpt2_baseline=false",
+            *FAST_ANALYSIS,
         ],
         capture_output=True,
         text=True,

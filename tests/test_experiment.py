@@ -21,7 +21,7 @@ from bpe.runs.stages import COMPILE, KERNEL_COMPILE, RETIRED_STAGES, RUN_STAGES,
 from bpe.text.patterns import CL100K_PATTERN
 from bpe.tokenizer import Tokenizer
 from bpe.util.io import CONF_DIR
-from tests.conftest import FIXTURES, ROOT, missing_keys
+from tests.conftest import FAST_ANALYSIS, FIXTURES, ROOT, missing_keys
 
 # the debug preset (bpe/conf/debug/fast.yaml) on the CS336 fixture corpus
 FAST = ["debug=fast", f"dataset.path={FIXTURES / 'corpus.en'}"]
@@ -264,9 +264,7 @@ def test_the_next_command_works_as_printed_on_held_out_text(tmp_path):
             "vocab_size=300",
             "num_workers=1",
             "progress=false",
-            "analysis.max_docs=5",
-            "analysis.throughput_seconds=0.02",
-            "analysis.gpt2_baseline=false",
+            *FAST_ANALYSIS,
         ],
         capture_output=True,
         text=True,

@@ -17,7 +17,7 @@ from hydra import compose, initialize_config_dir
 import bpe.experiment.config  # noqa: F401  (importing it registers the schema the config composes with)
 from bpe import train_bpe
 from bpe.util.io import CONF_DIR
-from tests.conftest import DATA, EOT, console_env
+from tests.conftest import DATA, EOT, FAST_ANALYSIS, console_env
 
 EARLY_STOP = "no pair is left to merge"
 
@@ -105,10 +105,7 @@ def test_a_vocab_larger_than_its_corpus_supports_is_said_with_the_remedy(tmp_pat
             "vocab_size=10000",
             "num_workers=1",
             "progress=false",
-            "analysis.max_docs=5",
-            "analysis.throughput_seconds=0.02",
-            "analysis.gpt2_baseline=false",
-            "analysis.bpb_train_bytes=100000",
+            *FAST_ANALYSIS,
             "analysis.train_sample_bytes=100000",
         ],
         cwd=tmp_path,

@@ -23,7 +23,7 @@ from bpe.analysis import figures
 from bpe.analysis.run_report import write_run_report
 from bpe.experiment.evaluate import PREVIEW_BYTES
 from bpe.formats.gpt2_format import load_vocab
-from tests.conftest import FIXTURES, ROOT
+from tests.conftest import FAST_ANALYSIS, FIXTURES, ROOT
 
 
 def _is_run(p: Path) -> bool:
@@ -35,8 +35,7 @@ RUN = FIXTURES / "runs" / "2026-01-01_00-00-00_000000_tinystories_sample_heap_v3
 FAST = [
     "progress=false",
     "num_workers=1",
-    "analysis.throughput_seconds=0.02",
-    "analysis.gpt2_baseline=false",
+    *FAST_ANALYSIS,
 ]
 #: 300 KB of one character: tokens of up to 300,000 bytes (the old report drew 300,000 bars).
 SIZE = 300_000

@@ -74,11 +74,11 @@ def test_bpe_parity_writes_rows_per_tokenizer_and_language(tmp_path):
     """The command a user types, on GPT-2 and a real run (every CPU)."""
     exp = tmp_path / "exp"
     run = train_run(exp, "debug=fast", "num_workers=null", "vocab_size=1000")
-    # the run measured itself: its premiums on 50 lines of each split (debug=fast), read
+    # the run measured itself: its premiums on 10 lines of each split (debug=fast), read
     # through every key the reports use, in ANALYSIS.md and as loader columns
     metrics = json.loads((run / layout.METRICS_FILE).read_text("utf-8"))
     assert not missing_keys(metrics, "languages", who="ours", i="11")
-    assert schema.get(metrics, schema.LANGUAGE_LINES) == 50
+    assert schema.get(metrics, schema.LANGUAGE_LINES) == 10
     text = (run / layout.ANALYSIS_FILE).read_text("utf-8")
     assert "## Languages (FLORES-200)" in text and "| Shan (`shn_Mymr`)" in text
     frame = tidy(load_runs(exp))

@@ -30,7 +30,7 @@ from bpe.text.patterns import GPT2_PATTERN
 from bpe.text.specials import EOT
 from bpe.training import train_bpe, train_bpe_detailed
 from bpe.util.io import sha256_file
-from tests.conftest import DATA, FIXTURES, ROOT, console_env
+from tests.conftest import DATA, FAST_ANALYSIS, FIXTURES, ROOT, console_env
 
 CORPUS = FIXTURES / "corpus.en"
 
@@ -272,9 +272,7 @@ def _sweep(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:
             f"experiments_dir={tmp_path}",
             f"dataset.path={DATA / 'tinystories_sample.txt'}",
             "progress=false",
-            "analysis.max_docs=5",
-            "analysis.throughput_seconds=0.02",
-            "analysis.gpt2_baseline=false",
+            *FAST_ANALYSIS,
             *overrides,
         ],
         capture_output=True,

@@ -28,6 +28,7 @@ from bpe.pretokenize import pretokenize
 from bpe.text.specials import EOT
 from bpe.training import train_bpe, train_bpe_detailed
 from bpe.util.io import DATA_DIR
+from tests.conftest import FAST_ANALYSIS
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -345,10 +346,9 @@ def test_dask_counts_parquet_row_groups_as_tasks(corpora, tmp_path):
 FAST = [
     "progress=false",
     "num_workers=1",
-    "analysis.max_docs=5",
     "vocab_size=300",
-    "analysis.throughput_seconds=0.02",
-    "analysis.gpt2_baseline=false",
+    *FAST_ANALYSIS,
+    "analysis.max_docs=5",  # fewer than the held-out documents of the shard tests
 ]
 
 

@@ -19,13 +19,11 @@ import psutil
 import pytest
 
 from bpe.util.workers import default_num_workers, fair_share
-from tests.conftest import DATA, ROOT, late_bad_utf8, sigint_as_in_a_terminal
+from tests.conftest import DATA, FAST_ANALYSIS, ROOT, late_bad_utf8, sigint_as_in_a_terminal
 
 QUICK = [
     "progress=false",
-    "analysis.max_docs=5",
-    "analysis.throughput_seconds=0.02",
-    "analysis.gpt2_baseline=false",
+    *FAST_ANALYSIS,
 ]
 
 

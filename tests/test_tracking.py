@@ -21,15 +21,13 @@ import pytest
 import yaml
 
 from bpe.analysis.tracking import run_record
-from tests.conftest import FIXTURES, ROOT
+from tests.conftest import FAST_ANALYSIS, FIXTURES, ROOT
 
 mlflow = pytest.importorskip("mlflow")
 
 QUICK = [
     "progress=false",
-    "analysis.max_docs=5",
-    "analysis.throughput_seconds=0.02",
-    "analysis.gpt2_baseline=false",
+    *FAST_ANALYSIS,
     f"dataset.path={FIXTURES / 'corpus.en'}",
 ]
 FAILED_RUN = FIXTURES / "experiments" / "2026-11-22_14-53-29_151839_tinystories_sample_heap_v10"
