@@ -75,8 +75,9 @@ import numpy as np
 os.environ.setdefault("RAYON_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from bpe.text.specials import EOT  # noqa: E402 - after the thread settings above
+
 ROOT = Path(__file__).resolve().parent.parent
-EOT = "<|endoftext|>"
 SAMPLES = {"TinyStories": "tinystories_sample.txt", "OWT": "owt_sample.txt"}
 # --quick: each sample's head, cut after a document; above workers.DEFAULT_MIN_PARALLEL_BYTES
 # (256 KiB), so the backends table still starts its worker processes and threads.
@@ -188,7 +189,8 @@ def bench(repeats: int, limit: int | None = None) -> list[dict]:
 _FIRST_USE = """
 import json, sys, time
 from bpe import Tokenizer
-tok = Tokenizer.from_files(sys.argv[1], sys.argv[2], ["<|endoftext|>"], merge_backend="compiled")
+from bpe.text.specials import EOT
+tok = Tokenizer.from_files(sys.argv[1], sys.argv[2], [EOT], merge_backend="compiled")
 t0 = time.perf_counter()
 import numpy, numba
 t1 = time.perf_counter()

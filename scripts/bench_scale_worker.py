@@ -35,9 +35,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+#: GPT-2's end-of-text token and split pattern, as `bpe.text.specials.EOT` and
+#: `bpe.text.patterns.GPT2_PATTERN` (a test checks they are equal; written out so that the
+#: anchors' runs do not import bpe)
 EOT = "<|endoftext|>"
-#: GPT-2's split pattern, as `bpe.text.patterns.GPT2_PATTERN` (a test checks they are equal;
-#: written out so that the anchors' runs do not import bpe)
 GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 #: bpeasy's cap on a token's bytes, set beyond any token so that it changes no merge
 BPEASY_MAX_TOKEN_LENGTH = 1 << 20

@@ -52,10 +52,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_scale import WORKER, run_sampled  # noqa: E402  (sibling scripts, not a package)
-from bench_scale_worker import TIE_BREAKS  # noqa: E402
+from bench_scale_worker import EOT, TIE_BREAKS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-EOT = "<|endoftext|>"
 # --smoke: each sample's documents within its first SMOKE_BYTES, trained to SMOKE_VOCAB
 SMOKE_BYTES, SMOKE_VOCAB = 300_000, 500
 #: our trainers (the worker's "ours" with this trainer) and the anchors, with what each needs

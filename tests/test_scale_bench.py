@@ -207,12 +207,14 @@ def test_report_golden():
 
 
 def test_the_worker_sets_up_the_anchors_as_bpe_does():
-    """The worker does not import bpe (memory): its GPT-2 pattern and byte table must match."""
+    """The worker does not import bpe (memory): its GPT-2 pattern, end-of-text token and byte
+    table must match."""
     worker = _load("bench_scale_worker")
     from bpe.formats.gpt2_format import unicode_to_bytes
     from bpe.text.patterns import GPT2_PATTERN
+    from bpe.text.specials import EOT
 
-    assert worker.GPT2_PATTERN == GPT2_PATTERN
+    assert worker.GPT2_PATTERN == GPT2_PATTERN and worker.EOT == EOT
     assert worker.hf_byte_table() == unicode_to_bytes()
     assert set(worker.SYSTEMS) == set(worker.TIE_BREAKS) == set(bench.IMPLS)
 
