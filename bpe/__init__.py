@@ -66,6 +66,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .removals                 PickyBPE's removals at encode time: replaying the history
       .compiled_replay          that replay inside the whole-text kernel, Numba-compiled
       .pruning                  a vocab without the tokens text uses least as themselves
+      .warm                     each way of encoding run once, tiny: its kernels compiled
     bpe.formats                 the files a tokenizer is read from and saved as
       .gpt2_format              vocab.json and merges.txt (GPT-2 format), merges_sha256
       .removals_json            PickyBPE's removals.json: the record and its check
@@ -106,6 +107,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .pruning                  bpe-prune's work: prune a run's vocab, measure before and after
       .usage                    token usage and under-trained tokens of a run
       .memory                   process-tree memory sampled per stage
+      .compile_ahead            the analysis' kernels compiled in a helper while training runs
       .environment              git, packages, host: environment.json
       .profilers                scalene and cProfile around training
       .scalene_target           what a profiled child process runs
@@ -154,7 +156,8 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .stats                    small statistics: the Gini coefficient
       .cputime                  wall and CPU seconds per stage (threads and ended workers)
       .jit_cache                Numba's njit, its cache cleared when any kernel's source changes
-      .compile_clock            Numba's compiles timed, and announced while they run
+      .kernel_sources           which modules hold cached kernels, and their sources' hash
+      .compile_clock            Numba's compiles timed and announced; a compile step's record
       .interrupts               SIGTERM raised like Ctrl-C, so cleanup runs
 
 Public API (see README.md):

@@ -27,13 +27,13 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING
 
 import regex
 
 from bpe.text.patterns import GPT2_PATTERN
+from bpe.util.compile_clock import CompileInfo, cache_misses
 
 if TYPE_CHECKING:
     import numpy as np
@@ -113,16 +113,8 @@ def _kernels() -> ModuleType:
         ) from err
 
 
-@dataclass(frozen=True)
-class ScannerInfo:
-    """How `load_scanner` went: seconds (import, table, compile or cache load) and whether
-    Numba's cache had the machine code."""
-
-    seconds: float
-    cached: bool
-    #: False when an earlier call of this process (or of the parent it was forked from)
-    #: did the work: seconds are then the first call's, not spent again
-    now: bool = True
+#: how `load_scanner` went (the same record as a compiling trainer's)
+ScannerInfo = CompileInfo
 
 
 _loaded: ScannerInfo | None = None
@@ -140,13 +132,13 @@ def load_scanner() -> ScannerInfo:
     start = time.perf_counter()
     kernels = _kernels()
     dispatchers = (kernels.count_into, kernels.utf8_keys)
-    before = sum(sum(d.stats.cache_misses.values()) for d in dispatchers)
+    before = cache_misses(dispatchers)
     table = PretokenTable()
     # subtle: text arrives read-only (`np.frombuffer` over bytes), which Numba types apart from
     # a writable array: warm up with the same kind, or the first real call compiles again
     table.add(["a b"])
     table.counts()
-    cached = sum(sum(d.stats.cache_misses.values()) for d in dispatchers) == before
+    cached = cache_misses(dispatchers) == before
     _loaded = ScannerInfo(seconds=time.perf_counter() - start, cached=cached)
     logger.debug("compiled scanner ready in %.3f s (cached: %s)", _loaded.seconds, cached)
     return _loaded

@@ -50,9 +50,9 @@ from bpe.trainers.common import (
     finish,
     prepare,
 )
-from bpe.trainers.compiled import CompileInfo
 from bpe.trainers.parent import prepare_from_parent
 from bpe.trainers.variants import check_continuation, check_trainer_supports
+from bpe.util.compile_clock import CompileInfo
 from bpe.util.progress import LOG_INTERVAL_S, Progress
 
 logger = logging.getLogger(__name__)

@@ -31,6 +31,7 @@ from types import ModuleType
 import numpy as np
 
 from bpe.trainers.common import BELOW_MIN_FREQUENCY, EXHAUSTED, MergeState
+from bpe.util.compile_clock import CompileInfo, cache_misses
 
 logger = logging.getLogger(__name__)
 
@@ -62,14 +63,6 @@ def load_kernels() -> ModuleType:
     return _kernels
 
 
-@dataclass
-class CompileInfo:
-    """How `compile_kernels` went: seconds, and whether Numba's cache had the machine code."""
-
-    seconds: float
-    cached: bool
-
-
 def compile_kernels() -> CompileInfo:
     """Compile every kernel (or load it from Numba's on-disk cache) by running it once, tiny.
 
@@ -86,7 +79,7 @@ def compile_kernels() -> CompileInfo:
         kernels.rehash,
         kernels.compact_pool,
     ]
-    before = sum(sum(d.stats.cache_misses.values()) for d in dispatchers)
+    before = cache_misses(dispatchers)
     state = MergeState(["ab", "ab"], [1, 2], {}, [], 1)
     state.vocab.update({i: bytes([i]) for i in range(256)})
     _run(kernels, state, lambda: None, batch=BATCH, limit=_possible_merges(state))
@@ -94,7 +87,7 @@ def compile_kernels() -> CompileInfo:
     none32, none64 = np.zeros(1, np.int32), np.zeros(1, np.int64)
     kernels.rehash(none32, none32, 0, 1024)
     kernels.compact_pool(none32, none64, none32, none64, 0, none32, none32, none32)
-    after = sum(sum(d.stats.cache_misses.values()) for d in dispatchers)
+    after = cache_misses(dispatchers)
     return CompileInfo(seconds=time.perf_counter() - start, cached=after == before)
 
 

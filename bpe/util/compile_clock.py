@@ -26,8 +26,18 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Iterable
+from dataclasses import dataclass
 
-__all__ = ["ANNOUNCE_AFTER", "ANNOUNCE_EVERY", "cpu_seconds", "install", "seconds"]
+__all__ = [
+    "ANNOUNCE_AFTER",
+    "ANNOUNCE_EVERY",
+    "CompileInfo",
+    "cache_misses",
+    "cpu_seconds",
+    "install",
+    "seconds",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +58,25 @@ def seconds() -> float:
 def cpu_seconds() -> float:
     """CPU seconds of the same compiles (this process's threads)."""
     return _totals["cpu"]
+
+
+@dataclass
+class CompileInfo:
+    """How readying a set of kernels went (`bpe.trainers.compiled.compile_kernels`,
+    `bpe.pretokenize.engines.load_scanner`): seconds, and whether Numba's cache had all of
+    their machine code."""
+
+    seconds: float
+    cached: bool
+    #: False when an earlier call of this process (or of the parent it was forked from) did
+    #: the work: seconds are then the first call's, not spent again
+    now: bool = True
+
+
+def cache_misses(dispatchers: Iterable) -> int:
+    """How many times these Numba dispatchers compiled instead of loading from the cache
+    (compare before and after a warm-up: equal means everything came from the cache)."""
+    return sum(sum(d.stats.cache_misses.values()) for d in dispatchers)
 
 
 class _Clock:
