@@ -11,15 +11,23 @@
 Every script but bpe-train (a Hydra app) builds its parser with `new_parser`, so each has
 `--version`; bpe-train answers `--version` before Hydra does.
 
-Each module is the command line only: arguments, logging, exit status. The CLIs sit on top of
-every layer: nothing in `bpe` imports them.
+Each module is the command line only: arguments, logging, exit status. Every script but
+bpe-train logs `LEVEL logger: message` lines on stderr (`setup_logging`), so its stdout holds
+only what a user asked for (bpe-show's tokens); bpe-train logs as Hydra does, into the run's
+train.log as well. `run_command` ends a script: 0, or 2 with one line naming the problem.
+The CLIs sit on top of every layer: nothing in `bpe` imports them.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
+from collections.abc import Callable
 
 from bpe import __version__
+
+#: how every script but bpe-train logs (on stderr)
+LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"
 
 
 def version_line(prog: str) -> str:
@@ -38,3 +46,21 @@ def new_parser(prog: str, description: str) -> argparse.ArgumentParser:
         "--version", action="version", version=version_line(prog), help="print bpe-lab's version"
     )
     return parser
+
+
+def setup_logging(level: int = logging.INFO) -> None:
+    """Log `LOG_FORMAT` lines on stderr at `level`, as every script but bpe-train does."""
+    logging.basicConfig(level=level, format=LOG_FORMAT)
+
+
+def run_command(work: Callable[[], object], log: logging.Logger) -> int:
+    """A script's exit status for `work`, with logging set up first: 0 when it returns; 2,
+    after one error line, when it raises OSError or ValueError (a missing or refused input,
+    an output it will not overwrite: each message names the file and the fix)."""
+    setup_logging()
+    try:
+        work()
+    except (OSError, ValueError) as err:
+        log.error("%s", err)
+        return 2
+    return 0

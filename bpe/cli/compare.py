@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from bpe.analysis.compare_report import write_compare
-from bpe.cli import new_parser
+from bpe.cli import new_parser, run_command
 
 logger = logging.getLogger(__name__)
 
@@ -37,15 +37,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    try:
-        logger.info(
-            "wrote %s", write_compare(args.dirs, args.out, labels=args.labels, force=args.force)
-        )
-    except (OSError, ValueError) as err:
-        logger.error("%s", err)
-        return 2
-    return 0
+
+    def work() -> None:
+        written = write_compare(args.dirs, args.out, labels=args.labels, force=args.force)
+        logger.info("wrote %s", written)
+
+    return run_command(work, logger)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -16,7 +16,7 @@ import shlex
 import sys
 from collections.abc import Sequence
 
-from bpe.cli import new_parser
+from bpe.cli import new_parser, setup_logging
 from bpe.corpus.files import DEFAULT_TEXT_FIELD
 from bpe.corpus.formats import FORMAT_CHOICES
 from bpe.encode.npy import (
@@ -152,7 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+        setup_logging()
     # SIGTERM raises like Ctrl-C, so the output's temp file is removed (`atomic_open`)
     try:
         with sigterm_raises():

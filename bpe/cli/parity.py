@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from bpe.analysis.parity_report import write_parity_report
-from bpe.cli import new_parser
+from bpe.cli import new_parser, run_command
 from bpe.measures import GPT2_DIR
 from bpe.measures.languages import LANGUAGES, language_costs, summary
 from bpe.runs.layout import PARITY_CSV, PARITY_FILE, PARITY_RECORD
@@ -84,8 +84,8 @@ def parity_record(named: list[tuple[str, Tokenizer]], languages: list[str]) -> d
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    try:
+
+    def work() -> None:
         named = [open_tokenizer(t) for t in args.tokenizers]
         inputs = [p for t in args.tokenizers if t != "gpt2" for p in files_in(t)]
         ours = (args.out / PARITY_RECORD).is_file()
@@ -106,10 +106,8 @@ def main(argv: list[str] | None = None) -> int:
             args.out / PARITY_RECORD, json.dumps(record, indent=1, ensure_ascii=False) + "\n"
         )
         logger.info("wrote %s", write_parity_report(args.out))
-    except (OSError, ValueError) as err:
-        logger.error("%s", err)
-        return 2
-    return 0
+
+    return run_command(work, logger)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from bpe.analysis.prune_report import write_prune_report
-from bpe.cli import new_parser
+from bpe.cli import new_parser, run_command
 from bpe.experiment.pruning import prune_run, write_pruned
 from bpe.runs.layout import MERGES_FILE, PRUNE_FILE, PRUNE_RECORD, REMOVALS_FILE, VOCAB_FILE
 from bpe.util.io import check_writable, files_in
@@ -53,8 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    try:
+
+    def work() -> None:
         if not args.run_dir.is_dir():
             raise FileNotFoundError(f"run directory {str(args.run_dir)!r} does not exist")
         ours = (args.out / PRUNE_RECORD).is_file()
@@ -71,10 +71,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         write_pruned(pruned, record, args.out)
         logger.info("wrote %s", write_prune_report(args.out))
-    except (OSError, ValueError) as err:
-        logger.error("%s", err)
-        return 2
-    return 0
+
+    return run_command(work, logger)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -19,7 +19,7 @@ from pathlib import Path
 from bpe.analysis.reports import write_all_reports
 from bpe.analysis.run_report import write_run_report
 from bpe.analysis.sweep import write_sweep_report
-from bpe.cli import new_parser
+from bpe.cli import new_parser, setup_logging
 from bpe.runs.layout import METRICS_FILE
 from bpe.util.io import shown_path
 
@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    setup_logging()
     try:
         if args.all:
             out = args.out if args.out is not None else Path("reports")

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bpe.analysis.compare_sides import load_side
-from bpe.cli import new_parser
+from bpe.cli import new_parser, setup_logging
 from bpe.tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)
@@ -128,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    setup_logging(logging.WARNING)
     text = sys.stdin.read() if args.text is None else args.text
     try:
         view = show(args.dir, text)
