@@ -151,3 +151,29 @@ def test_the_pad_token_recipe_for_transformers_works_as_written(tmp_path):
     with pytest.raises(ValueError, match="Asking to pad but the tokenizer does not have a pad"):
         bare(["Once upon a time", "Hi"], padding=True)
     assert "Asking to pad but the tokenizer does not have a padding" in page.read_text("utf-8")
+
+
+def _first_command(text: str) -> str:
+    (command,) = [
+        ln for ln in text.splitlines() if ln.startswith("python3 -m venv") and "bpe-train" in ln
+    ]
+    return command
+
+
+def test_the_first_command_installs_what_the_first_run_uses_and_names_the_other_extras():
+    """README's first command installs the notebooks and the compiled encoder, not every extra
+    (`dev` built a 1.4 GB environment to train one tokenizer); each other extra of
+    pyproject.toml is named in README's table with what it adds; the manual's home page gives
+    the same command."""
+    import tomllib
+
+    readme = README.read_text("utf-8")
+    command = _first_command(readme)
+    (extras,) = re.findall(r'-e "\.\[([^\]]*)\]"', command)
+    assert set(extras.split(",")) == {"notebooks", "compiled"}, command
+    assert _first_command((ROOT / "docs" / "index.md").read_text("utf-8")) == command
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"][
+        "optional-dependencies"
+    ]
+    table = {m for m in re.findall(r"^\| `([a-z]+)` \|", readme, re.M)}
+    assert set(declared) - {"dev", "notebooks", "compiled"} <= table, sorted(declared)
