@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import subprocess
 import sys
 
@@ -111,7 +112,12 @@ def test_bpe_parity_writes_rows_per_tokenizer_and_language(tmp_path):
     ours = next(s for s in record["tokenizers"] if s["name"] == run.name)
     assert ours["summary"]["min_premium"] <= 1.0 <= ours["summary"]["max_premium"]
     assert 0 < ours["summary"]["gini"] < 1
-    assert "| Shan (`shn_Mymr`)" in (out / layout.PARITY_FILE).read_text("utf-8")
+    parity_md = (out / layout.PARITY_FILE).read_text("utf-8")
+    assert "| Shan (`shn_Mymr`)" in parity_md
+    # a premium is relative to the tokenizer's own English: its English count is beside it
+    assert "relative to the tokenizer's own English" in parity_md
+    english = PETROV_GPT2_TOKENS["eng_Latn"]
+    assert re.search(rf"^\| gpt2 +\| {english} +\| 0\.\d+ ", parity_md, re.M), parity_md
     foreign = tmp_path / "foreign"
     foreign.mkdir()
     (foreign / layout.PARITY_CSV).write_text("mine", "utf-8")

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 from bpe.analysis.markdown import fmt, table
+from bpe.measures.languages import ENGLISH
 from bpe.runs.layout import PARITY_FILE, PARITY_RECORD
 from bpe.util.io import atomic_write_text
 
@@ -30,9 +31,13 @@ def render_parity(record: dict) -> str:
         for lang, per in by_lang.items()
     ]
     heads = ["language", *(f"{n}: premium" for n in names), *(f"{n}: tokens" for n in names)]
+    english = {
+        s["name"]: next((r for r in s["rows"] if r["language"] == ENGLISH), None) for s in sides
+    }
     summary = [
         [
             s["name"],
+            fmt(english[s["name"]]["tokens"], "d") if english[s["name"]] else "n/a",
             fmt(s["summary"]["gini"], ".3f"),
             f"{fmt(s['summary']['max_premium'], '.2f')} ({s['summary']['max_language']})",
             f"{fmt(s['summary']['min_premium'], '.2f')} ({s['summary']['min_language']})",
@@ -49,6 +54,11 @@ def render_parity(record: dict) -> str:
         "same tokenizer: 2.00 means the same content costs twice the tokens (and twice the "
         "context, compute and price per token).",
         "",
+        "A premium is relative to the tokenizer's own English, not a measure of how well it "
+        "compresses: a tokenizer that splits English finely too has small premiums and still "
+        "costs more tokens everywhere. Compare each tokenizer's English token count (in the "
+        "summary below) before reading its premiums as fairness.",
+        "",
         table(rows, heads),
         "",
         "## Summary",
@@ -56,7 +66,7 @@ def render_parity(record: dict) -> str:
         "The Gini coefficient of the per-language token counts: 0 when every language costs "
         "the same, towards 1 when one language takes nearly all the tokens.",
         "",
-        table(summary, ["tokenizer", "Gini", "max premium", "min premium"]),
+        table(summary, ["tokenizer", "English tokens", "Gini", "max premium", "min premium"]),
         "",
     ]
     return "\n".join(lines)
