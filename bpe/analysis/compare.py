@@ -124,7 +124,21 @@ def compare(sides: Sequence[Side]) -> Comparison:
             efficiency[(s.label, name)] = renyi_efficiency(values, ordinary_vocab_size(tok))
             occ.update({tok.vocab[i]: c for i, c in counts.items() if i not in specials})
         occurrences[s.label] = occ
+    _measure_languages(sides)
     return Comparison(list(sides), heldout, compression, efficiency, occurrences)
+
+
+def _measure_languages(sides: Sequence[Side]) -> None:
+    """Give each side of GPT-2 style files (which record nothing) its language premiums, as
+    `bpe-parity` measures them: on the lines the runs recorded theirs on when they agree,
+    else on every line."""
+    from bpe.measures.languages import languages_metrics
+
+    recorded = {s.languages.get("lines") for s in sides if s.languages and s.kind == "run"}
+    lines = next(iter(recorded)) if len(recorded) == 1 else None
+    for s in sides:
+        if s.languages is None and s.kind != "run":
+            s.languages = languages_metrics(s.tokenizer.encode, lines=lines)
 
 
 def pairwise_overlap(runs: pd.DataFrame, *, measure: str = "jaccard") -> pd.DataFrame:

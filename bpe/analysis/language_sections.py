@@ -93,7 +93,7 @@ def _heldout_lines(metrics: dict) -> list[str]:
 
 def compare_languages(labels: Sequence[str], recorded: Sequence[dict | None]) -> list[str]:
     """COMPARE.md's table: each side's recorded premium per language, and its Gini."""
-    lines = ["## Languages (recorded by each run, FLORES-200)", ""]
+    lines = ["## Languages (FLORES-200: recorded by each run, measured here for other sides)", ""]
     sides = [({"languages": r}, label) for label, r in zip(labels, recorded, strict=True)]
     per = [(label, {x["language"]: x for x in _rows(m, "ours")}) for m, label in sides]
     order = next((list(rows) for _, rows in per if rows), [])
@@ -112,6 +112,8 @@ def compare_languages(labels: Sequence[str], recorded: Sequence[dict | None]) ->
         table(body, ["language", *(f"{label}: premium" for label, _ in per)]),
         "",
         "Premiums are tokens over English's with the same tokenizer, on each run's recorded "
-        "lines (`analysis.language_lines`; null: all of them).",
+        "lines (`analysis.language_lines`; null: all of them); a side of GPT-2 style files "
+        "(which records nothing) is measured here as `bpe-parity` measures it, on the runs' "
+        "lines when they agree.",
         "",
     ]
