@@ -247,3 +247,19 @@ def test_the_vocab_notebook_keeps_runs_measured_on_other_documents_off_its_curve
     client.execute()
     first = "".join(o.get("text", "") for o in notebook.cells[1].outputs)
     assert "1 complete runs" in first and "left out" in first and "v320" in first, first
+
+
+def test_a_series_equal_to_an_earlier_one_stays_visible_and_is_named():
+    """Two identical curves (two runs with the same merges) would draw one over the other:
+    the second is dashed and its legend names its twin."""
+    from bpe.analysis import figures
+
+    fig = figures.line(
+        {"a / b": [1.0, 0.5], "a / c": [1.0, 0.5], "b / c": [1.0, 1.0]},
+        xlabel="k",
+        ylabel="share",
+        title="t",
+    )
+    lines = fig.axes[0].get_lines()
+    assert [ln.get_label() for ln in lines] == ["a / b", "a / c (= a / b)", "b / c"]
+    assert [ln.get_linestyle() for ln in lines] == ["-", "--", "-"]

@@ -296,10 +296,17 @@ def line(
     title: str,
     log_y: bool = False,
 ) -> Figure:
-    """One line per series against its index (e.g. count of the k-th merge)."""
+    """One line per series against its index (e.g. count of the k-th merge). A series equal to
+    an earlier one is drawn dashed over it and says so in the legend, so neither hides the
+    other."""
     fig, ax = _new((6, 4))
+    drawn: dict[str, list[float]] = {}
     for label, ys in series.items():
-        ax.plot(range(1, len(ys) + 1), ys, label=label)
+        twin = next((other for other, seen in drawn.items() if seen == list(ys)), None)
+        style = {"ls": "--", "lw": 2.5} if twin is not None else {}
+        shown = label if twin is None else f"{label} (= {twin})"
+        ax.plot(range(1, len(ys) + 1), ys, label=shown, **style)
+        drawn.setdefault(label, list(ys))
     if log_y:
         ax.set_yscale("log")
     ax.set_xlabel(xlabel)
