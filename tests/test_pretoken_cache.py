@@ -335,3 +335,30 @@ def test_help_lists_the_cache_keys():
     assert proc.returncode == 0
     lines = {line.split()[0]: line for line in proc.stdout.splitlines() if line.startswith("  ")}
     assert "cache" in lines and "cache_dir" in lines
+
+
+@pytest.mark.parametrize("big", [2**31 + 5, 2**32 + 1, 2**40])
+def test_stage_1_counts_past_32_bits_never_wrap(tmp_path, big):
+    """Pretoken counts of a corpus of tens of GB pass 2**31 (" the" alone): the compiled
+    scanner's table (int64 slots), the cache file (uint64) and the sum over chunks keep them
+    exact. The table is given a count near `big` and then counts on."""
+    pytest.importorskip("numba")
+    from bpe.pretokenize.engines import PretokenTable, load_scanner
+    from bpe.pretokenize.scan_kernels import COUNT
+
+    load_scanner()
+    table = PretokenTable()
+    table.add(["the the the cat"])  # " the" twice
+    the = next(s for s in range(len(table.slots)) if table.slots[s, COUNT] == 2)
+    table.slots[the, COUNT] = big - 2  # as if the text so far held `big - 2` of them
+    table.add(["the cat the"])
+    counts = table.counts()
+    assert counts[b"the"] == 1 + 1 and counts[b" the"] == big - 2 + 1
+    assert counts[b" cat"] == 2
+    path = tmp_path / "big.pretokens"
+    save_counts(path, counts, {"key": "k"})
+    loaded, _ = load_counts(path)
+    assert loaded == counts
+    merged = Counter(loaded)
+    merged.update(loaded)  # two chunks' counts summed, as the parent sums them
+    assert merged[b" the"] == 2 * (big - 1)
