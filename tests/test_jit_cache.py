@@ -93,7 +93,7 @@ def test_every_module_with_cached_kernels_imports_njit_through_the_check():
         for path in package.rglob("*.py")
         if "@njit" in (text := path.read_text(encoding="utf-8"))
         and re.search(r"cache[\"']?\s*[:=]\s*True", text)
-        and path.name != "jit_cache.py"
+        and path.name not in ("jit_cache.py", "kernel_sources.py")  # they name the modules
     }
     assert cached == set(jit_cache.KERNEL_MODULES)
     for name in cached:
