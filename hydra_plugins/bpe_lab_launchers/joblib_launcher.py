@@ -87,8 +87,10 @@ class JoblibLauncher(_HydraJoblibLauncher):
             ]
 
 
-#: seconds the jobs get, after SIGTERM, to mark their runs failed before joblib kills them
-GRACE_SECONDS = 10.0
+#: seconds the jobs get, after SIGTERM, to mark their runs failed before joblib kills them: a
+#: job stopping its chunk workers on a loaded machine took more than 10 s; under SLURM's
+#: default 30 s between SIGTERM and SIGKILL, so SWEEP.md is still written
+GRACE_SECONDS = 20.0
 
 #: consecutive idle observations (0.1 s apart) that count a job as done with its SIGTERM: one
 #: observation is not enough on a loaded machine, where a job that still has work to do can
