@@ -11,7 +11,8 @@ crashed), so Hydra's `on_multirun_end` writes SWEEP.md and `bpe-train` exits non
 
 SIGTERM or SIGINT to `bpe-train` (the launcher's process) reaches every job: each job's process
 gets SIGTERM first, so its runner marks its run failed ("received signal SIGTERM") and stops
-its own workers; after a grace period joblib stops what is left, and the sweep ends as above:
+its own workers; after a grace period joblib stops what is left (a run its killed job left
+`running` is then marked failed by the launcher, naming the signal), and the sweep ends as above:
 SWEEP.md written, `bpe-train` non-zero, `experiments/latest` untouched (jobs never move it).
 
 What it does not do: rerun a killed job, or change how jobs are dispatched.
@@ -25,6 +26,7 @@ import signal
 import time
 import warnings
 from collections.abc import Sequence
+from pathlib import Path
 
 from hydra.core.utils import JobReturn, JobStatus
 from hydra_plugins.hydra_joblib_launcher.joblib_launcher import (
@@ -64,6 +66,7 @@ class JoblibLauncher(_HydraJoblibLauncher):
             with sigterm_raises(signals=signals, first=_stop_jobs):
                 return super().launch(job_overrides, initial_job_idx)
         except KeyboardInterrupt as err:
+            _mark_killed(Path(str(self.config.hydra.sweep.dir)), str(err or "Ctrl-C"))
             logger.error(
                 "sweep interrupted (%s): its jobs were stopped; each run directory records how "
                 "its job ended, and SWEEP.md lists them",
@@ -141,3 +144,30 @@ def _busy(job, *, before: float | None, after: float | None) -> bool:
         return bool(job.children()) or not waiting or (before is not None and after > before)
     except psutil.Error:
         return False
+
+
+def _mark_killed(sweep_dir: Path, reason: str) -> None:
+    """Mark failed the runs of this sweep that a job left `running` with its process gone: it
+    did not stop within `GRACE_SECONDS` and joblib killed it. The record names the signal, as
+    the job's own would have."""
+    import json
+
+    from bpe.experiment.metrics import MetricsFile
+    from bpe.runs.layout import METRICS_FILE
+    from bpe.runs.liveness import observed_status
+
+    for path in sweep_dir.glob(f"*/{METRICS_FILE}"):
+        try:
+            data = json.loads(path.read_text("utf-8"))
+        except (OSError, ValueError):
+            continue
+        if data.get("status") != "running" or observed_status(data) == "running":
+            continue
+        metrics = MetricsFile(path, data.get("run") or {})
+        metrics.data = data
+        stopped = KeyboardInterrupt(
+            f"sweep interrupted ({reason}): the job did not stop within {GRACE_SECONDS:.0f} s "
+            "and was killed"
+        )
+        metrics.fail(stopped, (data.get("error") or {}).get("stage"))
+        logger.warning("marked %s failed: its job was killed after the grace period", path.parent)
