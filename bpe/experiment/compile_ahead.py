@@ -131,9 +131,8 @@ def _entries() -> list[dict]:
 
 def warm_and_record(ways: Sequence[str]) -> list[str]:
     """Warm each way not yet warm here and record it in the stamp; returns the ways it
-    warmed. Each way is warmed under a lock of its own, so helpers of parallel runs do not
-    compile one way twice, while one run's helpers (one per way) compile side by side.
-    Imports Numba."""
+    warmed. Each way is warmed under a lock of its own, so the helpers of parallel runs (a
+    sweep's jobs) do not compile one way twice. Imports Numba."""
     import bpe.util.jit_cache  # noqa: F401 - checks the caches are those of the sources
     from bpe.tokenizer.warm import warm
     from bpe.util.io import exclusive_lock
