@@ -51,7 +51,8 @@ tokenizer of vocab 8,000 trained on the OWT sample against a plain BPE one of th
 trained on the same text, both compiled and cold, and the Python replay on each sample's first
 100 KB, its ids compared with the kernel's.
 
-It asserts nothing about speed: it prints Markdown tables to paste into a note. Usage:
+It asserts nothing about speed: it names the machine, the versions and the load it runs under,
+then prints Markdown tables to paste into a note. Usage:
 
     python scripts/bench_encode.py               # TinyStories and OWT samples, 5 repeats
     python scripts/bench_encode.py --repeats 9 --copies 8 --tokenizer experiments/<run_dir>
@@ -76,6 +77,7 @@ os.environ.setdefault("RAYON_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from bpe.text.specials import EOT  # noqa: E402 - after the thread settings above
+from bpe.util.machine import host, host_line  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = {"TinyStories": "tinystories_sample.txt", "OWT": "owt_sample.txt"}
@@ -478,6 +480,16 @@ def _or_na(value: float | None, spec: str) -> str:
     return "n/a" if value is None else f"{value:{spec}}"
 
 
+def _version(dist: str) -> str:
+    """An installed distribution's version, or "not installed"."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return "not installed"
+
+
 def main(argv: list[str] | None = None) -> int:
     from bpe.tokenizer.cold_path import numba_installed
 
@@ -509,6 +521,9 @@ def main(argv: list[str] | None = None) -> int:
         args.repeats, args.copies = 1, 1
     ok = True
     mb = 1e6
+    versions = ", ".join(f"{name} {_version(name)}" for name in ("numba", "tiktoken", "tokenizers"))
+    print(f"Machine: {host_line(host())}. {versions}.")
+    print(f"Command: python scripts/bench_encode.py {' '.join(argv or sys.argv[1:])}".rstrip())
     if "speed" in args.tables:
         rows = bench(max(1, args.repeats), limit)
         print()

@@ -47,6 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_scale  # noqa: E402  (a sibling script, not a package)
 
 from bpe.util.io import atomic_write_text  # noqa: E402
+from bpe.util.machine import host_line  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORT_NAME = "full_size"
@@ -347,9 +348,7 @@ def render_markdown(results: dict) -> str:
         f"`python scripts/bench_full_size.py --report-only` remakes this page); do not edit by "
         "hand." + _invocations(results),
         "",
-        f"Machine: {m['cpu_model']}, {m['cpus']} CPUs ({m['cpus_usable']} usable), "
-        f"{m['ram_gb']} GB RAM; Python {m['python']}, code at git `{m['git']}`; load average "
-        f"at start {', '.join(map(str, m['load_average_at_start']))}.",
+        f"Machine: {host_line(m)}. Code at git `{m['git']}`.",
         "",
         "Corpora: `scripts/make_scale_corpus.py` (shuffled real documents of the bundled sample, "
         "a share of the words replaced by Heaps'-law new words), at the real datasets' sizes in "

@@ -42,6 +42,7 @@ if str(ROOT) not in sys.path:
 
 from bpe.text.specials import EOT  # noqa: E402
 from bpe.util.io import DATA_DIR  # noqa: E402
+from bpe.util.machine import host, host_line  # noqa: E402
 
 FORMATS = ("text", "txt.gz", "jsonl.zst", "parquet")
 ROWS_PER_GROUP = 8192
@@ -226,9 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     report = [
         "# Corpus readers: throughput against plain text",
         "",
-        f"Python {sys.version.split()[0]}, {len(os.sched_getaffinity(0))} usable CPUs, load "
-        f"average {os.getloadavg()[0]:.1f} at the start; each measurement a fresh process, "
-        f"formats alternating, best of {args.repeats} round(s). Documents: the bundled OWT and "
+        f"Machine: {host_line(host())}. Each measurement a fresh process, formats "
+        f"alternating, best of {args.repeats} round(s). Documents: the bundled OWT and "
         "TinyStories samples, repeated.",
         "",
     ]

@@ -44,6 +44,18 @@ def bpe_train(dest: Path, *args: str, multirun: bool = False, check: bool = True
         raise SystemExit(proc.stderr)
 
 
+#: The machine every fixture run records (a real one's load and model would change the goldens).
+FIXTURE_HOST = {
+    "cpu_model": "fixture CPU",
+    "cpus": 2,
+    "cpus_usable": 2,
+    "ram_gb": 25.3,
+    "platform": "Linux-fixture",
+    "python": "3.11.7",
+    "load_average_at_start": [0.25, 0.5, 0.75],
+}
+
+
 def shrink(run_dir: Path, base: Path) -> None:
     for name in ("vocab.json", "ANALYSIS.md", "diff.patch", ".hydra/hydra.yaml"):
         (run_dir / name).unlink(missing_ok=True)
@@ -59,7 +71,7 @@ def shrink(run_dir: Path, base: Path) -> None:
     metrics_path.write_text(json.dumps(metrics, indent=1) + "\n", "utf-8")
     env_path = run_dir / "environment.json"
     env = json.loads(env_path.read_text("utf-8"))
-    env.update(hostname="fixture-host", argv=["bpe-train"])
+    env.update(hostname="fixture-host", argv=["bpe-train"], host=FIXTURE_HOST)
     env["git"] = {"sha": "0" * 40, "dirty": False}
     env_path.write_text(json.dumps(env, indent=1) + "\n", "utf-8")
     # no machine paths in the fixture: make every path relative to the repository

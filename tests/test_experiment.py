@@ -14,6 +14,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from bpe.analysis import load_runs
+from bpe.analysis.loader import tidy
+from bpe.analysis.report_pages import measured_on
 from bpe.analysis.run_report import write_run_report
 from bpe.cli.report import main as report_main
 from bpe.experiment import inputs, rundir, runner
@@ -21,6 +23,7 @@ from bpe.runs.stages import COMPILE, KERNEL_COMPILE, RETIRED_STAGES, RUN_STAGES,
 from bpe.text.patterns import CL100K_PATTERN
 from bpe.tokenizer import Tokenizer
 from bpe.util.io import CONF_DIR
+from bpe.util.machine import ENV_KEY, host, host_line
 from tests.conftest import FAST_ANALYSIS, FIXTURES, ROOT, missing_keys
 
 # the debug preset (bpe/conf/debug/fast.yaml) on the CS336 fixture corpus
@@ -135,6 +138,25 @@ def test_siblings_are_compared_and_merges_checked(tmp_path):
     report = (newest / "ANALYSIS.md").read_text("utf-8")
     assert "| indexed" in report and "identical" in report
     assert "produced identical merges" in report
+
+
+def test_the_machine_a_run_measured_on_reads_alike_in_every_reader(tmp_path):
+    """environment.json's host record (written by `bpe.experiment.environment.capture`) is
+    what ANALYSIS.md's header, the loader's `host` column and reports/' provenance show."""
+    run_with_report(make_cfg(tmp_path))
+    (run,) = run_dirs(tmp_path)
+    recorded = json.loads((run / "environment.json").read_text("utf-8"))[ENV_KEY]
+    now = host()
+    assert {k: v for k, v in recorded.items() if k != "load_average_at_start"} == {
+        k: v for k, v in now.items() if k != "load_average_at_start"
+    }
+    assert len(recorded["load_average_at_start"]) == 3
+    assert f"| machine       | {host_line(recorded)}" in (run / "ANALYSIS.md").read_text("utf-8")
+    frame = tidy(load_runs(tmp_path))
+    assert frame["host"].tolist() == [recorded]
+    opening = "\n".join(measured_on(frame))
+    assert f"Measured on: {host_line(recorded, load=False)} (1 run)." in opening
+    assert f"at the runs' starts {recorded['load_average_at_start'][0]:g}" in opening
 
 
 def test_cprofile_writes_profile_and_marks_timings(tmp_path):

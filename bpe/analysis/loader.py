@@ -36,6 +36,7 @@ from bpe.runs import schema
 from bpe.runs.layout import ENVIRONMENT_FILE, HYDRA_CONFIG, HYDRA_DIR, METRICS_FILE, PROFILE_DIR
 from bpe.runs.liveness import explain, observed_status
 from bpe.runs.stages import RETIRED_STAGES, TRAIN_STAGES, TRAINER_ORDER
+from bpe.util.machine import ENV_KEY
 
 logger = logging.getLogger(__name__)
 
@@ -268,7 +269,17 @@ TIDY_COLUMNS = {
     "unigram_bits_per_byte": schema.UNIGRAM_BITS_PER_BYTE.column,
     "throughput_mb_s": None,  # bytes_per_second / 1e6
     "error": schema.ERROR_MESSAGE.column,
+    # what measured the run (environment.json, `bpe.experiment.environment.capture`): its
+    # machine and load at start as one dict (`bpe.util.machine.host`; None in runs before it),
+    # the code's git sha and whether the tree was dirty, Numba's version (None: not installed)
+    "host": None,
+    "git_sha": "env.git.sha",
+    "git_dirty": "env.git.dirty",
+    "numba": "env.packages.numba",
 }
+
+#: environment.json's host record in load_runs' frame: columns `env.host.<key>`
+HOST_PREFIX = f"env.{ENV_KEY}."
 
 
 def variant_column(runs: pd.DataFrame) -> pd.Series:
@@ -319,8 +330,28 @@ def tidy(frame: pd.DataFrame) -> pd.DataFrame:
         out["error"] = out["error"].where(out["error"].notna(), frame["status_reason"])
     out["pattern"] = out["pattern"].fillna("gpt2")
     out["variant"] = out["variant"].fillna("bpe")
+    out["host"] = _hosts(frame)
     order = ["dataset", "vocab_size", "trainer", "run_dir"]
     return out.sort_values(order, kind="stable", na_position="last").reset_index(drop=True)
+
+
+def _hosts(frame: pd.DataFrame) -> pd.Series:
+    """Per row, the run's host record as a dict (None for runs made before it was recorded).
+
+    >>> frame = pd.DataFrame({"env.host.cpus": [2, None], "env.host.python": ["3.11.7", None]})
+    >>> _hosts(frame).tolist()
+    [{'cpus': 2.0, 'python': '3.11.7'}, None]
+    """
+    columns = [c for c in frame.columns if c.startswith(HOST_PREFIX)]
+    hosts = []
+    for values in frame[columns].itertuples(index=False) if columns else [()] * len(frame):
+        record = {
+            c[len(HOST_PREFIX) :]: v
+            for c, v in zip(columns, values, strict=True)
+            if isinstance(v, list) or not pd.isna(v)
+        }
+        hosts.append(record or None)
+    return pd.Series(hosts, index=frame.index, dtype=object)
 
 
 def _first_of(frame: pd.DataFrame, *columns: str) -> pd.Series:

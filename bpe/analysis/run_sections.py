@@ -21,8 +21,17 @@ from bpe.runs.layout import (
     FIGURES,
 )
 from bpe.runs.stages import COMPILE, RETIRED_STAGES, TIMED_STAGES, TRAIN_STAGES
+from bpe.util.machine import ENV_KEY, host_line
 
 logger = logging.getLogger(__name__)
+
+
+def _machine_row(env: dict) -> list[str]:
+    """The header's machine row: `bpe.util.machine.host_line` of the run's host record, or the
+    interpreter and CPUs that runs recorded before they recorded their machine."""
+    if isinstance(env.get(ENV_KEY), dict):
+        return ["machine", host_line(env[ENV_KEY])]
+    return ["python / cpus", f"{env.get('python', 'n/a')} / {env.get('usable_cpus', 'n/a')}"]
 
 
 def section_header(metrics: dict, env: dict) -> list[str]:
@@ -35,7 +44,7 @@ def section_header(metrics: dict, env: dict) -> list[str]:
         ["started", get(schema.STARTED_AT)],
         ["finished", get(schema.FINISHED_AT)],
         ["code", f"{sha}{' (dirty, see diff.patch)' if git.get('dirty') else ''}"],
-        ["python / cpus", f"{env.get('python', 'n/a')} / {env.get('usable_cpus', 'n/a')}"],
+        _machine_row(env),
         [
             "input",
             _input_cell(

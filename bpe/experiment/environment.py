@@ -2,7 +2,9 @@
 
 What it does: records the git sha and dirty flag of the project (and saves `git diff HEAD` as
 `diff.patch` when dirty), python and platform, usable CPUs, versions of the packages that shape
-the results, argv and Hydra overrides, and the multiprocessing start method.
+the results, argv and Hydra overrides, the multiprocessing start method, and the machine with
+its load average when the run started (`host`, from `bpe.util.machine.host`, which the reports
+name through `host_line`).
 
 What it does not do: fail a run: anything it cannot learn (no git, say) is recorded as null.
 """
@@ -20,6 +22,7 @@ from pathlib import Path
 
 from bpe.runs.layout import DIFF_FILE, ENVIRONMENT_FILE
 from bpe.util.io import atomic_write_text, git_output
+from bpe.util.machine import ENV_KEY, host
 from bpe.util.workers import default_num_workers
 
 PACKAGES = (
@@ -37,6 +40,8 @@ PACKAGES = (
     "tokenizers",
     "tiktoken",
     "distributed",  # the dask backend's (None when the extra is not installed)
+    "numba",  # the compiled trainer's and the encoder kernels' (None without the extra)
+    "pyarrow",  # parquet corpora's
 )
 
 
@@ -62,6 +67,7 @@ def capture(*, argv: list[str] | None = None, overrides: list[str] | None = None
         "cpu_count": os.cpu_count(),
         "usable_cpus": default_num_workers(),
         "mp_start_method": mp.get_start_method(allow_none=True) or "fork (default)",
+        ENV_KEY: host(),
         "packages": versions,
         "argv": list(sys.argv if argv is None else argv),
         "overrides": list(overrides or []),
