@@ -559,8 +559,15 @@ def test_a_dictionary_encoded_string_column_is_text(tmp_path):
 def test_a_json_array_is_named_as_such(tmp_path):
     path = tmp_path / "records.json"
     path.write_text(json.dumps([{"text": "a"}, {"text": "b"}]), "utf-8")
-    with pytest.raises(ValueError, match="holds one JSON array, not JSON lines"):
+    with pytest.raises(ValueError, match="holds one JSON array, not JSON lines") as err:
         resolve_source(str(path))
+    # the hint writes jq's output to a new file: redirecting into the input empties it first
+    assert "> records.records.jsonl`" in str(err.value) and "> records.json`" not in str(err.value)
+    lines = tmp_path / "arr.jsonl"  # JSON lines whose lines are arrays
+    lines.write_text('[{"text": "a"}]\n[{"text": "b"}]\n', "utf-8")
+    with pytest.raises(ValueError, match="holds one JSON array") as err:
+        resolve_source(str(lines))
+    assert "> arr.records.jsonl`" in str(err.value) and "> arr.jsonl`" not in str(err.value)
 
 
 def test_bad_utf8_in_a_binary_column_names_its_row(tmp_path):
