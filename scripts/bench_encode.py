@@ -23,7 +23,11 @@ four encoders run on one thread here, and on a machine shared with other work wa
 measures the neighbours (`--wall` times wall seconds instead).
 Ids are checked against tiktoken's (the exit status is 1 if they differ).
 
-A second table times whole-file encoding with `bpe-encode`'s two backends
+A second table (`peers`) times the same cold encode beside other projects' encoders, each
+loaded from GPT-2's tokenizer.json (`PEERS`: gigatoken, tokie and splintr-rs, from their wheels in
+the `bench` extra; one left out is named with the reason), ids checked against tiktoken's.
+
+A third table times whole-file encoding with `bpe-encode`'s two backends
 (`encode_to_npy(backend="python")`: processes; `backend="tiktoken"`: the tiktoken export on
 threads, after its first-chunk check), next to tiktoken's own GPT-2 `Encoding` on the same
 chunks and as many threads (`encode_ordinary_batch`, specials cut out first), in the same run.
@@ -36,17 +40,17 @@ pretoken cache as a long corpus mostly would. Wall time includes reading and wri
 its sidecar, and for the tiktoken backend building the Encoding and its check of the first 1 MB
 chunk against the python encoder (about 0.4 s).
 
-A third table times BPE-dropout (p = 0.1, a fixed seed) on each sample: the compiled kernel
+A fourth table times BPE-dropout (p = 0.1, a fixed seed) on each sample: the compiled kernel
 (`bpe.tokenizer.compiled_dropout`) and the Python path (on the sample's first 100 KB: it runs
 at a fraction of a MB/s), their ids compared, and the kernel's speed over the plain compiled
 encoder's cold speed on the same text in the same run (both in ranges over the repeats).
 
-A fourth table times the segmentation methods (`Tokenizer.encode(segmentation=...)`: merges,
+A fifth table times the segmentation methods (`Tokenizer.encode(segmentation=...)`: merges,
 longest_prefix, fewest) cold and warm on each sample with GPT-2's vocab, on the python and the
 compiled cold path, the tokens each gives, each method's cold speed over its path's merges', and
 tiktoken's speed beside them.
 
-A fifth table times PickyBPE's removals (`bpe.tokenizer.compiled_replay`): a PickyBPE
+A sixth table times PickyBPE's removals (`bpe.tokenizer.compiled_replay`): a PickyBPE
 tokenizer of vocab 8,000 trained on the OWT sample against a plain BPE one of the same size
 trained on the same text, both compiled and cold, and the Python replay on each sample's first
 100 KB, its ids compared with the kernel's.
@@ -87,7 +91,15 @@ QUICK_BYTES = 300_000
 
 
 #: the tables main can print (`--tables`), in the order it prints them
-TABLES = ("speed", "backends", "dropout", "segmentation", "picky")
+TABLES = ("speed", "peers", "backends", "dropout", "segmentation", "picky")
+
+#: encoders of other projects (the `bench` extra), each loaded from GPT-2's tokenizer.json as
+#: written by HF tokenizers from data/gpt2, and how each encodes a text with its special tokens
+PEERS = {
+    "gigatoken": "gigatoken (Rust): `Tokenizer(tokenizer.json).encode`",
+    "tokie": "tokie (Rust): `Tokenizer.from_json(tokenizer.json).encode(text).ids`",
+    "splintr": "splintr-rs (Rust): `from_json(tokenizer.json).encode_with_special`",
+}
 
 #: the clock of the first table: CPU seconds unless --wall (main sets it)
 _clock = time.process_time
@@ -369,6 +381,87 @@ def bench_segmentations(repeats: int, limit: int | None = None) -> list[dict]:
     return rows
 
 
+def peer_encoders(json_path: Path) -> dict[str, object]:
+    """Each peer of `PEERS` as a function that builds a fresh encoder (text -> ids), or the
+    reason it cannot run here (its wheel is not installed)."""
+    import importlib
+
+    def build(name: str):
+        if name == "gigatoken":
+            module = importlib.import_module("gigatoken")
+            return lambda: module.Tokenizer(str(json_path)).encode
+        if name == "tokie":
+            module = importlib.import_module("tokie")
+
+            def tokie_encoder():
+                tok = module.Tokenizer.from_json(str(json_path))
+                return lambda text: tok.encode(text).ids
+
+            return tokie_encoder
+        module = importlib.import_module("splintr")
+        return lambda: module.from_json(str(json_path)).encode_with_special
+
+    out: dict[str, object] = {}
+    for name in PEERS:
+        try:
+            out[name] = build(name)
+        except ImportError as err:
+            out[name] = f"not installed ({err.name}; `pip install -e '.[bench]'`)"
+    return out
+
+
+def bench_peers(repeats: int, limit: int | None = None) -> tuple[list[dict], dict[str, str]]:
+    """Cold encoding of each sample by ours (compiled, else python), tiktoken and each peer of
+    `PEERS` that is installed: a fresh encoder per repeat, turns interleaved, CPU seconds of
+    this process (every thread), ids compared with tiktoken's. Returns the rows and, for each
+    peer left out, why."""
+    from bpe import Tokenizer
+    from bpe.measures import GPT2_DIR, tiktoken_gpt2_encoding
+    from bpe.tokenizer.cold_path import numba_installed
+
+    vocab_path, merges_path = GPT2_DIR / "vocab.json", GPT2_DIR / "merges.txt"
+    backend = "compiled" if numba_installed() else "python"
+    with tempfile.TemporaryDirectory(prefix="bench_peers_") as tmp:
+        json_path = Path(tmp) / "tokenizer.json"
+        _hf_tokenizer().save(str(json_path))
+        built = peer_encoders(json_path)
+        missing = {n: why for n, why in built.items() if isinstance(why, str)}
+        makers = {
+            f"ours ({backend})": lambda: (
+                Tokenizer.from_files(vocab_path, merges_path, [EOT], merge_backend=backend).encode
+            ),
+            "tiktoken": lambda: (lambda e: lambda text: e.encode(text, allowed_special={EOT}))(
+                tiktoken_gpt2_encoding()
+            ),
+            **{n: make for n, make in built.items() if not isinstance(make, str)},
+        }
+        for make in makers.values():  # load every library and kernel once, untimed
+            make()("warm up the libraries once")
+        rows = []
+        for name, filename in SAMPLES.items():
+            text = sample_text(filename, limit)
+            num_bytes = len(text.encode("utf-8"))
+            seconds: dict[str, list[float]] = {n: [] for n in makers}
+            ids: dict[str, list[int]] = {}
+            for _ in range(repeats):  # interleaved: a burst of load hits every encoder alike
+                for encoder, make in makers.items():
+                    encode = make()
+                    t0 = _clock()
+                    ids[encoder] = list(encode(text))
+                    seconds[encoder].append(_clock() - t0)
+            reference = ids["tiktoken"]
+            rows.append(
+                {
+                    "sample": name,
+                    "bytes": num_bytes,
+                    "mb_s": {n: num_bytes / min(t) / 1e6 for n, t in seconds.items()},
+                    "range": {n: _range(num_bytes, t) for n, t in seconds.items()},
+                    "same_ids": {n: v == reference for n, v in ids.items()},
+                }
+            )
+    return rows, missing
+
+
 def _range(num_bytes: int, seconds: list[float]) -> str:
     """MB/s over repeated timings as `slowest-fastest`."""
     return f"{num_bytes / max(seconds) / 1e6:.1f}-{num_bytes / min(seconds) / 1e6:.1f}"
@@ -521,7 +614,10 @@ def main(argv: list[str] | None = None) -> int:
         args.repeats, args.copies = 1, 1
     ok = True
     mb = 1e6
-    versions = ", ".join(f"{name} {_version(name)}" for name in ("numba", "tiktoken", "tokenizers"))
+    versions = ", ".join(
+        f"{name} {_version(name)}"
+        for name in ("numba", "tiktoken", "tokenizers", "gigatoken", "tokie", "splintr-rs")
+    )
     print(f"Machine: {host_line(host())}. {versions}.")
     print(f"Command: python scripts/bench_encode.py {' '.join(argv or sys.argv[1:])}".rstrip())
     if "speed" in args.tables:
@@ -606,6 +702,32 @@ def main(argv: list[str] | None = None) -> int:
                 f"| {r['vs_merges']:.4f} | {r['cold'] / mb:.2f} | {r['warm'] / mb:.1f} "
                 f"| {r['vs_own_merges']:.2f} | {r['cold'] / r['tiktoken']:.2f} |"
             )
+    if "peers" in args.tables:
+        peers, missing = bench_peers(max(1, args.repeats), limit)
+        names = list(peers[0]["mb_s"]) if peers else []
+        print()
+        print(
+            f"Cold encode beside other projects' encoders (GPT-2's vocab; CPU MB/s of this "
+            f"process, every thread counted, best of {max(1, args.repeats)}; slowest-fastest "
+            "below; ids compared with tiktoken's):"
+        )
+        print()
+        heads = ["sample", *names, f"{names[0]} / fastest peer" if names else "", "ids equal"]
+        print("| " + " | ".join(heads) + " |")
+        print("| " + " | ".join(["---"] * len(heads)) + " |")
+        for r in peers:
+            others = [r["mb_s"][n] for n in names[1:]]
+            ratio = r["mb_s"][names[0]] / max(others) if others else float("nan")
+            cells = [f"{r['mb_s'][n]:.1f} ({r['range'][n]})" for n in names]
+            same = (
+                "all"
+                if all(r["same_ids"].values())
+                else ", ".join(n for n, ok_ in r["same_ids"].items() if not ok_) + " differ"
+            )
+            print(f"| {r['sample']} | " + " | ".join(cells) + f" | {ratio:.2f}x | {same} |")
+        for name, why in missing.items():
+            print(f"- {name}: {why}")
+        ok = ok and all(all(r["same_ids"].values()) for r in peers)
     if "picky" in args.tables:
         picky_vocab = 1000 if args.quick else 8000
         picky = (

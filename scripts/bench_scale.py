@@ -1,4 +1,4 @@
-"""Scale benchmark: our trainers against Rust anchors (HF tokenizers, rustbpe, bpeasy).
+"""Scale benchmark: our trainers against Rust anchors (HF tokenizers, rustbpe, bpeasy, gigatoken).
 
 For each corpus size (default 16M, 64M, 256M, 1G) it builds (or reuses, keyed by size, seed,
 source and novelty) an OWT-like corpus with `scripts/make_scale_corpus.py`, then for each vocab
@@ -13,6 +13,7 @@ size (default 10,000 and 32,000) trains each system of `SYSTEMS` that is install
   (`ByteLevel(add_prefix_space=False)`, its 256-symbol initial alphabet) and the same special
   token, fed the same documents streamed from the file;
 * rustbpe and bpeasy (the `bench` extra): GPT-2's split pattern, the same documents.
+* gigatoken (the `bench` extra): its `train_bpe` reads the file and splits GPT-2's pattern itself.
 
 Every vocabulary counts the special token, the 256 bytes and the merges (each system is asked
 for the size that means the same number of merges), so the same `vocab_size` means the same
@@ -75,7 +76,7 @@ DEFAULT_VOCABS = (10_000, 32_000)
 QUICK_SIZES = ("256K", "1M")
 QUICK_VOCABS = (300,)
 #: every system the benchmark can run, in the report's order (bench_scale_worker.SYSTEMS)
-IMPLS = ("ours", "compiled", "hf", "rustbpe", "bpeasy")
+IMPLS = ("ours", "compiled", "hf", "rustbpe", "bpeasy", "gigatoken")
 #: the module each system needs: a system whose module is not installed is left out
 REQUIRES = {
     "ours": "bpe",
@@ -83,13 +84,14 @@ REQUIRES = {
     "hf": "tokenizers",
     "rustbpe": "rustbpe",
     "bpeasy": "bpeasy",
+    "gigatoken": "gigatoken",
 }
 #: our systems and the anchors they are compared with
 OURS = ("ours", "compiled")
 #: the system the headline tables call "ours", first found among those measured: the compiled
 #: trainer where it ran (the one users train with at scale), heap otherwise
 LEADS = ("compiled", "ours")
-ANCHORS = ("hf", "rustbpe", "bpeasy")
+ANCHORS = ("hf", "rustbpe", "bpeasy", "gigatoken")
 #: how each system appears in the report
 LABELS = {
     "ours": "ours (heap)",
@@ -97,9 +99,16 @@ LABELS = {
     "hf": "HF",
     "rustbpe": "rustbpe",
     "bpeasy": "bpeasy",
+    "gigatoken": "gigatoken",
 }
 #: the distribution whose version the report records, per system
-DISTRIBUTIONS = {"compiled": "numba", "hf": "tokenizers", "rustbpe": "rustbpe", "bpeasy": "bpeasy"}
+DISTRIBUTIONS = {
+    "compiled": "numba",
+    "hf": "tokenizers",
+    "rustbpe": "rustbpe",
+    "bpeasy": "bpeasy",
+    "gigatoken": "gigatoken",
+}
 #: how often the parent samples the child's process tree (seconds)
 SAMPLE_INTERVAL = 0.025
 #: the report and its folder (results.json, figures) under --out-dir
@@ -665,7 +674,12 @@ def _section_header(results: dict, rows: list[dict]) -> list[str]:
 
 
 #: the anchors' names in the title, and how the header describes each extra system's setup
-ANCHOR_NAMES = {"hf": "Hugging Face tokenizers", "rustbpe": "rustbpe", "bpeasy": "bpeasy"}
+ANCHOR_NAMES = {
+    "hf": "Hugging Face tokenizers",
+    "rustbpe": "rustbpe",
+    "bpeasy": "bpeasy",
+    "gigatoken": "gigatoken",
+}
 ANCHOR_SETUPS = {
     "ours": " Ours (heap): the same call with trainer heap (pure Python, the readable reference "
     "the compiled trainer's merges are checked against).",
@@ -675,6 +689,9 @@ ANCHOR_SETUPS = {
     "documents, vocab size one less (it counts no special token).",
     "bpeasy": " bpeasy: `train_bpe` with GPT-2's split pattern, no token length limit, the "
     "same documents, vocab size one less (it counts no special token).",
+    "gigatoken": " gigatoken: `train_bpe(path, vocab_size, [EOT])`, which reads the file itself "
+    "and splits GPT-2's pattern with a hand-written pre-tokenizer on its own threads, the same "
+    "vocab size (it counts the special token, as ours does).",
 }
 
 
@@ -1027,7 +1044,14 @@ def _merges_note(rows: list[dict]) -> str:
 
 
 #: each system's line in the figures
-STYLES = {"ours": "o-", "compiled": "D-", "hf": "s--", "rustbpe": "^:", "bpeasy": "v-."}
+STYLES = {
+    "ours": "o-",
+    "compiled": "D-",
+    "hf": "s--",
+    "rustbpe": "^:",
+    "bpeasy": "v-.",
+    "gigatoken": "x--",
+}
 
 
 #: The figures of a report, in the order it shows them: (results column, axis label, file).

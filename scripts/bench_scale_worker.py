@@ -49,6 +49,7 @@ SYSTEMS = {
     "hf": "Hugging Face tokenizers BpeTrainer (Rust)",
     "rustbpe": "karpathy rustbpe (Rust)",
     "bpeasy": "bpeasy (Rust)",
+    "gigatoken": "gigatoken train_bpe (Rust)",
 }
 TIE_BREAKS = {
     "ours": "CS336: the lexicographically greatest (left bytes, right bytes)",
@@ -56,6 +57,7 @@ TIE_BREAKS = {
     "hf": "its own: the pair of smaller ids, in its own id order (not CS336's)",
     "rustbpe": "its own: the pair of smaller ids (not CS336's)",
     "bpeasy": "its own (not CS336's; the same merges as rustbpe's on every corpus we tried)",
+    "gigatoken": "its default ('huggingface'; none of its three modes is CS336's)",
 }
 
 
@@ -224,6 +226,17 @@ def run_bpeasy(path: str, vocab_size: int) -> dict:
     return _result(seconds, _ranked_tokens(ranks))
 
 
+def run_gigatoken(path: str, vocab_size: int) -> dict:
+    import gigatoken
+
+    start = time.perf_counter()
+    # its vocab_size counts the 256 bytes, the special token and the merges, as ours does; it
+    # reads the file itself, cuts it at the special token and splits GPT-2's pattern by hand
+    _, merges = gigatoken.train_bpe(path, vocab_size, [EOT])
+    seconds = time.perf_counter() - start
+    return _result(seconds, [bytes(a) + bytes(b) for a, b in merges])
+
+
 # --------------------------------------------------------------------------------------------
 
 
@@ -234,7 +247,7 @@ def run(spec: dict) -> dict:
         return run_ours(path, vocab_size, spec.get("trainer", "heap"), spec.get("engine", "auto"))
     if impl == "compiled":
         return run_ours(path, vocab_size, "compiled")
-    runs = {"hf": run_hf, "rustbpe": run_rustbpe, "bpeasy": run_bpeasy}
+    runs = {"hf": run_hf, "rustbpe": run_rustbpe, "bpeasy": run_bpeasy, "gigatoken": run_gigatoken}
     if impl not in runs:
         raise ValueError(f"impl={impl!r} is not one of {sorted(SYSTEMS)}")
     return runs[impl](path, vocab_size)

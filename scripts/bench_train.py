@@ -11,12 +11,12 @@ with like on the same machine at the same moment:
     OWT sample @ 32,000:         heap, compiled, (indexed), and the anchors
     small sizes (TinyStories @ 1,000, OWT @ 600): naive vs heap
 
-The anchors are Hugging Face `tokenizers`' BpeTrainer (a dependency), karpathy's rustbpe and
-bpeasy (the `bench` extra); `compiled` needs the `compiled` extra. A system whose library is
-not installed is left out, with a line saying so. Every system sees the same documents (split
-on <|endoftext|>) with GPT-2's split pattern and makes the same number of merges; only ours
-follow CS336's tie-break, so an anchor's merges differ from ours after the first tie: their
-time and memory compare, their merges do not (the counts are checked).
+The anchors are Hugging Face `tokenizers`' BpeTrainer (a dependency), karpathy's rustbpe,
+bpeasy and gigatoken's `train_bpe` (the `bench` extra); `compiled` needs the `compiled` extra.
+A system whose library is not installed is left out, with a line saying so. Every system sees
+the same documents (split on <|endoftext|>) with GPT-2's split pattern and makes the same
+number of merges; only ours follow CS336's tie-break, so an anchor's merges differ from ours
+after the first tie: their time and memory compare, their merges do not (the counts are checked).
 
 The TinyStories sample is the `tinystories_sample` dataset's training file
 (data/tinystories_train_sample.txt, 3.1 MB), the one `bpe-train` trains by default: it reaches
@@ -59,8 +59,14 @@ ROOT = Path(__file__).resolve().parent.parent
 SMOKE_BYTES, SMOKE_VOCAB = 300_000, 500
 #: our trainers (the worker's "ours" with this trainer) and the anchors, with what each needs
 OURS = ("heap", "indexed", "naive", "compiled")
-ANCHORS = ("hf", "rustbpe", "bpeasy")
-REQUIRES = {"compiled": "numba", "hf": "tokenizers", "rustbpe": "rustbpe", "bpeasy": "bpeasy"}
+ANCHORS = ("hf", "rustbpe", "bpeasy", "gigatoken")
+REQUIRES = {
+    "compiled": "numba",
+    "hf": "tokenizers",
+    "rustbpe": "rustbpe",
+    "bpeasy": "bpeasy",
+    "gigatoken": "gigatoken",
+}
 
 
 def installed(kind: str) -> bool:
@@ -116,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         nargs="+",
         default=["compiled", "compiled:regex", "heap", "rustbpe"],
         help="--corpus: ours (heap, compiled, ... with an optional :regex or :compiled engine) "
-        "and anchors (hf, rustbpe, bpeasy)",
+        "and anchors (hf, rustbpe, bpeasy, gigatoken)",
     )
     args = parser.parse_args(argv)
     if args.corpus is not None:
@@ -155,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         if missing:
             print(
                 f"not installed, left out: {', '.join(missing)} (pip install -e '.[bench]' "
-                "for rustbpe and bpeasy, '.[compiled]' for compiled)"
+                "for rustbpe, bpeasy and gigatoken, '.[compiled]' for compiled)"
             )
         plan = [(n, p, v, [k for k in kinds if installed(k)]) for n, p, v, kinds in plan]
         return 0 if report(plan, repeats=max(1, args.repeats)) else 1
@@ -268,7 +274,7 @@ def report(plan: list[tuple[str, str, int, list[str]]], *, repeats: int = 1) -> 
     return ok
 
 
-_LABEL = {"hf": "HF", "rustbpe": "rustbpe", "bpeasy": "bpeasy"}
+_LABEL = {"hf": "HF", "rustbpe": "rustbpe", "bpeasy": "bpeasy", "gigatoken": "gigatoken"}
 #: the project's goals, printed beside the ratios they concern
 _TARGETS = {
     ("heap", "hf"): " (target <= 1.5)",
