@@ -113,6 +113,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .scalene_target           what a profiled child process runs
     bpe.analysis                reads run directories only
       .loader                   load_runs: every run as one pandas row
+      .runs_table               the runs' tidy table written as .csv or .parquet
       .run_report               ANALYSIS.md of one run: gather, render, write
       .run_facts                what ANALYSIS.md is made from: a run's files, its siblings
       .run_summary              ANALYSIS.md's first lines: the run's headline numbers
@@ -158,6 +159,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .jit_cache                Numba's njit, its cache cleared when any kernel's source changes
       .kernel_sources           which modules hold cached kernels, and their sources' hash
       .compile_clock            Numba's compiles timed and announced; a compile step's record
+      .machine                  the machine, interpreter and load a number was measured on
       .interrupts               SIGTERM raised like Ctrl-C, so cleanup runs
 
 Public API (see README.md):

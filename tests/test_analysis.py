@@ -332,3 +332,24 @@ def test_a_run_trained_beside_a_malformed_one_completes(experiments, tmp_path):
     run = train_run(experiments, "debug=fast", f"dataset.path={corpus}")
     assert json.loads((run / "metrics.json").read_text("utf-8"))["status"] == "complete"
     assert "skipping run" in (run / "train.log").read_text("utf-8")
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_the_runs_table_exports_the_tidy_frame_and_reads_back(experiments, tmp_path, suffix):
+    if suffix == ".parquet":
+        pytest.importorskip("pyarrow")
+    path = tmp_path / f"runs{suffix}"
+    assert report_main(["--table", str(path), "--experiments-dir", str(experiments)]) == 0
+    back = pd.read_csv(path) if suffix == ".csv" else pd.read_parquet(path)
+    frame = tidy(load_runs(experiments))
+    assert list(back.columns) == list(frame.columns)
+    assert back["run_dir"].tolist() == frame["run_dir"].tolist()
+    assert back["merges_sha256"].tolist() == frame["merges_sha256"].tolist()
+    # a record column travels as JSON text and reads back as the record
+    assert [json.loads(h) for h in back["host"]] == frame["host"].tolist()
+
+
+def test_the_runs_table_names_the_suffixes_it_writes(experiments, tmp_path, caplog):
+    out = tmp_path / "runs.xlsx"
+    assert report_main(["--table", str(out), "--experiments-dir", str(experiments)]) == 2
+    assert "name it .csv or .parquet (e.g. runs.csv)" in caplog.text and not out.exists()

@@ -5,6 +5,8 @@
     bpe-report --all [--experiments-dir experiments] [--out reports] [--force]
                                        every report in reports/ (refuses to replace reports
                                        made from other runs unless --force)
+    bpe-report --table runs.csv        the runs' table (one row per run, the columns the
+                                       reports use) as .csv or .parquet, for pandas or a sheet
 
 A small dispatcher: the work lives in `bpe.analysis.run_report`, `.sweep` and `.reports`.
 """
@@ -18,6 +20,7 @@ from pathlib import Path
 
 from bpe.analysis.reports import write_all_reports
 from bpe.analysis.run_report import write_run_report
+from bpe.analysis.runs_table import export_table
 from bpe.analysis.sweep import write_sweep_report
 from bpe.cli import new_parser, setup_logging
 from bpe.runs.layout import METRICS_FILE
@@ -34,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--experiments-dir",
         type=Path,
         default=Path("experiments"),
-        help="where the runs are, for --all (default: experiments)",
+        help="where the runs are, for --all and --table (default: experiments)",
     )
     parser.add_argument(
         "--out",
@@ -42,6 +45,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="with --all: the reports' directory (default: reports; never inside "
         "--experiments-dir)",
+    )
+    parser.add_argument(
+        "--table",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="write the table of every run in --experiments-dir (one row per run, the "
+        "loader's tidy columns) to FILE, .csv or .parquet",
     )
     parser.add_argument(
         "--force",
@@ -56,6 +67,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     setup_logging()
     try:
+        if args.table is not None:
+            if args.all or args.path is not None:
+                parser.error("--table writes the runs' table alone; run --all or PATH apart")
+            rows = export_table(args.experiments_dir, args.table)
+            logger.info("wrote %s (%d runs)", shown_path(args.table), rows)
+            return 0
         if args.all:
             out = args.out if args.out is not None else Path("reports")
             for path in write_all_reports(args.experiments_dir, out_dir=out, force=args.force):
