@@ -4,6 +4,7 @@ runs, failures are recorded as failed, reports regenerate identically, the CLI w
 from __future__ import annotations
 
 import json
+import linecache
 import os
 import signal
 import subprocess
@@ -19,6 +20,7 @@ from bpe.analysis.report_pages import measured_on
 from bpe.analysis.run_report import write_run_report
 from bpe.cli.report import main as report_main
 from bpe.experiment import inputs, rundir, runner
+from bpe.experiment.profilers import summarize_scalene, waiting_lines
 from bpe.runs.stages import COMPILE, KERNEL_COMPILE, RETIRED_STAGES, RUN_STAGES, TIMED_STAGES
 from bpe.text.patterns import CL100K_PATTERN
 from bpe.tokenizer import Tokenizer
@@ -186,6 +188,38 @@ def test_scalene_profiles_in_a_child_process(tmp_path):
     assert summary["profiler"] == "scalene" and summary["lines"]
     assert any(row["file"].startswith("bpe/") for row in summary["lines"])
     assert "Top lines by CPU (scalene)" in (run / "ANALYSIS.md").read_text("utf-8")
+    waiting = waiting_lines()
+    assert not [r for r in summary["lines"] if (r["file"], r["line"]) in waiting]
+    # the same profile summarized without the filter: what it leaves out is what it counted
+    raw = json.loads((run / "profile" / "scalene.json").read_text("utf-8"))
+    shown = sum(r["cpu_percent"] for r in summarize_scalene(raw, top_n=10**6)["lines"])
+    assert summary["waiting_percent"] >= 0 and shown + summary["waiting_percent"] <= 100.5
+
+
+def test_the_progress_clocks_wait_is_never_a_hot_spot():
+    """Scalene counts a sleeping thread's time as native CPU: a real OWT run at 32,000 showed
+    the progress clock's `wait` as its hottest line (19.5%). The summary leaves those lines
+    out, counts their share and ANALYSIS.md says so."""
+    (where,) = [w for w in waiting_lines() if "wait" in linecache.getline(_source(w), w[1])]
+    clock = {"lineno": where[1], "line": "wait", "n_cpu_percent_c": 19.5}
+    merge = {"lineno": 7, "line": "merge()", "n_cpu_percent_python": 30.0}
+    profile = {
+        "files": {
+            str(ROOT / where[0]): {"lines": [clock], "functions": []},
+            str(ROOT / "bpe/trainers/heap.py"): {"lines": [merge], "functions": [merge]},
+        }
+    }
+    summary = summarize_scalene(profile, top_n=10)
+    assert [r["file"] for r in summary["lines"]] == ["bpe/trainers/heap.py"]
+    assert summary["waiting_percent"] == 19.5
+    from bpe.analysis.run_sections import section_profile
+
+    text = "\n".join(section_profile({}, summary))
+    assert "Left out: 19.5% that scalene counted in the progress clock's thread" in text
+
+
+def _source(where: tuple[str, int]) -> str:
+    return str(ROOT / where[0])
 
 
 def test_vocab_size_too_small_marks_the_run_failed(tmp_path):

@@ -432,6 +432,12 @@ def section_profile(metrics: dict, profile: dict | None) -> list[str]:
                 f"The hottest line is `{top['file']}:{top['line']}` "
                 f"({fmt(top['cpu_percent'], '.1f')}% of CPU time).",
             ]
+            if profile.get("waiting_percent"):
+                lines.append(
+                    f"Left out: {fmt(profile['waiting_percent'], '.1f')}% that scalene "
+                    "counted in the progress clock's thread while it waited (a sleeping "
+                    "thread's time reads as native CPU), not BPE's work."
+                )
         else:
             rows = [
                 [
