@@ -91,7 +91,7 @@ QUICK_BYTES = 300_000
 
 
 #: the tables main can print (`--tables`), in the order it prints them
-TABLES = ("speed", "peers", "backends", "dropout", "segmentation", "picky")
+TABLES = ("speed", "peers", "profile", "backends", "dropout", "segmentation", "picky")
 
 #: encoders of other projects (the `bench` extra), each loaded from GPT-2's tokenizer.json as
 #: written by HF tokenizers from data/gpt2, and how each encodes a text with its special tokens
@@ -462,6 +462,99 @@ def bench_peers(repeats: int, limit: int | None = None) -> tuple[list[dict], dic
     return rows, missing
 
 
+def bench_profile(repeats: int, limit: int | None = None) -> list[dict]:
+    """Where the compiled cold path's time goes on each sample (GPT-2's vocab, CPU seconds,
+    best of `repeats`): the whole cold encode, the same text again on the now-warm tokenizer
+    (every pretoken a cache hit), and the parts measured alone: the UTF-32 copy, the split on
+    special tokens, the scanner's walk with each pretoken's key (no lookup) and turning the ids
+    into a Python list. What is left of the warm pass is the cache's lookups and copies; the
+    cold pass's excess over the warm one is the misses' merges and stores."""
+    import numba
+    import regex
+
+    from bpe import Tokenizer
+    from bpe.measures import GPT2_DIR
+    from bpe.text.gpt2_scanner import char_classes, pretoken_end, pretoken_key
+
+    @numba.njit(cache=False)
+    def walk(cps, cls):  # the scanner and the key of every pretoken, nothing else
+        i, n, count, mixed = 0, len(cps), 0, np.uint64(0)
+        while i < n:
+            j = pretoken_end(cps, cls, i, n)
+            mixed ^= pretoken_key(cps, i, j)
+            i, count = j, count + 1
+        return count, mixed
+
+    classes = char_classes()
+    walk(np.zeros(4, np.uint32), classes)
+    special = regex.compile(regex.escape(EOT))
+    vocab_path, merges_path = GPT2_DIR / "vocab.json", GPT2_DIR / "merges.txt"
+    rows = []
+    for name, filename in SAMPLES.items():
+        text = sample_text(filename, limit)
+        best, ids, pretokens = _profile_parts(
+            text,
+            repeats,
+            lambda: Tokenizer.from_files(vocab_path, merges_path, [EOT], merge_backend="compiled"),
+            walk,
+            classes,
+            special,
+        )
+        parts = ("UTF-32 copy", "split on special tokens", "scan + pretoken keys")
+        warm = best["warm encode (every pretoken a hit)"]
+        lookups = warm - sum(best[p] for p in parts) - best["ids to a Python list"]
+        misses = best["cold encode"] - warm
+        unique = len(set(_pretokens(text, special)))
+        ms = {k: 1e3 * v for k, v in best.items()}
+        ms["lookups and copies (warm rest)"] = 1e3 * lookups
+        ms["misses (cold - warm)"] = 1e3 * misses
+        rows.append(
+            {
+                "sample": name,
+                "bytes": len(text.encode("utf-8")),
+                "ids": ids,
+                "pretokens": pretokens,
+                "unique": unique,
+                "ms": ms,
+                "ns_per_lookup": 1e9 * lookups / pretokens,
+                "us_per_miss": 1e6 * misses / unique,
+            }
+        )
+    return rows
+
+
+def _profile_parts(text: str, repeats: int, make, walk, classes, special):
+    """`bench_profile`'s timings of one text: (best seconds per part, ids, pretokens)."""
+    best: dict[str, float] = {}
+
+    def timed(part: str, fn):
+        t0 = _clock()
+        out = fn()
+        best[part] = min(best.get(part, float("inf")), _clock() - t0)
+        return out
+
+    for _ in range(repeats):
+        tok = make()
+        tok.encode("load the kernels " * 8)
+        ids = timed("cold encode", lambda: tok.encode(text))  # noqa: B023 - called at once
+        timed("warm encode (every pretoken a hit)", lambda: tok.encode(text))  # noqa: B023
+        cps = timed("UTF-32 copy", lambda: np.frombuffer(text.encode("utf-32-le"), np.uint32))
+        timed("split on special tokens", lambda: [m.span() for m in special.finditer(text)])
+        pretokens, _ = timed("scan + pretoken keys", lambda: walk(cps, classes))  # noqa: B023
+        timed("ids to a Python list", np.asarray(ids, np.int32).tolist)
+    return best, len(ids), int(pretokens)
+
+
+def _pretokens(text: str, special) -> list[str]:
+    """The text's GPT-2 pretokens (the reference pattern), special tokens cut out."""
+    import regex
+
+    from bpe.text.patterns import GPT2_PATTERN
+
+    split = regex.compile(GPT2_PATTERN)
+    return [p for part in special.split(text) for p in split.findall(part)]
+
+
 def _range(num_bytes: int, seconds: list[float]) -> str:
     """MB/s over repeated timings as `slowest-fastest`."""
     return f"{num_bytes / max(seconds) / 1e6:.1f}-{num_bytes / min(seconds) / 1e6:.1f}"
@@ -728,6 +821,26 @@ def main(argv: list[str] | None = None) -> int:
         for name, why in missing.items():
             print(f"- {name}: {why}")
         ok = ok and all(all(r["same_ids"].values()) for r in peers)
+    if "profile" in args.tables:
+        profile = bench_profile(max(1, args.repeats), limit) if numba_installed() else []
+        print()
+        print(
+            "Where the compiled cold path's time goes (GPT-2's vocab, CPU ms, best of "
+            f"{max(1, args.repeats)}; the last two rows are what is left):"
+        )
+        print()
+        for r in profile:
+            print(
+                f"{r['sample']}: {r['bytes'] / 1e6:.2f} MB, {r['pretokens']:,} pretokens, "
+                f"{r['unique']:,} distinct, {r['ids']:,} ids; {r['ns_per_lookup']:.0f} ns a "
+                f"lookup, {r['us_per_miss']:.2f} us a miss"
+            )
+            print()
+            print("| part | ms | MB/s |")
+            print("| --- | --- | --- |")
+            for part, ms in r["ms"].items():
+                print(f"| {part} | {ms:.1f} | {r['bytes'] / ms / 1e3:.1f} |")
+            print()
     if "picky" in args.tables:
         picky_vocab = 1000 if args.quick else 8000
         picky = (
