@@ -51,22 +51,15 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_scale import WORKER, run_sampled  # noqa: E402  (sibling scripts, not a package)
+from bench_scale import ANCHORS, REQUIRES, WORKER, run_sampled  # noqa: E402  (sibling scripts, not a package)
 from bench_scale_worker import EOT, TIE_BREAKS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 # --smoke: each sample's documents within its first SMOKE_BYTES, trained to SMOKE_VOCAB
 SMOKE_BYTES, SMOKE_VOCAB = 300_000, 500
-#: our trainers (the worker's "ours" with this trainer) and the anchors, with what each needs
+#: our trainers (the worker's "ours" with this trainer); the anchors and the module each system
+#: needs are the scale benchmark's (`bench_scale.ANCHORS`, `bench_scale.REQUIRES`)
 OURS = ("heap", "indexed", "naive", "compiled")
-ANCHORS = ("hf", "rustbpe", "bpeasy", "gigatoken")
-REQUIRES = {
-    "compiled": "numba",
-    "hf": "tokenizers",
-    "rustbpe": "rustbpe",
-    "bpeasy": "bpeasy",
-    "gigatoken": "gigatoken",
-}
 
 
 def installed(kind: str) -> bool:
