@@ -177,3 +177,87 @@ def test_the_first_command_installs_what_the_first_run_uses_and_names_the_other_
     ]
     table = {m for m in re.findall(r"^\| `([a-z]+)` \|", readme, re.M)}
     assert set(declared) - {"dev", "notebooks", "compiled"} <= table, sorted(declared)
+
+
+# ---------------------------------------------------------------------------------------------
+# Lists in the docs that describe a registry: each checked against the registry itself
+# ---------------------------------------------------------------------------------------------
+
+
+def test_the_config_comments_name_every_option_of_their_group():
+    """config.yaml's defaults list is the table of contents: a comment that lists a group's
+    options (`trainer: heap  # naive | indexed | ...`) lists all of them."""
+    from bpe.util.io import CONF_DIR
+
+    listed = 0
+    for line in (CONF_DIR / "config.yaml").read_text("utf-8").splitlines():
+        m = re.match(r"\s*- (\w+): \w+\s+# ((?:\w+ \| )+\w+)", line)
+        if m is None:
+            continue
+        group, names = m.group(1), set(m.group(2).split(" | "))
+        options = {p.stem for p in (CONF_DIR / group).glob("*.yaml")}
+        assert names == options, f"config.yaml's {group} comment lists {names}, not {options}"
+        listed += 1
+    assert listed >= 4, "the defaults list's option comments were not found: the pattern drifted"
+
+
+def test_the_package_description_names_every_trainer():
+    import tomllib
+
+    from bpe.trainers import TRAINERS
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]
+    missing = [name for name in TRAINERS if name not in project["description"]]
+    assert not missing, f"pyproject.toml's description leaves out the trainers {missing}"
+
+
+def test_the_architecture_page_names_every_console_script():
+    import tomllib
+
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]["scripts"]
+    (row,) = [
+        ln
+        for ln in (ROOT / "docs" / "architecture.md").read_text("utf-8").splitlines()
+        if ln.startswith("| `bpe/cli/` |")
+    ]
+    missing = [name for name in scripts if f"`{name}`" not in row]
+    assert not missing, f"docs/architecture.md's bpe/cli/ row leaves out {missing}"
+
+
+def test_the_readme_results_name_every_page_of_the_reports_index():
+    pages = re.findall(r"\| \[([\w.]+\.md)\]\(", (ROOT / "reports" / "README.md").read_text("utf-8"))
+    assert len(pages) >= 5, "reports/README.md's table was not found: the pattern drifted"
+    results = README.read_text("utf-8").split("## Results", 1)[1].split("\n## ", 1)[0]
+    missing = [p for p in pages if f"(reports/{p})" not in results]
+    assert not missing, f"README.md's Results leave out the reports {missing}"
+
+
+def test_train_bpe_lists_every_option_it_forwards():
+    """train_bpe's docstring names the keyword options it forwards to train_bpe_detailed."""
+    import inspect
+
+    from bpe.training import train_bpe, train_bpe_detailed
+
+    keywords = [
+        name
+        for name, p in inspect.signature(train_bpe_detailed).parameters.items()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY
+    ]
+    doc = " ".join(inspect.getdoc(train_bpe).split())
+    (listed,) = re.findall(r"keyword options \(([^)]*)\)", doc)
+    assert [w.strip() for w in listed.split(",")] == keywords
+
+
+def test_the_adding_sections_name_only_paths_that_exist():
+    page = (ROOT / "docs" / "architecture.md").read_text("utf-8")
+    sections = re.findall(r"^## Adding .*?(?=^## |\Z)", page, re.M | re.S)
+    assert len(sections) >= 4
+    paths = {
+        p
+        for s in sections
+        for p in re.findall(r"`((?:bpe|tests|scripts)/[\w/.]+)`", s)
+        if "<" not in p
+    }
+    assert len(paths) >= 10, "no paths found: the pattern drifted"
+    missing = sorted(p for p in paths if not (ROOT / p).exists())
+    assert not missing, f"docs/architecture.md's Adding sections name missing paths {missing}"

@@ -469,8 +469,9 @@ def train_bpe(
 
     The `(vocab, merges)` view of `train_bpe_detailed`, which takes the same arguments: the
     keyword options (trainer, num_workers, progress, pattern, init_from, cache_dir, backend,
-    scheduler, log_interval, variant, format, text_field, max_files, max_bytes, rungs, engine)
-    are forwarded as given, so the two cannot drift apart.
+    scheduler, log_interval, variant, format, text_field, max_files, max_bytes, rungs, engine,
+    max_token_length, min_frequency) are forwarded as given (tests/test_docs.py checks this
+    list against train_bpe_detailed's keywords).
 
     >>> import tempfile
     >>> from pathlib import Path
