@@ -225,7 +225,8 @@ def test_the_architecture_page_names_every_console_script():
 
 
 def test_the_readme_results_name_every_page_of_the_reports_index():
-    pages = re.findall(r"\| \[([\w.]+\.md)\]\(", (ROOT / "reports" / "README.md").read_text("utf-8"))
+    index = (ROOT / "reports" / "README.md").read_text("utf-8")
+    pages = re.findall(r"\| \[([\w.]+\.md)\]\(", index)
     assert len(pages) >= 5, "reports/README.md's table was not found: the pattern drifted"
     results = README.read_text("utf-8").split("## Results", 1)[1].split("\n## ", 1)[0]
     missing = [p for p in pages if f"(reports/{p})" not in results]
