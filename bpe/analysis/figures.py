@@ -83,9 +83,28 @@ def _style(trainer: str) -> str:
     return _MARKERS[registered.index(trainer) % len(_MARKERS)]
 
 
+#: At most this many vocab sizes get a tick each on a vs-vocab axis (more: plain-number ticks
+#: where matplotlib puts them)
+MAX_VOCAB_TICKS = 12
+
+
 def _vocab_axes(ax, *, ylabel: str, title: str, log_y: bool = False) -> None:
-    """Label an axes whose x is the vocab size (log scale), as every vs-vocab figure does."""
+    """Label an axes whose x is the vocab size (log scale), as every vs-vocab figure does: the
+    vocab sizes plotted are the ticks, written as plain numbers (1,000, not 10^3), for a paper.
+
+    >>> fig, ax = _new((6, 4)); _ = ax.plot([500, 2000, 32000], [1, 2, 3])
+    >>> _vocab_axes(ax, ylabel="s", title="t"); [t.get_text() for t in ax.get_xticklabels()]
+    ['500', '2,000', '32,000']
+    """
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+
+    sizes = sorted({float(x) for line in ax.get_lines() for x in line.get_xdata() if x > 0})
     ax.set_xscale("log")
+    plain = FuncFormatter(lambda x, _: f"{x:,.0f}")
+    if 0 < len(sizes) <= MAX_VOCAB_TICKS:
+        ax.xaxis.set_major_locator(FixedLocator(sizes))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.xaxis.set_major_formatter(plain)
     if log_y:
         ax.set_yscale("log")
     ax.set_xlabel("vocab size")
