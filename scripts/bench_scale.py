@@ -300,7 +300,8 @@ def run_benchmark(
     for size in sizes:
         meta = ensure_corpus(size, corpus_dir=corpus_dir, seed=seed, source=source, novelty=novelty)
         paths[size] = corpus_dir / meta["file"]
-        results["corpora"].append(meta)
+        # the file's name, never its machine path (results.json is published)
+        results["corpora"].append({k: v for k, v in meta.items() if k != "path"})
     order = 0
     for repeat in range(repeats):
         for s, size in enumerate(sizes):

@@ -151,6 +151,8 @@ def test_quick_benchmark_writes_results_and_report(tmp_path):
     proc = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     results = json.loads((out_dir / "scale" / "results.json").read_text(encoding="utf-8"))
+    # published: the corpora by name, never by a machine path
+    assert str(tmp_path) not in json.dumps(results["corpora"])
     runs = results["runs"]
     assert sorted((r["impl"], r["size"]) for r in runs) == [
         ("hf", "1M"),
