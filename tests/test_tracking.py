@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bpe.analysis.tracking import run_record
+from bpe.analysis.tracking import tracked_run
 from tests.conftest import FAST_ANALYSIS, FIXTURES, ROOT
 
 mlflow = pytest.importorskip("mlflow")
@@ -187,9 +187,9 @@ def test_cli_logs_an_existing_run_and_leaves_it_untouched(tmp_path):
     assert run.info.artifact_uri.startswith((tmp_path / "mlruns").as_uri()), "beside the store"
 
 
-def test_run_record_reads_a_run_directory_without_mlflow():
+def test_tracked_run_reads_a_run_directory_without_mlflow():
     run_dir = FIXTURES / "runs" / "2026-01-01_00-00-00_000000_tinystories_sample_heap_v300"
-    record = run_record(run_dir)
+    record = tracked_run(run_dir)
     assert record.status == "FINISHED"
     assert record.params["vocab_size"] == "300"
     assert record.metrics["timings.merge"] == pytest.approx(0.0707)
@@ -205,9 +205,9 @@ def test_run_record_reads_a_run_directory_without_mlflow():
     }
 
 
-def test_run_record_names_a_missing_directory(tmp_path):
+def test_tracked_run_names_a_missing_directory(tmp_path):
     with pytest.raises(FileNotFoundError, match="does not exist"):
-        run_record(tmp_path / "nope")
+        tracked_run(tmp_path / "nope")
 
 
 def _listed_names(bullet: str) -> list[str]:

@@ -1,6 +1,6 @@
 """MLflow view of finished runs: params, metrics, tags and artifacts read from run directories.
 
-What it does: `run_record(run_dir)` turns a run directory (`metrics.json`, `environment.json`,
+What it does: `tracked_run(run_dir)` turns a run directory (`metrics.json`, `environment.json`,
 `.hydra/config.yaml`) into the params, metrics, tags and artifact files an experiment tracker
 shows; `log_run(run_dir, ...)` sends one record to MLflow (by default a local SQLite store
 `<experiments_dir>/mlflow.db` with artifacts under `<experiments_dir>/mlruns/`);
@@ -71,7 +71,7 @@ PARAM_LIMIT = 6000  # MLflow rejects longer param values
 
 
 @dataclass
-class RunRecord:
+class TrackedRun:
     """What the tracker shows of one run directory (plain data: no MLflow types)."""
 
     run_dir: Path
@@ -121,8 +121,8 @@ def _param(value: object) -> str:
     return text[:PARAM_LIMIT]
 
 
-def run_record(run_dir: str | os.PathLike) -> RunRecord:
-    """Read a run directory into a RunRecord (never writes to it).
+def tracked_run(run_dir: str | os.PathLike) -> TrackedRun:
+    """Read a run directory into a TrackedRun (never writes to it).
 
     Raises:
         FileNotFoundError: run_dir is not a directory.
@@ -166,7 +166,7 @@ def run_record(run_dir: str | os.PathLike) -> RunRecord:
         if v is not None
     }
 
-    return RunRecord(
+    return TrackedRun(
         run_dir=run_dir,
         name=str(schema.get(metrics, schema.RUN_NAME) or run_dir.name),
         status="FINISHED" if status == "complete" else "FAILED",
@@ -272,7 +272,7 @@ def _sqlite_error(err: BaseException) -> sqlite3.Error | None:
     return None
 
 
-def _store_unavailable(store: Path, error: sqlite3.Error, record: RunRecord) -> StoreUnavailable:
+def _store_unavailable(store: Path, error: sqlite3.Error, record: TrackedRun) -> StoreUnavailable:
     """One sentence: which store, what is wrong with it, that the run is fine, and the fix."""
     again = f"`python -m bpe.analysis.tracking {record.run_dir}`"
     text = str(error)
@@ -344,7 +344,7 @@ def log_run(
         StoreUnavailable: a SQLite store is locked by another process, is not a database, or
             cannot be written.
     """
-    record = run_record(run_dir)
+    record = tracked_run(run_dir)
     mlflow = _import_mlflow()
 
     home = experiments_root(record.run_dir)
@@ -375,7 +375,7 @@ def log_run(
 
 def _send(
     mlflow: ModuleType,
-    record: RunRecord,
+    record: TrackedRun,
     *,
     uri: str,
     experiment_name: str,
