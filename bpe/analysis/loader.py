@@ -269,17 +269,12 @@ TIDY_COLUMNS = {
     "unigram_bits_per_byte": schema.UNIGRAM_BITS_PER_BYTE.column,
     "throughput_mb_s": None,  # bytes_per_second / 1e6
     "error": schema.ERROR_MESSAGE.column,
-    # what measured the run (environment.json, `bpe.experiment.environment.capture`): its
-    # machine and load at start as one dict (`bpe.util.machine.host`; None in runs before it),
-    # the code's git sha and whether the tree was dirty, Numba's version (None: not installed)
+    # environment.json: machine and load at start (`bpe.util.machine.host`), code, Numba
     "host": None,
     "git_sha": "env.git.sha",
     "git_dirty": "env.git.dirty",
     "numba": "env.packages.numba",
 }
-
-#: environment.json's host record in load_runs' frame: columns `env.host.<key>`
-HOST_PREFIX = f"env.{ENV_KEY}."
 
 
 def variant_column(runs: pd.DataFrame) -> pd.Series:
@@ -342,16 +337,13 @@ def _hosts(frame: pd.DataFrame) -> pd.Series:
     >>> _hosts(frame).tolist()
     [{'cpus': 2.0, 'python': '3.11.7'}, None]
     """
-    columns = [c for c in frame.columns if c.startswith(HOST_PREFIX)]
-    hosts = []
-    for values in frame[columns].itertuples(index=False) if columns else [()] * len(frame):
-        record = {
-            c[len(HOST_PREFIX) :]: v
-            for c, v in zip(columns, values, strict=True)
-            if isinstance(v, list) or not pd.isna(v)
-        }
-        hosts.append(record or None)
-    return pd.Series(hosts, index=frame.index, dtype=object)
+    prefix = f"env.{ENV_KEY}."  # environment.json's host record: columns env.host.<key>
+    columns = {c: c[len(prefix) :] for c in frame.columns if c.startswith(prefix)}
+    rows = frame[list(columns)].to_dict("records") if columns else [{}] * len(frame)
+    hosts = [
+        {columns[c]: v for c, v in r.items() if isinstance(v, list) or not pd.isna(v)} for r in rows
+    ]
+    return pd.Series([h or None for h in hosts], index=frame.index, dtype=object)
 
 
 def _first_of(frame: pd.DataFrame, *columns: str) -> pd.Series:
