@@ -393,7 +393,13 @@ def measured_on(runs: pd.DataFrame) -> list[str]:
     columns `host`, `git_sha`, `git_dirty`, `numba`): each machine
     (`bpe.util.machine.host_line`) with its count of runs, the 1-minute load average at the
     runs' starts, the code's git shas and Numba's versions. Runs made before environment.json
-    recorded a machine are counted, not guessed."""
+    recorded a machine are counted, not guessed.
+
+    >>> measured_on(pd.DataFrame({"host": [None]}))
+    ['Measured on: 1 run(s) made before runs recorded their machine.', '']
+    >>> measured_on(pd.DataFrame({"host": []}))
+    ['Measured on: no runs.', '']
+    """
     hosts = [h for h in runs.get("host", pd.Series(dtype=object)) if isinstance(h, dict)]
     machines: dict[str, int] = {}
     for h in hosts:
@@ -416,7 +422,7 @@ def measured_on(runs: pd.DataFrame) -> list[str]:
     numba = sorted({str(v) for v in runs.get("numba", []) if isinstance(v, str)})
     if numba:
         facts.append(f"numba {', '.join(numba)}")
-    lines = [f"Measured on: {'; '.join(parts)}."]
+    lines = [f"Measured on: {'; '.join(parts) or 'no runs'}."]
     if facts:
         lines.append(f"Load and code: {'; '.join(facts)}.")
     return [*lines, ""]
