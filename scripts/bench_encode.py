@@ -81,7 +81,7 @@ os.environ.setdefault("RAYON_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from bpe.text.specials import EOT  # noqa: E402 - after the thread settings above
-from bpe.util.machine import host, host_line  # noqa: E402
+from bpe.util.machine import host, host_line, versions  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = {"TinyStories": "tinystories_sample.txt", "OWT": "owt_sample.txt"}
@@ -474,6 +474,7 @@ def bench_profile(repeats: int, limit: int | None = None) -> list[dict]:
 
     from bpe import Tokenizer
     from bpe.measures import GPT2_DIR
+    from bpe.pretokenize.counting import count_pretokens
     from bpe.text.gpt2_scanner import char_classes, pretoken_end, pretoken_key
 
     @numba.njit(cache=False)
@@ -504,7 +505,7 @@ def bench_profile(repeats: int, limit: int | None = None) -> list[dict]:
         warm = best["warm encode (every pretoken a hit)"]
         lookups = warm - sum(best[p] for p in parts) - best["ids to a Python list"]
         misses = best["cold encode"] - warm
-        unique = len(set(_pretokens(text, special)))
+        unique = len(count_pretokens(text, [EOT]))
         ms = {k: 1e3 * v for k, v in best.items()}
         ms["lookups and copies (warm rest)"] = 1e3 * lookups
         ms["misses (cold - warm)"] = 1e3 * misses
@@ -543,16 +544,6 @@ def _profile_parts(text: str, repeats: int, make, walk, classes, special):
         pretokens, _ = timed("scan + pretoken keys", lambda: walk(cps, classes))  # noqa: B023
         timed("ids to a Python list", np.asarray(ids, np.int32).tolist)
     return best, len(ids), int(pretokens)
-
-
-def _pretokens(text: str, special) -> list[str]:
-    """The text's GPT-2 pretokens (the reference pattern), special tokens cut out."""
-    import regex
-
-    from bpe.text.patterns import GPT2_PATTERN
-
-    split = regex.compile(GPT2_PATTERN)
-    return [p for part in special.split(text) for p in split.findall(part)]
 
 
 def _range(num_bytes: int, seconds: list[float]) -> str:
@@ -666,16 +657,6 @@ def _or_na(value: float | None, spec: str) -> str:
     return "n/a" if value is None else f"{value:{spec}}"
 
 
-def _version(dist: str) -> str:
-    """An installed distribution's version, or "not installed"."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(dist)
-    except PackageNotFoundError:
-        return "not installed"
-
-
 def main(argv: list[str] | None = None) -> int:
     from bpe.tokenizer.cold_path import numba_installed
 
@@ -707,11 +688,9 @@ def main(argv: list[str] | None = None) -> int:
         args.repeats, args.copies = 1, 1
     ok = True
     mb = 1e6
-    versions = ", ".join(
-        f"{name} {_version(name)}"
-        for name in ("numba", "tiktoken", "tokenizers", "gigatoken", "tokie", "splintr-rs")
-    )
-    print(f"Machine: {host_line(host())}. {versions}.")
+    names = ("numba", "tiktoken", "tokenizers", "gigatoken", "tokie", "splintr-rs")
+    installed = ", ".join(f"{n} {v or 'not installed'}" for n, v in versions(names).items())
+    print(f"Machine: {host_line(host())}. {installed}.")
     print(f"Command: python scripts/bench_encode.py {' '.join(argv or sys.argv[1:])}".rstrip())
     if "speed" in args.tables:
         rows = bench(max(1, args.repeats), limit)

@@ -61,7 +61,7 @@ from pathlib import Path
 import numpy as np
 
 from bpe.util.io import atomic_open, atomic_write_text
-from bpe.util.machine import host, host_line
+from bpe.util.machine import host, host_line, versions
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import make_scale_corpus as corpus  # noqa: E402  (a sibling script, not a package)
@@ -249,19 +249,12 @@ def code_version(root: Path) -> str:
 def machine() -> dict:
     """What the numbers were measured on: the host record every run and benchmark keeps
     (`bpe.util.machine.host`), the anchors' versions and the code's git sha."""
-    from importlib.metadata import PackageNotFoundError, version
-
     import tokenizers
 
-    versions = {}
-    for system, dist in DISTRIBUTIONS.items():
-        try:
-            versions[system] = version(dist)
-        except PackageNotFoundError:
-            versions[system] = None
+    installed = versions(DISTRIBUTIONS.values())
     return host() | {
         "tokenizers": tokenizers.__version__,
-        "versions": versions,
+        "versions": {system: installed[dist] for system, dist in DISTRIBUTIONS.items()},
         "git": code_version(ROOT) or "unknown",
     }
 

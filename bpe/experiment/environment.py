@@ -17,12 +17,11 @@ import os
 import platform
 import socket
 import sys
-from importlib import metadata
 from pathlib import Path
 
 from bpe.runs.layout import DIFF_FILE, ENVIRONMENT_FILE
 from bpe.util.io import atomic_write_text, git_output
-from bpe.util.machine import ENV_KEY, host
+from bpe.util.machine import ENV_KEY, host, versions
 from bpe.util.workers import default_num_workers
 
 PACKAGES = (
@@ -51,12 +50,6 @@ def capture(*, argv: list[str] | None = None, overrides: list[str] | None = None
     status = git_output("status", "--porcelain", "--untracked-files=no")
     dirty = None if status is None else bool(status.strip())
     diff = git_output("diff", "HEAD") if dirty else None
-    versions = {}
-    for name in PACKAGES:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = None
     return {
         "git": {"sha": sha.strip() if sha else None, "dirty": dirty},
         "python": sys.version.split()[0],
@@ -68,7 +61,7 @@ def capture(*, argv: list[str] | None = None, overrides: list[str] | None = None
         "usable_cpus": default_num_workers(),
         "mp_start_method": mp.get_start_method(allow_none=True) or "fork (default)",
         ENV_KEY: host(),
-        "packages": versions,
+        "packages": versions(PACKAGES),
         "argv": list(sys.argv if argv is None else argv),
         "overrides": list(overrides or []),
         "_diff": diff,

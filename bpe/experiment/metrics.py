@@ -63,6 +63,14 @@ class MetricsFile:
             "run": run,
         }
 
+    @classmethod
+    def read_back(cls, path: Path, data: dict[str, Any]) -> MetricsFile:
+        """The record of a run already on disk (`data`, read from `path`), to be marked (e.g.
+        failed) by a process other than the run's own."""
+        record = cls(path, data.get("run") or {})
+        record.data = data
+        return record
+
     def update(self, **values: Any) -> None:
         self.data.update(values)
 

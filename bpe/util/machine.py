@@ -5,14 +5,16 @@ What it does:
       average (1, 5, 15 minutes) at the moment it is called, as a JSON-ready dict;
     * `host_line(record)`: that record as the sentence a report opens with;
     * `load_span(records)`: the 1-minute load averages of several records as one range, the
-      way a cross-run report says what load its runs were measured under.
+      way a cross-run report says what load its runs were measured under;
+    * `versions(names)`: the installed version of each distribution (None: not installed), as
+      runs and benchmarks record them.
 
 Every run records `host()` in environment.json (under `ENV_KEY`) when it starts, and every benchmark
 in its results; every report that publishes a number from them names the machine through
 `host_line`, so "measured on" has one definition.
 
-What it does not do: record package versions or the code's git sha (each run's environment
-record and each benchmark's results add their own), or judge whether a load was quiet.
+What it does not do: choose which packages to record or read the code's git sha (each run's
+environment record and each benchmark's results do), or judge whether a load was quiet.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import os
 import platform
 from collections.abc import Iterable, Mapping
+from importlib import metadata
 from pathlib import Path
 
 from bpe.util.workers import default_num_workers
@@ -110,3 +113,18 @@ def load_span(records: Iterable[Mapping]) -> str | None:
         return None
     low, high = min(ones), max(ones)
     return f"{low:g}" if low == high else f"{low:g}-{high:g}"
+
+
+def versions(names: Iterable[str]) -> dict[str, str | None]:
+    """The installed version of each distribution, None where it is not installed.
+
+    >>> versions(["numpy", "no-such-distribution"])["no-such-distribution"] is None
+    True
+    """
+    out: dict[str, str | None] = {}
+    for name in names:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out

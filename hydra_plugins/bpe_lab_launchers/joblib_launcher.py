@@ -163,8 +163,7 @@ def _mark_killed(sweep_dir: Path, reason: str) -> None:
             continue
         if data.get("status") != "running" or observed_status(data) == "running":
             continue
-        metrics = MetricsFile(path, data.get("run") or {})
-        metrics.data = data
+        metrics = MetricsFile.read_back(path, data)
         stopped = KeyboardInterrupt(
             f"sweep interrupted ({reason}): the job did not stop within {GRACE_SECONDS:.0f} s "
             "and was killed"
