@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import Counter
 from pathlib import Path
 
 import pandas as pd
@@ -401,10 +402,7 @@ def measured_on(runs: pd.DataFrame) -> list[str]:
     ['Measured on: no runs.', '']
     """
     hosts = [h for h in runs.get("host", pd.Series(dtype=object)) if isinstance(h, dict)]
-    machines: dict[str, int] = {}
-    for h in hosts:
-        line = host_line(h, load=False)
-        machines[line] = machines.get(line, 0) + 1
+    machines = Counter(host_line(h, load=False) for h in hosts)
     parts = [f"{line} ({n} run{'s' * (n != 1)})" for line, n in sorted(machines.items())]
     if len(hosts) < len(runs):
         parts.append(f"{len(runs) - len(hosts)} run(s) made before runs recorded their machine")

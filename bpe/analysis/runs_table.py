@@ -35,6 +35,14 @@ def export_table(experiments_dir: str | os.PathLike, path: str | os.PathLike) ->
             f"cannot write a table to {str(path)!r}: name it .csv or .parquet "
             f"(e.g. {path.with_suffix('.csv').name})"
         )
+    if path.suffix == ".parquet":  # before the runs are read, not after
+        try:
+            import pyarrow  # noqa: F401 - pandas writes parquet through it
+        except ImportError:
+            raise ValueError(
+                "writing .parquet needs pyarrow: pip install -e '.[corpora]', or name the table "
+                f"{path.with_suffix('.csv').name}"
+            ) from None
     frame = tidy(load_runs(experiments_dir))
     for column in frame.columns:
         if frame[column].map(lambda v: isinstance(v, dict | list)).any():
@@ -44,13 +52,6 @@ def export_table(experiments_dir: str | os.PathLike, path: str | os.PathLike) ->
     if path.suffix == ".csv":
         atomic_write_text(path, frame.to_csv(index=False))
         return len(frame)
-    try:
-        import pyarrow  # noqa: F401 - pandas writes parquet through it
-    except ImportError:
-        raise ValueError(
-            "writing .parquet needs pyarrow: pip install -e '.[corpora]', or name the table "
-            f"{path.with_suffix('.csv').name}"
-        ) from None
     with atomic_open(path) as f:
         frame.to_parquet(f, index=False)
     return len(frame)
