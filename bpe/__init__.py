@@ -50,7 +50,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .superbpe                 SuperBPE's stage two: merges across words, after stage one
       .parity                   parity-aware BPE: each merge serves the worst-compressed language
     bpe.training                train_bpe, train_bpe_detailed, TrainResult: stages 1-3, timed
-      .plan                     every check before any work, and the run's inputs resolved
+      .plan                     TrainSpec (one call's options, typed) and plan_run, its one check
       .parity                   parity-aware BPE's inputs: counts per language, development text
     bpe.tokenizer               Tokenizer: encode, decode, streaming
       .merging                  BPE of one pretoken: the list scan and the linked list
@@ -93,12 +93,12 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .liveness                 who writes a run and whether it still lives (crashed)
     bpe.experiment              writes run directories (bpe-train's work)
       .runner                   run_experiment: open, record, train, save, analyse, report
-      .inputs                   the input checked before and after training, held-out, trained
+      .inputs                   train_spec (config -> TrainSpec), validate (planned once), held-out
       .records                  what metrics.json says of the run besides its measures
       .launching                how the run was launched: Hydra's directory, the launcher
       .ladder                   a vocab sweep: one training, every rung cut from its prefix
       .config                   the typed schema of bpe-train's config
-      .config_checks            the checks a type cannot say: ranges, engine, variant, keys
+      .config_checks            what only the config says: ranges, names, unknown keys
       .rundir                   run directory names, exclusive creation, the latest link
       .metrics                  metrics.json, written atomically, status last
       .evaluate                 measures a trained tokenizer for metrics.json

@@ -14,7 +14,7 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 
 from bpe.experiment import config as schema
-from bpe.experiment import config_checks
+from bpe.experiment import config_checks, inputs
 from bpe.runs.stages import TRAINER_ORDER
 from bpe.text.specials import validate_special_tokens
 from bpe.tokenizer import Tokenizer
@@ -100,8 +100,9 @@ def test_the_debug_preset_is_tiny_and_skips_the_gpt2_baseline():
     ],
 )
 def test_ranges_are_checked_with_the_key_named(override, message):
+    # the run's one validator: the config's own ranges, then the training call's plan
     with pytest.raises(ValueError, match=message.replace("|", r"\|")):
-        config_checks.check_config(_compose(*override.split()))
+        inputs.validate(_compose(*override.split()))
 
 
 def test_every_schema_key_has_a_meaning_and_config_yaml_sets_only_schema_keys():

@@ -241,12 +241,12 @@ def test_missing_full_dataset_says_how_to_get_it(tmp_path):
 
 @pytest.mark.parametrize("exc", [KeyboardInterrupt, "sigterm", RuntimeError])
 def test_interrupted_or_crashed_run_is_failed_with_nothing_half_written(tmp_path, monkeypatch, exc):
-    def boom(**kwargs):
+    def boom(*args, **kwargs):
         if exc == "sigterm":
             os.kill(os.getpid(), signal.SIGTERM)
         raise exc("stop")
 
-    monkeypatch.setattr(inputs, "train_bpe_detailed", boom)
+    monkeypatch.setattr(inputs, "train_planned", boom)
     with pytest.raises(BaseException):  # noqa: B017 - each case raises its own type
         run_with_report(make_cfg(tmp_path))
     (run,) = run_dirs(tmp_path)

@@ -10,7 +10,7 @@ from hydra import compose, initialize_config_dir
 
 import bpe.experiment.config  # noqa: F401  (registers the schema)
 from bpe import train_bpe_detailed
-from bpe.experiment.records import variant_of
+from bpe.experiment.inputs import variant_of
 from bpe.trainers.variants import VARIANTS, Variant, as_variant, check_variant
 from bpe.util.io import CONF_DIR
 from tests.conftest import EOT, FIXTURES, ROOT

@@ -201,10 +201,6 @@ def checked_jobs(argv: list[str]) -> list[DictConfig]:
                     extra = config_checks.extra_keys(cfg)
                     if extra:
                         raise ConfigError(_unknown_key(extra[0]))
-                    try:
-                        config_checks.check_config(cfg)
-                    except ValueError as err:
-                        raise ConfigError(str(err)) from None
                     _check_output_names(cfg)
                     _check_inputs(cfg)
                 except ConfigError as err:
@@ -225,15 +221,14 @@ def checked_jobs(argv: list[str]) -> list[DictConfig]:
 
 
 def _check_inputs(cfg: DictConfig) -> None:
-    """What the run itself would check first (`bpe.experiment.inputs.validate`: the corpus
-    exists, is a regular file or folder, is readable and of a known format, not empty; the
-    parent of init_from; the variant's settings), checked here so a mistake stops before any
-    run directory exists. A Hub source is left to the run (listing it needs the network)."""
-    path = str(OmegaConf.select(cfg, "dataset.path") or "")
-    if path.startswith(("hf:", "hf-stream:")):
-        return
+    """What the run itself checks first (`bpe.experiment.inputs.validate`: the config's
+    ranges; the corpus exists, is a regular file or folder, is readable and of a known format,
+    not empty; the training call's plan: trainer, vocab size, variant, parent), checked here
+    so a mistake stops before any run directory exists; the plan is kept for the run."""
     try:
-        validate(cfg)
+        validate(cfg, keep=True)
+    except ImportError as err:  # an optional package a key needs (compiled: Numba)
+        raise ConfigError(str(err)) from None
     except (ValueError, OSError) as err:
         raise ConfigError(str(err).splitlines()[0] if str(err) else type(err).__name__) from None
 

@@ -1,9 +1,11 @@
-"""The checks a type cannot say, run on a composed `bpe-train` config before any run directory
-exists: ranges (vocab_size leaves room for the specials and the 256 bytes, num_workers >= 1,
-...), the engine and the variant against the trainer, and keys no group declares.
+"""The checks of a composed `bpe-train` config that neither its types nor the training call's
+plan say, run before any run directory exists: ranges (num_workers >= 1, ...), the analysis'
+settings, the input's format and pattern names, and keys no group declares.
 
 What it does not do: declare the keys (`bpe.experiment.config`, whose field metadata gives each
-bound these checks read).
+bound these checks read), or check what the training call's options mean together (the vocab
+size against the specials, the trainer, backend, engine and variant: one validator does that,
+`bpe.training.plan.plan_run`, called by `bpe.experiment.inputs.validate`).
 """
 
 from __future__ import annotations
@@ -16,20 +18,8 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from bpe.corpus.formats import FORMAT_CHOICES
 from bpe.experiment.config import BPB_ORDERS, TrainConfig, dataclass_of, describe_keys
-from bpe.pretokenize.dask_backend import check_backend
-from bpe.pretokenize.engines import check_engine
-from bpe.text.patterns import PATTERNS, resolve_pattern
-from bpe.text.specials import validate_special_tokens
+from bpe.text.patterns import PATTERNS
 from bpe.tokenizer.segmentation import SEGMENTATIONS
-from bpe.trainers import check_trainer
-from bpe.trainers.common import check_vocab_size
-from bpe.trainers.variants import (
-    check_continuation,
-    check_global_merges,
-    check_threshold,
-    check_trainer_supports,
-    check_variant,
-)
 
 
 def check_config(cfg: DictConfig) -> None:
@@ -49,17 +39,6 @@ def check_config(cfg: DictConfig) -> None:
             raise ValueError(f"{key}={value!r} is out of range: it must be {op} {low:g}")
         if isinstance(value, float) and not math.isfinite(value):
             raise ValueError(f"{key}={value!r} must be a finite number")
-    try:
-        specials = validate_special_tokens(_select(cfg, "dataset.special_tokens"))
-    except ValueError as err:
-        raise ValueError(f"dataset.special_tokens: {err}") from None
-    check_vocab_size(_select(cfg, "vocab_size"), specials)
-    trainer = _select(cfg, "trainer.name")
-    if trainer is not None:
-        try:
-            check_trainer(str(trainer))  # its optional package (compiled: Numba) is installed
-        except ImportError as err:
-            raise ValueError(f"trainer={trainer}: {err}") from None
     order = _select(cfg, "analysis.bpb_order")
     if order is not None and order not in BPB_ORDERS:
         raise ValueError(
@@ -75,21 +54,11 @@ def check_config(cfg: DictConfig) -> None:
     fmt = _select(cfg, "dataset.format")
     if fmt is not None and fmt not in FORMAT_CHOICES:
         raise ValueError(f"dataset.format={fmt!r} is unknown; choose one of {list(FORMAT_CHOICES)}")
-    backend = cfg.get("pretokenize")
-    if backend is not None:
-        check_backend(str(backend.get("backend", "processes")), backend.get("scheduler"))
-    _check_variant(cfg)
     pre = cfg.get("pretokenizer")
     if pre is not None and pre.get("name") not in (*PATTERNS, "custom"):
         raise ValueError(
             f"pretokenizer={pre.get('name')!r} is unknown; choose one of {[*PATTERNS, 'custom']}"
         )
-    if pre is not None and pre.get("name") == "custom":
-        try:
-            resolve_pattern(pre.get("pattern") or "")
-        except ValueError as err:
-            raise ValueError(f"pretokenizer.pattern: {err}") from None
-    _check_engine(cfg)
     _check_segmentations(cfg)
 
 
@@ -102,37 +71,6 @@ def _check_segmentations(cfg: DictConfig) -> None:
             f"analysis.segmentations has {unknown!r}, not a segmentation method; use any of "
             f"{list(SEGMENTATIONS)} ([] measures none)"
         )
-
-
-def _check_engine(cfg: DictConfig) -> None:
-    """`pretokenize.engine` is known, and `compiled` has GPT-2's pattern and Numba."""
-    engine = (cfg.get("pretokenize") or {}).get("engine")
-    if engine is None:
-        return
-    pre = cfg.get("pretokenizer") or {}
-    name = pre.get("name", "gpt2")
-    pattern = PATTERNS.get(name, pre.get("pattern") or "")
-    try:
-        check_engine(str(engine), pattern)
-    except ImportError as err:
-        raise ValueError(str(err)) from None
-
-
-def _check_variant(cfg: DictConfig) -> None:
-    """The variant exists, its parameters are in range, and the trainer runs it."""
-    group = cfg.get("variant")
-    if group is None:
-        return
-    name = str(group.get("name", "bpe"))
-    check_variant(name)
-    if name == "picky" and group.get("threshold") is not None:
-        check_threshold(group.get("threshold"))
-    if name == "parity" and group.get("global_merges") is not None:
-        check_global_merges(group.get("global_merges"), int(cfg.get("vocab_size", 0)))
-    trainer = (cfg.get("trainer") or {}).get("name")
-    if trainer is not None:
-        check_trainer_supports(name, str(trainer))
-    check_continuation(name, cfg.get("init_from"))
 
 
 def _bound(key: str) -> tuple[float | None, bool]:

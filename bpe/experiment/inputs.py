@@ -1,5 +1,7 @@
-"""A run's input, checked before and after training: the config validated before any run
-directory exists, the input's files stamped (size, mtime) so that a file changed while training
+"""A run's input, checked before and after training: the config turned into the training call's
+`TrainSpec` (`train_spec`, the one place its keys become options) and planned once
+(`validate`: `bpe-train` plans every job before any run directory exists, and the job's run
+trains that plan), the input's files stamped (size, mtime) so that a file changed while training
 read it is reported, the pretoken cache's directory, the documents held out of training, and
 the training call itself (under a profiler or a vocab ladder when asked).
 
@@ -23,47 +25,108 @@ from bpe.experiment.config_checks import check_config
 from bpe.experiment.ladder import climb, plan_for
 from bpe.experiment.launching import launcher_target
 from bpe.experiment.profilers import check_profiler, run_cprofile, run_scalene
-from bpe.experiment.records import limits_of, variant_of
-from bpe.formats.init_from import check_parent, load_parent
-from bpe.runs.layout import (
-    PROFILE_DIR,
-)
+from bpe.runs.layout import PROFILE_DIR
 from bpe.runs.settings import pretokenize_setting
-from bpe.text.patterns import resolve_pattern
-from bpe.trainers import check_trainer
-from bpe.training import TrainResult, train_bpe_detailed
+from bpe.trainers.common import Limits
+from bpe.trainers.variants import Variant
+from bpe.training import TrainResult, train_planned
+from bpe.training.plan import RunPlan, TrainSpec, plan_run
 
 logger = logging.getLogger(__name__)
 
 
 def split_pattern(cfg: DictConfig) -> str:
-    """The run's split pattern (a regex) from the `pretokenizer` group (GPT-2's without one)."""
+    """The run's split pattern option from the `pretokenizer` group: a pattern's name ("gpt2"
+    without one) or, for `custom`, its regex (resolved and checked by the plan).
+
+    >>> from omegaconf import OmegaConf
+    >>> split_pattern(OmegaConf.create({"pretokenizer": {"name": "custom", "pattern": "a+"}}))
+    'a+'
+    """
     pre = cfg.get("pretokenizer") or {}
     name = pre.get("name", "gpt2")
-    return resolve_pattern((pre.get("pattern") or "") if name == "custom" else name)
+    return (pre.get("pattern") or "") if name == "custom" else name
 
 
-def validate(cfg: DictConfig) -> datasets.Dataset:
-    """Check everything that can be checked before any work; returns the dataset.
+def variant_of(cfg: DictConfig) -> Variant:
+    """The run's `Variant` from the `variant` group (plain BPE without one)."""
+    group = cfg.get("variant") or {}
+    return Variant(
+        name=str(group.get("name", "bpe")),
+        transition_vocab=group.get("transition_vocab"),
+        stage_two_pattern=group.get("stage_two_pattern"),
+        threshold=group.get("threshold"),
+        global_merges=group.get("global_merges"),
+        dev=group.get("dev"),
+    )
 
-    `bpe-train` has already composed cfg against the typed schema and checked its ranges
-    before any directory existed (`bpe.cli.train.check_command_line`); this repeats the range
-    checks for callers that build cfg themselves, then checks what only the run can: the
-    trainer and profiler exist, the training file is there.
+
+def train_spec(cfg: DictConfig, ds: datasets.Dataset) -> TrainSpec:
+    """The run's training call, typed: the one place the config's keys become its options.
+
+    metrics.json's `run` section records this spec, `validate` plans it, and a vocab ladder
+    trains it with two fields changed. Nothing is checked here (`validate` does).
     """
-    check_config(cfg)
-    pattern = split_pattern(cfg)
-    if cfg.get("init_from"):
-        check_parent(
-            load_parent(str(cfg.init_from)), pattern=pattern, vocab_size=int(cfg.vocab_size)
-        )
-    check_trainer(cfg.trainer.name)
-    variant_of(cfg).resolve(vocab_size=int(cfg.vocab_size))
-    limits_of(cfg)
-    check_profiler(cfg.profiler.name)
+    pre = cfg.get("pretokenize")
+    return TrainSpec(
+        str(ds.path),
+        int(cfg.vocab_size),
+        tuple(ds.special_tokens),
+        trainer=str(cfg.trainer.name),
+        num_workers=launcher_target(cfg)["workers_per_job"],
+        progress=bool(cfg.get("progress", False)),
+        pattern=split_pattern(cfg),
+        init_from=str(cfg.init_from) if cfg.get("init_from") else None,
+        cache_dir=pretoken_cache_dir(cfg),
+        backend=str(pretokenize_setting(pre, "backend")),
+        scheduler=(pre or {}).get("scheduler"),
+        variant=variant_of(cfg),
+        format=ds.format,
+        text_field=ds.text_field,
+        max_files=ds.max_files,
+        max_bytes=ds.max_bytes,
+        engine=str(pretokenize_setting(pre, "engine")),
+        limits=Limits(
+            max_token_length=cfg.get("max_token_length"), min_frequency=cfg.get("min_frequency")
+        ),
+    )
+
+
+#: Plans `validate(keep=True)` made in this process, by `_checked_key`: `bpe-train` plans
+#: every job before any run directory exists, and each job's run then trains its plan rather
+#: than checking it, and loading its parent, again.
+_PLANNED: dict[str, tuple[datasets.Dataset, RunPlan]] = {}
+
+
+def _checked_key(spec: TrainSpec) -> str:
+    """What a plan checked: the spec less how this process runs it (workers, progress bars)."""
+    return repr(dataclasses.replace(spec, num_workers=None, progress=False))
+
+
+def validate(cfg: DictConfig, *, keep: bool = False) -> tuple[datasets.Dataset, RunPlan]:
+    """Check everything that can be checked before any work: the ranges a type cannot say
+    (`check_config`), the profiler, the dataset's files, and the training call's plan
+    (`bpe.training.plan.plan_run`: trainer, vocab size, variant, parent, corpus...).
+
+    Each run plans once: `keep=True` (`bpe-train`'s check of every job) keeps the plan for
+    the run that follows in this process, which takes it instead of planning again. A Hub
+    source is listed by the run only (it needs the network): `keep=True` checks the rest.
+    """
     ds = datasets.from_config(cfg.dataset)
-    ds.check()
-    return ds
+    spec = train_spec(cfg, ds)
+    key = _checked_key(spec)
+    if not keep and key in _PLANNED:
+        ds, plan = _PLANNED.pop(key)
+        return ds, dataclasses.replace(plan, spec=spec)
+    check_config(cfg)
+    check_profiler(cfg.profiler.name)
+    check_only = keep and str(ds.path).startswith(("hf:", "hf-stream:"))
+    if not check_only:
+        ds.check()
+    plan = plan_run(spec, list_input=not check_only)
+    if keep and not check_only:
+        _PLANNED[key] = (ds, plan)
+    return ds, plan
 
 
 def input_files(ds: datasets.Dataset) -> list[str]:
@@ -162,60 +225,31 @@ def hold_out(ds: datasets.Dataset) -> Holdout | None:
 
 def train_stage(
     cfg: DictConfig,
-    ds: datasets.Dataset,
+    plan: RunPlan,
     run_dir: Path,
     *,
-    holdout: Holdout | None = None,
     sweep_dir: str | None = None,
 ) -> TrainResult:
-    """The training call (under the profiler), or this job's rung of a vocab ladder; training
-    stops before the held-out documents when there are any."""
-    source = (
-        str(ds.path) if holdout is None else dataclasses.replace(ds.corpus(), stop=holdout.stop)
-    )
-    kwargs = {
-        "input_path": source,
-        "vocab_size": int(cfg.vocab_size),
-        "special_tokens": list(ds.special_tokens),
-        "trainer": str(cfg.trainer.name),
-        "num_workers": launcher_target(cfg)["workers_per_job"],
-        "pattern": split_pattern(cfg),
-        "init_from": str(cfg.init_from) if cfg.get("init_from") else None,
-        "cache_dir": pretoken_cache_dir(cfg),
-        "backend": str(pretokenize_setting(cfg.get("pretokenize"), "backend")),
-        "scheduler": (cfg.get("pretokenize") or {}).get("scheduler"),
-        "engine": str(pretokenize_setting(cfg.get("pretokenize"), "engine")),
-        "variant": variant_of(cfg),
-        **limits_of(cfg).as_dict(),
-        "format": ds.format,
-        "text_field": ds.text_field,
-        "max_files": ds.max_files,
-        "max_bytes": ds.max_bytes,
-    }
-    plan = plan_for(
-        cfg, sweep_dir=sweep_dir, pattern=kwargs["pattern"], launcher=launcher_target(cfg)["name"]
-    )
-    if plan is not None:
-        ladder_kwargs = {**kwargs, "vocab_size": plan.largest, "rungs": plan.rungs}
+    """The training call of `plan` (under the profiler), or this job's rung of a vocab ladder
+    (the same spec trained to the sweep's largest vocab, with its rungs)."""
+    ladder = plan_for(cfg, plan, sweep_dir=sweep_dir, launcher=launcher_target(cfg)["name"])
+    if ladder is not None:
+        largest = dataclasses.replace(
+            plan.spec, vocab_size=ladder.largest, rungs=tuple(ladder.rungs)
+        )
         return climb(
-            plan,
-            lambda: train_bpe_detailed(**ladder_kwargs, progress=bool(cfg.get("progress", False))),
-            run_name=run_dir.name,
-            run_dir=run_dir,
+            ladder, lambda: train_planned(plan_run(largest)), run_name=run_dir.name, run_dir=run_dir
         )
     profiler = cfg.profiler.name
     if profiler == "scalene":
         return run_scalene(
-            kwargs,
+            plan,
             run_dir / PROFILE_DIR,
             top_n=int(cfg.profiler.top_n),
             cpu_only=bool(cfg.profiler.get("cpu_only", False)),
-            progress=bool(cfg.get("progress", False)),
         )
-
-    def call() -> TrainResult:
-        return train_bpe_detailed(**kwargs, progress=bool(cfg.get("progress", False)))
-
     if profiler == "cprofile":
-        return run_cprofile(call, run_dir / PROFILE_DIR, top_n=int(cfg.profiler.top_n))
-    return call()
+        return run_cprofile(
+            lambda: train_planned(plan), run_dir / PROFILE_DIR, top_n=int(cfg.profiler.top_n)
+        )
+    return train_planned(plan)

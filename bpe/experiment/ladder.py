@@ -49,13 +49,13 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from bpe.experiment.records import limits_of
 from bpe.pretokenize.counting import PretokenCounts
 from bpe.runs.liveness import process_alive, this_process
 from bpe.runs.schema import LadderRecord
 from bpe.trainers.common import initial_vocab
-from bpe.trainers.variants import Variant
+from bpe.trainers.variants import Variant, as_variant
 from bpe.training import TrainResult
+from bpe.training.plan import RunPlan
 from bpe.util.io import atomic_write_text
 
 logger = logging.getLogger(__name__)
@@ -116,21 +116,23 @@ def sweep_vocab_sizes(sweep_dir: Path) -> list[int]:
 
 
 def plan_for(
-    cfg: DictConfig, *, sweep_dir: str | None, pattern: str, launcher: str
+    cfg: DictConfig, run: RunPlan, *, sweep_dir: str | None, launcher: str
 ) -> LadderPlan | None:
-    """This job's `LadderPlan`, or None (logged) when it must train directly."""
+    """This job's `LadderPlan` for its training call's plan `run`, or None (logged) when it
+    must train directly."""
+    spec = run.spec
     if sweep_dir is None or not cfg.get("ladder", True):
         return None
     rungs = sweep_vocab_sizes(Path(sweep_dir))
-    vocab = int(cfg.vocab_size)
+    vocab = spec.vocab_size
     why = None
     if len(rungs) < 2:
         return None  # not a vocab sweep: nothing to say
     if vocab not in rungs:
         why = f"its vocab_size={vocab} is not one of the sweep's {rungs}"
-    elif str((cfg.get("variant") or {}).get("name", "bpe")) != "bpe":
-        why = f"variant={cfg.variant.name}: its merges are not a prefix sequence"
-    elif cfg.get("init_from"):
+    elif as_variant(spec.variant).name != "bpe":
+        why = f"variant={as_variant(spec.variant).name}: its merges are not a prefix sequence"
+    elif spec.init_from:
         why = "init_from is set (a continued training)"
     elif str(cfg.profiler.name) != "none":
         why = f"profiler={cfg.profiler.name} profiles this job's own training"
@@ -139,14 +141,13 @@ def plan_for(
     if why is not None:
         logger.info("vocab ladder not used: %s; training directly", why)
         return None
-    specials = list(cfg.dataset.special_tokens or [])
     identity = {
         "dataset": OmegaConf.to_container(cfg.dataset, resolve=True),
-        "pattern": pattern,
-        "special_tokens": specials,
-        "trainer": str(cfg.trainer.name),
+        "pattern": run.pattern,
+        "special_tokens": list(spec.special_tokens or ()),
+        "trainer": spec.trainer,
         "largest": rungs[-1],
-        "limits": limits_of(cfg).as_dict(),
+        "limits": spec.limits.as_dict(),
     }
     key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
     directory = Path(sweep_dir) / LADDER_DIR / key

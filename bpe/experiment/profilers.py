@@ -33,10 +33,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from bpe.runs.layout import PROFILE_SUMMARY
 from bpe.util.io import PROJECT_ROOT, atomic_write_text
+
+if TYPE_CHECKING:
+    from bpe.training.plan import RunPlan
 
 logger = logging.getLogger(__name__)
 
@@ -148,30 +151,28 @@ def forward_child_output(stream: BinaryIO, tail: list[str]) -> None:
 
 
 def run_scalene(
-    args: dict,
+    plan: RunPlan,
     out_dir: Path,
     *,
     top_n: int,
     cpu_only: bool = False,
     timeout: float = 3600,
-    progress: bool = False,
 ) -> Any:
-    """Run the training stages in a scalene-profiled child; return its TrainResult.
+    """Train `plan` (`bpe.training.train_planned`) in a scalene-profiled child; return its
+    TrainResult.
 
-    args are keyword arguments of `bpe.training.train_bpe_detailed` (input_path, vocab_size,
-    special_tokens, trainer, num_workers, ...), all passed on to the child. Its stage lines reach
-    this process's log as they happen; `progress` also streams its progress bars (throttled) there.
+    The child trains the plan as it was checked here (nothing is planned again). Its stage
+    lines reach this process's log as they happen, and so do its progress bars (throttled)
+    when the plan's spec asks for them.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     profile_json = out_dir / "scalene.json"
     with tempfile.TemporaryDirectory() as tmp:
-        # pickled, not JSON: the keywords include typed values (a `Variant`, paths), and the
-        # child is this interpreter running this package, so it unpickles them as they were.
-        spec = Path(tmp) / "spec.pickle"
+        # pickled, not JSON: the plan holds typed values (a `Variant`, a `Corpus`, a loaded
+        # parent), and the child is this interpreter running this package
+        spec = Path(tmp) / "plan.pickle"
         result_path = Path(tmp) / "result.pickle"
-        spec.write_bytes(
-            pickle.dumps({**args, "progress": progress, "result_path": str(result_path)})
-        )
+        spec.write_bytes(pickle.dumps({"plan": plan, "result_path": str(result_path)}))
         # --program-path: profile the whole package, not only the target's own directory.
         cmd = [
             sys.executable,

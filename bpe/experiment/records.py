@@ -30,9 +30,8 @@ from bpe.runs.schema import (
 )
 from bpe.runs.stages import ANALYSIS, COMPILE, TRAIN_STAGES
 from bpe.text.patterns import pattern_name
-from bpe.trainers.common import Limits
-from bpe.trainers.variants import Variant
 from bpe.training import TrainResult
+from bpe.training.plan import TrainSpec
 
 logger = logging.getLogger(__name__)
 
@@ -42,23 +41,26 @@ def input_name(cfg: DictConfig) -> str:
     return datasets.input_name(str(cfg.dataset.name), cfg.dataset.path)
 
 
-def run_record(cfg: DictConfig, run_dir: Path, overrides: list[str], sweep: dict) -> RunRecord:
-    """metrics.json's `run` section: what was asked for, where, how it was launched, and the
+def run_record(
+    cfg: DictConfig, spec: TrainSpec, run_dir: Path, overrides: list[str], sweep: dict
+) -> RunRecord:
+    """metrics.json's `run` section: what was asked for (the training call's options from
+    `spec`, the one they are planned and trained from), where, how it was launched, and the
     command that reruns it (`bpe.runs.command.rerun_command`)."""
     run = {
         "name": run_dir.name,
         "dir": str(run_dir),
         "dataset": str(cfg.dataset.name),
-        "trainer": str(cfg.trainer.name),
-        "vocab_size": int(cfg.vocab_size),
+        "trainer": spec.trainer,
+        "vocab_size": spec.vocab_size,
         "profiler": str(cfg.profiler.name),
         "num_workers": cfg.num_workers,
         "launcher": launcher_target(cfg, log=True),
         "seed": int(cfg.seed),
         "pretokenizer": str((cfg.get("pretokenizer") or {}).get("name", "gpt2")),
-        "init_from": str(cfg.init_from) if cfg.get("init_from") else None,
-        **limits_of(cfg).as_dict(),
-        "special_tokens": list(cfg.dataset.special_tokens or []),
+        "init_from": None if spec.init_from is None else str(spec.init_from),
+        **spec.limits.as_dict(),
+        "special_tokens": list(spec.special_tokens or ()),
         "input_name": input_name(cfg),
         "input_path": str(cfg.dataset.path),
         "overrides": overrides,
@@ -111,8 +113,9 @@ def run_facts(
         ),
         # where stage 1 ran: "LocalCluster(n)" or the address a dask run used
         "backend": BackendRecord(name=stage1.backend, scheduler=stage1.scheduler),
-        "stopped_early": len(result.vocab) < int(cfg.vocab_size),
-        "stopped_by": result.stopped_by if len(result.vocab) < int(cfg.vocab_size) else None,
+        # the trainer's own word on why it ended short of the vocab asked for (None: it did not)
+        "stopped_early": result.stopped_by is not None,
+        "stopped_by": result.stopped_by,
         "variant": variant_record(result),
         **(
             {}
@@ -131,26 +134,6 @@ def variant_record(result: TrainResult) -> VariantRecord:
         removals=facts.get("removals"),
         stage_two=facts.get("stage_two"),
         parity=facts if result.variant.name == "parity" else None,
-    )
-
-
-def limits_of(cfg: DictConfig) -> Limits:
-    """The run's `Limits` from the top-level `max_token_length` and `min_frequency` keys."""
-    return Limits(
-        max_token_length=cfg.get("max_token_length"), min_frequency=cfg.get("min_frequency")
-    )
-
-
-def variant_of(cfg: DictConfig) -> Variant:
-    """The run's `Variant` from the `variant` group (plain BPE without one)."""
-    group = cfg.get("variant") or {}
-    return Variant(
-        name=str(group.get("name", "bpe")),
-        transition_vocab=group.get("transition_vocab"),
-        stage_two_pattern=group.get("stage_two_pattern"),
-        threshold=group.get("threshold"),
-        global_merges=group.get("global_merges"),
-        dev=group.get("dev"),
     )
 
 

@@ -32,6 +32,7 @@ What it does not do: parse the command line (see `bpe.cli.train`), or know how r
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import time
@@ -41,6 +42,7 @@ from typing import Protocol
 
 from omegaconf import DictConfig, OmegaConf
 
+from bpe.corpus import datasets
 from bpe.experiment import compile_ahead, environment
 from bpe.experiment.evaluate import evaluate
 from bpe.experiment.inputs import (
@@ -48,6 +50,7 @@ from bpe.experiment.inputs import (
     hold_out,
     input_files,
     input_stamp,
+    train_spec,
     train_stage,
     validate,
 )
@@ -60,7 +63,6 @@ from bpe.experiment.records import (
     log_merge_support,
     run_facts,
     run_record,
-    variant_of,
     with_phases,
 )
 from bpe.experiment.rundir import check_fresh, check_writable, create_run_dir, update_latest
@@ -75,7 +77,9 @@ from bpe.runs.layout import (
     METRICS_FILE,
 )
 from bpe.runs.stages import ANALYSIS, KERNEL_COMPILE, REPORT, SAVE, SETUP, TRAINING
+from bpe.trainers.variants import as_variant
 from bpe.training import TrainResult
+from bpe.training.plan import TrainSpec
 from bpe.util import compile_clock
 from bpe.util.cputime import cpu_seconds
 from bpe.util.interrupts import sigterm_raises
@@ -142,14 +146,16 @@ def run_experiment(cfg: DictConfig, *, report: ReportWriter | None) -> dict:
     Raises whatever stopped the run (after marking it failed in metrics.json, naming the
     stage it failed in).
     """
-    run_dir, overrides, sweep = open_run_dir(cfg)
-    metrics = MetricsFile(run_dir / METRICS_FILE, run_record(cfg, run_dir, overrides, sweep))
+    ds = datasets.from_config(cfg.dataset)
+    spec = train_spec(cfg, ds)
+    run_dir, overrides, sweep = open_run_dir(cfg, spec)
+    metrics = MetricsFile(run_dir / METRICS_FILE, run_record(cfg, spec, run_dir, overrides, sweep))
     clock = _StageClock()
     ahead: compile_ahead.Ahead | None = None
     with _run_log(run_dir), sigterm_raises(RunInterrupted):
         try:
             _begin(metrics, run_dir, overrides)
-            ds = validate(cfg)
+            ds, plan = validate(cfg)
             # the analysis' kernels compile beside training on a machine that lacks them
             ahead = compile_ahead.start(compile_ahead.ways_needed(cfg))
             release_free_memory()  # what earlier jobs of this process freed is not ours
@@ -159,9 +165,9 @@ def run_experiment(cfg: DictConfig, *, report: ReportWriter | None) -> dict:
                     inputs = input_files(ds)
                     before = input_stamp(inputs)
                     holdout = hold_out(ds)
-                    result = train_stage(
-                        cfg, ds, run_dir, holdout=holdout, sweep_dir=sweep.get("sweep_dir")
-                    )
+                    if holdout is not None:  # training stops before the held-out documents
+                        plan = plan.reading(dataclasses.replace(ds.corpus(), stop=holdout.stop))
+                    result = train_stage(cfg, plan, run_dir, sweep_dir=sweep.get("sweep_dir"))
                     check_unchanged(before, input_stamp(inputs))
                 clock.split_training(result.timings, result.cpu_timings)
                 with clock.stage(SAVE):
@@ -198,7 +204,7 @@ def run_experiment(cfg: DictConfig, *, report: ReportWriter | None) -> dict:
                 ahead.stop()
 
 
-def open_run_dir(cfg: DictConfig) -> tuple[Path, list[str], dict]:
+def open_run_dir(cfg: DictConfig, spec: TrainSpec) -> tuple[Path, list[str], dict]:
     """The run's directory (created, checked empty and writable), its overrides, sweep info.
 
     Under Hydra it is Hydra's job directory; a directory that already holds a run is refused
@@ -210,9 +216,9 @@ def open_run_dir(cfg: DictConfig) -> tuple[Path, list[str], dict]:
         run_dir = create_run_dir(
             cfg.experiments_dir,
             dataset=input_name(cfg),
-            trainer=str(cfg.trainer.name),
-            vocab_size=int(cfg.vocab_size),
-            variant=variant_of(cfg).name,
+            trainer=spec.trainer,
+            vocab_size=spec.vocab_size,
+            variant=as_variant(spec.variant).name,
         )
         overrides = list(cfg.get("_overrides_", []) or [])
         hydra_meta = run_dir / HYDRA_DIR

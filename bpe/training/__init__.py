@@ -33,7 +33,7 @@ from bpe.trainers.common import Limits, TrainerOutput
 from bpe.trainers.parity import ParityCorpus
 from bpe.trainers.variants import Variant
 from bpe.training.parity import parity_corpus, parity_facts
-from bpe.training.plan import RunPlan, plan_run
+from bpe.training.plan import RunPlan, TrainSpec, plan_run
 from bpe.util.cputime import StageTimes, cpu_seconds
 from bpe.util.progress import LOG_INTERVAL_S
 
@@ -201,46 +201,53 @@ def train_bpe_detailed(
             Numba: the message says `pip install 'bpe-lab[compiled]'`).
         ConnectionError: the Dask scheduler could not be reached.
     """
-    run = plan_run(
-        input_path,
-        vocab_size,
-        special_tokens,
-        trainer=trainer,
-        backend=backend,
-        scheduler=scheduler,
-        pattern=pattern,
-        init_from=init_from,
-        variant=variant,
-        rungs=rungs,
-        engine=engine,
-        limits=Limits(max_token_length=max_token_length, min_frequency=min_frequency),
-        corpus_options={
-            "format": format,
-            "text_field": text_field,
-            "max_files": max_files,
-            "max_bytes": max_bytes,
-        },
+    return train_planned(
+        plan_run(
+            TrainSpec(
+                input_path,
+                vocab_size,
+                special_tokens,
+                trainer=trainer,
+                num_workers=num_workers,
+                progress=progress,
+                pattern=pattern,
+                init_from=init_from,
+                cache_dir=cache_dir,
+                backend=backend,
+                scheduler=scheduler,
+                log_interval=log_interval,
+                variant=variant,
+                format=format,
+                text_field=text_field,
+                max_files=max_files,
+                max_bytes=max_bytes,
+                rungs=tuple(rungs),
+                engine=engine,
+                limits=Limits(max_token_length=max_token_length, min_frequency=min_frequency),
+            )
+        )
     )
-    stage_one_options = {
-        "num_workers": num_workers,
-        "progress": progress,
-        "backend": backend,
-        "scheduler": scheduler,
-        "log_interval": log_interval,
-    }
+
+
+def train_planned(run: RunPlan) -> TrainResult:
+    """Train what `plan_run` checked and resolved (`train_bpe_detailed` is this with the
+    plan made from its keywords); nothing is checked or loaded again."""
+    spec = run.spec
     timings = StageTimes()
     scanner = _load_scanner(run.engine, timings)
-    counted, cache, manifest = _stage_one(run, timings, cache_dir, stage_one_options)
-    compile_cached = _compile_stage(trainer, timings, scanner)
+    counted, cache, manifest = _stage_one(run, timings)
+    compile_cached = _compile_stage(spec.trainer, timings, scanner)
     reached: dict[int, float] = {}
-    merge_options = {"progress": progress, "log_interval": log_interval, "limits": run.limits}
-    languages = _languages(run, counted, timings, cache_dir, stage_one_options)
+    merge_options = {
+        "progress": spec.progress,
+        "log_interval": spec.log_interval,
+        "limits": spec.limits,
+    }
+    languages = _languages(run, counted, timings)
     if languages is not None:
         merge_options["parity_corpus"] = languages[0]
     output = _merge_stage(run, counted, timings, reached=reached, merge_options=merge_options)
-    output, facts, final_pattern = _variant_stage(
-        run, output, counted, timings, cache_dir, stage_one_options, merge_options
-    )
+    output, facts, final_pattern = _variant_stage(run, output, counted, timings, merge_options)
     if languages is not None:
         facts = parity_facts(*languages)
     return _result(
@@ -254,7 +261,8 @@ def train_bpe_detailed(
         manifest=manifest,
         compile_cached=compile_cached,
         rung_seconds={
-            int(v): reached.get(m, timings["merge"]) for v, m in zip(rungs, run.marks, strict=True)
+            int(v): reached.get(m, timings["merge"])
+            for v, m in zip(spec.rungs, run.marks, strict=True)
         },
     )
 
@@ -276,15 +284,15 @@ def _result(
     logger.info(
         "%s with %s: %d merges in %.3f s",
         stage_label(*STAGE_TIMINGS["merge"]),
-        run.trainer,
+        run.spec.trainer,
         len(output.merges),
         timings["merge"],
     )
     return TrainResult(
         vocab=output.vocab,
         merges=output.merges,
-        trainer=run.trainer,
-        vocab_size=run.vocab_size,
+        trainer=run.spec.trainer,
+        vocab_size=run.spec.vocab_size,
         special_tokens=run.specials,
         pretokenized=counted,
         timings=dict(timings),
@@ -297,7 +305,7 @@ def _result(
         input_manifest=manifest,
         variant=run.variant,
         removals=output.removals,
-        limits=run.limits.as_dict(),
+        limits=run.spec.limits.as_dict(),
         stopped_by=output.stopped_by,
         variant_facts=facts,
         compile_cached=compile_cached,
@@ -318,7 +326,7 @@ def _merge_stage(
     with timings.timed("merge"):
         # the counts are handed over, not kept: the trainer frees them once it has built its words
         return learn_merges(
-            run.trainer,
+            run.spec.trainer,
             counted.take_counts(),
             run.stage_one_size,
             run.specials,
@@ -331,11 +339,7 @@ def _merge_stage(
 
 
 def _languages(
-    run: RunPlan,
-    counted: PretokenCounts,
-    timings: StageTimes,
-    cache_dir: str | os.PathLike | None,
-    stage_one_options: dict,
+    run: RunPlan, counted: PretokenCounts, timings: StageTimes
 ) -> tuple[ParityCorpus, dict] | None:
     """Parity-aware BPE only: each language's counts (timed with stage 1) and development
     counts (`bpe.training.parity`); None for every other variant."""
@@ -348,16 +352,14 @@ def _languages(
         pattern=run.pattern,
         dev=run.variant.dev,
         global_merges=run.variant.global_merges or 0,
-        cache_dir=cache_dir,
-        stage_one_options=stage_one_options,
+        cache_dir=run.spec.cache_dir,
+        stage_one_options=run.spec.stage_one_options(),
     )
     timings.add("pretokenize", built[1]["count_seconds"], built[1].pop("count_cpu_seconds"))
     return built
 
 
-def _stage_one(
-    run: RunPlan, timings: StageTimes, cache_dir: str | os.PathLike | None, options: dict
-) -> tuple[PretokenCounts, CacheInfo, dict | None]:
+def _stage_one(run: RunPlan, timings: StageTimes) -> tuple[PretokenCounts, CacheInfo, dict | None]:
     """Stage 1, timed and logged: the corpus's pretoken counts (through the cache when there
     is one), what the cache did, and the manifest when the cache key needed it."""
     with timings.timed("pretokenize"):
@@ -365,9 +367,9 @@ def _stage_one(
             run.corpus,
             run.specials,
             pattern=run.pattern,
-            cache_dir=cache_dir,
+            cache_dir=run.spec.cache_dir,
             engine=run.engine,
-            **options,
+            **run.spec.stage_one_options(),
         )
     log_stage_one(counted, cache, run.pattern, timings["pretokenize"], run.corpus)
     if not counted.counts:  # one rule for every container: an all-empty parquet fails alike
@@ -383,8 +385,6 @@ def _variant_stage(
     output: TrainerOutput,
     counted: PretokenCounts,
     timings: StageTimes,
-    cache_dir: str | os.PathLike | None,
-    stage_one_options: dict,
     merge_options: dict,
 ) -> tuple[TrainerOutput, dict, str]:
     """What a variant adds after the merge stage: PickyBPE's count of removals, SuperBPE's
@@ -398,7 +398,11 @@ def _variant_stage(
 
     def count() -> tuple[PretokenCounts, str]:
         counted, cache, _ = count_stage_one(
-            run.corpus, run.specials, pattern=pattern, cache_dir=cache_dir, **stage_one_options
+            run.corpus,
+            run.specials,
+            pattern=pattern,
+            cache_dir=run.spec.cache_dir,
+            **run.spec.stage_one_options(),
         )
         return counted, cache.status
 
@@ -408,8 +412,8 @@ def _variant_stage(
         run.specials,
         timings,
         stage_one_unique=counted.num_unique,
-        trainer=run.trainer,
-        vocab_size=run.vocab_size,
+        trainer=run.spec.trainer,
+        vocab_size=run.spec.vocab_size,
         pattern=pattern,
         **merge_options,
     )

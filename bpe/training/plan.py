@@ -1,19 +1,23 @@
-"""What a training call checks and resolves before any work: the run's plan.
+"""What a training call is asked, and what it checks and resolves before any work.
 
-What it does: every check a bad argument fails (trainer, backend, vocab size, special tokens,
-variant, continuation, ladder rungs, pattern, engine, parent, corpus) in milliseconds, not
-after stage 1, and the resolved inputs as one `RunPlan`.
+What it does: `TrainSpec`, every option of one training call as one typed object (the keywords
+of `bpe.training.train_bpe_detailed`, and what `bpe-train` builds from its config in one
+function, `bpe.experiment.inputs.train_spec`); `plan_run`, the one validator: every check a bad
+option fails (trainer, backend, vocab size, special tokens, variant, continuation, ladder
+rungs, pattern, engine, parent, corpus) in milliseconds, not after stage 1, and the resolved
+inputs (the parent loaded, once) as one `RunPlan`, which training then runs as it is.
 
 What it does not do: read the corpus's text, count or train (`bpe.training`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from bpe.corpus.files import Corpus
+from bpe.corpus.files import DEFAULT_TEXT_FIELD, Corpus
 from bpe.corpus.sources import resolve_source
 from bpe.formats.init_from import Parent, check_parent, load_parent
 from bpe.pretokenize.counting import check_input_file
@@ -30,16 +34,74 @@ from bpe.trainers.variants import (
     check_trainer_supports,
     check_transition,
 )
+from bpe.util.progress import LOG_INTERVAL_S
+
+Source = str | os.PathLike | Sequence[str | os.PathLike] | Corpus
+
+
+@dataclass(frozen=True)
+class TrainSpec:
+    """One training call's options, typed: the keywords of `train_bpe_detailed` (which says
+    what each means), with `limits` holding its `max_token_length` and `min_frequency`.
+
+    A vocab ladder trains the same spec with two fields changed
+    (`dataclasses.replace(spec, vocab_size=largest, rungs=...)`).
+
+    >>> spec = TrainSpec("corpus.txt", 300, ["<|endoftext|>"], trainer="naive")
+    >>> spec.trainer, spec.limits.max_token_length, spec.stage_one_options()["backend"]
+    ('naive', None, 'processes')
+    """
+
+    input_path: Source
+    vocab_size: int
+    special_tokens: Sequence[str] | None = None
+    trainer: str = "heap"
+    num_workers: int | None = None
+    progress: bool = False
+    pattern: str | None = None
+    init_from: str | os.PathLike | Parent | None = None
+    cache_dir: str | os.PathLike | None = None
+    backend: str = "processes"
+    scheduler: str | None = None
+    log_interval: float = LOG_INTERVAL_S
+    variant: Variant | str | None = None
+    format: str = "auto"  # noqa: A003 - the config key's name
+    text_field: str = DEFAULT_TEXT_FIELD
+    max_files: int | None = None
+    max_bytes: int | None = None
+    rungs: Sequence[int] = ()
+    engine: str = "auto"
+    limits: Limits = field(default_factory=Limits)
+
+    def corpus_options(self) -> dict:
+        """How the input is read (`bpe.corpus.sources.resolve_source`'s keywords)."""
+        return {
+            "format": self.format,
+            "text_field": self.text_field,
+            "max_files": self.max_files,
+            "max_bytes": self.max_bytes,
+        }
+
+    def stage_one_options(self) -> dict:
+        """How stage 1 runs, not what it counts (`bpe.pretokenize.count_stage_one`'s keywords)."""
+        return {
+            "num_workers": self.num_workers,
+            "progress": self.progress,
+            "backend": self.backend,
+            "scheduler": self.scheduler,
+            "log_interval": self.log_interval,
+        }
 
 
 @dataclass(frozen=True)
 class RunPlan:
-    """What `train_bpe_detailed` checked and resolved before any work."""
+    """What `plan_run` checked and resolved before any work: the training call runs this."""
 
-    corpus: Corpus
+    #: what was asked
+    spec: TrainSpec
+    #: None in a plan made with `list_input=False` (for checking only: not trained)
+    corpus: Corpus | None
     specials: list[str]
-    trainer: str
-    vocab_size: int
     #: the vocab stage one trains to (SuperBPE's transition; else `vocab_size`)
     stage_one_size: int
     variant: Variant
@@ -49,34 +111,34 @@ class RunPlan:
     parent: Parent | None
     #: the vocab ladder's rungs as merge counts
     marks: list[int]
-    #: the longest token a merge may make, the rarest pair merged (`Limits()`: none)
-    limits: Limits = field(default_factory=Limits)
+
+    def reading(self, corpus: Corpus) -> RunPlan:
+        """The same plan reading `corpus` (e.g. the input cut before its held-out documents).
+
+        No check runs again: the corpus must be this plan's, or a part of it."""
+        return dataclasses.replace(
+            self, corpus=corpus, spec=dataclasses.replace(self.spec, input_path=corpus)
+        )
 
 
-def plan_run(
-    input_path: str | os.PathLike | Sequence[str | os.PathLike] | Corpus,
-    vocab_size: int,
-    special_tokens: Sequence[str] | None,
-    *,
-    trainer: str,
-    backend: str,
-    scheduler: str | None,
-    pattern: str | None,
-    init_from: str | os.PathLike | Parent | None,
-    variant: Variant | str | None,
-    rungs: Sequence[int],
-    engine: str,
-    corpus_options: dict,
-    limits: Limits | None = None,
-) -> RunPlan:
+def plan_run(spec: TrainSpec, *, list_input: bool = True) -> RunPlan:
     """Every check before any work (a bad trainer name or vocab size fails in milliseconds,
-    not after stage 1), and the run's inputs resolved: variant, pattern, engine, parent,
-    corpus."""
-    specials = validate_special_tokens(special_tokens)
+    not after stage 1), and the run's inputs resolved: variant, pattern, engine, parent
+    (loaded here, once), corpus. `list_input=False` checks all but the input (listing a Hub
+    source needs the network): that plan, whose `corpus` is None, is for checking only.
+
+    >>> plan_run(TrainSpec("corpus.txt", 100))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: vocab_size=100 is too small: ...
+    """
+    vocab_size, trainer, init_from = spec.vocab_size, spec.trainer, spec.init_from
+    rungs = spec.rungs
+    specials = validate_special_tokens(spec.special_tokens)
     check_trainer(trainer)
-    check_backend(backend, scheduler)
+    check_backend(spec.backend, spec.scheduler)
     check_vocab_size(vocab_size, specials)
-    chosen = as_variant(variant).resolve(vocab_size=vocab_size)
+    chosen = as_variant(spec.variant).resolve(vocab_size=vocab_size)
     check_trainer_supports(chosen.name, trainer)
     check_continuation(chosen.name, init_from)
     marks = [int(v) - 256 - len(specials) for v in rungs]
@@ -88,28 +150,26 @@ def plan_run(
     stage_one_size = vocab_size
     if chosen.name == "superbpe":
         stage_one_size = check_transition(chosen.transition_vocab, vocab_size, specials)
-    regex_pattern = resolve_pattern(pattern)
-    chosen_engine = resolve_engine(engine, pattern=regex_pattern, trainer=trainer)
+    regex_pattern = resolve_pattern(spec.pattern)
+    chosen_engine = resolve_engine(spec.engine, pattern=regex_pattern, trainer=trainer)
     parent = load_parent(init_from) if isinstance(init_from, str | os.PathLike) else init_from
     if parent is not None:
         check_parent(parent, pattern=regex_pattern, vocab_size=vocab_size)
-    corpus = (
-        input_path
-        if isinstance(input_path, Corpus)
-        else resolve_source(input_path, **corpus_options)
-    )
-    if corpus.is_plain_text_file:
+    source, corpus = spec.input_path, None
+    if isinstance(source, Corpus):
+        corpus = source
+    elif list_input:
+        corpus = resolve_source(source, **spec.corpus_options())
+    if corpus is not None and corpus.is_plain_text_file:
         check_input_file(corpus.files[0].path)
     return RunPlan(
+        spec,
         corpus,
         specials,
-        trainer,
-        vocab_size,
         stage_one_size,
         chosen,
         regex_pattern,
         chosen_engine,
         parent,
         marks,
-        limits or Limits(),
     )

@@ -1,0 +1,81 @@
+"""The training call's spec and plan (`bpe.training.plan`): one typed object from the config to
+the trainer, checked once per run, its parent loaded once, and metrics.json recording what the
+plan used and what the trainer said."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+import sys
+
+import pytest
+
+import bpe.cli.train
+from bpe.experiment import inputs
+from bpe.runs import schema
+from bpe.training import plan as plan_module
+from bpe.training import train_bpe_detailed
+from bpe.training.plan import TrainSpec, plan_run
+from tests.conftest import FIXTURES, ROOT
+
+PARENT = FIXTURES / "runs" / "2026-01-01_00-00-00_000000_tinystories_sample_heap_v300"
+
+
+def test_the_spec_holds_every_keyword_of_train_bpe_detailed_and_nothing_else():
+    keywords = set(inspect.signature(train_bpe_detailed).parameters)
+    fields = {f.name for f in dataclasses.fields(TrainSpec)}
+    # the two limits travel as one `Limits`
+    assert fields == keywords - {"max_token_length", "min_frequency"} | {"limits"}
+
+
+def test_a_bad_option_fails_in_the_plan_naming_itself(tmp_path):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("low lower", encoding="utf-8")
+    with pytest.raises(ValueError, match="vocab_size=100 is too small"):
+        plan_run(TrainSpec(str(corpus), 100))
+    with pytest.raises(ValueError, match="trainer"):
+        plan_run(TrainSpec(str(corpus), 300, trainer="fast"))
+
+
+def test_bpe_train_plans_each_run_once_loads_its_parent_once_and_records_the_plan(
+    tmp_path, monkeypatch
+):
+    """`bpe-train` checks its job before any run directory exists, and the run trains that
+    plan: one `plan_run`, one read of the parent, however many layers the value crosses."""
+    planned, loaded = [], []
+    real_plan, real_load = inputs.plan_run, plan_module.load_parent
+
+    def counting_plan(spec, **kw):
+        planned.append(spec)
+        return real_plan(spec, **kw)
+
+    def counting_load(path):
+        loaded.append(path)
+        return real_load(path)
+
+    monkeypatch.setattr(inputs, "plan_run", counting_plan)
+    monkeypatch.setattr(plan_module, "load_parent", counting_load)
+    monkeypatch.chdir(tmp_path)
+    argv = [
+        "debug=fast",
+        f"dataset.path={ROOT / 'tests' / 'fixtures' / 'tinystories_sample.txt'}",
+        f"init_from={PARENT}",
+        "vocab_size=330",
+        "max_token_length=6",
+        "analysis.segmentations=[]",
+        f"experiments_dir={tmp_path / 'experiments'}",
+        f"hydra.run.dir={tmp_path / 'run'}",
+    ]
+    monkeypatch.setattr(sys, "argv", ["bpe-train", *argv])
+    bpe.cli.train.main()
+    assert len(planned) == 1, planned
+    assert len(loaded) == 1, loaded
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text("utf-8"))
+    assert schema.get(metrics, schema.STATUS) == "complete"
+    spec = planned[0]
+    assert schema.get(metrics, schema.VOCAB_SIZE) == spec.vocab_size == 330
+    assert metrics["run"]["max_token_length"] == spec.limits.max_token_length == 6
+    assert metrics["run"]["init_from"] == str(PARENT)
+    # the trainer's own word on its stop: none here, the vocab was reached
+    assert metrics["stopped_early"] is False and metrics["stopped_by"] is None
