@@ -625,3 +625,26 @@ def test_a_damaged_parquet_row_group_is_named_by_its_number(tmp_path):
     path.write_bytes(bytes(data))
     with pytest.raises(ValueError, match=r"row group 6 \(rows from 60\) cannot be read"):
         list(iter_documents(resolve_source(str(path)), EOT))
+
+
+def test_no_module_outside_the_format_registry_branches_on_a_format_s_name():
+    """What a format is (records or separated text, byte ranges, compressed by itself, its
+    magic bytes) is a field of its `Format`; code elsewhere asks the field, so a new format is
+    one module and one registry line."""
+    from bpe.corpus.formats import FORMATS
+
+    names = "|".join(FORMATS)
+    branch = re.compile(
+        rf"""\b(?:format|fmt|kind)\s*(?:==|!=|\bin\b)\s*\(?[^)\n]*["'](?:{names})["']"""
+    )
+    root = Path(__file__).resolve().parent.parent / "bpe"
+    found = [
+        f"{path.relative_to(root)}:{n}: {line.strip()}"
+        for path in sorted(root.rglob("*.py"))
+        if "formats" not in path.relative_to(root).parts[:2]
+        for n, line in enumerate(path.read_text("utf-8").splitlines(), 1)
+        if branch.search(line) and ">>>" not in line
+    ]
+    assert not found, "branches on a format's name outside bpe/corpus/formats/:\n" + "\n".join(
+        found
+    )

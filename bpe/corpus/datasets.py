@@ -149,7 +149,7 @@ class Dataset:
         """Whether the training input is one plain UTF-8 text file (read as before readers)."""
         if is_pattern(self.path) or not self.path.is_file():
             return False
-        return self.format in ("auto", "text") and self.corpus().is_plain_text_file
+        return self.corpus().is_plain_text_file
 
 
 def resolve(path: str | os.PathLike) -> Path:

@@ -94,7 +94,7 @@ def tail_documents(
             pending = split.pop()
             docs.extend(split)
         docs.append(pending)
-        if part.kind == "bytes" and not part.first_in_file and only_last.files[0].format == "text":
+        if part.kind == "bytes" and not part.first_in_file and not only_last.files[0].holds_records:
             docs = docs[1:]
         docs = [d for d in docs if d]
         kept: list[str] = []
@@ -203,7 +203,7 @@ def text_bytes_up_to(corpus: Corpus, separator: str, limit: int) -> int:
     for f in corpus.files:
         if total >= limit:
             break
-        if f.kind == "text":
+        if f.is_plain_text:
             total += _plain_text_bytes(f, separator.encode("utf-8"), limit - total)
             continue
         only = Corpus((f,), text_field=corpus.text_field, source=corpus.source)

@@ -14,7 +14,10 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from bpe.corpus.formats.base import Format
 
 #: The default text field (JSON lines) and column (parquet, Arrow).
 DEFAULT_TEXT_FIELD = "text"
@@ -94,8 +97,26 @@ class InputFile:
 
     @property
     def splittable(self) -> bool:
-        """Whether workers can read byte ranges of it (plain text and plain JSON lines)."""
-        return self.compression is None and self.format in ("text", "jsonl")
+        """Whether workers can read byte ranges of it: uncompressed, in a format that allows
+        it (`Format.byte_ranges`: text, JSON lines)."""
+        return self.compression is None and _format(self.format).byte_ranges
+
+    @property
+    def holds_records(self) -> bool:
+        """Whether each document is a record of its own (`Format.records`: JSON lines,
+        parquet, Arrow), not text split at the document separator.
+
+        >>> InputFile("/x.jsonl.zst", "jsonl", "zst", 1).holds_records
+        True
+        >>> InputFile("/owt.txt", "text", None, 1).holds_records
+        False
+        """
+        return _format(self.format).records
+
+    @property
+    def is_plain_text(self) -> bool:
+        """Text split at the document separator, uncompressed: read as it is stored."""
+        return self.compression is None and not self.holds_records
 
 
 @dataclass(frozen=True)
@@ -150,12 +171,12 @@ class Corpus:
     @property
     def is_plain_text_file(self) -> bool:
         """One uncompressed text file: what training read before corpora had readers."""
-        return len(self.files) == 1 and self.files[0].kind == "text"
+        return len(self.files) == 1 and self.files[0].is_plain_text
 
     @property
     def has_records(self) -> bool:
         """Whether any file holds records (JSON lines, parquet, Arrow) rather than text."""
-        return any(f.format != "text" for f in self.files)
+        return any(f.holds_records for f in self.files)
 
     def describe(self) -> str:
         """`3 files, 1.20 GB, parquet` (or `1 file, ...`), for logs and reports.
@@ -231,3 +252,11 @@ class Piece:
 
 
 Doc = tuple[int, str, int]  # (where it starts in its file, its text, its UTF-8 bytes)
+
+
+def _format(name: str) -> Format:
+    """The registered format of this name (`bpe.corpus.formats.FORMATS`: it describes files
+    with these classes, so it is imported when first asked, not with this module)."""
+    from bpe.corpus.formats import FORMATS
+
+    return FORMATS[name]

@@ -21,7 +21,7 @@ from typing import Any
 
 from bpe.corpus.compression import COMPRESSIONS, open_stream
 from bpe.corpus.files import DEFAULT_TEXT_FIELD, HUB_PREFIX, STREAM_PREFIX, Corpus, InputFile
-from bpe.corpus.formats import FORMAT_CHOICES, SUFFIX_FORMATS
+from bpe.corpus.formats import FORMAT_CHOICES, FORMATS, SUFFIX_FORMATS
 from bpe.corpus.hub import hub_files, stream_file
 from bpe.corpus.listing import Listing, list_files, split_glob
 
@@ -212,32 +212,30 @@ def _input_file(path: Path, format: str) -> InputFile:  # noqa: A002
         fmt = format
     if fmt is None:
         fmt = _sniff(path, head, compression)
-    if fmt in ("parquet", "arrow") and compression:
+    kind = FORMATS[fmt]
+    if kind.compresses_itself and compression:
         raise ValueError(
             f"{str(path)!r} is {fmt} inside {compression} compression; {fmt} compresses its own "
             "pages: decompress the file, or write it without the outer compression"
         )
     if size == 0:
         raise ValueError(f"input file {str(path)!r} is empty; BPE needs text to learn merges from")
-    if fmt == "jsonl" and _starts_with_array(path, head, compression):
-        raise ValueError(
-            f"{str(path)!r} holds one JSON array, not JSON lines (one object per line); write "
-            f"one record per line into a new file and pass that one, e.g. "
-            f"`jq -c '.[]' {path.name} > {path.stem}.records.jsonl` (never redirect into the "
-            "file jq reads: the shell empties it first)"
-        )
+    if kind.check_head is not None:
+        text_head = _text_head(path, head, compression)
+        if text_head is not None:  # a damaged stream: the reader names it, with where
+            kind.check_head(str(path), text_head)
     return InputFile(str(path), fmt, compression, size)
 
 
-def _starts_with_array(path: Path, head: bytes, compression: str | None) -> bool:
-    """Whether a JSON file's text starts with `[` (a JSON array where lines were expected)."""
-    if compression is not None:
-        try:
-            with open_stream(InputFile(str(path), "text", compression, 0)) as f:
-                head = f.read(4096)
-        except Exception:  # noqa: BLE001 - a damaged stream: the reader names it, with where
-            return False
-    return head.lstrip().lstrip(b"\xef\xbb\xbf").lstrip()[:1] == b"["
+def _text_head(path: Path, head: bytes, compression: str | None) -> bytes | None:
+    """A file's first 4 KiB, decompressed (None: the stream is damaged there)."""
+    if compression is None:
+        return head
+    try:
+        with open_stream(InputFile(str(path), "text", compression, 0)) as f:
+            return f.read(4096)
+    except Exception:  # noqa: BLE001 - a damaged stream: the reader names it, with where
+        return None
 
 
 def _head(path: Path, n: int = 4096) -> bytes:
@@ -247,10 +245,9 @@ def _head(path: Path, n: int = 4096) -> bytes:
 
 def _sniff(path: Path, head: bytes, compression: str | None) -> str:
     """The format of a file whose name does not tell, from its first bytes."""
-    if head.startswith(b"PAR1"):
-        return "parquet"
-    if head.startswith(b"ARROW1") or head.startswith(b"\xff\xff\xff\xff"):
-        return "arrow"
+    for name, kind in FORMATS.items():
+        if any(head.startswith(m) for m in kind.magic):
+            return name
     if compression is not None:
         with open_stream(InputFile(str(path), "text", compression, 0)) as f:
             head = f.read(4096)

@@ -174,7 +174,7 @@ def _encode_part(job: _Job, part: Part) -> tuple[np.ndarray, int]:
     tok, corpus = job.tokenizer, job.corpus
     ids: list[int] = []
     num_bytes = 0
-    text_file = corpus.files[part.file].format == "text"
+    text_file = not corpus.files[part.file].holds_records
     need_sep = job.sep_id is not None and part.index > 0 and (part.first_in_file or not text_file)
     for piece in read_part(corpus, part, list(tok.special_tokens), pattern=tok.pattern):
         if need_sep:
@@ -344,7 +344,7 @@ class _Said:
 def _one_text_file(corpus: Corpus, *, dropout: float) -> bool:
     """Whether the corpus is one plain text file (encoded as it is, no separators): the only
     kind dropout applies to."""
-    one_text = len(corpus.files) == 1 and corpus.files[0].format == "text"
+    one_text = len(corpus.files) == 1 and not corpus.files[0].holds_records
     if dropout and not one_text:
         raise ValueError(
             f"dropout={dropout!r} is applied to a corpus of one text file only; decompress or "

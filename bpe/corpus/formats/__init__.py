@@ -12,8 +12,10 @@ Adding a format: write `bpe/corpus/formats/<name>.py` holding `FORMAT = Format(.
 suffixes that name it, what a held-out stop's offset counts in it (bytes or rows), how its
 files are planned into parts (`plan`), how a part is read into pieces (`read`), and, if it can,
 how to read its documents backwards (`docs_reversed`, for the held-out tail) and what to check
-before any work (`check`). Then add the module to `FORMATS` below; nothing else switches on a
-format's name.
+before any work (`check`), and what it is: records or separated text (`records`), byte ranges
+or not (`byte_ranges`), compressed by itself (`compresses_itself`), told by its first bytes
+(`magic`, `check_head`). Then add the module to `FORMATS` below; nothing else switches on a
+format's name (a test says so).
 
 What it does not do: find files (`bpe.corpus.sources`) or plan workers (`bpe.corpus.parts`).
 """

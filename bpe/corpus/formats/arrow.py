@@ -50,4 +50,13 @@ def read(f: InputFile, part: Part, request: ReadRequest) -> Iterator[Piece]:
     return _arrow_records(f, request.text_field, limit=part.limit)
 
 
-FORMAT = Format(name="arrow", suffixes=(".arrow",), unit="rows", plan=whole_file, read=read)
+FORMAT = Format(
+    name="arrow",
+    suffixes=(".arrow",),
+    unit="rows",
+    plan=whole_file,
+    read=read,
+    compresses_itself=True,
+    # the Arrow file format, and the IPC stream format `datasets` saves (a continuation marker)
+    magic=(b"ARROW1", b"\xff\xff\xff\xff"),
+)

@@ -79,3 +79,15 @@ class Format:
     docs_reversed: Callable[[InputFile, str, str, int], Iterator[Doc | None] | None] | None = None
     #: a cheap check before any work (a parquet footer and its column), or None
     check: Callable[[InputFile, str], None] | None = None
+    #: whether each document is a record of its own (JSON lines, parquet, Arrow); False: text
+    #: whose documents are separated by a special token
+    records: bool = True
+    #: whether workers can read byte ranges of an uncompressed file (text, JSON lines)
+    byte_ranges: bool = False
+    #: whether it compresses its own pages (parquet, Arrow): an outer compression is refused
+    compresses_itself: bool = False
+    #: the first bytes that tell a file of this format whose name does not
+    magic: tuple[bytes, ...] = ()
+    #: a check of the first bytes (4 KiB, decompressed) when a file is resolved as this format,
+    #: raising ValueError with the fix (a JSON array named as JSON lines), or None
+    check_head: Callable[[str, bytes], None] | None = None

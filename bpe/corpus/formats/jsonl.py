@@ -107,6 +107,34 @@ def read(f: InputFile, part: Part, request: ReadRequest) -> Iterator[Piece]:
     return _jsonl_records(f, request.text_field, part)
 
 
+def check_head(path: str, head: bytes) -> None:
+    """Refuse a file named as JSON lines whose text starts with `[`: one JSON array, not a
+    record per line (the fix writes its records to a new file: never the one jq reads).
+
+    >>> check_head("docs.jsonl", b'{"text": "a"}')
+    >>> check_head("/d/docs.json", b' [{"text": "a"}]')  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: '/d/docs.json' holds one JSON array, not JSON lines ... > docs.records.jsonl` ...
+    """
+    if head.lstrip().lstrip(b"\xef\xbb\xbf").lstrip()[:1] != b"[":
+        return
+    name = os.path.basename(path)
+    stem = os.path.splitext(name)[0]
+    raise ValueError(
+        f"{path!r} holds one JSON array, not JSON lines (one object per line); write "
+        f"one record per line into a new file and pass that one, e.g. "
+        f"`jq -c '.[]' {name} > {stem}.records.jsonl` (never redirect into the "
+        "file jq reads: the shell empties it first)"
+    )
+
+
 FORMAT = Format(
-    name="jsonl", suffixes=(".jsonl", ".ndjson", ".json"), unit="bytes", plan=plan, read=read
+    name="jsonl",
+    suffixes=(".jsonl", ".ndjson", ".json"),
+    unit="bytes",
+    plan=plan,
+    read=read,
+    byte_ranges=True,
+    check_head=check_head,
 )

@@ -130,4 +130,6 @@ FORMAT = Format(
     trim=trim,
     docs_reversed=docs_reversed,
     check=check,
+    compresses_itself=True,
+    magic=(b"PAR1",),
 )

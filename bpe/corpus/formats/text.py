@@ -152,4 +152,6 @@ FORMAT = Format(
     plan=plan,
     read=read,
     docs_reversed=docs_reversed,
+    records=False,
+    byte_ranges=True,
 )
