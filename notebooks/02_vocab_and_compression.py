@@ -19,7 +19,6 @@
 import os
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import display
 
@@ -104,10 +103,5 @@ for label, run_dir in [*sides, ("gpt2", DATA_DIR / "gpt2")]:
 # %%
 overlap = pairwise_overlap(done)
 if len(overlap) > 1:
-    fig, ax = plt.subplots(figsize=(1 + 0.6 * len(overlap), 1 + 0.5 * len(overlap)))
-    im = ax.imshow(overlap.values.astype(float), vmin=0, vmax=1, cmap="viridis")
-    ax.set_xticks(range(len(overlap)), [n[-30:] for n in overlap.columns], rotation=90)
-    ax.set_yticks(range(len(overlap)), [n[-30:] for n in overlap.index])
-    fig.colorbar(im, ax=ax, label="Jaccard")
-    plt.show()
+    display(figures.heatmap(overlap, label="Jaccard", title="Vocab overlap (Jaccard, by bytes)"))
 overlap.round(3)

@@ -353,3 +353,80 @@ def test_the_runs_table_names_the_suffixes_it_writes(experiments, tmp_path, capl
     out = tmp_path / "runs.xlsx"
     assert report_main(["--table", str(out), "--experiments-dir", str(experiments)]) == 2
     assert "name it .csv or .parquet (e.g. runs.csv)" in caplog.text and not out.exists()
+
+
+# --- figures for papers: nothing cut, SVG and PDF on request ------------------------------------
+
+
+FIXTURE_RUN = FIXTURES / "runs" / "2026-01-01_00-00-00_000000_tinystories_sample_heap_v300"
+
+
+def _saved_whole(fig) -> bool:
+    """Whether the saved PNG holds every artist of the figure (its tight bounding box)."""
+    import io
+
+    from matplotlib.image import imread
+
+    png = fig.png()
+    height, width = imread(io.BytesIO(png)).shape[:2]
+    box = fig.get_tightbbox(fig.canvas.get_renderer())
+    return width >= box.width * 100 - 2 and height >= box.height * 100 - 2
+
+
+def test_no_figure_cuts_its_title_labels_or_legend():
+    from bpe.analysis import figures
+
+    long = "a run whose name is long " * 6
+    timeline = figures.memory_timeline(
+        {f"process tree of {long}": [(0.0, 10.0), (1.0, 30.0)]},
+        stages=[("pretokenize with a long stage name", 0.0, 0.5), ("merge", 0.5, 1.0)],
+        title=f"Memory during {long}",
+    )
+    names = [f"{long}{k}" for k in range(3)]
+    heat = figures.heatmap(
+        pd.DataFrame(0.5, index=names, columns=names), label="Jaccard", title="overlap"
+    )
+    assert _saved_whole(timeline) and _saved_whole(heat)
+
+
+def test_a_run_s_figures_are_also_saved_as_svg_and_pdf_when_asked(tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(
+        FIXTURES / "runs" / "2026-01-01_00-00-00_000000_tinystories_sample_heap_v300", run
+    )
+    assert report_main([str(run)]) == 0
+    pngs = sorted(p.stem for p in (run / "figures").glob("*.png"))
+    assert pngs and not list((run / "figures").glob("*.svg"))
+    assert report_main([str(run), "--figure-formats", "svg", "pdf"]) == 0
+    for stem in pngs:
+        svg = (run / "figures" / f"{stem}.svg").read_text("utf-8")
+        assert svg.lstrip().startswith("<?xml") and "<svg" in svg
+        assert (run / "figures" / f"{stem}.pdf").read_bytes().startswith(b"%PDF")
+    # the same bytes for the same data: no date in either
+    first = (run / "figures" / f"{pngs[0]}.pdf").read_bytes()
+    assert report_main([str(run), "--figure-formats", "pdf"]) == 0
+    assert (run / "figures" / f"{pngs[0]}.pdf").read_bytes() == first
+
+
+def test_the_run_s_config_asks_for_figure_formats_and_a_bad_one_is_refused(tmp_path):
+    import yaml
+    from omegaconf import OmegaConf
+
+    from bpe.analysis.run_report import write_run_report
+    from bpe.experiment.config_checks import check_config
+
+    run = tmp_path / "run"
+    shutil.copytree(
+        FIXTURES / "runs" / "2026-01-01_00-00-00_000000_tinystories_sample_heap_v300", run
+    )
+    config = run / ".hydra" / "config.yaml"
+    config.parent.mkdir(exist_ok=True)
+    data = {"analysis": {"figure_formats": ["png", "svg"]}}
+    config.write_text(yaml.safe_dump(data), encoding="utf-8")
+    write_run_report(run)
+    assert sorted(p.stem for p in (run / "figures").glob("*.svg")) == sorted(
+        p.stem for p in (run / "figures").glob("*.png")
+    )
+    data["analysis"]["figure_formats"] = ["eps"]
+    with pytest.raises(ValueError, match="analysis.figure_formats has \\['eps'\\]"):
+        check_config(OmegaConf.create(data))

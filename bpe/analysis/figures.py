@@ -2,27 +2,34 @@
 
 What it does: small functions that each draw one figure from plain data (a DataFrame of runs
 or lists of numbers) and return it as a `Figure`; given a path, they also save it atomically as
-PNG. Every figure has axis labels with units, a title and a legend where there is more than one
-series. Figures are built without pyplot (`Figure` + the Agg canvas), so importing this module
-never changes matplotlib's backend: a notebook's own plots keep rendering inline, and a
-returned `Figure` shows itself as PNG in Jupyter.
+PNG, and as SVG or PDF beside it inside `also_as(...)` (for papers). Every figure has axis
+labels with units, a title and a legend where there is more than one series, and is saved with
+its tight bounding box, so no title, label or legend is cut. Figures are built without pyplot
+(`Figure` + the Agg canvas), so importing this module never changes matplotlib's backend: a
+notebook's own plots keep rendering inline, and a returned `Figure` shows itself as PNG in
+Jupyter.
 
 What it does not do: read run directories (see `bpe.analysis.loader`) or write Markdown.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import io
 import logging
 import os
 import textwrap
-from collections.abc import Mapping, Sequence
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 
 import matplotlib.figure
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from bpe.analysis.loader import trainer_order
+from bpe.runs.settings import FIGURE_FORMATS
 from bpe.runs.stages import TRAINER_ORDER
 from bpe.util.io import atomic_write_bytes
 
@@ -36,19 +43,81 @@ MAX_BINS = 50
 LINEAR_LENGTHS = 10 * MAX_BINS
 
 
+#: Metadata that would change a file's bytes from one save to the next (dates, the software
+#: version), left out so that unchanged data gives unchanged files.
+_STABLE_METADATA = {
+    "png": {"Software": None},
+    "svg": {"Date": None, "Creator": None},
+    "pdf": {"CreationDate": None, "Creator": None, "Producer": None},
+}
+
+
 class Figure(matplotlib.figure.Figure):
     """A matplotlib Figure on the Agg canvas that Jupyter displays as PNG (no pyplot needed)."""
 
-    def png(self) -> bytes:
-        """The figure as PNG bytes, stable when the data is unchanged."""
+    def as_bytes(self, fmt: str = "png") -> bytes:
+        """The figure in `fmt` ("png", "svg" or "pdf"), cut to its tight bounding box (so a
+        long title or label is never cut off), stable when the data is unchanged."""
         buf = io.BytesIO()
-        self.tight_layout()
-        # Fixed metadata keeps PNG bytes stable when the data is unchanged.
-        self.savefig(buf, format="png", dpi=100, metadata={"Software": None})
+        with (
+            warnings.catch_warnings()
+        ):  # labels too wide for tight_layout: the tight box holds them
+            warnings.simplefilter("ignore", UserWarning)
+            self.tight_layout()
+        self.savefig(
+            buf,
+            format=fmt,
+            dpi=100,
+            bbox_inches="tight",
+            pad_inches=0.1,
+            metadata=_STABLE_METADATA[fmt],
+        )
         return buf.getvalue()
+
+    def png(self) -> bytes:
+        """The figure as PNG bytes (`as_bytes("png")`)."""
+        return self.as_bytes("png")
 
     def _repr_png_(self) -> bytes:
         return self.png()
+
+
+#: The formats saved beside each PNG (`also_as`): none unless asked.
+_ALSO: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("also", default=())
+
+
+def check_figure_formats(formats: Sequence[str]) -> tuple[str, ...]:
+    """The formats, checked against `FIGURE_FORMATS` (the error names the bad one).
+
+    >>> check_figure_formats(["png", "svg"])
+    ('png', 'svg')
+    >>> check_figure_formats(["eps"])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: figure format 'eps' is not supported: use any of ['png', 'svg', 'pdf']
+    """
+    for fmt in formats:
+        if fmt not in FIGURE_FORMATS:
+            raise ValueError(
+                f"figure format {fmt!r} is not supported: use any of {list(FIGURE_FORMATS)}"
+            )
+    return tuple(dict.fromkeys(formats))
+
+
+def saved_also() -> tuple[str, ...]:
+    """The formats `also_as` asks for here, besides PNG (none outside it)."""
+    return _ALSO.get()
+
+
+@contextlib.contextmanager
+def also_as(formats: Sequence[str]) -> Iterator[None]:
+    """Inside this block, every figure saved as `x.png` is also saved as `x.svg` / `x.pdf`
+    for each of `formats` (a PNG is always written: the reports link it)."""
+    token = _ALSO.set(tuple(f for f in check_figure_formats(formats) if f != "png"))
+    try:
+        yield
+    finally:
+        _ALSO.reset(token)
 
 
 def _new(figsize: tuple[float, float]) -> tuple[Figure, object]:
@@ -69,9 +138,12 @@ def _title(ax, title: str) -> None:
 
 
 def _done(fig: Figure, path: str | os.PathLike | None) -> Figure:
-    """Write the PNG atomically when a path is given (no half-written figure on failure)."""
+    """Write the PNG atomically when a path is given (no half-written figure on failure), and
+    the formats `also_as` asks for beside it."""
     if path is not None:
         atomic_write_bytes(path, fig.png())
+        for fmt in _ALSO.get():
+            atomic_write_bytes(Path(path).with_suffix(f".{fmt}"), fig.as_bytes(fmt))
     return fig
 
 
@@ -202,6 +274,34 @@ def memory_timeline(
     _title(ax, title)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize="small")
+    return _done(fig, path)
+
+
+def heatmap(
+    frame: pd.DataFrame,
+    path: str | os.PathLike | None = None,
+    *,
+    label: str,
+    title: str,
+    vmin: float = 0.0,
+    vmax: float = 1.0,
+) -> Figure:
+    """A square frame (rows and columns name the same runs) as a heat map, every label whole
+    (a run's long name is never cut: the figure grows with it and is saved tight).
+
+    >>> names = ["a" * 60, "b"]
+    >>> frame = pd.DataFrame([[1.0, 0.5], [0.5, 1.0]], index=names, columns=names)
+    >>> fig = heatmap(frame, label="Jaccard", title="overlap")
+    >>> fig.axes[0].get_xticklabels()[0].get_text() == names[0]
+    True
+    """
+    n = len(frame)
+    fig, ax = _new((2.5 + 0.6 * n, 1.5 + 0.5 * n))
+    image = ax.imshow(frame.to_numpy(dtype=float), vmin=vmin, vmax=vmax, cmap="viridis")
+    ax.set_xticks(range(n), [str(c) for c in frame.columns], rotation=90)
+    ax.set_yticks(range(n), [str(i) for i in frame.index])
+    fig.colorbar(image, ax=ax, label=label)
+    _title(ax, title)
     return _done(fig, path)
 
 

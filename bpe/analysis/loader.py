@@ -14,8 +14,7 @@ runs saw the same input: equal sha256, or the same path for runs that recorded n
 `merges_agree` (when two runs learned the same merges), `trainer_order` (how trainers are
 listed) and `shown_stages` (which recorded stages a report lists).
 
-What it does not do: compute or render anything (see `bpe.analysis.figures` and the report
-modules), or write to run directories.
+What it does not do: compute or render anything, or write to run directories.
 """
 
 from __future__ import annotations
@@ -108,15 +107,18 @@ def read_run(run_dir: Path) -> dict:
     record["status_reason"] = shown.get("status_reason")
     record["input_summary"] = input_summary(record["metrics"])
     record["env"] = _read_json(run_dir / ENVIRONMENT_FILE, required=False) or {}
-    config_path = run_dir / HYDRA_DIR / HYDRA_CONFIG
-    if config_path.is_file():
-        try:
-            record["config"] = yaml.load(config_path.read_text("utf-8"), Loader=_YAML_LOADER) or {}
-        except yaml.YAMLError as err:
-            raise ValueError(f"{config_path} is not valid YAML: {err}") from None
-    else:
-        record["config"] = {}
+    record["config"] = run_config(run_dir)
     return record
+
+
+def run_config(run_dir: Path) -> dict:
+    """The run's resolved config as it saved it ({}: none); a ValueError names a bad file."""
+    path = run_dir / HYDRA_DIR / HYDRA_CONFIG
+    try:
+        config = yaml.load(path.read_text("utf-8"), Loader=_YAML_LOADER) if path.is_file() else {}
+    except yaml.YAMLError as err:
+        raise ValueError(f"{path} is not valid YAML: {err}") from None
+    return config if isinstance(config, dict) else {}
 
 
 def _read_json(path: Path, *, required: bool) -> dict | None:

@@ -19,6 +19,7 @@ from bpe.analysis.loader import (
     input_key,
     load_runs,
     merges_agree,
+    run_config,
     tidy,
     variant_column,
 )
@@ -32,6 +33,7 @@ from bpe.runs.layout import (
     PROFILE_SUMMARY,
     experiments_root,
 )
+from bpe.runs.settings import analysis_setting
 
 logger = logging.getLogger(__name__)
 
@@ -148,7 +150,18 @@ def _sibling_row(
 
 
 def draw_figures(run_dir: Path, metrics: dict) -> None:
-    """Draw the run's figures into run_dir/figures (those its files have data for)."""
+    """Draw the run's figures into run_dir/figures (those its files have data for), each as a
+    PNG and in the other formats its `analysis.figure_formats` names (`bpe-report
+    --figure-formats` adds to them)."""
+    try:
+        asked = analysis_setting(run_config(run_dir).get("analysis"), "figure_formats")
+    except ValueError:  # a damaged config.yaml: the report says so elsewhere; PNGs still drawn
+        asked = []
+    with figures.also_as([*(asked or []), *figures.saved_also()]):
+        _draw_figures(run_dir, metrics)
+
+
+def _draw_figures(run_dir: Path, metrics: dict) -> None:
     timeline = schema.get(metrics, schema.MEMORY_TIMELINE) or []
     if timeline:
         spans = []

@@ -18,12 +18,14 @@ import logging
 import sys
 from pathlib import Path
 
+from bpe.analysis.figures import also_as
 from bpe.analysis.reports import write_all_reports
 from bpe.analysis.run_report import write_run_report
 from bpe.analysis.runs_table import export_table
 from bpe.analysis.sweep import write_sweep_report
 from bpe.cli import new_parser, setup_logging
 from bpe.runs.layout import METRICS_FILE
+from bpe.runs.settings import FIGURE_FORMATS
 from bpe.util.io import shown_path
 
 logger = logging.getLogger("bpe.report")
@@ -55,6 +57,14 @@ def build_parser() -> argparse.ArgumentParser:
         "loader's tidy columns) to FILE, .csv or .parquet",
     )
     parser.add_argument(
+        "--figure-formats",
+        nargs="+",
+        default=[],
+        metavar="FMT",
+        choices=FIGURE_FORMATS,
+        help="also save every figure drawn as svg and/or pdf beside its png (for papers)",
+    )
+    parser.add_argument(
         "--force",
         action="store_true",
         help="with --all: replace reports in --out even if other runs generated them",
@@ -66,6 +76,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     setup_logging()
+    with also_as(args.figure_formats):
+        return _run(parser, args)
+
+
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     try:
         if args.table is not None:
             if args.all or args.path is not None:

@@ -233,6 +233,10 @@ class AnalysisConfig:
         _A["language_lines"],
         minimum=1,
     )
+    figure_formats: list[str] = _key(
+        "formats of each figure: png (what reports link), and svg or pdf beside it for papers",
+        _A["figure_formats"],
+    )
 
 
 @dataclass

@@ -18,6 +18,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from bpe.corpus.formats import FORMAT_CHOICES
 from bpe.experiment.config import BPB_ORDERS, TrainConfig, dataclass_of, describe_keys
+from bpe.runs.settings import FIGURE_FORMATS
 from bpe.text.patterns import PATTERNS
 from bpe.tokenizer.segmentation import SEGMENTATIONS
 
@@ -60,6 +61,12 @@ def check_config(cfg: DictConfig) -> None:
             f"pretokenizer={pre.get('name')!r} is unknown; choose one of {[*PATTERNS, 'custom']}"
         )
     _check_segmentations(cfg)
+    formats = _select(cfg, "analysis.figure_formats")
+    unknown = [f for f in formats or () if f not in FIGURE_FORMATS]
+    if unknown:
+        raise ValueError(
+            f"analysis.figure_formats has {unknown!r}; use any of {list(FIGURE_FORMATS)}"
+        )
 
 
 def _check_segmentations(cfg: DictConfig) -> None:

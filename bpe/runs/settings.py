@@ -29,7 +29,11 @@ ANALYSIS_DEFAULTS: dict[str, Any] = {
     "segmentations": ["merges", "longest_prefix", "fewest"],
     # FLORES-200 lines per split for the languages section (null: all of them, the protocol)
     "language_lines": None,
+    # each figure is a PNG (what the reports link); these formats are written beside it
+    "figure_formats": ["png"],
 }
+#: What `analysis.figure_formats` (and `bpe-report --figure-formats`) may name.
+FIGURE_FORMATS = ("png", "svg", "pdf")
 #: `pretokenize:` where and how stage 1 runs.
 PRETOKENIZE_DEFAULTS: dict[str, Any] = {"backend": "processes", "scheduler": None, "engine": "auto"}
 
