@@ -45,13 +45,14 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .pair_index               pair counts + pair -> words, shared by indexed and heap
       .common                   the merge state and THE candidate order
       .parent                   continued training: a parent's merges replayed first
-      .variants                 the BPE family (bpe, superbpe, picky, parity) and their parameters
+    bpe.variants                the BPE family: MEMBERS, each variant's hooks around a trainer
+      .base                     Variant (name, parameters, checks), Member, RunContext
       .picky                    PickyBPE: merges that remove the parents they used up
       .superbpe                 SuperBPE's stage two: merges across words, after stage one
       .parity                   parity-aware BPE: each merge serves the worst-compressed language
+      .languages                parity-aware BPE's inputs: counts per language, development text
     bpe.training                train_bpe, train_bpe_detailed, TrainResult: stages 1-3, timed
       .plan                     TrainSpec (one call's options, typed) and plan_run, its one check
-      .parity                   parity-aware BPE's inputs: counts per language, development text
     bpe.tokenizer               Tokenizer: encode, decode, streaming
       .merging                  BPE of one pretoken: the list scan and the linked list
       .linked                   a pretoken's tokens as a linked list: merge, split, in order

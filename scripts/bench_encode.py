@@ -602,7 +602,7 @@ def bench_picky(
     run; the Python replay on each sample's first 100 KB, its ids compared with the kernel's."""
     from bpe import Tokenizer, train_bpe_detailed
     from bpe.formats.removals_json import as_removals
-    from bpe.trainers.variants import Variant
+    from bpe.variants import Variant
 
     source = ROOT / "bpe" / "data" / SAMPLES["OWT"]
     if limit is not None:  # --quick: train on the sample's first documents only

@@ -17,7 +17,10 @@ from bpe.tokenizer.cold_path import AUTO_WHOLE_TEXT  # noqa: E402
 from bpe.tokenizer.compiled_replay import build_replay, replay_pretokens  # noqa: E402
 from bpe.tokenizer.removals import Replay  # noqa: E402
 from bpe.trainers import learn_merges  # noqa: E402
-from bpe.trainers.variants import Variant  # noqa: E402
+from bpe.variants import (
+    Variant,  # noqa: E402
+    picky,
+)
 from tests.complexity import assert_linear  # noqa: E402
 from tests.conftest import DATA, EOT, FIXTURES  # noqa: E402
 
@@ -44,7 +47,7 @@ def _twins(vocab, merges, removals, **kwargs) -> tuple[Tokenizer, Tokenizer]:
 def test_the_kernel_replays_as_python_does(corpus, extra, threshold, text):
     """Random histories (removals that later merges undo included) and texts, cold and warm,
     with a cache of 5 that empties itself every few pretokens."""
-    out = learn_merges("indexed", corpus, 257 + extra, [EOT], picky_threshold=threshold)
+    out = learn_merges("indexed", corpus, 257 + extra, [EOT], variant=picky.variant_loop(threshold))
     removals = as_removals(out.removals)
     python, compiled = _twins(out.vocab, out.merges, removals, cache_size=5)
     expected = python.encode(text)
@@ -61,7 +64,7 @@ long_pretoken = st.text(alphabet="ab", min_size=65, max_size=300).map(str.encode
 @given(corpus=corpora, extra=st.integers(1, 40), threshold=thresholds, data=long_pretoken)
 def test_long_pretokens_and_runs_replay_as_python_does(corpus, extra, threshold, data):
     """One long pretoken of two letters: long runs of one token, merged with itself."""
-    out = learn_merges("indexed", corpus, 257 + extra, [EOT], picky_threshold=threshold)
+    out = learn_merges("indexed", corpus, 257 + extra, [EOT], variant=picky.variant_loop(threshold))
     removals = as_removals(out.removals)
     id_of = {t: i for i, t in out.vocab.items()}
     tables = build_replay(id_of, out.merges, removals)

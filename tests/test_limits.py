@@ -21,6 +21,7 @@ from bpe.runs import layout, schema
 from bpe.trainers import TRAINERS, learn_merges
 from bpe.trainers.common import BELOW_MIN_FREQUENCY, EXHAUSTED, Limits
 from bpe.training import train_bpe_detailed
+from bpe.variants import picky
 from tests.complexity import assert_linear
 from tests.conftest import DATA, EOT, train_refused, train_run
 
@@ -97,7 +98,9 @@ def test_picky_runs_within_the_limits_too(tinystories_counts):
 
 def _all_picky(counts, limits):
     return {
-        name: learn_merges(name, counts, 1000, [EOT], limits=limits, picky_threshold=0.9)
+        name: learn_merges(
+            name, counts, 1000, [EOT], limits=limits, variant=picky.variant_loop(0.9)
+        )
         for name in ("naive", "indexed")
     }
 

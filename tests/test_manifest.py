@@ -32,7 +32,7 @@ from bpe.runs.layout import (
     TOKENIZER_JSON,
     VOCAB_FILE,
 )
-from bpe.trainers.variants import Variant
+from bpe.variants import Variant
 from tests.conftest import DATA, EOT, FIXTURES
 
 TEXT = "Hello there, world!" + EOT + " the cat sat on the mat, 123 héllo"

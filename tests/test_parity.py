@@ -24,10 +24,10 @@ from bpe.runs import layout, schema
 from bpe.tokenizer import Tokenizer
 from bpe.trainers import learn_merges
 from bpe.trainers.common import EXHAUSTED, Limits
-from bpe.trainers.parity import GLOBAL, PARITY_LOOPS, ParityCorpus
-from bpe.trainers.variants import SUPPORTED_TRAINERS, Variant
 from bpe.training import train_bpe_detailed
-from bpe.training.parity import by_language, language_of
+from bpe.variants import SUPPORTED_TRAINERS, Variant
+from bpe.variants.languages import by_language, language_of
+from bpe.variants.parity import GLOBAL, PARITY_LOOPS, ParityCorpus, variant_loop
 from tests.complexity import assert_linear
 from tests.conftest import EOT, ROOT, missing_keys, train_refused, train_run
 
@@ -45,7 +45,9 @@ def _corpus(train_texts, dev_texts, *, global_merges=0, names=None):
 
 
 def _train(trainer, corpus, vocab_size, **kw):
-    return learn_merges(trainer, corpus.summed(), vocab_size, [EOT], parity_corpus=corpus, **kw)
+    return learn_merges(
+        trainer, corpus.summed(), vocab_size, [EOT], variant=variant_loop(corpus), **kw
+    )
 
 
 def by_definition(train_texts, dev_texts, num_merges, global_merges=0):

@@ -17,9 +17,9 @@ from bpe.formats.exports import export_refusal
 from bpe.formats.removals_json import Removal, as_removals, check_history
 from bpe.runs import layout, schema
 from bpe.tokenizer.removals import Replay
-from bpe.trainers import TRAINERS, learn_merges, picky
+from bpe.trainers import TRAINERS, learn_merges
 from bpe.trainers.common import prepare
-from bpe.trainers.variants import SUPPORTED_TRAINERS
+from bpe.variants import SUPPORTED_TRAINERS, picky
 from tests.complexity import assert_linear
 from tests.conftest import DATA, EOT, FIXTURES, ROOT
 
@@ -36,8 +36,10 @@ def test_the_picky_trainers_are_the_ones_the_variant_names():
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(corpus=corpora, extra=st.integers(1, 40), threshold=thresholds)
 def test_naive_and_indexed_agree(corpus, extra, threshold):
-    naive = learn_merges("naive", corpus, 257 + extra, [EOT], picky_threshold=threshold)
-    indexed = learn_merges("indexed", corpus, 257 + extra, [EOT], picky_threshold=threshold)
+    naive = learn_merges("naive", corpus, 257 + extra, [EOT], variant=picky.variant_loop(threshold))
+    indexed = learn_merges(
+        "indexed", corpus, 257 + extra, [EOT], variant=picky.variant_loop(threshold)
+    )
     assert indexed.merges == naive.merges
     assert indexed.removals == naive.removals
     assert indexed.vocab == naive.vocab
@@ -86,7 +88,7 @@ def test_naive_and_indexed_agree_on_the_bundled_samples(path, vocab_size, thresh
 
 
 def picky_variant(threshold: float):
-    from bpe.trainers.variants import Variant
+    from bpe.variants import Variant
 
     return Variant("picky", threshold=threshold)
 
@@ -107,7 +109,7 @@ def test_the_other_trainers_refuse_picky_naming_the_trainers_that_run_it(trainer
     with pytest.raises(ValueError, match=r"variant=picky runs on the naive and indexed"):
         train_bpe_detailed(FIXTURES / "corpus.en", 400, [EOT], trainer=trainer, variant="picky")
     with pytest.raises(ValueError, match=r"trainer=indexed"):
-        learn_merges("heap", {b"ab": 2}, 300, picky_threshold=0.9)
+        learn_merges("heap", {b"ab": 2}, 300, variant=picky.variant_loop(0.9))
 
 
 @pytest.mark.parametrize("threshold", [0, 1.5, -0.1])
@@ -124,7 +126,7 @@ long_pretoken = st.text(alphabet="ab", min_size=65, max_size=300).map(str.encode
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(corpus=corpora, extra=st.integers(1, 40), threshold=thresholds, data=long_pretoken)
 def test_long_pretokens_replay_as_short_ones_do(corpus, extra, threshold, data):
-    out = learn_merges("indexed", corpus, 257 + extra, [EOT], picky_threshold=threshold)
+    out = learn_merges("indexed", corpus, 257 + extra, [EOT], variant=picky.variant_loop(threshold))
     replay = Replay(out.merges, as_removals(out.removals))
     assert replay.tokens(data) == replay._tokens_scan(data)
     assert b"".join(replay.tokens(data)) == data

@@ -16,7 +16,7 @@ from bpe.runs import layout, schema
 from bpe.text.patterns import STAGE_TWO_PATTERN, pattern_name
 from bpe.text.pretokens import find_pretokens
 from bpe.trainers import TRAINERS
-from bpe.trainers.variants import Variant
+from bpe.variants import Variant
 from tests.conftest import DATA, EOT, FIXTURES, ROOT, missing_keys
 
 HELDOUT = (DATA / "tinystories_heldout.txt").read_text("utf-8")[:40_000]

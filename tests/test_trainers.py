@@ -27,6 +27,7 @@ from bpe.trainers.common import (
     word_ids,
 )
 from bpe.util.io import CONF_DIR
+from bpe.variants import picky
 from tests.complexity import assert_linear
 from tests.conftest import DATA, EOT
 
@@ -278,6 +279,6 @@ def test_pair_counts_past_32_bits_give_the_merges_the_arithmetic_says(trainer_na
 def test_picky_pair_counts_past_32_bits(trainer):
     big = 2**32 + 1
     counts = {b"xab": big, b"yab": big, b"cd": big + 1}
-    out = learn_merges(trainer, counts, 256 + 4, [], picky_threshold=0.9)
+    out = learn_merges(trainer, counts, 256 + 4, [], variant=picky.variant_loop(0.9))
     assert out.merges[:2] == [(b"a", b"b"), (b"c", b"d")]
     assert out.merge_counts[:2] == [2 * big, big + 1]

@@ -11,8 +11,8 @@ from hydra import compose, initialize_config_dir
 import bpe.experiment.config  # noqa: F401  (registers the schema)
 from bpe import train_bpe_detailed
 from bpe.experiment.inputs import variant_of
-from bpe.trainers.variants import VARIANTS, Variant, as_variant, check_variant
 from bpe.util.io import CONF_DIR
+from bpe.variants import VARIANTS, Variant, as_variant, check_variant
 from tests.conftest import EOT, FIXTURES, ROOT
 
 
@@ -66,3 +66,24 @@ def test_a_variant_the_trainer_cannot_run_fails_before_anything_is_created(tmp_p
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "variant=picky runs on the naive and indexed trainers only" in proc.stderr
     assert not any(tmp_path.iterdir())
+
+
+def test_every_variant_is_a_member_and_training_names_none_of_them():
+    """Adding a variant is its module and one registry line: training calls the members'
+    hooks and the trainers run the loop they are given, neither names a variant."""
+    import re
+
+    from bpe.variants import MEMBERS, VARIANTS
+
+    assert tuple(MEMBERS) == tuple(VARIANTS)
+    root = ROOT / "bpe"
+    others = "|".join(v for v in VARIANTS if v != "bpe")
+    named = re.compile(rf"""["'](?:{others})["']""")
+    found = [
+        f"{path.relative_to(root)}:{n}: {line.strip()}"
+        for folder in ("training", "trainers")
+        for path in sorted((root / folder).glob("*.py"))
+        for n, line in enumerate(path.read_text("utf-8").splitlines(), 1)
+        if named.search(line) and not line.lstrip().startswith(("#", ">>>"))
+    ]
+    assert not found, "\n".join(found)

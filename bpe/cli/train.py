@@ -55,8 +55,8 @@ from bpe.experiment.rundir import preflight
 from bpe.experiment.runner import run_experiment
 from bpe.runs import schema
 from bpe.runs.layout import ANALYSIS_FILE, LATEST
-from bpe.trainers.variants import variant_tag
 from bpe.util.io import CONF_DIR, safe_name, shown_path
+from bpe.variants import variant_tag
 
 logger = logging.getLogger("bpe.cli.train")
 
@@ -70,7 +70,7 @@ _DEBUG_FLAG = "--debug"
 # Run directory names (conf/config.yaml) show a custom dataset.path as custom-<file stem>.
 OmegaConf.register_new_resolver("input_name", input_name, replace=True)
 OmegaConf.register_new_resolver("safe_name", safe_name, replace=True)
-# ... and a variant other than plain BPE as _<variant> (`bpe.trainers.variants.variant_tag`).
+# ... and a variant other than plain BPE as _<variant> (`bpe.variants.variant_tag`).
 OmegaConf.register_new_resolver("variant_tag", variant_tag, replace=True)
 
 

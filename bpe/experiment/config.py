@@ -126,7 +126,7 @@ class TrainerConfig:
 @dataclass
 class VariantConfig:
     """Which member of the BPE family is trained (`conf/variant/*.yaml`; see
-    `bpe.trainers.variants`)."""
+    `bpe.variants`)."""
 
     name: str = _key(
         f"{' | '.join(VARIANT_ORDER)} (picky: naive and indexed trainers only; parity: naive "

@@ -28,9 +28,9 @@ from bpe.experiment.profilers import check_profiler, run_cprofile, run_scalene
 from bpe.runs.layout import PROFILE_DIR
 from bpe.runs.settings import pretokenize_setting
 from bpe.trainers.common import Limits
-from bpe.trainers.variants import Variant
 from bpe.training import TrainResult, train_planned
 from bpe.training.plan import RunPlan, TrainSpec, plan_run
+from bpe.variants import Variant
 
 logger = logging.getLogger(__name__)
 

@@ -53,10 +53,10 @@ from bpe.pretokenize.counting import PretokenCounts
 from bpe.runs.liveness import process_alive, this_process
 from bpe.runs.schema import LadderRecord
 from bpe.trainers.common import initial_vocab
-from bpe.trainers.variants import Variant, as_variant
 from bpe.training import TrainResult
 from bpe.training.plan import RunPlan
 from bpe.util.io import atomic_write_text
+from bpe.variants import Variant, as_variant
 
 logger = logging.getLogger(__name__)
 

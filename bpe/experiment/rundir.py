@@ -22,8 +22,8 @@ import shutil
 from pathlib import Path
 
 from bpe.runs.layout import HYDRA_DIR, HYDRA_META_FILES, LATEST, LOG_FILE, METRICS_FILE
-from bpe.trainers.variants import variant_tag
 from bpe.util.io import safe_name
+from bpe.variants import variant_tag
 
 logger = logging.getLogger(__name__)
 

@@ -77,13 +77,13 @@ from bpe.runs.layout import (
     METRICS_FILE,
 )
 from bpe.runs.stages import ANALYSIS, KERNEL_COMPILE, REPORT, SAVE, SETUP, TRAINING
-from bpe.trainers.variants import as_variant
 from bpe.training import TrainResult
 from bpe.training.plan import TrainSpec
 from bpe.util import compile_clock
 from bpe.util.cputime import cpu_seconds
 from bpe.util.interrupts import sigterm_raises
 from bpe.util.io import atomic_write_text
+from bpe.variants import as_variant
 
 logger = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ encoding needs); `check_history` replays merges and removals on the token set an
 record that does not belong with its merges and vocab.
 
 What it does not do: encode by replaying the history (`bpe.tokenizer.removals.Replay`), or
-decide what to remove (`bpe.trainers.picky`).
+decide what to remove (`bpe.variants.picky`).
 """
 
 from __future__ import annotations

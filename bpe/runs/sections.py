@@ -73,7 +73,7 @@ class BackendRecord(TypedDict):
 
 
 class VariantRecord(TypedDict):
-    """metrics.json's `variant`: the member of the BPE family (`bpe.trainers.variants`), its
+    """metrics.json's `variant`: the member of the BPE family (`bpe.variants`), its
     parameters (null where the variant has none) and what it measured about itself."""
 
     name: str  # bpe | superbpe | picky | parity

@@ -55,7 +55,7 @@ RETIRED_STAGES = ("read",)
 #: order from here so that reading a run never loads a trainer.
 TRAINER_ORDER = ("naive", "indexed", "heap", "compiled")
 
-#: The members of the BPE family in the order reports list them (`bpe.trainers.variants`
+#: The members of the BPE family in the order reports list them (`bpe.variants`
 #: defines them with this tuple; plain BPE is what a run without a `variant` section trained).
 VARIANT_ORDER = ("bpe", "superbpe", "picky", "parity")
 

@@ -18,7 +18,7 @@ included). A token is a "symbol": its id where the vocab has it, an id past the 
 token that was removed and never made again (it can appear mid-replay, never at the end).
 
 What it does not do: split text or cache (`bpe.tokenizer.compiled_encode`), train
-(`bpe.trainers.picky`), or dropout (not defined for PickyBPE). Importing it imports NumPy and
+(`bpe.variants.picky`), or dropout (not defined for PickyBPE). Importing it imports NumPy and
 Numba; `@njit(cache=True)` keeps the machine code on disk.
 """
 

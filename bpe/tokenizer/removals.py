@@ -1,6 +1,6 @@
 """PickyBPE's removals at encode time: encoding a pretoken by replaying merges and removals.
 
-A PickyBPE run (`bpe.trainers.picky`) removes some tokens while it trains. Its merges.txt
+A PickyBPE run (`bpe.variants.picky`) removes some tokens while it trains. Its merges.txt
 still lists every merge in creation order, including the merges that made tokens removed
 later, and `removals.json` (`bpe.formats.removals_json`: the record and its check) says when
 each removal happened (after how many merges), what was removed and what its occurrences
@@ -25,7 +25,7 @@ n log n with its length (a doubling test holds it to that). This is the readable
 with GPT-2's pattern and Numba installed, a tokenizer replays in compiled code instead
 (`bpe.tokenizer.compiled_replay`, the long path's algorithm for every pretoken, tested equal).
 
-What it does not do: train (`bpe.trainers.picky`) or export (tokenizer.json and tiktoken
+What it does not do: train (`bpe.variants.picky`) or export (tokenizer.json and tiktoken
 cannot express a removal; `bpe.formats.exports` refuses them for a PickyBPE tokenizer).
 """
 

@@ -36,11 +36,11 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import closing
-from functools import partial
+from dataclasses import dataclass
 from typing import Protocol
 
 from bpe.runs.stages import STAGES, stage_label  # noqa: F401  (re-exported: bpe.trainers.STAGES)
-from bpe.trainers import compiled, heap, indexed, naive, parity, picky
+from bpe.trainers import compiled, heap, indexed, naive
 from bpe.trainers.common import (
     BELOW_MIN_FREQUENCY,
     EXHAUSTED,
@@ -51,7 +51,6 @@ from bpe.trainers.common import (
     prepare,
 )
 from bpe.trainers.parent import prepare_from_parent
-from bpe.trainers.variants import check_continuation, check_trainer_supports
 from bpe.util.compile_clock import CompileInfo
 from bpe.util.progress import LOG_INTERVAL_S, Progress
 
@@ -74,6 +73,34 @@ class MergeLoop(Protocol):
     """
 
     def __call__(self, state: MergeState, tick: Callable[[], object]) -> None: ...
+
+
+@dataclass(frozen=True)
+class VariantLoop:
+    """A variant of the algorithm that runs its own merge loop in place of the trainer's
+    (PickyBPE, parity-aware BPE: `bpe.variants`), with its parameters bound.
+
+    `learn_merges(..., variant=...)` runs `loops[trainer]` and turns the state into output
+    with `finish`; everything around the loop (words, progress, early stop) stays the same.
+    """
+
+    name: str
+    #: trainer name -> the variant's loop for it, parameters bound
+    loops: Mapping[str, MergeLoop]
+    #: how the merge state becomes the output (PickyBPE drops its removed tokens)
+    finish: Callable[[MergeState], TrainerOutput] = finish
+
+    def loop_for(self, trainer: str, *, parent: object = None) -> MergeLoop:
+        """Its loop for `trainer` (ValueError naming the trainers that have one, or refusing
+        a parent: no variant with its own loop continues another tokenizer's merges)."""
+        if trainer not in self.loops:
+            raise ValueError(
+                f"variant={self.name} runs on "
+                f"{' and '.join(f'trainer={t}' for t in self.loops)} only, not trainer={trainer}"
+            )
+        if parent is not None:
+            raise ValueError(f"variant={self.name} trains from scratch: drop init_from")
+        return self.loops[trainer]
 
 
 #: THE registry, in the canonical trainer order (`bpe.runs.stages.TRAINER_ORDER`, tested).
@@ -131,11 +158,10 @@ def learn_merges(
     progress: bool = False,
     parent: Parent | None = None,
     log_interval: float = LOG_INTERVAL_S,
-    picky_threshold: float | None = None,
+    variant: VariantLoop | None = None,
     marks: Sequence[int] = (),
     reached: dict[int, float] | None = None,
     limits: Limits | None = None,
-    parity_corpus: parity.ParityCorpus | None = None,
 ) -> TrainerOutput:
     """Run stages 2 and 3 with the trainer `name`: learn merges from counted pretokens.
 
@@ -151,8 +177,8 @@ def learn_merges(
             ids, at the start of the output (`bpe.trainers.parent`).
         log_interval: seconds between INFO progress lines: a heartbeat while stage 2 counts
             pairs, then merges done, merges/s and ETA (`bpe.util.progress.Progress`).
-        picky_threshold: run PickyBPE with this intersection-over-self threshold
-            (`bpe.trainers.picky`; naive and indexed only); None runs plain BPE.
+        variant: a variant's own merge loop (`VariantLoop`: PickyBPE's, parity-aware BPE's,
+            built by `bpe.variants`) run in place of the trainer's; None runs plain BPE.
         marks: merge counts to time (the vocab ladder, `bpe.experiment.ladder`): when the
             trainer's tick reports the merge that reaches one, `reached[mark]` gets the seconds
             since this call began (stages 2-3 so far, as a run of that many merges would time
@@ -161,10 +187,6 @@ def learn_merges(
         reached: the dict those times go into (required with marks).
         limits: the longest token a merge may make and the rarest pair merged
             (`bpe.trainers.common.Limits`; the same merges in every trainer); None: none.
-        parity_corpus: run parity-aware BPE (`bpe.trainers.parity`; naive and heap only) on
-            these languages' training and development counts; `pretoken_counts` are then
-            their training counts summed (`ParityCorpus.summed`). What it measured goes to
-            its `record`.
 
     Returns:
         `vocab` (special tokens, then the 256 bytes, then one token per merge), `merges` in
@@ -172,8 +194,8 @@ def learn_merges(
         (logged) when no pair is left.
 
     Raises:
-        ValueError: unknown trainer, vocab_size too small, bad special tokens, a trainer that
-            does not run PickyBPE, or PickyBPE continuing a parent.
+        ValueError: unknown trainer, vocab_size too small, bad special tokens, a variant
+            without a loop for this trainer, or a variant continuing a parent.
 
     >>> # (l, o) and (o, w) tie: "ow" wins
     >>> out = learn_merges("heap", {b"low": 5, b"lowest": 2}, 258)
@@ -181,21 +203,17 @@ def learn_merges(
     ([(b'o', b'w'), (b'l', b'ow')], [7, 7])
     """
     merge_loop = TRAINERS[check_trainer(name)]
-    if picky_threshold is not None:
-        check_trainer_supports("picky", name)
-        check_continuation("picky", parent)
-        merge_loop = partial(picky.PICKY_LOOPS[name], threshold=picky_threshold)
-    if parity_corpus is not None:
-        check_trainer_supports("parity", name)
-        check_continuation("parity", parent)
-        merge_loop = partial(parity.PARITY_LOOPS[name], corpus=parity_corpus)
+    label = name
+    if variant is not None:
+        merge_loop = variant.loop_for(name, parent=parent)
+        label = f"{name} ({variant.name})"
     meter = Progress(
         stage_label(3),
         total=None,
         unit="merge",
         logger=logger,
         waiting=stage_label(2),
-        bar=f"stages 2-3 ({name})" if progress else None,
+        bar=f"stages 2-3 ({label})" if progress else None,
         interval=log_interval,
     )
     t0 = time.perf_counter()
@@ -213,27 +231,16 @@ def learn_merges(
         meter.set_total(state.num_merges)
         tick = meter.update if not marks else _MarkClock(meter.update, marks, reached, t0).tick
         merge_loop(state, tick)
-    if picky_threshold is not None:
-        output = picky.compact(state)
-        logger.info(
-            "%s (picky): %d merges made (what the progress bar counts), %d tokens removed "
-            "(threshold %g): %d vocab entries",
-            name,
-            len(state.merged),
-            len(state.removals),
-            picky_threshold,
-            len(output.vocab),
-        )
-        made = f"{len(state.merged)} merges and {len(state.removals)} removals"
-    else:
-        output = finish(state)
-        made = f"{len(state.merged) - state.replayed} of {state.num_merges} merges"
+    output = (finish if variant is None else variant.finish)(state)
+    made = f"{len(state.merged) - state.replayed} of {state.num_merges} merges"
+    if state.removals:
+        made += f" and {len(state.removals)} removals"
     if state.stopped_by is None and len(output.vocab) < vocab_size:
         # the compiled loop stops at the merges its words can make, without asking for more
         state.stopped_by = EXHAUSTED
     output.stopped_by = state.stopped_by
     log_early_stop(
-        name if picky_threshold is None else f"{name} (picky)",
+        label,
         made,
         len(output.vocab),
         vocab_size,

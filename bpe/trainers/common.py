@@ -223,7 +223,7 @@ class MergeState:
     num_merges: int
     merged: list[Pair] = field(default_factory=list)
     merge_counts: list[int] = field(default_factory=list)
-    #: PickyBPE only (`bpe.trainers.picky`): (merges done, removed id, its parts), in order
+    #: PickyBPE only (`bpe.variants.picky`): (merges done, removed id, its parts), in order
     removals: list[tuple[int, int, tuple[int, ...]]] = field(default_factory=list)
     limits: Limits = field(default_factory=Limits)
     #: why the loop stopped early (`EXHAUSTED`, `BELOW_MIN_FREQUENCY`); None if it did not
@@ -267,7 +267,7 @@ class MergeState:
 class TrainerOutput:
     """What training returns: `vocab` and `merges` in creation order, with each merge's count.
 
-    A PickyBPE run (`bpe.trainers.picky`) also returns its `removals`: (merges done when it
+    A PickyBPE run (`bpe.variants.picky`) also returns its `removals`: (merges done when it
     happened, the removed token's bytes, its parts' bytes), in order; its merges then include
     the merges of tokens removed later, which `vocab` no longer holds.
     """

@@ -26,16 +26,14 @@ from bpe.pretokenize.cache import CacheInfo
 from bpe.pretokenize.counting import PretokenCounts
 from bpe.pretokenize.engines import ScannerInfo, load_scanner
 from bpe.runs.stages import COMPILE, STAGE_TIMINGS, stage_label
-from bpe.text.patterns import GPT2_PATTERN, resolve_pattern
+from bpe.text.patterns import GPT2_PATTERN
 from bpe.tokenizer import Tokenizer
-from bpe.trainers import compile_trainer, learn_merges, superbpe
+from bpe.trainers import VariantLoop, compile_trainer, learn_merges
 from bpe.trainers.common import Limits, TrainerOutput
-from bpe.trainers.parity import ParityCorpus
-from bpe.trainers.variants import Variant
-from bpe.training.parity import parity_corpus, parity_facts
 from bpe.training.plan import RunPlan, TrainSpec, plan_run
 from bpe.util.cputime import StageTimes, cpu_seconds
 from bpe.util.progress import LOG_INTERVAL_S
+from bpe.variants import MEMBERS, RunContext, Variant
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +77,7 @@ class TrainResult:
     #: run's lineage reuses it instead of hashing the file again (for a corpus of several
     #: files or of records, the digest of its manifest)
     input_sha256: str | None = None
-    #: the member of the BPE family trained, its defaults resolved (`bpe.trainers.variants`)
+    #: the member of the BPE family trained, its defaults resolved (`bpe.variants`)
     variant: Variant = field(default_factory=Variant)
     #: what the variant measured about itself (metrics.json's `variant` section adds these to
     #: the parameters): empty for plain BPE
@@ -175,7 +173,7 @@ def train_bpe_detailed(
             must be visible to every worker); None starts a LocalCluster of `num_workers`.
         log_interval: seconds between INFO progress lines in every stage (MB done, MB/s and
             ETA; merges done, merges/s and ETA; a heartbeat where a stage has no ticks).
-        variant: the member of the BPE family (`bpe.trainers.variants`): "bpe" (default,
+        variant: the member of the BPE family (`bpe.variants`): "bpe" (default,
             None), or a `Variant` with its parameters.
         format: "auto" (by suffix, then content), "text", "jsonl", "parquet" or "arrow".
         text_field: the JSON field or parquet/Arrow column holding each document's text.
@@ -238,18 +236,29 @@ def train_planned(run: RunPlan) -> TrainResult:
     counted, cache, manifest = _stage_one(run, timings)
     compile_cached = _compile_stage(spec.trainer, timings, scanner)
     reached: dict[int, float] = {}
-    merge_options = {
-        "progress": spec.progress,
-        "log_interval": spec.log_interval,
-        "limits": spec.limits,
-    }
-    languages = _languages(run, counted, timings)
-    if languages is not None:
-        merge_options["parity_corpus"] = languages[0]
-    output = _merge_stage(run, counted, timings, reached=reached, merge_options=merge_options)
-    output, facts, final_pattern = _variant_stage(run, output, counted, timings, merge_options)
-    if languages is not None:
-        facts = parity_facts(*languages)
+    member = MEMBERS[run.variant.name]
+    context = RunContext(
+        corpus=run.corpus,
+        specials=run.specials,
+        pattern=run.pattern,
+        trainer=spec.trainer,
+        vocab_size=spec.vocab_size,
+        cache_dir=spec.cache_dir,
+        stage_one_options=spec.stage_one_options(),
+        timings=timings,
+        merge_options={
+            "progress": spec.progress,
+            "log_interval": spec.log_interval,
+            "limits": spec.limits,
+        },
+    )
+    # the variant's hooks around the trainer's merge stage (`bpe.variants.Member`)
+    prepared = None if member.prepare is None else member.prepare(run.variant, context, counted)
+    loop = None if member.loop is None else member.loop(run.variant, prepared)
+    output = _merge_stage(run, counted, timings, reached=reached, context=context, variant=loop)
+    facts, final_pattern = {}, run.pattern
+    if member.after is not None:
+        output, facts, final_pattern = member.after(run.variant, context, output, counted, prepared)
     return _result(
         run,
         output,
@@ -319,10 +328,11 @@ def _merge_stage(
     timings: StageTimes,
     *,
     reached: dict[int, float],
-    merge_options: dict,
+    context: RunContext,
+    variant: VariantLoop | None,
 ) -> TrainerOutput:
-    """Stages 2-3 to the stage-one vocab size, timed as "merge"; `reached` gets the time each
-    ladder mark was reached."""
+    """Stages 2-3 to the stage-one vocab size, timed as "merge" (with the variant's own loop
+    when it has one); `reached` gets the time each ladder mark was reached."""
     with timings.timed("merge"):
         # the counts are handed over, not kept: the trainer frees them once it has built its words
         return learn_merges(
@@ -331,32 +341,11 @@ def _merge_stage(
             run.stage_one_size,
             run.specials,
             parent=run.parent,
-            picky_threshold=run.variant.threshold,
+            variant=variant,
             marks=run.marks,
             reached=reached,
-            **merge_options,
+            **context.merge_options,
         )
-
-
-def _languages(
-    run: RunPlan, counted: PretokenCounts, timings: StageTimes
-) -> tuple[ParityCorpus, dict] | None:
-    """Parity-aware BPE only: each language's counts (timed with stage 1) and development
-    counts (`bpe.training.parity`); None for every other variant."""
-    if run.variant.name != "parity":
-        return None
-    built = parity_corpus(
-        run.corpus,
-        counted.counts,
-        run.specials,
-        pattern=run.pattern,
-        dev=run.variant.dev,
-        global_merges=run.variant.global_merges or 0,
-        cache_dir=run.spec.cache_dir,
-        stage_one_options=run.spec.stage_one_options(),
-    )
-    timings.add("pretokenize", built[1]["count_seconds"], built[1].pop("count_cpu_seconds"))
-    return built
 
 
 def _stage_one(run: RunPlan, timings: StageTimes) -> tuple[PretokenCounts, CacheInfo, dict | None]:
@@ -378,46 +367,6 @@ def _stage_one(run: RunPlan, timings: StageTimes) -> tuple[PretokenCounts, Cache
             "has nothing to learn merges from; check dataset.path (and dataset.text_field)"
         )
     return counted, cache, manifest
-
-
-def _variant_stage(
-    run: RunPlan,
-    output: TrainerOutput,
-    counted: PretokenCounts,
-    timings: StageTimes,
-    merge_options: dict,
-) -> tuple[TrainerOutput, dict, str]:
-    """What a variant adds after the merge stage: PickyBPE's count of removals, SuperBPE's
-    stage two (`bpe.trainers.superbpe`); the output, the variant's facts and the pattern the
-    tokenizer encodes with (SuperBPE's: stage two's, every merge by rank)."""
-    if run.variant.name == "picky":
-        return output, {"removals": len(output.removals)}, run.pattern
-    if run.variant.name != "superbpe":
-        return output, {}, run.pattern
-    pattern = resolve_pattern(run.variant.stage_two_pattern)
-
-    def count() -> tuple[PretokenCounts, str]:
-        counted, cache, _ = count_stage_one(
-            run.corpus,
-            run.specials,
-            pattern=pattern,
-            cache_dir=run.spec.cache_dir,
-            **run.spec.stage_one_options(),
-        )
-        return counted, cache.status
-
-    output, stage_two_facts = superbpe.stage_two(
-        output,
-        count,
-        run.specials,
-        timings,
-        stage_one_unique=counted.num_unique,
-        trainer=run.spec.trainer,
-        vocab_size=run.spec.vocab_size,
-        pattern=pattern,
-        **merge_options,
-    )
-    return output, {"stage_two": stage_two_facts}, pattern
 
 
 def _load_scanner(engine: str, timings: StageTimes) -> ScannerInfo | None:

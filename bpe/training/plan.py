@@ -27,14 +27,14 @@ from bpe.text.patterns import resolve_pattern
 from bpe.text.specials import validate_special_tokens
 from bpe.trainers import check_trainer
 from bpe.trainers.common import Limits, check_vocab_size
-from bpe.trainers.variants import (
+from bpe.util.progress import LOG_INTERVAL_S
+from bpe.variants import (
     Variant,
     as_variant,
     check_continuation,
     check_trainer_supports,
     check_transition,
 )
-from bpe.util.progress import LOG_INTERVAL_S
 
 Source = str | os.PathLike | Sequence[str | os.PathLike] | Corpus
 
@@ -148,7 +148,7 @@ def plan_run(spec: TrainSpec, *, list_input: bool = True) -> RunPlan:
             f"init_from={init_from!r}): drop rungs="
         )
     stage_one_size = vocab_size
-    if chosen.name == "superbpe":
+    if chosen.transition_vocab is not None:  # plain BPE up to there (SuperBPE)
         stage_one_size = check_transition(chosen.transition_vocab, vocab_size, specials)
     regex_pattern = resolve_pattern(spec.pattern)
     chosen_engine = resolve_engine(spec.engine, pattern=regex_pattern, trainer=trainer)

@@ -6,11 +6,11 @@
               together, so later merges form superword tokens (`bpe.training`)
     picky     PickyBPE (Chizhov et al., 2024): after each merge a parent whose occurrences now
               sit almost all inside the new token (intersection over self >= `threshold`) is
-              removed, and its slot goes to a later merge (`bpe.trainers.picky`)
+              removed, and its slot goes to a later merge (`bpe.variants.picky`)
     parity    parity-aware BPE (Foroutan et al., 2025): training text in several languages;
               each merge is the best pair of the language whose parallel development text
               (`dev`) takes the most tokens, after `global_merges` merges of plain BPE
-              (`bpe.trainers.parity`, `bpe.training.parity`)
+              (`bpe.variants.parity`, `bpe.variants.languages`)
 
 What it does: `Variant` holds a variant's name and parameters with the papers' defaults filled
 in (`Variant.resolve`), checks them (`check_variant`, naming the value and the fix), and says
@@ -22,10 +22,16 @@ What it does not do: train (the variants run through `bpe.training.train_bpe_det
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
+from bpe.corpus.files import Corpus
+from bpe.pretokenize.counting import PretokenCounts
 from bpe.runs.stages import VARIANT_ORDER
+from bpe.trainers import VariantLoop
+from bpe.trainers.common import TrainerOutput
+from bpe.util.cputime import StageTimes
 
 #: The variants, in the order reports list them (named once, in `bpe.runs.stages`).
 VARIANTS = VARIANT_ORDER
@@ -37,11 +43,11 @@ DEFAULT_TRANSITION_SHARE = 0.9
 #: PickyBPE's default intersection-over-self threshold (the paper's recommended 0.9).
 DEFAULT_THRESHOLD = 0.9
 
-#: The trainers each variant runs on, where not all of them (`bpe.trainers.picky.PICKY_LOOPS`
+#: The trainers each variant runs on, where not all of them (`bpe.variants.picky.PICKY_LOOPS`
 #: implements exactly these, tested).
 SUPPORTED_TRAINERS: dict[str, tuple[str, ...]] = {
     "picky": ("naive", "indexed"),
-    "parity": ("naive", "heap"),  # `bpe.trainers.parity.PARITY_LOOPS`
+    "parity": ("naive", "heap"),  # `bpe.variants.parity.PARITY_LOOPS`
 }
 #: Why a variant runs on those trainers only (the error names it).
 _WHY_THOSE_TRAINERS = {
@@ -258,3 +264,44 @@ def check_global_merges(merges: object, vocab_size: int) -> int:
             "paper's hybrid makes some thousands of plain merges first"
         )
     return merges
+
+
+@dataclass
+class RunContext:
+    """What a variant's hooks get from the training run around them (`bpe.training` fills it
+    in): the corpus and its stage-1 settings, the trainer, and where to add stage times."""
+
+    corpus: Corpus
+    specials: list[str]
+    #: stage 1's split pattern (a regex)
+    pattern: str
+    trainer: str
+    vocab_size: int
+    cache_dir: Any
+    #: how stage 1 runs (`bpe.pretokenize.count_stage_one`'s keywords beyond the corpus)
+    stage_one_options: dict
+    timings: StageTimes
+    #: `learn_merges`'s options (progress, log_interval, limits)
+    merge_options: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Member:
+    """What one member of the BPE family changes in a training run, as three hooks that
+    `bpe.training` calls in order around the trainer's merge stage (None: nothing):
+
+        prepare(variant, context, counted) -> prepared   before the merges: what it counts
+                                                         besides stage 1 (timed as stage 1)
+        loop(variant, prepared) -> VariantLoop            its own merge loop for the trainer's
+        after(variant, context, output, counted, prepared) -> (output, facts, pattern)
+                                                          after the merges: a stage of its own,
+                                                          what it measured, the final pattern
+
+    Adding a variant is one module holding its `MEMBER` and one line in `bpe.variants.MEMBERS`
+    (plus its name in `bpe.runs.stages.VARIANT_ORDER` and its parameters in `Variant`).
+    """
+
+    name: str
+    prepare: Callable[[Variant, RunContext, PretokenCounts], Any] | None = None
+    loop: Callable[[Variant, Any], VariantLoop] | None = None
+    after: Callable[..., tuple[TrainerOutput, dict, str]] | None = None

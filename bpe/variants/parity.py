@@ -24,7 +24,7 @@ Two merge loops with identical merges (tested):
 
 What it does: the loops, and what they measured (`ParityRecord`: merges per language, each
 development text's tokens before and after). What it does not do: read or pretokenize text
-(`bpe.training.parity` counts each language's files), or choose the development text.
+(`bpe.variants.languages` counts each language's files), or choose the development text.
 """
 
 from __future__ import annotations
@@ -33,8 +33,10 @@ import heapq
 import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import chain
 
+from bpe.trainers import VariantLoop
 from bpe.trainers.common import (
     MergeState,
     build_words,
@@ -255,7 +257,22 @@ class _Indexed:
             heapq.heappush(self.heap, candidate_key(pair_counts[pair], *pair, keys))
 
 
-#: The trainers that run parity-aware BPE, and their loops (`learn_merges(parity=...)`).
+#: The trainers that run parity-aware BPE, and their loops (`variant_loop`).
 PARITY_LOOPS: dict[str, Callable[..., None]] = {"naive": naive_loop, "heap": heap_loop}
 
-__all__ = ["GLOBAL", "PARITY_LOOPS", "ParityCorpus", "ParityRecord", "worst_first"]
+
+def variant_loop(corpus: ParityCorpus) -> VariantLoop:
+    """Parity-aware BPE's loops on `corpus` (`learn_merges(..., variant=...)`)."""
+    return VariantLoop(
+        "parity", {t: partial(loop, corpus=corpus) for t, loop in PARITY_LOOPS.items()}
+    )
+
+
+__all__ = [
+    "GLOBAL",
+    "PARITY_LOOPS",
+    "ParityCorpus",
+    "ParityRecord",
+    "variant_loop",
+    "worst_first",
+]

@@ -9,7 +9,7 @@ shrinks by one, so training goes on until `vocab_size` tokens are present. A sin
 a special token are never removed. The paper's defaults and rules, read from the paper and its
 reference code (facts only; the code here is our own):
 
-    * the threshold the paper recommends is 0.9 (`bpe.trainers.variants.DEFAULT_THRESHOLD`);
+    * the threshold the paper recommends is 0.9 (`bpe.variants.DEFAULT_THRESHOLD`);
     * the left parent is checked first, then the right one, with counts that include what the
       left one's removal gave back to its parts;
     * a removed token that a later merge makes again simply comes back, as a new token.
@@ -41,8 +41,10 @@ import logging
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable
+from functools import partial
 from itertools import chain
 
+from bpe.trainers import VariantLoop
 from bpe.trainers.common import (
     MergeState,
     Pair,
@@ -53,6 +55,7 @@ from bpe.trainers.common import (
     word_ids,
 )
 from bpe.trainers.pair_index import PairIndex
+from bpe.variants.base import Member
 
 logger = logging.getLogger(__name__)
 
@@ -362,3 +365,34 @@ def compact(state: MergeState) -> TrainerOutput:
         for after, token, parts in state.removals
     ]
     return TrainerOutput(out_vocab, merges, state.merge_counts, removals=removals)
+
+
+def variant_loop(threshold: float) -> VariantLoop:
+    """PickyBPE's loops with `threshold` bound, ending in `compact` (logged)."""
+
+    def done(state: MergeState) -> TrainerOutput:
+        output = compact(state)
+        logger.info(
+            "picky: %d merges made (what the progress bar counts), %d tokens removed "
+            "(threshold %g): %d vocab entries",
+            len(state.merged),
+            len(state.removals),
+            threshold,
+            len(output.vocab),
+        )
+        return output
+
+    loops = {t: partial(loop, threshold=threshold) for t, loop in PICKY_LOOPS.items()}
+    return VariantLoop("picky", loops, finish=done)
+
+
+#: PickyBPE in a training run: its loops, and the removals it made as its facts.
+MEMBER = Member(
+    "picky",
+    loop=lambda variant, _: variant_loop(variant.threshold),
+    after=lambda variant, context, output, counted, _: (
+        output,
+        {"removals": len(output.removals)},
+        context.pattern,
+    ),
+)

@@ -8,7 +8,7 @@ the merges it adds can form superwords ("by the way").
 
 What it does not do: count pretokens itself (the caller passes `count`, which reads the corpus
 with the stage-two pattern, through the pretoken cache when there is one), or choose the
-transition (`bpe.trainers.variants.check_transition`).
+transition (`bpe.variants.check_transition`).
 """
 
 from __future__ import annotations
@@ -19,11 +19,13 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+from bpe.pretokenize import count_stage_one
 from bpe.pretokenize.counting import PretokenCounts
-from bpe.text.patterns import pattern_name
+from bpe.text.patterns import pattern_name, resolve_pattern
 from bpe.trainers import learn_merges
 from bpe.trainers.common import TrainerOutput
 from bpe.util.cputime import StageTimes, cpu_seconds
+from bpe.variants.base import Member, RunContext, Variant
 
 logger = logging.getLogger(__name__)
 
@@ -92,3 +94,43 @@ def stage_two(
     facts["merges"] = len(output.merges) - done
     facts["merge_seconds"] = round(merging, 6)
     return output, facts
+
+
+def _after(
+    variant: Variant,
+    context: RunContext,
+    output: TrainerOutput,
+    counted: PretokenCounts,
+    _prepared: object,
+) -> tuple[TrainerOutput, dict, str]:
+    """Stage two on the corpus counted again with the stage-two pattern; the tokenizer then
+    encodes with that pattern (every merge by rank)."""
+    pattern = resolve_pattern(variant.stage_two_pattern)
+
+    def count() -> tuple[PretokenCounts, str]:
+        again, cache, _ = count_stage_one(
+            context.corpus,
+            context.specials,
+            pattern=pattern,
+            cache_dir=context.cache_dir,
+            **context.stage_one_options,
+        )
+        return again, cache.status
+
+    output, facts = stage_two(
+        output,
+        count,
+        context.specials,
+        context.timings,
+        stage_one_unique=counted.num_unique,
+        trainer=context.trainer,
+        vocab_size=context.vocab_size,
+        pattern=pattern,
+        **context.merge_options,
+    )
+    return output, {"stage_two": facts}, pattern
+
+
+#: SuperBPE in a training run: plain BPE to the transition (`RunPlan.stage_one_size`), then
+#: stage two.
+MEMBER = Member("superbpe", after=_after)

@@ -13,8 +13,8 @@ held-out measures of every run.
 What it does: group the corpus's files by language, count each language's pretokens (through
 the pretoken cache, like stage 1), count the development text's, check that the languages'
 counts add up to the whole corpus's (so the hybrid's global merges are plain BPE's on it),
-and build the `bpe.trainers.parity.ParityCorpus`. What it does not do: merge
-(`bpe.trainers.parity`).
+and build the `bpe.variants.parity.ParityCorpus`. What it does not do: merge
+(`bpe.variants.parity`).
 """
 
 from __future__ import annotations
@@ -30,10 +30,11 @@ from bpe.corpus.files import Corpus
 from bpe.corpus.flores import DEVTEST_RULE_LINES, LANGUAGES, parity_dev_text
 from bpe.corpus.sources import resolve_source
 from bpe.pretokenize import count_stage_one
-from bpe.pretokenize.counting import count_pretokens
-from bpe.trainers.parity import ParityCorpus
+from bpe.pretokenize.counting import PretokenCounts, count_pretokens
 from bpe.util.cputime import cpu_seconds
 from bpe.util.stats import gini
+from bpe.variants.base import Member, RunContext, Variant
+from bpe.variants.parity import ParityCorpus, variant_loop
 
 logger = logging.getLogger(__name__)
 
@@ -169,7 +170,7 @@ def parity_facts(corpus: ParityCorpus, facts: dict) -> dict:
     development text's tokens before the first merge and after the last, with their Gini
     coefficient (what the rule drives down).
 
-    >>> from bpe.trainers.parity import ParityRecord
+    >>> from bpe.variants.parity import ParityRecord
     >>> c = ParityCorpus(("a", "b"), ({b"x": 1},) * 2, ({b"x": 1},) * 2,
     ...                  record=ParityRecord([1], [4, 2], [2, 2]))
     >>> f = parity_facts(c, {"languages": ["a", "b"]})
@@ -186,3 +187,34 @@ def parity_facts(corpus: ParityCorpus, facts: dict) -> dict:
         "dev_gini_before": round(gini(record.dev_tokens_before), 4),
         "dev_gini_after": round(gini(record.dev_tokens_after), 4),
     }
+
+
+def _prepare(
+    variant: Variant, context: RunContext, counted: PretokenCounts
+) -> tuple[ParityCorpus, dict]:
+    """Each language's counts and development counts, timed with stage 1."""
+    built = parity_corpus(
+        context.corpus,
+        counted.counts,
+        context.specials,
+        pattern=context.pattern,
+        dev=variant.dev,
+        global_merges=variant.global_merges or 0,
+        cache_dir=context.cache_dir,
+        stage_one_options=context.stage_one_options,
+    )
+    context.timings.add("pretokenize", built[1]["count_seconds"], built[1].pop("count_cpu_seconds"))
+    return built
+
+
+#: Parity-aware BPE in a training run: counts per language first, its loops, its record.
+MEMBER = Member(
+    "parity",
+    prepare=_prepare,
+    loop=lambda variant, prepared: variant_loop(prepared[0]),
+    after=lambda variant, context, output, counted, prepared: (
+        output,
+        parity_facts(*prepared),
+        context.pattern,
+    ),
+)
