@@ -51,7 +51,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .superbpe                 SuperBPE's stage two: merges across words, after stage one
       .parity                   parity-aware BPE: each merge serves the worst-compressed language
       .languages                parity-aware BPE's inputs: counts per language, development text
-    bpe.training                train_bpe, train_bpe_detailed, TrainResult: stages 1-3, timed
+    bpe.pipeline                train_bpe, train_bpe_detailed, TrainResult: stages 1-3, timed
       .plan                     TrainSpec (one call's options, typed) and plan_run, its one check
     bpe.tokenizer               Tokenizer: encode, decode, streaming
       .merging                  BPE of one pretoken: the list scan and the linked list
@@ -175,8 +175,8 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from bpe.pipeline import TrainResult, train_bpe, train_bpe_detailed
     from bpe.tokenizer import Tokenizer
-    from bpe.training import TrainResult, train_bpe, train_bpe_detailed
 
 __all__ = ["Tokenizer", "TrainResult", "train_bpe", "train_bpe_detailed"]
 __version__ = "0.1.0"
@@ -188,9 +188,9 @@ __version__ = "0.1.0"
 # (proportional set size of the process tree) drops by about twice the difference.
 _PUBLIC = {
     "Tokenizer": "bpe.tokenizer",
-    "TrainResult": "bpe.training",
-    "train_bpe": "bpe.training",
-    "train_bpe_detailed": "bpe.training",
+    "TrainResult": "bpe.pipeline",
+    "train_bpe": "bpe.pipeline",
+    "train_bpe_detailed": "bpe.pipeline",
 }
 
 

@@ -23,11 +23,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bpe.pipeline import train_bpe_detailed
 from bpe.pretokenize import pretokenize
 from bpe.pretokenize.counting import count_pretokens
 from bpe.trainers import TRAINERS, compiled, learn_merges
 from bpe.trainers.common import prepare
-from bpe.training import train_bpe_detailed
 from tests.complexity import assert_linear
 from tests.conftest import DATA, EOT, FIXTURES, ROOT, console_env
 
@@ -175,7 +175,7 @@ def test_a_long_pretoken_costs_linear_time(unit):
 
 # -- the compile step: timed apart, first run vs cached ----------------------------------------
 def test_training_times_the_compile_step_apart_from_the_merges(caplog):
-    caplog.set_level("INFO", logger="bpe.training")
+    caplog.set_level("INFO", logger="bpe.pipeline")
     result = train_bpe_detailed(FIXTURES / "corpus.en", 400, [EOT], trainer="compiled")
     assert list(result.timings) == ["pretokenize", "compile", "merge"]  # in the order they ran
     assert result.compile_cached is True  # this process compiled or loaded them already

@@ -15,10 +15,10 @@ from hydra.errors import ConfigCompositionException
 
 from bpe.experiment import config as schema
 from bpe.experiment import config_checks, inputs
+from bpe.pipeline import train_bpe
 from bpe.runs.stages import TRAINER_ORDER
 from bpe.text.specials import validate_special_tokens
 from bpe.tokenizer import Tokenizer
-from bpe.training import train_bpe
 from bpe.util.io import CONF_DIR
 from tests.conftest import FIXTURES, ROOT, console_env
 

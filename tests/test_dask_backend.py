@@ -22,6 +22,7 @@ import pytest
 
 from bpe.corpus.chunks import plan_chunks
 from bpe.corpus.datasets import load_named
+from bpe.pipeline import train_bpe_detailed
 from bpe.pretokenize import pretokenize
 from bpe.pretokenize.dask_backend import (
     SPLIT_EVERY,
@@ -32,7 +33,6 @@ from bpe.pretokenize.dask_backend import (
 )
 from bpe.text.patterns import GPT2_PATTERN
 from bpe.text.specials import EOT
-from bpe.training import train_bpe_detailed
 from bpe.util.io import DATA_DIR
 from bpe.util.pool import Chunk
 from tests.conftest import FAST_ANALYSIS, console_env

@@ -237,7 +237,7 @@ def test_train_bpe_lists_every_option_it_forwards():
     """train_bpe's docstring names the keyword options it forwards to train_bpe_detailed."""
     import inspect
 
-    from bpe.training import train_bpe, train_bpe_detailed
+    from bpe.pipeline import train_bpe, train_bpe_detailed
 
     keywords = [
         name

@@ -179,7 +179,7 @@ def test_scalene_profiles_in_a_child_process(tmp_path):
     # the child's stage lines and (throttled) progress bars reach the parent's train.log
     log = (run / "train.log").read_text("utf-8")
     assert "bpe.pretokenize: stage 1 (count pretokens): " in log
-    assert "bpe.training: stages 2-3 (count pairs, select and merge) with heap: 143 merges" in log
+    assert "bpe.pipeline: stages 2-3 (count pairs, select and merge) with heap: 143 merges" in log
     assert "child progress: stages 2-3 (heap): 100%" in log
     assert log.index("profiling with scalene") < log.index("stage 1 (count pretokens)")
     assert metrics["status"] == "complete" and metrics["counts"]["merges"] == 143

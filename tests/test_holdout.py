@@ -24,10 +24,10 @@ from bpe.corpus.parts import plan_parts
 from bpe.corpus.sources import resolve_source
 from bpe.experiment import runner
 from bpe.formats.gpt2_format import merges_sha256
+from bpe.pipeline import train_bpe, train_bpe_detailed
 from bpe.pretokenize import pretokenize
 from bpe.pretokenize.cache import cache_key
 from bpe.text.specials import EOT
-from bpe.training import train_bpe, train_bpe_detailed
 from bpe.util.io import CONF_DIR, DATA_DIR
 from bpe.util.workers import default_num_workers
 from tests.test_readers import parquet_shards, sample_docs, write_jsonl, write_parquet, write_text

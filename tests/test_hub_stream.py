@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from bpe.formats.gpt2_format import merges_sha256
+from bpe.pipeline import train_bpe
 from bpe.text.specials import EOT
-from bpe.training import train_bpe
 from tests.conftest import ROOT
 from tests.fake_hub import COMMIT, DatasetHub
 from tests.test_readers import sample_docs, write_text

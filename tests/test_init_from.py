@@ -9,9 +9,9 @@ import pytest
 from bpe import Tokenizer
 from bpe.formats.gpt2_format import load_tokenizer_files
 from bpe.formats.init_from import load_parent
+from bpe.pipeline import train_bpe, train_bpe_detailed
 from bpe.pretokenize.counting import count_pretokens
 from bpe.trainers import TRAINERS, learn_merges
-from bpe.training import train_bpe, train_bpe_detailed
 from tests.conftest import DATA, EOT
 
 GPT2_DIR = DATA / "gpt2"

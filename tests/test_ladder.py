@@ -19,8 +19,8 @@ import pytest
 
 from bpe.experiment.ladder import LadderPlan, climb
 from bpe.formats.gpt2_format import save_tokenizer_files
+from bpe.pipeline import train_bpe_detailed
 from bpe.runs import schema
-from bpe.training import train_bpe_detailed
 from tests.conftest import FIXTURES, ROOT
 
 CORPUS = FIXTURES / "corpus.en"

@@ -32,7 +32,7 @@ LAYERS: dict[str, set[str]] = {
     "formats": {"text", "runs"},
     "tokenizer": {"text", "formats"},
     "variants": {"text", "corpus", "pretokenize", "trainers", "runs"},
-    "training": {
+    "pipeline": {
         "text",
         "corpus",
         "pretokenize",
@@ -52,7 +52,7 @@ LAYERS: dict[str, set[str]] = {
         "variants",
         "tokenizer",
         "formats",
-        "training",
+        "pipeline",
         "measures",
         "encode",
         "runs",
@@ -66,7 +66,7 @@ LAYERS: dict[str, set[str]] = {
         "variants",
         "tokenizer",
         "formats",
-        "training",
+        "pipeline",
         "measures",
         "encode",
         "runs",
@@ -117,8 +117,8 @@ def imported_modules(path: Path, module: str, *, module_level_only: bool = False
 def layer_of(module: str) -> str | None:
     """The layer a `bpe` module belongs to (None for the package root `bpe` itself).
 
-    >>> layer_of("bpe.trainers.heap"), layer_of("bpe.training"), layer_of("bpe")
-    ('trainers', 'training', None)
+    >>> layer_of("bpe.trainers.heap"), layer_of("bpe.pipeline"), layer_of("bpe")
+    ('trainers', 'pipeline', None)
     """
     parts = module.split(".")
     return parts[1] if len(parts) > 1 and parts[0] == "bpe" else None
@@ -169,7 +169,7 @@ def _loaded_after(statement: str) -> set[str]:
 
 
 #: What encode workers must not load (they rebuild a `Tokenizer` from its parts).
-HEAVY_FOR_THE_TOKENIZER = ("numpy", "tiktoken", "tokenizers", "bpe.trainers", "bpe.training")
+HEAVY_FOR_THE_TOKENIZER = ("numpy", "tiktoken", "tokenizers", "bpe.trainers", "bpe.pipeline")
 
 
 #: Stage 1's machinery, which the tokenizer never needs: the process pool, Dask, the corpus
@@ -203,7 +203,7 @@ def test_the_tokenizer_loads_no_trainer_numpy_exporter_or_stage_one():
 def test_reading_runs_loads_no_trainer(module):
     loaded = _loaded_after(f"import {module}")
     trainers = sorted(
-        m for m in loaded if m in ("bpe.trainers", "bpe.training") or m.startswith("bpe.trainers.")
+        m for m in loaded if m in ("bpe.trainers", "bpe.pipeline") or m.startswith("bpe.trainers.")
     )
     assert not trainers, f"import {module} loaded {trainers}"
     assert not [m for m in loaded if m.startswith("bpe.experiment")], module
@@ -232,7 +232,7 @@ def test_the_checker_sees_nested_and_relative_imports(tmp_path):
     module.write_text(
         "from typing import TYPE_CHECKING\n"
         "if TYPE_CHECKING:\n"
-        "    from bpe.training import TrainResult\n"
+        "    from bpe.pipeline import TrainResult\n"
         "def f():\n"
         "    try:\n"
         "        from bpe.analysis.run_report import write_run_report\n"
@@ -243,13 +243,13 @@ def test_the_checker_sees_nested_and_relative_imports(tmp_path):
     )
     names = imported_modules(module, "bpe.experiment.sneaky")
     assert "bpe.analysis.run_report" in names and "bpe.analysis" in names
-    assert "bpe.analysis.loader" in names and "bpe.training" in names
-    assert not _allowed("tokenizer", layer_of("bpe.training"))
+    assert "bpe.analysis.loader" in names and "bpe.pipeline" in names
+    assert not _allowed("tokenizer", layer_of("bpe.pipeline"))
     assert imported_modules(module, "bpe.experiment.sneaky", module_level_only=True) == {
         "typing",
         "typing.TYPE_CHECKING",
-        "bpe.training",
-        "bpe.training.TrainResult",
+        "bpe.pipeline",
+        "bpe.pipeline.TrainResult",
     }
 
 

@@ -15,12 +15,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bpe.pipeline import train_bpe_detailed
 from bpe.pretokenize import pretokenize
 from bpe.pretokenize.counting import count_pretokens
 from bpe.runs import layout, schema
 from bpe.trainers import TRAINERS, learn_merges
 from bpe.trainers.common import BELOW_MIN_FREQUENCY, EXHAUSTED, Limits
-from bpe.training import train_bpe_detailed
 from bpe.variants import picky
 from tests.complexity import assert_linear
 from tests.conftest import DATA, EOT, train_refused, train_run

@@ -16,7 +16,7 @@ from bpe.cli.encode import main
 from bpe.corpus.datasets import load_named
 from bpe.encode.lineage import dataset_lineage, read_sidecar, sidecar_path
 from bpe.encode.npy import encode_to_npy, load
-from bpe.training import merges_sha256
+from bpe.pipeline import merges_sha256
 from bpe.util.io import sha256_file
 from tests.conftest import DATA, EOT, FIXTURES
 from tests.test_experiment import make_cfg, run_dirs, run_with_report

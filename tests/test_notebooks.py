@@ -120,7 +120,7 @@ def test_progress_bars_are_widgets_in_a_notebook(tmp_path):
     nbformat = pytest.importorskip("nbformat")
     pytest.importorskip("ipywidgets")
     code = (
-        "from bpe.training import train_bpe_detailed\n"
+        "from bpe.pipeline import train_bpe_detailed\n"
         f"r = train_bpe_detailed({str(FIXTURES / 'corpus.en')!r}, 300, ['<|endoftext|>'],\n"
         "                       num_workers=1, progress=True)\n"
         "r.num_merges"

@@ -19,12 +19,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bpe.pipeline import train_bpe_detailed
 from bpe.pretokenize.counting import count_pretokens
 from bpe.runs import layout, schema
 from bpe.tokenizer import Tokenizer
 from bpe.trainers import learn_merges
 from bpe.trainers.common import EXHAUSTED, Limits
-from bpe.training import train_bpe_detailed
 from bpe.variants import SUPPORTED_TRAINERS, Variant
 from bpe.variants.languages import by_language, language_of
 from bpe.variants.parity import GLOBAL, PARITY_LOOPS, ParityCorpus, variant_loop

@@ -1,4 +1,4 @@
-"""The training call's spec and plan (`bpe.training.plan`): one typed object from the config to
+"""The training call's spec and plan (`bpe.pipeline.plan`): one typed object from the config to
 the trainer, checked once per run, its parent loaded once, and metrics.json recording what the
 plan used and what the trainer said."""
 
@@ -13,10 +13,10 @@ import pytest
 
 import bpe.cli.train
 from bpe.experiment import inputs
+from bpe.pipeline import plan as plan_module
+from bpe.pipeline import train_bpe_detailed
+from bpe.pipeline.plan import TrainSpec, plan_run
 from bpe.runs import schema
-from bpe.training import plan as plan_module
-from bpe.training import train_bpe_detailed
-from bpe.training.plan import TrainSpec, plan_run
 from tests.conftest import FIXTURES, ROOT
 
 PARENT = FIXTURES / "runs" / "2026-01-01_00-00-00_000000_tinystories_sample_heap_v300"

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bpe.pipeline import train_bpe, train_bpe_detailed
 from bpe.pretokenize import cache as pretoken_cache
 from bpe.pretokenize import pretokenize
 from bpe.pretokenize.cache import (
@@ -28,7 +29,6 @@ from bpe.pretokenize.cache import (
 from bpe.pretokenize.counting import count_pretokens
 from bpe.text.patterns import GPT2_PATTERN
 from bpe.text.specials import EOT
-from bpe.training import train_bpe, train_bpe_detailed
 from bpe.util.io import sha256_file
 from tests.conftest import DATA, FAST_ANALYSIS, FIXTURES, ROOT, console_env
 

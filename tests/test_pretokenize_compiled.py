@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from bpe.corpus.documents import find_holdout
 from bpe.corpus.sources import resolve_source
+from bpe.pipeline import train_bpe_detailed
 from bpe.pretokenize import pretokenize
 from bpe.pretokenize.counting import count_pretokens, group_ranges
 from bpe.pretokenize.engines import (
@@ -32,7 +33,6 @@ from bpe.pretokenize.engines import (
 from bpe.runs.stages import COMPILE
 from bpe.text.patterns import CL100K_PATTERN, GPT2_PATTERN
 from bpe.text.specials import EOT, special_token_regex
-from bpe.training import train_bpe_detailed
 from tests.complexity import assert_linear
 from tests.conftest import ROOT
 

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from bpe.training import train_bpe_detailed
+from bpe.pipeline import train_bpe_detailed
 from bpe.util.progress import MIN_MERGES_FOR_ETA, THREAD_NAME, Progress
 from bpe.util.workers import start_method_for
 from tests.conftest import DATA

@@ -16,10 +16,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bpe.measures.vocab_stats import token_counts
+from bpe.pipeline import train_bpe_detailed
 from bpe.runs import layout, schema
 from bpe.tokenizer import Tokenizer
 from bpe.tokenizer.pruning import prunable, prune
-from bpe.training import train_bpe_detailed
 from tests.conftest import DATA, EOT, ROOT, train_run
 
 

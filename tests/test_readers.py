@@ -24,9 +24,9 @@ from bpe.corpus.manifest import corpus_manifest
 from bpe.corpus.parts import plan_parts
 from bpe.corpus.sources import resolve_source
 from bpe.formats.gpt2_format import merges_sha256
+from bpe.pipeline import train_bpe, train_bpe_detailed
 from bpe.pretokenize import pretokenize
 from bpe.text.specials import EOT
-from bpe.training import train_bpe, train_bpe_detailed
 from bpe.util.io import DATA_DIR
 from tests.conftest import FAST_ANALYSIS
 

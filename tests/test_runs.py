@@ -96,8 +96,8 @@ def test_a_vocab_ladder_runs_hold_its_ladder_keys(tmp_path):
     (its one training reads the first documents only)."""
     from bpe.analysis.loader import load_tidy
     from bpe.formats.gpt2_format import merges_sha256
+    from bpe.pipeline import train_bpe
     from bpe.text.specials import EOT
-    from bpe.training import train_bpe
 
     corpus = ROOT / "tests" / "fixtures" / "tinystories_sample.txt"  # 6 documents
     proc = subprocess.run(

@@ -134,7 +134,7 @@ def test_bad_options_name_the_problem(gpt2):
 
 
 def test_a_picky_vocab_segments_and_round_trips():
-    from bpe.training import train_bpe_detailed
+    from bpe.pipeline import train_bpe_detailed
 
     result = train_bpe_detailed(
         DATA / "tinystories_heldout.txt", 600, [EOT], trainer="indexed", variant="picky"

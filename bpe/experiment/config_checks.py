@@ -5,7 +5,7 @@ settings, the input's format and pattern names, and keys no group declares.
 What it does not do: declare the keys (`bpe.experiment.config`, whose field metadata gives each
 bound these checks read), or check what the training call's options mean together (the vocab
 size against the specials, the trainer, backend, engine and variant: one validator does that,
-`bpe.training.plan.plan_run`, called by `bpe.experiment.inputs.validate`).
+`bpe.pipeline.plan.plan_run`, called by `bpe.experiment.inputs.validate`).
 """
 
 from __future__ import annotations

@@ -57,9 +57,9 @@ from bpe.measures import (
 )
 from bpe.measures.languages import languages_metrics
 from bpe.measures.ngram import DEFAULT_SPLITS, bits_per_byte
+from bpe.pipeline import TrainResult
 from bpe.runs.settings import ANALYSIS_DEFAULTS, analysis_setting
 from bpe.tokenizer import Tokenizer
-from bpe.training import TrainResult
 
 logger = logging.getLogger(__name__)
 

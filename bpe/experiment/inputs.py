@@ -25,11 +25,11 @@ from bpe.experiment.config_checks import check_config
 from bpe.experiment.ladder import climb, plan_for
 from bpe.experiment.launching import launcher_target
 from bpe.experiment.profilers import check_profiler, run_cprofile, run_scalene
+from bpe.pipeline import TrainResult, train_planned
+from bpe.pipeline.plan import RunPlan, TrainSpec, plan_run
 from bpe.runs.layout import PROFILE_DIR
 from bpe.runs.settings import pretokenize_setting
 from bpe.trainers.common import Limits
-from bpe.training import TrainResult, train_planned
-from bpe.training.plan import RunPlan, TrainSpec, plan_run
 from bpe.variants import Variant
 
 logger = logging.getLogger(__name__)
@@ -106,7 +106,7 @@ def _checked_key(spec: TrainSpec) -> str:
 def validate(cfg: DictConfig, *, keep: bool = False) -> tuple[datasets.Dataset, RunPlan]:
     """Check everything that can be checked before any work: the ranges a type cannot say
     (`check_config`), the profiler, the dataset's files, and the training call's plan
-    (`bpe.training.plan.plan_run`: trainer, vocab size, variant, parent, corpus...).
+    (`bpe.pipeline.plan.plan_run`: trainer, vocab size, variant, parent, corpus...).
 
     Each run plans once: `keep=True` (`bpe-train`'s check of every job) keeps the plan for
     the run that follows in this process, which takes it instead of planning again. A Hub

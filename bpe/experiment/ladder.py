@@ -49,12 +49,12 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from bpe.pipeline import TrainResult
+from bpe.pipeline.plan import RunPlan
 from bpe.pretokenize.counting import PretokenCounts
 from bpe.runs.liveness import process_alive, this_process
 from bpe.runs.schema import LadderRecord
 from bpe.trainers.common import initial_vocab
-from bpe.training import TrainResult
-from bpe.training.plan import RunPlan
 from bpe.util.io import atomic_write_text
 from bpe.variants import Variant, as_variant
 

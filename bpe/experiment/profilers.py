@@ -39,7 +39,7 @@ from bpe.runs.layout import PROFILE_SUMMARY
 from bpe.util.io import PROJECT_ROOT, atomic_write_text
 
 if TYPE_CHECKING:
-    from bpe.training.plan import RunPlan
+    from bpe.pipeline.plan import RunPlan
 
 logger = logging.getLogger(__name__)
 
@@ -158,7 +158,7 @@ def run_scalene(
     cpu_only: bool = False,
     timeout: float = 3600,
 ) -> Any:
-    """Train `plan` (`bpe.training.train_planned`) in a scalene-profiled child; return its
+    """Train `plan` (`bpe.pipeline.train_planned`) in a scalene-profiled child; return its
     TrainResult.
 
     The child trains the plan as it was checked here (nothing is planned again). Its stage

@@ -18,6 +18,8 @@ from bpe.corpus import datasets
 from bpe.experiment.launching import launcher_target
 from bpe.experiment.memory import MemorySampler, phase_memory
 from bpe.measures import RARE_MERGE_COUNT
+from bpe.pipeline import TrainResult
+from bpe.pipeline.plan import TrainSpec
 from bpe.runs.command import rerun_command
 from bpe.runs.schema import (
     BackendRecord,
@@ -30,8 +32,6 @@ from bpe.runs.schema import (
 )
 from bpe.runs.stages import ANALYSIS, COMPILE, TRAIN_STAGES
 from bpe.text.patterns import pattern_name
-from bpe.training import TrainResult
-from bpe.training.plan import TrainSpec
 
 logger = logging.getLogger(__name__)
 

@@ -67,6 +67,8 @@ from bpe.experiment.records import (
 )
 from bpe.experiment.rundir import check_fresh, check_writable, create_run_dir, update_latest
 from bpe.formats.exports import save_pretrained
+from bpe.pipeline import TrainResult
+from bpe.pipeline.plan import TrainSpec
 from bpe.runs import schema
 from bpe.runs.layout import (
     HYDRA_CONFIG,
@@ -77,8 +79,6 @@ from bpe.runs.layout import (
     METRICS_FILE,
 )
 from bpe.runs.stages import ANALYSIS, KERNEL_COMPILE, REPORT, SAVE, SETUP, TRAINING
-from bpe.training import TrainResult
-from bpe.training.plan import TrainSpec
 from bpe.util import compile_clock
 from bpe.util.cputime import cpu_seconds
 from bpe.util.interrupts import sigterm_raises

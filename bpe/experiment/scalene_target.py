@@ -12,7 +12,7 @@ import logging
 import pickle
 import sys
 
-from bpe.training import train_planned
+from bpe.pipeline import train_planned
 
 #: Marks a log line on the child's stderr (anything else there is progress or scalene output).
 CHILD_LOG_PREFIX = "bpe-child-log"

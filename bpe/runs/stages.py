@@ -24,7 +24,7 @@ STAGES: dict[int, str] = {1: "count pretokens", 2: "count pairs", 3: "select and
 #: and the algorithm stages each one times.
 STAGE_TIMINGS: dict[str, tuple[int, ...]] = {"pretokenize": (1,), "merge": (2, 3)}
 
-#: The stages of one training call (`bpe.training`), in the order they run.
+#: The stages of one training call (`bpe.pipeline`), in the order they run.
 TRAIN_STAGES = tuple(STAGE_TIMINGS)
 #: The timing of a trainer that compiles its merge loop before running it (`compiled`: Numba
 #: compiles, or loads its cached machine code): recorded between `pretokenize` and `merge`,

@@ -33,7 +33,7 @@ How it is fast (the hot path does no per-character Python work):
 Files: `from_files` / `from_pretrained` read them, `save_pretrained` / `to_tiktoken` export
 (`bpe.formats`).
 
-What it does not do: train (see `bpe.training`), parse or write any file format itself (see
+What it does not do: train (see `bpe.pipeline`), parse or write any file format itself (see
 `bpe.formats.gpt2_format` and `bpe.formats.exports`), or add BOS/EOS tokens.
 """
 

@@ -23,10 +23,10 @@ Adding a trainer is one module with a `merge_loop`, one line in `TRAINERS` and i
 `bpe.runs.stages.TRAINER_ORDER` (where readers of runs take the order from). A trainer with an
 optional dependency adds the check that loads it to `REQUIRES` (`check_trainer` runs it, so a
 missing package fails before any work); one that compiles its loop adds the step to
-`COMPILERS` (`compile_trainer`, timed apart from the loop by `bpe.training`).
+`COMPILERS` (`compile_trainer`, timed apart from the loop by `bpe.pipeline`).
 
 What it does not do: pre-tokenize (stage 1, `bpe.pretokenize`) or time the stages
-(`bpe.training`).
+(`bpe.pipeline`).
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ TRAINERS: dict[str, MergeLoop] = {
 #: extra that installs it). The Python trainers need nothing beyond the base install.
 REQUIRES: dict[str, Callable[[], object]] = {"compiled": compiled.load_kernels}
 #: Trainers that compile their merge loop first: the step that compiles it (or loads it from
-#: a cache), which `bpe.training` times as its own `compile` timing.
+#: a cache), which `bpe.pipeline` times as its own `compile` timing.
 COMPILERS: dict[str, Callable[[], CompileInfo]] = {"compiled": compiled.compile_kernels}
 
 

@@ -11,14 +11,14 @@
 
 What it does: `Variant` (a variant's name and parameters, checked and resolved: `base`), and
 `MEMBERS`, the registry of what each one changes in a training run (`Member`: hooks before,
-instead of and after the trainer's merge loop), which `bpe.training` calls without naming any
+instead of and after the trainer's merge loop), which `bpe.pipeline` calls without naming any
 variant. The trainers (`bpe.trainers`) stay the interchangeable loops that must agree merge for
 merge; a variant wraps them.
 
 Adding a variant: a module here holding its `MEMBER`, one line in `MEMBERS` below, its name in
 `bpe.runs.stages.VARIANT_ORDER` and its parameters in `Variant` (`base`).
 
-What it does not do: choose the trainer (`bpe.trainers`) or time the stages (`bpe.training`).
+What it does not do: choose the trainer (`bpe.trainers`) or time the stages (`bpe.pipeline`).
 """
 
 from __future__ import annotations

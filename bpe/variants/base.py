@@ -3,7 +3,7 @@
     bpe       the ordinary merge loop (the default; every trainer)
     superbpe  SuperBPE (Liu et al., 2025): ordinary BPE up to `transition_vocab`, then training
               continues with `stage_two_pattern`, a split pattern that keeps whole phrases
-              together, so later merges form superword tokens (`bpe.training`)
+              together, so later merges form superword tokens (`bpe.pipeline`)
     picky     PickyBPE (Chizhov et al., 2024): after each merge a parent whose occurrences now
               sit almost all inside the new token (intersection over self >= `threshold`) is
               removed, and its slot goes to a later merge (`bpe.variants.picky`)
@@ -16,7 +16,7 @@ What it does: `Variant` holds a variant's name and parameters with the papers' d
 in (`Variant.resolve`), checks them (`check_variant`, naming the value and the fix), and says
 what metrics.json records about them (`Variant.record`).
 
-What it does not do: train (the variants run through `bpe.training.train_bpe_detailed` and
+What it does not do: train (the variants run through `bpe.pipeline.train_bpe_detailed` and
 `bpe.trainers.learn_merges`).
 """
 
@@ -268,7 +268,7 @@ def check_global_merges(merges: object, vocab_size: int) -> int:
 
 @dataclass
 class RunContext:
-    """What a variant's hooks get from the training run around them (`bpe.training` fills it
+    """What a variant's hooks get from the training run around them (`bpe.pipeline` fills it
     in): the corpus and its stage-1 settings, the trainer, and where to add stage times."""
 
     corpus: Corpus
@@ -288,7 +288,7 @@ class RunContext:
 @dataclass(frozen=True)
 class Member:
     """What one member of the BPE family changes in a training run, as three hooks that
-    `bpe.training` calls in order around the trainer's merge stage (None: nothing):
+    `bpe.pipeline` calls in order around the trainer's merge stage (None: nothing):
 
         prepare(variant, context, counted) -> prepared   before the merges: what it counts
                                                          besides stage 1 (timed as stage 1)

@@ -1,13 +1,13 @@
 """What a training call is asked, and what it checks and resolves before any work.
 
 What it does: `TrainSpec`, every option of one training call as one typed object (the keywords
-of `bpe.training.train_bpe_detailed`, and what `bpe-train` builds from its config in one
+of `bpe.pipeline.train_bpe_detailed`, and what `bpe-train` builds from its config in one
 function, `bpe.experiment.inputs.train_spec`); `plan_run`, the one validator: every check a bad
 option fails (trainer, backend, vocab size, special tokens, variant, continuation, ladder
 rungs, pattern, engine, parent, corpus) in milliseconds, not after stage 1, and the resolved
 inputs (the parent loaded, once) as one `RunPlan`, which training then runs as it is.
 
-What it does not do: read the corpus's text, count or train (`bpe.training`).
+What it does not do: read the corpus's text, count or train (`bpe.pipeline`).
 """
 
 from __future__ import annotations

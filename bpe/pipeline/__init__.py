@@ -1,4 +1,6 @@
-"""`train_bpe`: pretokenize a corpus once, run a trainer, and time the stages.
+"""The training pipeline, `train_bpe`: plan, pretokenize a corpus once, run a trainer (and a
+variant's hooks around it), and time the stages. (`bpe.trainers` holds the merge loops this
+runs; this folder is the call that strings the stages together.)
 
 What it does: validates every argument before any work (a bad trainer name or vocab size fails
 in milliseconds, not after stage 1), counts pretokens in parallel (`bpe.pretokenize`), then
@@ -21,6 +23,7 @@ from bpe.corpus.files import DEFAULT_TEXT_FIELD, Corpus
 from bpe.formats.gpt2_format import merges_sha256
 from bpe.formats.init_from import Parent, parent_record
 from bpe.formats.removals_json import as_removals
+from bpe.pipeline.plan import RunPlan, TrainSpec, plan_run
 from bpe.pretokenize import count_stage_one, log_stage_one
 from bpe.pretokenize.cache import CacheInfo
 from bpe.pretokenize.counting import PretokenCounts
@@ -30,7 +33,6 @@ from bpe.text.patterns import GPT2_PATTERN
 from bpe.tokenizer import Tokenizer
 from bpe.trainers import VariantLoop, compile_trainer, learn_merges
 from bpe.trainers.common import Limits, TrainerOutput
-from bpe.training.plan import RunPlan, TrainSpec, plan_run
 from bpe.util.cputime import StageTimes, cpu_seconds
 from bpe.util.progress import LOG_INTERVAL_S
 from bpe.variants import MEMBERS, RunContext, Variant
