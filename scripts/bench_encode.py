@@ -333,8 +333,8 @@ def bench_segmentations(repeats: int, limit: int | None = None) -> list[dict]:
     tiktoken's MB/s beside them, in the same run."""
     from bpe import Tokenizer
     from bpe.measures import GPT2_DIR, tiktoken_gpt2_encoding
-    from bpe.tokenizer.cold_path import numba_installed
     from bpe.tokenizer.segmentation import SEGMENTATIONS
+    from bpe.util.machine import numba_installed
 
     vocab_path, merges_path = GPT2_DIR / "vocab.json", GPT2_DIR / "merges.txt"
     enc = tiktoken_gpt2_encoding()
@@ -417,7 +417,7 @@ def bench_peers(repeats: int, limit: int | None = None) -> tuple[list[dict], dic
     peer left out, why."""
     from bpe import Tokenizer
     from bpe.measures import GPT2_DIR, tiktoken_gpt2_encoding
-    from bpe.tokenizer.cold_path import numba_installed
+    from bpe.util.machine import numba_installed
 
     vocab_path, merges_path = GPT2_DIR / "vocab.json", GPT2_DIR / "merges.txt"
     backend = "compiled" if numba_installed() else "python"
@@ -658,7 +658,7 @@ def _or_na(value: float | None, spec: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bpe.tokenizer.cold_path import numba_installed
+    from bpe.util.machine import numba_installed
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5, help="timed runs per measurement")

@@ -33,7 +33,7 @@ from bpe.corpus.manifest import corpus_manifest
 from bpe.corpus.sources import resolve_source
 from bpe.formats.gpt2_format import load_merges, merges_sha256
 from bpe.runs.layout import MERGES_FILE
-from bpe.util.io import atomic_write_text, git_output, sha256_file
+from bpe.util.io import atomic_write_text, git_sha, sha256_file
 
 logger = logging.getLogger(__name__)
 
@@ -144,9 +144,7 @@ def code_version() -> dict:
     """`{"bpe_lab": version, "git_sha": sha or None}` of the code running now."""
     from bpe import __version__
 
-    sha = git_output("rev-parse", "HEAD")
-    sha = sha.strip() if sha else None
-    return {"bpe_lab": __version__, "git_sha": sha or None}
+    return {"bpe_lab": __version__, "git_sha": git_sha()}
 
 
 def sidecar_path(npy_path: str | os.PathLike) -> Path:

@@ -266,7 +266,7 @@ def start(ways: Sequence[str], *, announce: bool = True) -> Ahead | None:
     over a helper this process already started for them), or None when nothing needs warming
     (the stamp says so), Numba is missing, or the package folder cannot hold the stamp.
     `announce`: log what compiles (off where logging is not set up yet)."""
-    from bpe.tokenizer.cold_path import numba_installed
+    from bpe.util.machine import numba_installed
 
     if not numba_installed():
         return None

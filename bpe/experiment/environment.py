@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 from bpe.runs.layout import DIFF_FILE, ENVIRONMENT_FILE
-from bpe.util.io import atomic_write_text, git_output
+from bpe.util.io import atomic_write_text, git_output, git_sha
 from bpe.util.machine import ENV_KEY, host, versions
 from bpe.util.workers import default_num_workers
 
@@ -46,12 +46,12 @@ PACKAGES = (
 
 def capture(*, argv: list[str] | None = None, overrides: list[str] | None = None) -> dict:
     """The environment of this process as a JSON-ready dict (git diff under key `_diff`)."""
-    sha = git_output("rev-parse", "HEAD")
+    sha = git_sha()
     status = git_output("status", "--porcelain", "--untracked-files=no")
     dirty = None if status is None else bool(status.strip())
     diff = git_output("diff", "HEAD") if dirty else None
     return {
-        "git": {"sha": sha.strip() if sha else None, "dirty": dirty},
+        "git": {"sha": sha, "dirty": dirty},
         "python": sys.version.split()[0],
         "implementation": platform.python_implementation(),
         "platform": platform.platform(),

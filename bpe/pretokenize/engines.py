@@ -34,6 +34,7 @@ import regex
 
 from bpe.text.patterns import GPT2_PATTERN
 from bpe.util.compile_clock import CompileInfo, cache_misses
+from bpe.util.machine import numba_installed
 
 if TYPE_CHECKING:
     import numpy as np
@@ -46,14 +47,6 @@ ENGINES = ("auto", "regex", "compiled")
 AUTO_TRAINER = "compiled"
 #: What to run when Numba is missing.
 INSTALL_HINT = "pip install 'bpe-lab[compiled]'"
-
-
-def numba_installed() -> bool:
-    """Whether Numba can be imported (without importing it)."""
-    try:
-        return importlib.util.find_spec("numba") is not None
-    except ImportError:  # a finder that refuses it outright
-        return False
 
 
 def check_engine(engine: str, pattern: str) -> None:

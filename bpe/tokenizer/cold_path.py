@@ -23,10 +23,11 @@ bpe.tokenizer`.
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from itertools import chain, filterfalse
+
+from bpe.util.machine import numba_installed
 
 logger = logging.getLogger(__name__)
 
@@ -56,11 +57,6 @@ NO_NUMBA = (
 
 Ids = tuple[int, ...]
 Segment = int | list[str]
-
-
-def numba_installed() -> bool:
-    """Whether Numba and NumPy can be found (without importing either)."""
-    return all(importlib.util.find_spec(name) is not None for name in ("numba", "numpy"))
 
 
 def check_merge_backend(merge_backend: str) -> str:

@@ -33,7 +33,8 @@ import functools
 from collections.abc import Callable, Iterable, Mapping
 from itertools import chain
 
-from bpe.tokenizer.cold_path import AUTO_LOAD_AFTER, AUTO_MIN_BATCH, NO_NUMBA, numba_installed
+from bpe.tokenizer.cold_path import AUTO_LOAD_AFTER, AUTO_MIN_BATCH, NO_NUMBA
+from bpe.util.machine import numba_installed
 
 #: The ways `Tokenizer.encode` may cut a pretoken (`"merges"` is BPE's own).
 SEGMENTATIONS = ("merges", "longest_prefix", "fewest")

@@ -92,6 +92,13 @@ def git_output(*args: str) -> str | None:
     return out.stdout
 
 
+def git_sha() -> str | None:
+    """The commit this checkout's code is at (None outside a checkout or without git): what a
+    run's environment.json and an encoded corpus's lineage both record."""
+    sha = git_output("rev-parse", "HEAD")
+    return sha.strip() or None if sha else None
+
+
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     """Write text to path via a temp file in the same directory and an atomic rename."""
     atomic_write_bytes(path, text.encode("utf-8"))

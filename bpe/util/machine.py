@@ -19,13 +19,12 @@ environment record and each benchmark's results do), or judge whether a load was
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import platform
 from collections.abc import Iterable, Mapping
 from importlib import metadata
 from pathlib import Path
-
-from bpe.util.workers import default_num_workers
 
 #: the key environment.json keeps `host()` under (`bpe.experiment.environment.capture`), which
 #: ANALYSIS.md and the loader read
@@ -61,6 +60,8 @@ def host() -> dict:
     >>> len(record["load_average_at_start"])
     3
     """
+    from bpe.util.workers import default_num_workers  # multiprocessing: not for tokenizers
+
     try:
         load = [round(x, 2) for x in os.getloadavg()]
     except OSError:  # pragma: no cover - a system without a load average
@@ -128,3 +129,12 @@ def versions(names: Iterable[str]) -> dict[str, str | None]:
         except metadata.PackageNotFoundError:
             out[name] = None
     return out
+
+
+def numba_installed() -> bool:
+    """Whether Numba and NumPy (which it needs) can be found, without importing either: the
+    one test of the `compiled` extra, for the compiled trainer, scanner and encoder alike."""
+    try:
+        return all(importlib.util.find_spec(name) is not None for name in ("numba", "numpy"))
+    except ImportError:  # a finder that refuses it outright
+        return False
