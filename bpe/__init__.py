@@ -142,6 +142,8 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .figures                  matplotlib figures
       .markdown                 Markdown tables and number formatting
       .tracking                 MLflow: a run or a sweep logged to a tracking store
+      .wandb_tracking           W&B: the same record written as offline runs, synced later
+      .tracker_callback         the Hydra callback both trackers share (logs each ended job)
     bpe.cli                     the console scripts
       .train                    bpe-train (a Hydra app)
       .report                   bpe-report

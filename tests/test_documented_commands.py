@@ -260,6 +260,15 @@ def test_the_command_works_as_written(line, place):
         _check_pip(words)
     elif words[0] == "jupytext":
         assert "--execute" in words and glob.glob(str(here / words[-1]))
+    elif words[0] == "wandb":  # uploading needs an account: the installed CLI has the command
+        assert words[1] == "sync", text
+        proc = subprocess.run(
+            [str(Path(sys.executable).parent / "wandb"), "sync", "--help"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 0 and "sync" in proc.stdout, proc.stderr[-2000:]
     else:
         pytest.fail(f"{line}: no rule checks `{text}`; add one to {Path(__file__).name}")
 

@@ -18,7 +18,6 @@ MLflow: run directories stay the source of truth, `bpe-report` never imports thi
 from __future__ import annotations
 
 import argparse
-import atexit
 import json
 import logging
 import os
@@ -33,6 +32,7 @@ from typing import Any
 
 import yaml
 
+from bpe.analysis.tracker_callback import TrackerCallback, TrackerUnavailable
 from bpe.runs import schema
 from bpe.runs.layout import (
     ENVIRONMENT_FILE,
@@ -240,7 +240,7 @@ def default_tracking_uri(experiments_dir: str | os.PathLike) -> str:
     return f"sqlite:///{Path(experiments_dir).resolve() / STORE_NAME}"
 
 
-class StoreUnavailable(RuntimeError):
+class StoreUnavailable(TrackerUnavailable):
     """The SQLite store cannot be used (locked, not a database, not writable): names the file
     and the fix."""
 
@@ -405,19 +405,15 @@ def _send(
     return run_id
 
 
-try:
-    from hydra.experimental.callback import Callback
-except ImportError:  # pragma: no cover - hydra is a dependency
-    Callback = object  # type: ignore[assignment,misc]
-
-
-class MlflowCallback(Callback):
+class MlflowCallback(TrackerCallback):
     """Hydra callback: log each job's run directory to MLflow when the job ends (never raises).
 
     Selected with `hydra/callbacks=mlflow` (bpe/conf/hydra/callbacks/mlflow.yaml); the options are
     those of `log_run`. A null tracking_uri uses `$MLFLOW_TRACKING_URI` or, failing that,
     `<experiments_dir>/mlflow.db`.
     """
+
+    tracker = "MLflow"
 
     def __init__(
         self,
@@ -427,44 +423,20 @@ class MlflowCallback(Callback):
         artifact_location: str | None = None,
         artifacts: bool = True,
     ) -> None:
+        super().__init__()
         self.options = {
             "tracking_uri": tracking_uri,
             "experiment_name": experiment_name,
             "artifact_location": artifact_location,
             "artifacts": artifacts,
         }
-        self._pending = None  # the config of a job that started and has not ended
-        self._hooked = False
         _import_mlflow()  # a missing extra fails at startup, not after the first run
 
-    def on_job_start(self, config, **kwargs) -> None:  # noqa: ARG002
-        # subtle: a single run that fails exits (status 1) inside the job, so Hydra never calls
-        # on_job_end; the exit hook logs that run (as FAILED) instead.
-        self._pending = config
-        if not self._hooked:
-            atexit.register(self._log_pending)
-            self._hooked = True
-
-    def on_job_end(self, config, job_return=None, **kwargs) -> None:  # noqa: ARG002
-        self._pending = None
-        self._log(config)
-
-    def _log_pending(self) -> None:
-        config, self._pending = self._pending, None
-        if config is not None:
-            self._log(config)
-
-    def _log(self, config) -> None:
-        run_dir = Path(str(config.hydra.runtime.output_dir))
+    def log(self, run_dir: Path, experiments_dir: Path) -> None:
         options = dict(self.options)
         if options["tracking_uri"] is None and not os.environ.get("MLFLOW_TRACKING_URI"):
-            options["tracking_uri"] = default_tracking_uri(config.experiments_dir)
-        try:
-            log_run(run_dir, **options)
-        except StoreUnavailable as err:  # the run is complete: only its MLflow view is missing
-            logger.warning("%s", err)
-        except Exception as err:  # noqa: BLE001 - tracking must never fail a run or a sweep
-            logger.error("could not log %s to MLflow: %s", run_dir, err)
+            options["tracking_uri"] = default_tracking_uri(experiments_dir)
+        log_run(run_dir, **options)
 
 
 def main(argv: list[str] | None = None) -> int:
