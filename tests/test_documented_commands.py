@@ -260,15 +260,19 @@ def test_the_command_works_as_written(line, place):
         _check_pip(words)
     elif words[0] == "jupytext":
         assert "--execute" in words and glob.glob(str(here / words[-1]))
-    elif words[0] == "wandb":  # uploading needs an account: the installed CLI has the command
-        assert words[1] == "sync", text
+    elif words[0] in ("wandb", "mlflow"):
+        # `wandb sync` needs an account and `mlflow ui` serves until stopped (test_tracking.py
+        # opens it): the installed CLI has the command and every option the line gives
+        assert words[1] in ("sync", "ui"), text
         proc = subprocess.run(
-            [str(Path(sys.executable).parent / "wandb"), "sync", "--help"],
+            [str(Path(sys.executable).parent / words[0]), words[1], "--help"],
             capture_output=True,
             text=True,
             timeout=120,
         )
-        assert proc.returncode == 0 and "sync" in proc.stdout, proc.stderr[-2000:]
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        for option in (w.split("=")[0] for w in words[2:] if w.startswith("--")):
+            assert option in proc.stdout, f"{text}: {words[0]} {words[1]} has no {option}"
     else:
         pytest.fail(f"{line}: no rule checks `{text}`; add one to {Path(__file__).name}")
 

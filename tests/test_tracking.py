@@ -365,3 +365,57 @@ def test_locked_store_is_one_warning_and_the_run_completes(tmp_path):
     _assert_run_complete_with_one_warning(
         proc, tmp_path, "is locked by another process", "python -m bpe.analysis.tracking"
     )
+
+
+def test_mlflow_ui_opens_the_lab_s_store(sweep):
+    """`mlflow ui` as docs/tracking.md gives it, on the store the callback wrote: the web UI
+    answers, and its API lists the sweep's runs (the extra brings the server and the UI)."""
+    import socket
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ui = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "mlflow"),
+            "ui",
+            "--backend-store-uri",
+            f"sqlite:///{sweep / 'mlflow.db'}",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=_env(),
+        start_new_session=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline, page = time.monotonic() + 180, None
+        while page is None and time.monotonic() < deadline and ui.poll() is None:
+            try:
+                with urllib.request.urlopen(base + "/", timeout=5) as response:
+                    page = response.read().decode("utf-8", "replace")
+            except OSError:
+                time.sleep(1)
+        assert page is not None, f"mlflow ui did not answer: {ui.poll()}"
+        assert "MLflow" in page
+        named = base + "/api/2.0/mlflow/experiments/get-by-name?experiment_name=bpe-lab"
+        with urllib.request.urlopen(named, timeout=30) as response:
+            experiment = json.loads(response.read())["experiment"]["experiment_id"]
+        request = urllib.request.Request(
+            base + "/api/2.0/mlflow/runs/search",
+            data=json.dumps({"experiment_ids": [experiment], "max_results": 10}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            runs = json.loads(response.read())["runs"]
+        trainers = {p["value"] for r in runs for p in r["data"]["params"] if p["key"] == "trainer"}
+        assert trainers == {"heap", "indexed"}
+    finally:
+        os.killpg(ui.pid, 15)
+        ui.wait(timeout=30)
