@@ -402,3 +402,40 @@ def test_kill_9_of_an_encode_worker_exits_non_zero_without_output(big_corpus, tm
     assert "SIGKILL" in log and "no output was written" in log, log
     assert not out.exists()
     assert not list(tmp_path.glob("*.npy*")), "a temporary file was left behind"
+
+
+def test_a_forked_worker_exits_when_its_parent_dies_though_it_holds_the_parent_s_pipe_end():
+    """A worker forked after its pipe was made holds the parent's end too, so the parent's
+    death brings it no end-of-file; it must notice the parent is gone (a SIGTERM to
+    `bpe-encode` while it forked left such a worker waiting forever, holding its stderr)."""
+    script = textwrap.dedent(
+        """
+        import multiprocessing as mp, os, sys, time
+        from bpe.util.pool import _worker_main
+        ctx = mp.get_context("fork")
+        parent_end, child_end = ctx.Pipe()
+        proc = ctx.Process(target=_worker_main, args=(child_end, None, None, os.getpid()))
+        proc.start()
+        parent_end.recv()  # ready
+        print(proc.pid, flush=True)
+        time.sleep(60)
+        """
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )
+    worker = int(parent.stdout.readline())
+    parent.kill()
+    parent.wait(timeout=30)
+    deadline = time.monotonic() + 20
+    while psutil.pid_exists(worker) and time.monotonic() < deadline:
+        try:
+            if psutil.Process(worker).status() == psutil.STATUS_ZOMBIE:
+                break
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(0.1)
+    alive = psutil.pid_exists(worker) and psutil.Process(worker).status() != "zombie"
+    if alive:
+        os.kill(worker, signal.SIGKILL)
+    assert not alive, "the orphaned worker still waits for a chunk"

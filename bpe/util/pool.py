@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import multiprocessing as mp
 import multiprocessing.connection
+import os
 import signal
 import sys
 import time
@@ -66,8 +67,17 @@ def _signal_text(exitcode: int | None) -> str:
     return f"exited with code {exitcode}"
 
 
-def _worker_main(conn, fn: Callable[[Any, Chunk], Any], context: Any) -> None:
-    """Worker loop: receive a chunk, send back ("ok"|"error", index, value); None stops."""
+#: How often a forked worker waiting for its next chunk checks that its parent still lives.
+PARENT_CHECK_S = 1.0
+
+
+def _worker_main(
+    conn, fn: Callable[[Any, Chunk], Any], context: Any, parent_pid: int | None = None
+) -> None:
+    """Worker loop: receive a chunk, send back ("ok"|"error", index, value); None stops.
+
+    `parent_pid` (forked workers): exit once the parent is gone, even if no end-of-file comes.
+    """
     # The parent alone reacts to Ctrl-C (it stops every worker); SIGTERM must kill a worker
     # even when the parent installed a handler that raises (forked children inherit it).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -75,6 +85,13 @@ def _worker_main(conn, fn: Callable[[Any, Chunk], Any], context: Any) -> None:
     conn.send(("ready", -1, None))
     while True:
         try:
+            # subtle: a forked worker holds copies of the parent's pipe ends made before it
+            # (its own parent end included), so the parent's death need not close its pipe; a
+            # SIGTERM to the parent while it forked left such a worker waiting forever, holding
+            # the parent's stderr (seen in a test that read it)
+            while parent_pid is not None and not conn.poll(PARENT_CHECK_S):
+                if os.getppid() != parent_pid:
+                    return
             chunk = conn.recv()
         except EOFError:  # the parent is gone
             return
@@ -173,7 +190,7 @@ class _Workers:
                     parent_end, child_end = ctx.Pipe()
                     proc = ctx.Process(
                         target=_worker_main,
-                        args=(child_end, fn, context),
+                        args=(child_end, fn, context, os.getpid() if method == "fork" else None),
                         name=f"bpe-chunk-worker-{i}",
                         daemon=True,  # multiprocessing stops it at exit if all else failed
                     )
