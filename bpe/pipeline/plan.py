@@ -135,7 +135,10 @@ def plan_run(spec: TrainSpec, *, list_input: bool = True) -> RunPlan:
     vocab_size, trainer, init_from = spec.vocab_size, spec.trainer, spec.init_from
     rungs = spec.rungs
     specials = validate_special_tokens(spec.special_tokens)
-    check_trainer(trainer)
+    try:
+        check_trainer(trainer)
+    except ImportError as err:  # its optional package is missing: name the option that asked
+        raise ImportError(f"trainer={trainer}: {err}") from None
     check_backend(spec.backend, spec.scheduler)
     check_vocab_size(vocab_size, specials)
     chosen = as_variant(spec.variant).resolve(vocab_size=vocab_size)
