@@ -92,6 +92,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .stages                   stage names and the trainers' order
       .command                  the command that reruns a run
       .liveness                 who writes a run and whether it still lives (crashed)
+      .search                   a search's record in its sweep directory (search.json)
     bpe.experiment              writes run directories (bpe-train's work)
       .runner                   run_experiment: open, record, train, save, analyse, report
       .inputs                   train_spec (config -> TrainSpec), validate (planned once), held-out
@@ -126,6 +127,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .sweep_facts              what SWEEP.md is made from: the jobs, grouped, their figures
       .sweep_sections           SWEEP.md's sections: jobs, notes, ladder, findings, memory
       .sweep_process            a sweep as a process: its outcome, its lock, its callback
+      .sweep_search             SWEEP.md of a search: its trials ranked best first
       .compare                  two or more tokenizers compared: the measures
       .compare_sides            a comparison's sides: run or GPT-2 directories, their labels
       .compare_report           COMPARE.md: the comparison rendered and written

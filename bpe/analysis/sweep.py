@@ -7,7 +7,8 @@ table of all jobs (failed and unfinished ones as such, never dropped; corrupt on
 whether trainers that ran the same input (equal sha256, `loader.input_key`) and vocab size
 produced identical merges, which trainer is fastest and by how much; and writes
 `<sweep>/SWEEP.md` atomically. The facts are gathered in `bpe.analysis.sweep_facts`, the
-sections live in `bpe.analysis.sweep_sections`. `SweepReportCallback`
+sections live in `bpe.analysis.sweep_sections`; a search's trials, ranked best first, in
+`bpe.analysis.sweep_search`. `SweepReportCallback`
 (`bpe.analysis.sweep_process`) runs it when a multirun ends; since Hydra skips
 `on_multirun_end` when a job raises, `bpe-report SWEEP_DIR` produces the same report by hand.
 
@@ -23,6 +24,7 @@ import pandas as pd
 
 from bpe.analysis.loader import load_tidy
 from bpe.analysis.sweep_facts import draw_sweep_figures, gather_sweep
+from bpe.analysis.sweep_search import section_search
 from bpe.analysis.sweep_sections import (
     section_failed,
     section_figures,
@@ -47,6 +49,7 @@ def render_sweep(sweep_dir: Path, frame: pd.DataFrame, runs: pd.DataFrame, fig_l
     facts = gather_sweep(sweep_dir, frame, runs, fig_list)
     lines = [
         *section_header(facts),
+        *section_search(facts.search),
         *section_jobs(facts),
         *section_notes(facts),
         *section_ladder(facts),

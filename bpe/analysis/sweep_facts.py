@@ -14,6 +14,7 @@ import pandas as pd
 
 from bpe.analysis import figures
 from bpe.analysis.loader import complete, merges_agree, shown_stages, variant_column
+from bpe.analysis.sweep_search import SearchFacts, best_first, search_facts
 from bpe.runs import schema
 from bpe.runs.stages import COMPILE, TRAIN_STAGES
 
@@ -163,6 +164,7 @@ class SweepFacts:
     overlapped: bool  # jobs ran side by side on one machine: timings not comparable
     launcher_line: str
     why: str  # why timings may not compare ("overlapped jobs", "separate SLURM jobs")
+    search: SearchFacts | None = None  # a search's record and trials; None for a grid
 
     @property
     def warn(self) -> str:
@@ -174,7 +176,11 @@ def gather_sweep(sweep_dir: Path, frame: pd.DataFrame, runs: pd.DataFrame, fig_l
     overlapped, launcher_line = launcher_note(frame)
     launched = frame.get(schema.LAUNCHER_NAME.column, pd.Series(dtype=object)).dropna()
     why = "separate SLURM jobs" if (launched == "submitit_slurm").any() else "overlapped jobs"
-    return SweepFacts(sweep_dir, frame, runs, list(fig_list or []), overlapped, launcher_line, why)
+    search = search_facts(sweep_dir, frame, runs)
+    runs = best_first(runs, search)  # a search's jobs: best trial first
+    return SweepFacts(
+        sweep_dir, frame, runs, list(fig_list or []), overlapped, launcher_line, why, search
+    )
 
 
 def launcher_note(frame: pd.DataFrame) -> tuple[bool, str]:

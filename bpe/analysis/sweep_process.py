@@ -1,6 +1,6 @@
 """A sweep as a process: how its jobs ended (`SweepOutcome`, read by `bpe-train` for its exit
-status), the lock that keeps two sweeps out of one directory, and the Hydra callback that writes
-SWEEP.md when a multirun ends.
+status), the lock that keeps two sweeps out of one directory, and the Hydra callback that
+records a search when a multirun starts (`bpe.runs.search`) and writes SWEEP.md when it ends.
 
 What it does not do: render the report (`bpe.analysis.sweep`).
 """
@@ -16,6 +16,7 @@ from pathlib import Path
 from bpe.analysis.loader import load_tidy
 from bpe.analysis.sweep import write_sweep_report
 from bpe.runs.layout import SWEEP_FILE
+from bpe.runs.search import search_record, write_search
 from bpe.util.io import pid_alive
 
 try:
@@ -113,6 +114,9 @@ class SweepReportCallback(Callback):
         LAST_SWEEP.clear()
         LAST_SWEEP["sweep_dir"] = Path(config.hydra.sweep.dir)
         claim_sweep_dir(Path(config.hydra.sweep.dir))
+        record = search_record(config)
+        if record is not None:  # a search: its space is in no job's files
+            write_search(Path(config.hydra.sweep.dir), record)
 
     def on_multirun_end(self, config, **kwargs) -> None:  # noqa: ARG002
         sweep_dir = Path(config.hydra.sweep.dir)

@@ -195,7 +195,7 @@ def section_header(facts: SweepFacts) -> list[str]:
         "Reproduce:",
         "",
         "```bash",
-        sweep_command(runs, facts.frame),
+        facts.search.record["command"] if facts.search else sweep_command(runs, facts.frame),
         "```",
         "",
     ]

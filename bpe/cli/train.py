@@ -55,6 +55,7 @@ from bpe.experiment.rundir import preflight
 from bpe.experiment.runner import run_experiment
 from bpe.runs import schema
 from bpe.runs.layout import ANALYSIS_FILE, LATEST
+from bpe.runs.search import is_search, search_values, trial_value
 from bpe.util.io import CONF_DIR, safe_name, shown_path
 from bpe.variants import variant_tag
 
@@ -82,7 +83,7 @@ class ConfigError(ValueError):
 # wheel finds its configs wherever it is run from; a relative config_path would make Hydra look
 # for an importable `bpe.conf` package instead.
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
-def _app(cfg: DictConfig) -> str | None:
+def _app(cfg: DictConfig) -> float | str | None:
     # subtle: the report writer (pandas, matplotlib: 1.7 s of imports) loads here, after
     # `main` has started the kernel compile helpers, so they get those seconds too
     from bpe.analysis.run_report import write_run_report
@@ -97,7 +98,8 @@ def _app(cfg: DictConfig) -> str | None:
         if multirun:
             if _debug():
                 logger.exception("the traceback of this job's failure")
-            return "failed"  # keep the sweep going; SWEEP.md lists the failure
+            # keep the sweep going; SWEEP.md lists the failure (a search records a failed trial)
+            return "failed"
         if _debug():
             raise
         sys.exit(1)
@@ -107,7 +109,7 @@ def _app(cfg: DictConfig) -> str | None:
     named = latest if latest.resolve() == run_dir.resolve() else None
     for line in next_steps(run, heldout=_heldout_file(cfg), via=named):
         logger.info("%s", line)
-    return schema.get(metrics, schema.STATUS)
+    return trial_value(cfg, metrics)
 
 
 def _heldout_file(cfg: DictConfig) -> str | None:
@@ -287,6 +289,14 @@ def _jobs(
             for o in parser.parse_overrides([f"{k}={v}" for k, v in params.items()])
         }
         sweep.update({o.get_key_element(): o for o in swept})
+        if is_search(base):
+            # a search picks its trials as it goes: check every value each key may take (the
+            # ends of a range), one key at a time, on top of the fixed overrides
+            return [
+                (fixed + [f"{k}={v}"], [f"{k}={v}"])
+                for k, o in sweep.items()
+                for v in search_values(o)
+            ] or [(fixed, [])]
         values = [[f"{k}={v}" for v in o.sweep_string_iterator()] for k, o in sweep.items()]
     except HydraException as err:
         raise ConfigError(_first_line(err)) from None
@@ -378,6 +388,26 @@ def _check_writable(parent: Path) -> None:
         ) from None
 
 
+def _report_cut_sweep() -> None:
+    """A sweep that Hydra stopped before its end (a search whose every trial failed has no
+    best trial, and Optuna raises): write SWEEP.md from the jobs that ran, and say so."""
+    from bpe.analysis.sweep import write_sweep_report
+    from bpe.analysis.sweep_process import LAST_SWEEP
+
+    sweep_dir = LAST_SWEEP.get("sweep_dir")
+    if sweep_dir is None or "outcome" in LAST_SWEEP:
+        return
+    try:
+        report = write_sweep_report(Path(str(sweep_dir)))
+    except (OSError, ValueError) as err:
+        sys.stderr.write(f"bpe-train: error: the sweep stopped before its end ({err})\n")
+        return
+    sys.stderr.write(
+        "bpe-train: error: the sweep stopped before its end (a search stops when no trial "
+        f"completed with a value of search.metric: see the error above); its jobs: {report}\n"
+    )
+
+
 def main() -> None:
     """Console-script entry point."""
     argv = sys.argv[1:]
@@ -398,7 +428,8 @@ def main() -> None:
             sys.exit(2)
         if any(a in _MULTIRUN_FLAGS for a in argv):
             # jobs a launcher starts all at once (submitit_local) share the CPUs by this count
-            os.environ[SWEEP_JOBS_ENV] = str(len(jobs))
+            at_once = int(jobs[0].hydra.sweeper.n_jobs) if is_search(jobs[0]) else len(jobs)
+            os.environ[SWEEP_JOBS_ENV] = str(at_once)
         else:
             # a machine without the analysis' kernels compiles them from now on, beside the
             # rest of the run (the runner takes the helpers over and waits for them)
@@ -411,11 +442,16 @@ def main() -> None:
             raise
         sys.stderr.write(f"bpe-train: error: {err}\n")
         sys.exit(1)
+    multirun = any(a in _MULTIRUN_FLAGS for a in argv)
     try:
         _app()
+    except SystemExit:
+        if multirun:
+            _report_cut_sweep()
+        raise
     finally:
         compile_ahead.stop_all()
-    if not any(a in _MULTIRUN_FLAGS for a in argv):
+    if not multirun:
         return
     from bpe.analysis.sweep_process import LAST_SWEEP  # Hydra's sweep callback filled it
 

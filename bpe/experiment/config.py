@@ -50,6 +50,7 @@ __all__ = [
     "PretokenizeConfig",
     "PretokenizerConfig",
     "ProfilerConfig",
+    "SearchConfig",
     "TrainConfig",
     "TrainerConfig",
     "VariantConfig",
@@ -188,6 +189,22 @@ class ProfilerConfig:
     cpu_only: bool = _key("scalene only: skip memory profiling", False)
 
 
+#: What a search may do with its objective (`search.direction`), as Optuna names it.
+SEARCH_DIRECTIONS = ("minimize", "maximize")
+
+
+@dataclass
+class SearchConfig:
+    """What a hyperparameter search optimizes (`hparams_search=...`, `conf/hparams_search/`)."""
+
+    metric: str | None = _key(
+        "the metrics.json key a search optimizes, e.g. bits_per_byte.own.bits_per_byte; "
+        "null = no search (each run's value is then only recorded)",
+        None,
+    )
+    direction: str = _key("minimize | maximize: which way the metric is better", "minimize")
+
+
 #: The orders the bits-per-byte n-gram model may have (`analysis.bpb_order`).
 BPB_ORDERS = (3, 4, 5)
 
@@ -279,6 +296,7 @@ class TrainConfig:
     )
     cache_dir: str = _key("caches (pretoken counts in its pretokens/); delete it to clear")
     analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
+    search: SearchConfig = field(default_factory=SearchConfig)
 
 
 #: Config groups and the schema of their options (the remaining groups are overlays:
@@ -298,6 +316,8 @@ HELP_EXAMPLES = """\
   bpe-train experiment=owt_32k profiler=scalene
   bpe-train debug=fast                          seconds-long smoke run (tests use it)
   bpe-train -m trainer=naive,indexed,heap vocab_size=500,1000    a sweep
+  bpe-train -m hparams_search=optuna            a search: Optuna picks each next trial
+                                                (extra: .[search]; docs/sweeps.md)
   bpe-train -m hydra/launcher=slurm hydra.launcher.partition=cpu vocab_size=10000,32000
                                                 one SLURM job per run (extra: .[slurm])
   bpe-train --cfg job vocab_size=500            print the composed config, run nothing"""
@@ -325,7 +345,8 @@ def describe_keys(schema: type = TrainConfig, prefix: str = "") -> Iterator[tupl
 
 def dataclass_of(f: dataclasses.Field) -> type | None:
     # subtle: with `from __future__ import annotations`, f.type is a string
-    named = {cls.__name__: cls for cls in (*GROUPS.values(), AnalysisConfig, PretokenizeConfig)}
+    nested = (*GROUPS.values(), AnalysisConfig, PretokenizeConfig, SearchConfig)
+    named = {cls.__name__: cls for cls in nested}
     return named.get(f.type) if isinstance(f.type, str) else None
 
 

@@ -17,7 +17,14 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from bpe.corpus.formats import FORMAT_CHOICES
-from bpe.experiment.config import BPB_ORDERS, TrainConfig, dataclass_of, describe_keys
+from bpe.experiment.config import (
+    BPB_ORDERS,
+    SEARCH_DIRECTIONS,
+    TrainConfig,
+    dataclass_of,
+    describe_keys,
+)
+from bpe.runs.schema import measure
 from bpe.runs.settings import FIGURE_FORMATS
 from bpe.text.patterns import PATTERNS
 from bpe.tokenizer.segmentation import SEGMENTATIONS
@@ -66,6 +73,26 @@ def check_config(cfg: DictConfig) -> None:
     if unknown:
         raise ValueError(
             f"analysis.figure_formats has {unknown!r}; use any of {list(FIGURE_FORMATS)}"
+        )
+    _check_search(cfg)
+
+
+def _check_search(cfg: DictConfig) -> None:
+    """`search.metric` names a measurement (`bpe.runs.schema.measure`), `search.direction` a
+    way, and a search's sweeper optimizes the same way as the metric says is better."""
+    direction = _select(cfg, "search.direction")
+    if direction is not None and direction not in SEARCH_DIRECTIONS:
+        raise ValueError(
+            f"search.direction={direction!r} is unknown; use one of {list(SEARCH_DIRECTIONS)}"
+        )
+    metric = _select(cfg, "search.metric")
+    if metric is not None:
+        measure(metric)
+    swept = _select(cfg, "hydra.sweeper.direction")
+    if metric is not None and swept is not None and str(swept) != str(direction):
+        raise ValueError(
+            f"hydra.sweeper.direction={swept!s} but search.direction={direction!s}: set "
+            "search.direction only (the search's config passes it to the sweeper)"
         )
 
 

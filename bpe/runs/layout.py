@@ -5,6 +5,7 @@
       .cache/                          rebuildable caches (pretoken counts)
       <run>/                           one run (`bpe.experiment.rundir.run_name`)
       sweeps/<timestamp>/SWEEP.md      a sweep, its jobs one level below
+        search.json                    a search (hparams_search=...): what it searched
         <job>/                         a run, as above
 
 Every module names these files through here: `tests/test_runs.py` fails on a run file's name
@@ -81,6 +82,9 @@ LATEST = "latest"
 CACHE_DIR = ".cache"
 SWEEPS_DIR = "sweeps"
 SWEEP_FILE = "SWEEP.md"
+#: A search's own record in its sweep directory (`bpe.runs.search`), and Optuna's result file.
+SEARCH_FILE = "search.json"
+OPTUNA_RESULTS_FILE = "optimization_results.yaml"
 COMPARE_FILE = "COMPARE.md"
 #: `bpe-prune`'s output directory: the pruned tokenizer's files, its record and its report.
 PRUNE_RECORD = "prune.json"

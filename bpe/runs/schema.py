@@ -433,3 +433,51 @@ VARIANT_STAGE_TWO_UNIQUE_RATIO = key("variant.stage_two.unique_ratio", always=Fa
 
 #: Every key above, for the contract test.
 KEYS: dict[str, Key] = {n: v for n, v in globals().items() if isinstance(v, Key)}
+
+
+def measure(dotted: str) -> Key:
+    """The measurement at a dotted metrics.json path, as a `Key`: what a search optimizes
+    (`search.metric`). Any declared key of a measurement section, its `{side}`-like parts
+    filled in, e.g. `compression.own.ratio` or `bits_per_byte.own.bits_per_byte`.
+
+    >>> measure("compression.own.ratio").column
+    'metrics.compression.own.ratio'
+    >>> measure("compresion.own.ratio")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: search.metric='compresion.own.ratio' is not a measurement of metrics.json; ...
+
+    Raises:
+        ValueError: the path names no declared measurement (the message lists close ones).
+    """
+    import difflib
+
+    path = tuple(str(dotted).split("."))
+    for k in KEYS.values():
+        if k.path[0] not in MEASURE_SECTIONS or len(k.path) != len(path):
+            continue
+        if all(p == q or (q.startswith("{") and q.endswith("}")) for p, q in zip(path, k.path)):
+            return Key(path, always=False)
+    known = sorted(k.dotted for k in KEYS.values() if k.path[0] in MEASURE_SECTIONS)
+    close = difflib.get_close_matches(str(dotted), known, n=3, cutoff=0.6)
+    hint = f"did you mean {', '.join(close)}? " if close else ""
+    raise ValueError(
+        f"search.metric={dotted!r} is not a measurement of metrics.json; {hint}name a number "
+        "a run measures, e.g. bits_per_byte.own.bits_per_byte (minimize) or "
+        "compression.own.ratio (maximize); a {side} part is own or other"
+    )
+
+
+def objective(metrics: Mapping[str, Any] | None, dotted: str) -> float | None:
+    """The value a search reads from a run's metrics.json: the number at `measure(dotted)`,
+    or None when the run did not measure it (a failed run, an analysis switched off).
+
+    >>> objective({"compression": {"own": {"ratio": 4.25}}}, "compression.own.ratio")
+    4.25
+    >>> objective({"status": "failed"}, "compression.own.ratio") is None
+    True
+    """
+    value = get(metrics, measure(dotted))
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
