@@ -128,6 +128,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .sweep_sections           SWEEP.md's sections: jobs, notes, ladder, findings, memory
       .sweep_process            a sweep as a process: its outcome, its lock, its callback
       .sweep_search             SWEEP.md of a search: its trials ranked best first
+      .data_curve               the data curve: runs on prefixes of one input, compared
       .compare                  two or more tokenizers compared: the measures
       .compare_sides            a comparison's sides: run or GPT-2 directories, their labels
       .compare_report           COMPARE.md: the comparison rendered and written

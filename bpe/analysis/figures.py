@@ -435,3 +435,30 @@ def line(
     if len(series) > 1:
         ax.legend(fontsize="small")
     return _done(fig, path)
+
+
+def data_curve(
+    series: Mapping[str, Sequence[tuple[float, float | None, float | None, float | None]]],
+    path: str | os.PathLike | None = None,
+) -> Figure:
+    """The data curve: held-out bytes per token, bits per byte and the merge overlap with the
+    largest run, each against training bytes (log scale); one line per curve, whose points are
+    (training bytes, bytes/token, bits/byte, overlap)."""
+    fig = Figure(figsize=(13, 4))
+    FigureCanvasAgg(fig)
+    panels = [("held-out bytes per token", 1), ("held-out bits per byte", 2)]
+    panels.append(("share of merges the largest run learned", 3))
+    for i, (label, column) in enumerate(panels, start=1):
+        ax = fig.add_subplot(1, 3, i)
+        for name, points in series.items():
+            shown = [(p[0], p[column]) for p in points if p[column] is not None]
+            if shown:
+                ax.plot(*zip(*shown), marker="o", label=name)
+        ax.set_xscale("log")
+        ax.set_xlabel("training bytes")
+        ax.set_ylabel(label)
+        ax.grid(True, alpha=0.3)
+        if i == 1 and len(series) > 1:
+            ax.legend(fontsize="small")
+    fig.suptitle("How the tokenizer changes with its training text")
+    return _done(fig, path)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from bpe.analysis.data_curve import section_data_curve
 from bpe.analysis.loader import load_tidy
 from bpe.analysis.sweep_facts import draw_sweep_figures, gather_sweep
 from bpe.analysis.sweep_search import section_search
@@ -58,6 +59,7 @@ def render_sweep(sweep_dir: Path, frame: pd.DataFrame, runs: pd.DataFrame, fig_l
         *section_findings(facts),
         *section_patterns(runs),
         *section_variants(runs),
+        *section_data_curve(frame, runs),
         *section_sweep_usage(runs, frame),
         *section_figures(facts),
     ]

@@ -5,6 +5,8 @@
     bpe-report --all [--experiments-dir experiments] [--out reports] [--force]
                                        every report in reports/ (refuses to replace reports
                                        made from other runs unless --force)
+    bpe-report --data-curve SWEEP_DIR... [--out reports]
+                                       data_curve.md (+ JSON, figure) of data-curve sweeps
     bpe-report --table runs.csv        the runs' table (one row per run, the columns the
                                        reports use) as .csv or .parquet, for pandas or a sheet
 
@@ -18,6 +20,7 @@ import logging
 import sys
 from pathlib import Path
 
+from bpe.analysis.data_curve import write_data_curve
 from bpe.analysis.figures import also_as
 from bpe.analysis.reports import write_all_reports
 from bpe.analysis.run_report import write_run_report
@@ -57,6 +60,15 @@ def build_parser() -> argparse.ArgumentParser:
         "loader's tidy columns) to FILE, .csv or .parquet",
     )
     parser.add_argument(
+        "--data-curve",
+        nargs="+",
+        type=Path,
+        default=None,
+        metavar="SWEEP_DIR",
+        help="write data_curve.md, data_curve.json and its figure into --out (default: "
+        "reports) from sweeps of bpe-train -m experiment=data_curve",
+    )
+    parser.add_argument(
         "--figure-formats",
         nargs="+",
         default=[],
@@ -87,6 +99,15 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
                 parser.error("--table writes the runs' table alone; run --all or PATH apart")
             rows = export_table(args.experiments_dir, args.table)
             logger.info("wrote %s (%d runs)", shown_path(args.table), rows)
+            return 0
+        if args.data_curve is not None:
+            if args.all or args.path is not None:
+                parser.error("--data-curve writes its page alone; run --all or PATH apart")
+            out = args.out if args.out is not None else Path("reports")
+            shown = " ".join(shown_path(p) for p in args.data_curve)
+            command = f"bpe-report --data-curve {shown} --out {shown_path(out)}"
+            path = write_data_curve(args.data_curve, out, command=command)
+            logger.info("wrote %s", shown_path(path))
             return 0
         if args.all:
             out = args.out if args.out is not None else Path("reports")

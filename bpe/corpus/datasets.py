@@ -23,6 +23,7 @@ fetched by the readers) or read text (see `bpe.corpus`).
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import logging
 import os
@@ -32,7 +33,7 @@ from pathlib import Path
 
 import yaml
 
-from bpe.corpus.documents import Holdout, find_holdout
+from bpe.corpus.documents import Holdout, find_holdout, find_prefix
 from bpe.corpus.files import DEFAULT_TEXT_FIELD, HUB_PREFIX, HUB_PREFIXES, STREAM_PREFIX, Corpus
 from bpe.corpus.parts import check_record_files
 from bpe.corpus.sources import resolve_source
@@ -79,6 +80,9 @@ class Dataset:
     #: bytes at most of its last documents that runs hold out of training (`holdout`)
     heldout_fraction: float = HELDOUT_FRACTION
     heldout_max_bytes: int = HELDOUT_MAX_BYTES
+    #: the share of the trainable text (whole documents, from the start) training reads: a
+    #: data curve's point (`find_prefix`); 1 reads all of it
+    train_fraction: float = 1.0
 
     def check(self) -> None:
         """Raise FileNotFoundError, saying how to get it, when the training input is missing
@@ -123,6 +127,15 @@ class Dataset:
             fraction=self.heldout_fraction,
             max_bytes=self.heldout_max_bytes,
         )
+
+    def training_corpus(self, holdout: Holdout | None) -> Corpus:
+        """What training reads: the corpus up to its held-out documents (`holdout`), then
+        only its first `train_fraction` of that text (`find_prefix`)."""
+        corpus = self.corpus()
+        if holdout is not None:
+            corpus = dataclasses.replace(corpus, stop=holdout.stop)
+        prefix = find_prefix(corpus, self.document_separator, fraction=self.train_fraction)
+        return corpus if prefix is None else dataclasses.replace(corpus, stop=prefix)
 
     def heldout_corpus(self) -> Corpus | None:
         """The held-out input as a `Corpus`, or None without one."""
@@ -213,6 +226,7 @@ def from_config(cfg: Mapping) -> Dataset:
         max_bytes=cfg.get("max_bytes"),
         heldout_fraction=float(cfg.get("heldout_fraction", HELDOUT_FRACTION)),
         heldout_max_bytes=int(cfg.get("heldout_max_bytes") or HELDOUT_MAX_BYTES),
+        train_fraction=float(cfg.get("train_fraction", 1.0)),
     )
 
 

@@ -185,6 +185,55 @@ def find_holdout(
     return Holdout(stop, tuple(h[2] for h in held), corpus.files[file].path)
 
 
+def find_prefix(corpus: Corpus, separator: str, *, fraction: float) -> Stop | None:
+    """Where a training prefix of `fraction` of a corpus's text ends: the stop just after the
+    first whole documents whose UTF-8 bytes reach that share of the text training would read
+    (the documents before `corpus.stop`, the held-out ones excluded), never before the first
+    document. None when the prefix is everything (`fraction` 1, or the share reaches the last
+    document). Like a held-out tail, a share of the text, not of the size on disk, so the same
+    documents make the same prefix in any container. `docs` and `bytes` of the stop say what
+    training leaves unread (the held-out documents included).
+
+    Reads the trainable documents once from the start (`_file_docs`).
+
+    Raises:
+        ValueError: fraction outside (0, 1].
+
+    >>> import tempfile
+    >>> path = Path(tempfile.mkdtemp()) / "docs.txt"
+    >>> _ = path.write_text("one<|endoftext|>two<|endoftext|>three", encoding="utf-8")
+    >>> stop = find_prefix(resolve_source(path), "<|endoftext|>", fraction=0.5)
+    >>> stop.offset, stop.docs, stop.bytes  # "one" and "two" (6 of 11 bytes) are read
+    (32, 1, 5)
+    """
+    if not 0 < fraction <= 1:
+        raise ValueError(
+            f"dataset.train_fraction={fraction!r} must be in (0, 1] (1 trains on all of it)"
+        )
+    if fraction == 1:
+        return None
+    end = corpus.stop
+    docs: list[tuple[int, int, int]] = []  # (file, where it starts, its bytes): trainable ones
+    for i in range(len(corpus.files) if end is None else end.file + 1):
+        for at, _, n in _file_docs(corpus, i, separator):
+            if end is not None and i == end.file and at >= end.offset:
+                break
+            docs.append((i, at, n))
+    total = sum(n for _, _, n in docs)
+    target, read, k = fraction * total, 0, -1
+    while read < target and k + 1 < len(docs):  # docs[: k + 1] reach the target
+        k += 1
+        read += docs[k][2]
+    if k + 1 >= len(docs):
+        return None
+    k = max(k, 0)  # at least the first document
+    read = sum(n for _, _, n in docs[: k + 1])
+    file, at, _ = docs[k + 1]
+    unit = FORMATS[corpus.files[file].format].unit
+    held = (end.docs, end.bytes) if end is not None else (0, 0)
+    return Stop(file, at, unit, docs=len(docs) - k - 1 + held[0], bytes=total - read + held[1])
+
+
 def text_bytes_up_to(corpus: Corpus, separator: str, limit: int) -> int:
     """The UTF-8 bytes of the corpus's documents (separators not counted), read from its
     start until they reach `limit`: the whole text's size when it is smaller, else a number
@@ -275,7 +324,9 @@ def _file_docs(corpus: Corpus, index: int, separator: str) -> Iterator[Doc]:
     """One file's non-empty documents from its start, each with where it starts."""
     f = corpus.files[index]
     only = Corpus((f,), text_field=corpus.text_field, source=corpus.source)
-    part = Part(0, 0, "file", 0, 1, f.size, f.path)
+    # one part for the whole file, of the kind its format plans (parquet: all row groups)
+    planned = plan_parts(only, (), max_chunk_bytes=f.size + 1)
+    part = Part(0, 0, planned[0].kind, planned[0].start, planned[-1].end, f.size, f.path)
     sep_bytes = len(separator.encode("utf-8"))
     pending, pending_at = "", 0
     for piece in read_part(only, part, [separator]):

@@ -101,6 +101,13 @@ class DatasetConfig:
         HELDOUT_MAX_BYTES,
         minimum=1,
     )
+    train_fraction: float = _key(
+        "train on the first share of the trainable text (whole documents; the held-out ones "
+        "excluded): a data curve's point (experiment=data_curve); 1 = all of it",
+        1.0,
+        minimum=0,
+        exclusive=True,
+    )
     format: str = _key("auto (by suffix, then content) | text | jsonl | parquet | arrow", "auto")
     text_field: str = _key("JSON field or parquet/Arrow column holding each document", "text")
     max_files: int | None = _key("train on the corpus's first N files only", None, minimum=1)

@@ -59,6 +59,12 @@ def check_config(cfg: DictConfig) -> None:
             f"dataset.heldout_fraction={fraction!r} is out of range: it must be < 1 (0 holds "
             "nothing out; 0.05 holds out the last 5% of the input's documents)"
         )
+    share = _select(cfg, "dataset.train_fraction")
+    if isinstance(share, int | float) and share > 1:
+        raise ValueError(
+            f"dataset.train_fraction={share!r} is out of range: it must be <= 1 (1 trains on "
+            "all of the input; 0.1 on its first tenth, in whole documents)"
+        )
     fmt = _select(cfg, "dataset.format")
     if fmt is not None and fmt not in FORMAT_CHOICES:
         raise ValueError(f"dataset.format={fmt!r} is unknown; choose one of {list(FORMAT_CHOICES)}")

@@ -21,6 +21,7 @@ from omegaconf import DictConfig
 
 from bpe.corpus import datasets
 from bpe.corpus.documents import Holdout
+from bpe.corpus.files import Corpus
 from bpe.experiment.config_checks import check_config
 from bpe.experiment.ladder import climb, plan_for
 from bpe.experiment.launching import launcher_target
@@ -98,9 +99,11 @@ def train_spec(cfg: DictConfig, ds: datasets.Dataset) -> TrainSpec:
 _PLANNED: dict[str, tuple[datasets.Dataset, RunPlan]] = {}
 
 
-def _checked_key(spec: TrainSpec) -> str:
-    """What a plan checked: the spec less how this process runs it (workers, progress bars)."""
-    return repr(dataclasses.replace(spec, num_workers=None, progress=False))
+def _checked_key(spec: TrainSpec, ds: datasets.Dataset) -> str:
+    """What a plan checked: the spec less how this process runs it (workers, progress bars),
+    and the dataset, whose settings beyond the spec's corpus (a training prefix, the held-out
+    share) make jobs of one spec differ."""
+    return repr((dataclasses.replace(spec, num_workers=None, progress=False), ds))
 
 
 def validate(cfg: DictConfig, *, keep: bool = False) -> tuple[datasets.Dataset, RunPlan]:
@@ -114,7 +117,7 @@ def validate(cfg: DictConfig, *, keep: bool = False) -> tuple[datasets.Dataset, 
     """
     ds = datasets.from_config(cfg.dataset)
     spec = train_spec(cfg, ds)
-    key = _checked_key(spec)
+    key = _checked_key(spec, ds)
     if not keep and key in _PLANNED:
         ds, plan = _PLANNED.pop(key)
         return ds, dataclasses.replace(plan, spec=spec)
@@ -221,6 +224,27 @@ def hold_out(ds: datasets.Dataset) -> Holdout | None:
         time.perf_counter() - t0,
     )
     return holdout
+
+
+def training_corpus(ds: datasets.Dataset, holdout: Holdout | None) -> Corpus:
+    """What training reads (`Dataset.training_corpus`), with a log line for a prefix."""
+    t0 = time.perf_counter()
+    corpus = ds.training_corpus(holdout)
+    stop, held = corpus.stop, (holdout.stop if holdout is not None else None)
+    if stop is not None and stop != held:  # a prefix of the trainable text
+        logger.info(
+            "dataset.train_fraction=%g: training reads the input's first documents, up to %s "
+            "%d of file %d; %d documents (%d bytes) are left unread, held-out ones included "
+            "(found in %.3f s)",
+            ds.train_fraction,
+            "byte" if stop.unit == "bytes" else "row",
+            stop.offset,
+            stop.file,
+            stop.docs,
+            stop.bytes,
+            time.perf_counter() - t0,
+        )
+    return corpus
 
 
 def train_stage(

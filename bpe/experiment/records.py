@@ -63,6 +63,7 @@ def run_record(
         "special_tokens": list(spec.special_tokens or ()),
         "input_name": input_name(cfg),
         "input_path": str(cfg.dataset.path),
+        "train_fraction": float(cfg.dataset.get("train_fraction", 1.0)),
         "overrides": overrides,
         "extra_overrides": path_overrides(cfg),
         "sweep_dir": sweep.get("sweep_dir"),

@@ -32,7 +32,6 @@ What it does not do: parse the command line (see `bpe.cli.train`), or know how r
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import logging
 import time
@@ -52,6 +51,7 @@ from bpe.experiment.inputs import (
     input_stamp,
     train_spec,
     train_stage,
+    training_corpus,
     validate,
 )
 from bpe.experiment.launching import hydra_output_dir
@@ -165,8 +165,9 @@ def run_experiment(cfg: DictConfig, *, report: ReportWriter | None) -> dict:
                     inputs = input_files(ds)
                     before = input_stamp(inputs)
                     holdout = hold_out(ds)
-                    if holdout is not None:  # training stops before the held-out documents
-                        plan = plan.reading(dataclasses.replace(ds.corpus(), stop=holdout.stop))
+                    if holdout is not None or ds.train_fraction < 1:
+                        # training stops before the held-out documents, or its prefix's end
+                        plan = plan.reading(training_corpus(ds, holdout))
                     result = train_stage(cfg, plan, run_dir, sweep_dir=sweep.get("sweep_dir"))
                     check_unchanged(before, input_stamp(inputs))
                 clock.split_training(result.timings, result.cpu_timings)

@@ -33,6 +33,8 @@ class RunRecord(TypedDict):
     special_tokens: list[str]
     input_name: str  # the dataset's name, or custom-<stem> for dataset.path=
     input_path: str
+    #: the share of the trainable text training read (`dataset.train_fraction`; 1: all)
+    train_fraction: float
     overrides: list[str]
     extra_overrides: list[str]  # e.g. a dataset.path= the overrides do not show
     sweep_dir: str | None
