@@ -30,6 +30,8 @@ from bpe.text.specials import EOT
 from tests.conftest import ROOT
 from tests.test_readers import sample_docs, write_jsonl, write_parquet, write_text
 
+REPORTS = ROOT / "reports"
+
 
 def _docs_read(docs: list[str], stop) -> int:
     """How many of docs (non-empty ones, in order) training reads up to stop."""
@@ -171,3 +173,37 @@ def test_data_curve_md_is_rendered_from_its_json_alone(curve, tmp_path):
     doc["curves"][0]["points"][0]["bits_per_byte"] = 9.8765  # a planted change of the JSON
     assert "9.8765" in render(doc) and "9.8765" not in text
 
+
+def _peak_and_seconds(path: Path) -> tuple[int, float]:
+    import time
+    import tracemalloc
+
+    corpus = resolve_source(path)
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    stop = find_prefix(corpus, EOT, fraction=0.01)
+    seconds = time.perf_counter() - t0
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert stop is not None
+    return peak, seconds
+
+
+def test_finding_a_prefix_streams_the_input_and_grows_linearly(tmp_path):
+    """A doubling test: four times the documents take at most 6x the time, and memory stays
+    about a block (a whole plain-text file once became one string: 6 GB for 1 GiB)."""
+    docs = sample_docs(400)
+    small = write_text(tmp_path / "small.txt", docs * 5)
+    large = write_text(tmp_path / "large.txt", docs * 20)
+    _peak_and_seconds(small)  # warm the readers
+    small_peak, small_s = min(_peak_and_seconds(small) for _ in range(3))
+    large_peak, large_s = min(_peak_and_seconds(large) for _ in range(3))
+    assert large_s < 6 * small_s, (small_s, large_s)
+    assert large_peak < 2 * small_peak, (small_peak, large_peak)
+
+
+def test_the_published_data_curve_is_its_json_rendered():
+    doc = json.loads((REPORTS / DATA_CURVE_JSON).read_text("utf-8"))
+    text = (REPORTS / DATA_CURVE_MD).read_text("utf-8")
+    assert text == render(doc, figure=f"{FIGURES_DIR}/data_curve.png")
+    assert any("generated" in c["dataset"] for c in doc["curves"])  # the 1 GiB owt-like corpus

@@ -103,7 +103,8 @@ def curves(frame: pd.DataFrame, runs: pd.DataFrame) -> list[dict]:
         out.append(
             {
                 "dataset": str(dataset),
-                "input_path": str(group["input_path"].iloc[0]) if "input_path" in group else "",
+                # the input's file name (a path would name the machine it ran on)
+                "input": Path(str(group["input_path"].iloc[0])).name,
                 "trainer": str(trainer),
                 "vocab_size": int(vocab),
                 "pattern": str(pattern),
@@ -154,6 +155,11 @@ def render(doc: dict, *, figure: str | None = None) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+#: What a generated corpus's file name holds (`scripts/make_scale_corpus.py --out ...`): its
+#: curve is labelled as such.
+GENERATED_MARK = "generated"
+
+
 def curve_lines(curve: dict, *, level: str) -> list[str]:
     """One curve: a heading naming what it shares, and its points as a table."""
     variant = f" ({curve['variant']})" if curve.get("variant", "bpe") != "bpe" else ""
@@ -184,13 +190,62 @@ def curve_lines(curve: dict, *, level: str) -> list[str]:
         "Rényi eff.",
         "bits/byte",
     ]
-    source = f" (input `{Path(curve['input_path']).name}`)" if curve.get("input_path") else ""
+    source = f" (input `{curve['input']}`)" if curve.get("input") else ""
     return [
         head,
         "",
         f"Compared with `{curve['reference']}`{source}.",
         "",
         table(rows, headers),
+        "",
+        *_findings(curve),
+        *(_GENERATED if GENERATED_MARK in f"{curve['dataset']} {curve.get('input')}" else []),
+    ]
+
+
+_GENERATED = [
+    "> This input is **generated** (`scripts/make_scale_corpus.py`): the bundled OWT sample's "
+    "documents resampled, with new words drawn to follow a real vocabulary-growth curve. Its "
+    "text repeats far more than real OpenWebText, so its curve levels off sooner than a real "
+    "corpus's would; it measures the pipeline at 1 GiB, not how much real text a tokenizer "
+    "needs.",
+    "",
+]
+
+
+def _findings(curve: dict) -> list[str]:
+    """Where the curve levels off: the fewest training bytes whose held-out bytes per token
+    are within 1% of the largest run's, and whose merges overlap the largest run's by 90%.
+
+    >>> print(_findings({"points": [
+    ...     {"training_bytes": 10, "bytes_per_token": 3.0, "merge_overlap": 0.5},
+    ...     {"training_bytes": 100, "bytes_per_token": 3.99, "merge_overlap": 0.95},
+    ...     {"training_bytes": 1000, "bytes_per_token": 4.0, "merge_overlap": 1.0}]})[0])
+    ... # doctest: +NORMALIZE_WHITESPACE
+    Held-out bytes per token are within 1% of the largest run's from 100 training bytes (10% of
+    its 1,000); its merges overlap the largest run's by 90% or more from 100.
+    """
+    points = [p for p in curve["points"] if p.get("training_bytes")]
+    if len(points) < 2:
+        return []
+    last = max(points, key=lambda p: p["training_bytes"])
+
+    def first(ok) -> dict | None:
+        return next((p for p in sorted(points, key=lambda p: p["training_bytes"]) if ok(p)), None)
+
+    full = last.get("bytes_per_token")
+    near = first(
+        lambda p: full and p.get("bytes_per_token") and p["bytes_per_token"] >= 0.99 * full
+    )
+    close = first(lambda p: (p.get("merge_overlap") or 0) >= 0.9)
+    if near is None or close is None:
+        return []
+    share = near["training_bytes"] / last["training_bytes"]
+    return [
+        f"Held-out bytes per token are within 1% of the largest run's from "
+        f"{near['training_bytes']:,} training bytes ({share:.0%} of its "
+        f"{last['training_bytes']:,}); its merges overlap the largest run's by 90% or more "
+        f"from {close['training_bytes']:,}.",
         "",
     ]
 

@@ -64,6 +64,9 @@ SCRIPT_REPORTS = {
     "ours against tiktoken (`scripts/bench_full_size.py`).",
     "anchors.md": "heap and compiled against the Rust trainers (HF `tokenizers`, rustbpe, "
     "bpeasy) at 16 and 64 MiB (`scripts/bench_scale.py --name anchors`).",
+    "data_curve.md": "How much data does a tokenizer need? Merge overlap, held-out bytes per "
+    "token and bits per byte from 1% to 100% of each bundled sample and a generated 1 GiB "
+    "owt-like corpus (`bpe-train -m experiment=data_curve`, `bpe-report --data-curve`).",
 }
 
 
