@@ -179,3 +179,13 @@ def test_a_search_whose_every_trial_failed_still_reports_its_jobs(tmp_path):
     report = (sweep / SWEEP_FILE).read_text("utf-8")
     assert "No trial measured" in report
     assert len(_rows(report, "| rank")) == 2
+
+
+def test_a_search_without_its_extra_names_the_extra(monkeypatch):
+    """Without the search extra, Hydra knows no optuna sweeper: the one-line error names the
+    extra that installs it (seen here on an option no installation has)."""
+    import bpe.cli.train as train
+
+    monkeypatch.setattr(train, "_installed", lambda module: False)
+    with pytest.raises(train.ConfigError, match=r"pip install -e \".\[search\]\""):
+        train.check_command_line(["-m", "hydra/sweeper=optuna_missing"])

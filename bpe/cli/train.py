@@ -329,8 +329,11 @@ def _explain(err: BaseException) -> str:
         options = list(itertools.takewhile(lambda ln: ln.startswith("\t"), lines[start + 1 :]))
         options = [o.strip() for o in options]
         extra = ""
-        if group == "hydra/launcher" and "submitit" in what and not _has_submitit():
-            extra = ' (submitit launchers need the extra: pip install -e ".[slurm]")'
+        for kind, (plugin, extra_name, module) in _PLUGIN_EXTRAS.items():
+            if group.startswith(kind) and plugin in what and not _installed(module):
+                extra = (
+                    f' ({plugin} needs the {extra_name} extra: pip install -e ".[{extra_name}]")'
+                )
         return f"no option {what!r}; choose {group}= one of {', '.join(options)}{extra}"
     if full_key:
         meaning = {k: (t, m) for k, t, m in config_schema.describe_keys()}.get(full_key)
@@ -340,8 +343,15 @@ def _explain(err: BaseException) -> str:
     return _first_line(err).rstrip(".") + "; see bpe-train --help"
 
 
-def _has_submitit() -> bool:
-    return importlib.util.find_spec("hydra_plugins.hydra_submitit_launcher") is not None
+#: Hydra plugins an extra installs: group -> (what an option's name holds, extra, module).
+_PLUGIN_EXTRAS = {
+    "hydra/launcher": ("submitit", "slurm", "hydra_plugins.hydra_submitit_launcher"),
+    "hydra/sweeper": ("optuna", "search", "hydra_plugins.hydra_optuna_sweeper"),
+}
+
+
+def _installed(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
 
 
 def _check_launcher(cfg: DictConfig) -> None:
