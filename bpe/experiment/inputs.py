@@ -106,7 +106,12 @@ def _checked_key(spec: TrainSpec, ds: datasets.Dataset) -> str:
     return repr((dataclasses.replace(spec, num_workers=None, progress=False), ds))
 
 
-def validate(cfg: DictConfig, *, keep: bool = False) -> tuple[datasets.Dataset, RunPlan]:
+def validate(
+    cfg: DictConfig,
+    *,
+    keep: bool = False,
+    inputs: tuple[datasets.Dataset, TrainSpec] | None = None,
+) -> tuple[datasets.Dataset, RunPlan]:
     """Check everything that can be checked before any work: the ranges a type cannot say
     (`check_config`), the profiler, the dataset's files, and the training call's plan
     (`bpe.pipeline.plan.plan_run`: trainer, vocab size, variant, parent, corpus...).
@@ -114,9 +119,13 @@ def validate(cfg: DictConfig, *, keep: bool = False) -> tuple[datasets.Dataset, 
     Each run plans once: `keep=True` (`bpe-train`'s check of every job) keeps the plan for
     the run that follows in this process, which takes it instead of planning again. A Hub
     source is listed by the run only (it needs the network): `keep=True` checks the rest.
+    `inputs`: the dataset and spec the caller already built from cfg (the runner names its
+    run directory from them), so they are built once.
     """
-    ds = datasets.from_config(cfg.dataset)
-    spec = train_spec(cfg, ds)
+    if inputs is None:
+        ds = datasets.from_config(cfg.dataset)
+        inputs = ds, train_spec(cfg, ds)
+    ds, spec = inputs
     key = _checked_key(spec, ds)
     if not keep and key in _PLANNED:
         ds, plan = _PLANNED.pop(key)

@@ -155,7 +155,7 @@ def run_experiment(cfg: DictConfig, *, report: ReportWriter | None) -> dict:
     with _run_log(run_dir), sigterm_raises(RunInterrupted):
         try:
             _begin(metrics, run_dir, overrides)
-            ds, plan = validate(cfg)
+            ds, plan = validate(cfg, inputs=(ds, spec))
             # the analysis' kernels compile beside training on a machine that lacks them
             ahead = compile_ahead.start(compile_ahead.ways_needed(cfg))
             release_free_memory()  # what earlier jobs of this process freed is not ours
