@@ -53,6 +53,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .languages                parity-aware BPE's inputs: counts per language, development text
     bpe.pipeline                train_bpe, train_bpe_detailed, TrainResult: stages 1-3, timed
       .plan                     TrainSpec (one call's options, typed) and plan_run, its one check
+      .seeds                    seed tokens: their merges first, as the parent of a run
     bpe.tokenizer               Tokenizer: encode, decode, streaming
       .merging                  BPE of one pretoken: the list scan and the linked list
       .linked                   a pretoken's tokens as a linked list: merge, split, in order

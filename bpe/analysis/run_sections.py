@@ -245,7 +245,9 @@ def limits_lines(metrics: dict) -> list[str]:
             f"merging stops once the best pair occurs fewer than {get(schema.MIN_FREQUENCY)} "
             f"times (`min_frequency={get(schema.MIN_FREQUENCY)}`)"
         )
-    return [f"Limits: {'; '.join(said)}.", ""] if said else []
+    seeds = ", ".join(f"`{s!r}`" for s in get(schema.SEED_TOKENS) or [])
+    seeded = [f"Seed tokens, in the vocab before the first merge (`seed_tokens`): {seeds}.", ""]
+    return ([f"Limits: {'; '.join(said)}.", ""] if said else []) + (seeded if seeds else [])
 
 
 def compile_sentence(metrics: dict) -> str:

@@ -293,6 +293,11 @@ class TrainConfig:
         None,
         minimum=1,
     )
+    seed_tokens: list[str] = _key(
+        "strings in the vocab before the first merge (their merges first), which merges may "
+        "build on, e.g. [' the', 'ing']",
+        [],
+    )
     seed: int = _key("recorded in metrics.json only: nothing in a run is random")
     experiments_dir: str = _key("where run directories go (relative to the cwd)")
     progress: bool = _key("tqdm bars: pre-tokenization in MB (MB/s, ETA), merges (merges/s)")

@@ -132,8 +132,8 @@ def plan_for(
         why = f"its vocab_size={vocab} is not one of the sweep's {rungs}"
     elif as_variant(spec.variant).name != "bpe":
         why = f"variant={as_variant(spec.variant).name}: its merges are not a prefix sequence"
-    elif spec.init_from:
-        why = "init_from is set (a continued training)"
+    elif spec.init_from or spec.seed_tokens:
+        why = "init_from or seed_tokens is set (its first merges are given)"
     elif str(cfg.profiler.name) != "none":
         why = f"profiler={cfg.profiler.name} profiles this job's own training"
     elif launcher not in LOCAL_LAUNCHERS:

@@ -145,6 +145,7 @@ def train_bpe_detailed(
     engine: str = "auto",
     max_token_length: int | None = None,
     min_frequency: int | None = None,
+    seed_tokens: Sequence[str] = (),
 ) -> TrainResult:
     """Train a byte-level BPE tokenizer on a corpus and report how it went.
 
@@ -192,6 +193,8 @@ def train_bpe_detailed(
             no limit (`bpe.trainers.common.Limits`; every trainer makes the same merges).
         min_frequency: stop once the best pair that may be merged occurs fewer times (an
             early stop, logged and recorded as such). None: no limit.
+        seed_tokens: strings placed in the vocab before the first merge (`bpe.pipeline.seeds`):
+            the merges that build each come first, and later merges may build on them.
 
     Raises:
         FileNotFoundError: input_path does not exist.
@@ -223,6 +226,7 @@ def train_bpe_detailed(
                 max_bytes=max_bytes,
                 rungs=tuple(rungs),
                 engine=engine,
+                seed_tokens=tuple(seed_tokens),
                 limits=Limits(max_token_length=max_token_length, min_frequency=min_frequency),
             )
         )
@@ -310,7 +314,8 @@ def _result(
         cpu_timings=dict(timings.cpu),
         merge_counts=output.merge_counts,
         pattern=pattern,
-        init_from=None if run.parent is None else parent_record(run.parent),
+        # a seeded run's parent is its seeds' merges, no tokenizer it continued
+        init_from=None if run.spec.init_from is None else parent_record(run.parent),
         pretoken_cache=cache.as_dict(),
         input_sha256=None if manifest is None else manifest["sha256"],
         input_manifest=manifest,
@@ -425,8 +430,8 @@ def train_bpe(
     The `(vocab, merges)` view of `train_bpe_detailed`, which takes the same arguments: the
     keyword options (trainer, num_workers, progress, pattern, init_from, cache_dir, backend,
     scheduler, log_interval, variant, format, text_field, max_files, max_bytes, rungs, engine,
-    max_token_length, min_frequency) are forwarded as given (tests/test_docs.py checks this
-    list against train_bpe_detailed's keywords).
+    max_token_length, min_frequency, seed_tokens) are forwarded as given (tests/test_docs.py
+    checks this list against train_bpe_detailed's keywords).
 
     >>> import tempfile
     >>> from pathlib import Path

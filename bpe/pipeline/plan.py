@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from bpe.corpus.files import DEFAULT_TEXT_FIELD, Corpus
 from bpe.corpus.sources import resolve_source
 from bpe.formats.init_from import Parent, check_parent, load_parent
+from bpe.pipeline.seeds import check_seeds, seed_parent
 from bpe.pretokenize.counting import check_input_file
 from bpe.pretokenize.dask_backend import check_backend
 from bpe.pretokenize.engines import resolve_engine
@@ -71,6 +72,7 @@ class TrainSpec:
     max_bytes: int | None = None
     rungs: Sequence[int] = ()
     engine: str = "auto"
+    seed_tokens: Sequence[str] = ()
     limits: Limits = field(default_factory=Limits)
 
     def corpus_options(self) -> dict:
@@ -145,7 +147,7 @@ def plan_run(spec: TrainSpec, *, list_input: bool = True) -> RunPlan:
     check_trainer_supports(chosen.name, trainer)
     check_continuation(chosen.name, init_from)
     marks = [int(v) - 256 - len(specials) for v in rungs]
-    if marks and (chosen.name != "bpe" or init_from is not None):
+    if marks and (chosen.name != "bpe" or init_from is not None or spec.seed_tokens):
         raise ValueError(
             f"rungs={list(rungs)!r} time plain BPE from scratch only (variant={chosen.name}, "
             f"init_from={init_from!r}): drop rungs="
@@ -158,6 +160,8 @@ def plan_run(spec: TrainSpec, *, list_input: bool = True) -> RunPlan:
     parent = load_parent(init_from) if isinstance(init_from, str | os.PathLike) else init_from
     if parent is not None:
         check_parent(parent, pattern=regex_pattern, vocab_size=vocab_size)
+    if spec.seed_tokens:
+        parent = _seeded(spec, chosen.name, specials, regex_pattern, parent)
     source, corpus = spec.input_path, None
     if isinstance(source, Corpus):
         corpus = source
@@ -176,3 +180,29 @@ def plan_run(spec: TrainSpec, *, list_input: bool = True) -> RunPlan:
         parent,
         marks,
     )
+
+
+def _seeded(
+    spec: TrainSpec, variant: str, specials: list[str], pattern: str, parent: Parent | None
+) -> Parent:
+    """The parent of a seeded run (`bpe.pipeline.seeds`), checked: plain BPE from scratch,
+    and room in the vocab for every seed's merges."""
+    if parent is not None:
+        raise ValueError(
+            "seed_tokens and init_from together: a parent's merges already decide the first "
+            "tokens; seed a run from scratch, or continue the parent without seeds"
+        )
+    if variant != "bpe":
+        raise ValueError(
+            f"seed_tokens with variant={variant}: seeds start plain BPE (PickyBPE could remove "
+            "a seed, SuperBPE's second stage starts over); use variant=bpe"
+        )
+    seeds = check_seeds(spec.seed_tokens, special_tokens=specials, pattern=pattern)
+    seeded = seed_parent(seeds, special_tokens=specials, pattern=pattern)
+    if spec.vocab_size < len(seeded.vocab):
+        raise ValueError(
+            f"vocab_size={spec.vocab_size} leaves no room for the seed tokens: the specials, "
+            f"256 bytes and the seeds' {len(seeded.merges)} merges make {len(seeded.vocab)} "
+            f"tokens; raise vocab_size to at least {len(seeded.vocab)}"
+        )
+    return seeded

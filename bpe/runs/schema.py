@@ -228,6 +228,7 @@ STOPPED_BY = key("stopped_by", always=False)
 STOPPED_NO_PAIRS, STOPPED_MIN_FREQUENCY = "no_pairs_left", "min_frequency"
 MAX_TOKEN_LENGTH = key("run.max_token_length", always=False)
 MIN_FREQUENCY = key("run.min_frequency", always=False)
+SEED_TOKENS = key("run.seed_tokens", always=False)  # runs since seed tokens
 PATTERN_NAME = key("pattern.name")
 PATTERN_ENGINE = key("pattern.engine", always=False)  # runs from before engines lack it
 # runs from before the BPE family lack the section: they trained plain BPE
