@@ -105,6 +105,15 @@ def test_ranges_are_checked_with_the_key_named(override, message):
         inputs.validate(_compose(*override.split()))
 
 
+def test_a_plan_kept_for_a_run_never_skips_the_config_s_checks(monkeypatch):
+    """`bpe-train` keeps each job's plan for its run, keyed without the workers; a config that
+    differs there (num_workers=0) is still checked, whatever was planned in this process."""
+    monkeypatch.setattr(inputs, "_PLANNED", {})  # this test's plans end with it
+    inputs.validate(_compose(), keep=True)
+    with pytest.raises(ValueError, match="num_workers=0 is out of range"):
+        inputs.validate(_compose("num_workers=0"))
+
+
 def test_every_schema_key_has_a_meaning_and_config_yaml_sets_only_schema_keys():
     keys = {k: m for k, _, m in schema.describe_keys()}
     assert all(keys.values())

@@ -127,12 +127,14 @@ def validate(
         ds = datasets.from_config(cfg.dataset)
         inputs = ds, train_spec(cfg, ds)
     ds, spec = inputs
+    # the config's own checks always run (they are cheap, and a kept plan's key leaves out
+    # how a process runs it: num_workers=0 must be refused whatever was planned before)
+    check_config(cfg)
+    check_profiler(cfg.profiler.name)
     key = _checked_key(spec, ds)
     if not keep and key in _PLANNED:
         ds, plan = _PLANNED.pop(key)
         return ds, dataclasses.replace(plan, spec=spec)
-    check_config(cfg)
-    check_profiler(cfg.profiler.name)
     check_only = keep and str(ds.path).startswith(("hf:", "hf-stream:"))
     if not check_only:
         ds.check()
