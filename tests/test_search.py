@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 import subprocess
 import sys
@@ -189,3 +190,15 @@ def test_a_search_without_its_extra_names_the_extra(monkeypatch):
     monkeypatch.setattr(train, "_installed", lambda module: False)
     with pytest.raises(train.ConfigError, match=r"pip install -e \".\[search\]\""):
         train.check_command_line(["-m", "hydra/sweeper=optuna_missing"])
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [("[1]", "a search record is a JSON object"), ('{"metric": 1}', "without ['direction'")],
+)
+def test_a_malformed_search_record_is_named_not_trusted(search, tmp_path, text, said):
+    copy = tmp_path / search.name
+    shutil.copytree(search, copy)
+    (copy / SEARCH_FILE).write_text(text, "utf-8")
+    with pytest.raises(ValueError, match=re.escape(said)):
+        write_sweep_report(copy)

@@ -133,17 +133,14 @@ def read_search(sweep_dir: Path) -> dict | None:
     path = Path(sweep_dir) / SEARCH_FILE
     if not path.is_file():
         return None
+    fix = "rerun the search, or delete the file to report the sweep as a grid"
     try:
         record = json.loads(path.read_text("utf-8"))
     except (OSError, ValueError) as err:
-        raise ValueError(
-            f"{path}: not a readable search record ({err}); delete it and "
-            "rerun the search, or remove it to report the sweep as a grid"
-        ) from None
+        raise ValueError(f"{path}: not a readable search record ({err}); {fix}") from None
+    if not isinstance(record, dict):
+        raise ValueError(f"{path}: a search record is a JSON object; {fix}")
     missing = [k for k in ("metric", "direction", "space") if k not in record]
-    if not isinstance(record, dict) or missing:
-        raise ValueError(
-            f"{path}: a search record without {missing or 'a mapping'}; delete it "
-            "and rerun the search, or remove it to report the sweep as a grid"
-        )
+    if missing:
+        raise ValueError(f"{path}: a search record without {missing}; {fix}")
     return record
