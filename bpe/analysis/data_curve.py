@@ -22,7 +22,7 @@ import pandas as pd
 
 from bpe.analysis import figures
 from bpe.analysis.loader import complete, load_tidy
-from bpe.analysis.markdown import fmt, table
+from bpe.analysis.markdown import fmt, measured, table
 from bpe.formats.gpt2_format import load_merges
 from bpe.runs import schema
 from bpe.runs.layout import FIGURES_DIR, MERGES_FILE
@@ -68,7 +68,7 @@ def curves(frame: pd.DataFrame, runs: pd.DataFrame) -> list[dict]:
     raw = frame.set_index("run_dir")
     column = schema.TRAIN_FRACTION.column
     done["fraction"] = [
-        _float(raw[column].get(d)) if column in raw else 1.0 for d in done["run_dir"]
+        measured(raw[column].get(d)) if column in raw else 1.0 for d in done["run_dir"]
     ]
     done["fraction"] = done["fraction"].fillna(1.0)
     out = []
@@ -81,7 +81,8 @@ def curves(frame: pd.DataFrame, runs: pd.DataFrame) -> list[dict]:
         reference = load_merges(Path(largest) / MERGES_FILE)
         points = []
         for (_, run), read in zip(group.iterrows(), bytes_read):
-            merges = load_merges(Path(run["run_dir"]) / MERGES_FILE)
+            path = Path(run["run_dir"]) / MERGES_FILE
+            merges = reference if run["run_dir"] == largest else load_merges(path)
             src = raw.loc[run["run_dir"]]
             points.append(
                 {
@@ -92,11 +93,11 @@ def curves(frame: pd.DataFrame, runs: pd.DataFrame) -> list[dict]:
                     "stopped_by": _str(src.get(schema.STOPPED_BY.column)),
                     "merge_overlap": overlap(merges, reference),
                     "first_difference": first_difference(merges, reference),
-                    "bytes_per_token": _float(src.get(schema.COMPRESSION_RATIO.column)),
-                    "renyi_efficiency": _float(
+                    "bytes_per_token": measured(src.get(schema.COMPRESSION_RATIO.column)),
+                    "renyi_efficiency": measured(
                         src.get(schema.EFFICIENCY_RENYI.at(side="own").column)
                     ),
-                    "bits_per_byte": _float(src.get(schema.BITS_PER_BYTE.column)),
+                    "bits_per_byte": measured(src.get(schema.BITS_PER_BYTE.column)),
                 }
             )
         dataset, _, trainer, vocab, pattern, variant = key
@@ -292,16 +293,8 @@ def write_data_curve(sweep_dirs: list[Path], out_dir: Path, *, command: str) -> 
     return out_dir / DATA_CURVE_MD
 
 
-def _float(value: object) -> float | None:
-    try:
-        out = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return None if out != out else out
-
-
 def _int(value: object) -> int | None:
-    out = _float(value)
+    out = measured(value)
     return None if out is None else int(out)
 
 

@@ -30,6 +30,19 @@ def fmt(value: Any, spec: str = ".3f", none: str = "n/a") -> str:
     return format(value, spec)
 
 
+def measured(value: Any) -> float | None:
+    """A recorded number as a float, or None where nothing was measured (missing, NaN, text).
+
+    >>> measured(3), measured(float("nan")), measured(None), measured("n/a")
+    (3.0, None, None, None)
+    """
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(out) else out
+
+
 def table(rows: Sequence[Sequence], headers: Sequence[str], colalign=None) -> str:
     """A GitHub Markdown table; cells are shown exactly as given (already formatted)."""
     return tabulate(

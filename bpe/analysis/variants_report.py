@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bpe.analysis.loader import complete, load_tidy
-from bpe.analysis.markdown import clip, fmt, table
+from bpe.analysis.markdown import clip, fmt, measured, table
 from bpe.formats.gpt2_format import load_vocab
 from bpe.runs import schema
 from bpe.runs.layout import METRICS_FILE, VOCAB_FILE
@@ -87,9 +87,9 @@ def row_of(metrics: dict, tidy_row: dict, *, superwords: int | None = None) -> V
         renyi=schema.get(metrics, schema.EFFICIENCY_RENYI, side="own"),
         undertrained_share=schema.get(metrics, schema.UNDERTRAINED_INTERMEDIATE_ONLY_SHARE),
         longest=tuple(clip(str(t.get("text", "")), 24) for t in longest[:LONGEST]),
-        train_seconds=_number(tidy_row.get("train_seconds")),
-        merge_seconds=_number(tidy_row.get("merge_seconds")),
-        merge_mb=_number(tidy_row.get("merge_mb")),
+        train_seconds=measured(tidy_row.get("train_seconds")),
+        merge_seconds=measured(tidy_row.get("merge_seconds")),
+        merge_mb=measured(tidy_row.get("merge_mb")),
         merges=schema.get(metrics, schema.MERGES),
         removals=schema.get(metrics, schema.VARIANT_REMOVALS),
         stage_two_unique_ratio=schema.get(metrics, schema.VARIANT_STAGE_TWO_UNIQUE_RATIO),
@@ -106,14 +106,6 @@ def _spread(metrics: dict) -> tuple[float, float] | None:
     low = schema.get(metrics, schema.BITS_PER_BYTE_MIN)
     high = schema.get(metrics, schema.BITS_PER_BYTE_MAX)
     return None if low is None or high is None else (float(low), float(high))
-
-
-def _number(value: object) -> float | None:
-    try:
-        out = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return None if out != out else out  # NaN: not measured
 
 
 def gather_rows(sweep_dir: Path) -> list[VariantRow]:
