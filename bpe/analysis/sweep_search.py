@@ -56,8 +56,9 @@ def search_facts(sweep_dir: Path, frame: pd.DataFrame, runs: pd.DataFrame) -> Se
     if record is None:
         return None
     column = schema.measure(record["metric"]).column
-    values = frame.set_index("run_dir")[column] if column in frame else pd.Series(dtype=float)
-    overrides = frame.set_index("run_dir").get(schema.OVERRIDES.column)
+    raw = frame.set_index("run_dir")
+    values = raw[column] if column in raw else pd.Series(dtype=float)
+    overrides = raw.get(schema.OVERRIDES.column)
     rows = []
     for _, run in runs.iterrows():
         value = values.get(run["run_dir"])
