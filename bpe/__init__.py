@@ -10,6 +10,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .pretokens                the pretokens of a text (an exact `re` translation when it can)
       .cuts                     where a text may be cut: no pretoken spans it (proved per pattern)
       .gpt2_scanner             GPT-2's pattern as a Numba state machine; a pretoken's hash key
+      .protect                  protected characters: each its own pretoken, never merged
     bpe.corpus                  corpora of any format: files, folders, globs, the Hub
       .files                    InputFile, Corpus, Stop, Part, Piece: what a corpus is
       .sources                  resolve_source: what a user names, as typed files

@@ -247,7 +247,13 @@ def limits_lines(metrics: dict) -> list[str]:
         )
     seeds = ", ".join(f"`{s!r}`" for s in get(schema.SEED_TOKENS) or [])
     seeded = [f"Seed tokens, in the vocab before the first merge (`seed_tokens`): {seeds}.", ""]
-    return ([f"Limits: {'; '.join(said)}.", ""] if said else []) + (seeded if seeds else [])
+    kept = ", ".join(f"`{c}`" for c in get(schema.PROTECT) or [])
+    protected = [f"Protected characters, each its own pretoken (`protect`): {kept}.", ""]
+    return (
+        ([f"Limits: {'; '.join(said)}.", ""] if said else [])
+        + (seeded if seeds else [])
+        + (protected if kept else [])
+    )
 
 
 def compile_sentence(metrics: dict) -> str:

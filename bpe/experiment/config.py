@@ -298,6 +298,11 @@ class TrainConfig:
         "build on, e.g. [' the', 'ing']",
         [],
     )
+    protect: list[str] = _key(
+        "classes of characters that never merge with anything, each its own token, e.g. "
+        "['\\p{N}'] for single digits",
+        [],
+    )
     seed: int = _key("recorded in metrics.json only: nothing in a run is random")
     experiments_dir: str = _key("where run directories go (relative to the cwd)")
     progress: bool = _key("tqdm bars: pre-tokenization in MB (MB/s, ETA), merges (merges/s)")

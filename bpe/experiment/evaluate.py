@@ -44,7 +44,7 @@ from bpe.encode.lineage import dataset_lineage
 from bpe.experiment.measured import MeasuredSide, measured_docs
 from bpe.experiment.segmentations import NgramSample, segmentation_metrics
 from bpe.experiment.usage import usage_metrics
-from bpe.formats.exports import export_refusal, tiktoken_mismatches
+from bpe.formats.exports import tiktoken_export_refusal, tiktoken_mismatches
 from bpe.formats.gpt2_format import render
 from bpe.measures import (
     TOKEN_KINDS,
@@ -132,7 +132,7 @@ def evaluate(
     )
     # every measure below reads the same documents, read once here
     texts = [doc for side in measured for doc in side.docs or ()]
-    refusal = export_refusal(tokenizer)
+    refusal = tiktoken_export_refusal(tokenizer)
     out["tiktoken"] = {
         "heldout": [side.label for side in measured if side.docs],
         **(tiktoken_mismatches(tokenizer, texts) if refusal is None else _not_exported(refusal)),

@@ -88,6 +88,7 @@ def train_spec(cfg: DictConfig, ds: datasets.Dataset) -> TrainSpec:
         max_bytes=ds.max_bytes,
         engine=str(pretokenize_setting(pre, "engine")),
         seed_tokens=tuple(str(s) for s in cfg.get("seed_tokens") or ()),
+        protect=tuple(str(s) for s in cfg.get("protect") or ()),
         limits=Limits(
             max_token_length=cfg.get("max_token_length"), min_frequency=cfg.get("min_frequency")
         ),

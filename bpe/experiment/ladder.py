@@ -144,6 +144,7 @@ def plan_for(
     identity = {
         "dataset": OmegaConf.to_container(cfg.dataset, resolve=True),
         "pattern": run.pattern,
+        **({"protect": list(spec.protect)} if spec.protect else {}),
         "special_tokens": list(spec.special_tokens or ()),
         "trainer": spec.trainer,
         "largest": rungs[-1],
@@ -266,6 +267,7 @@ def _as_stored(result: TrainResult, *, run_name: str, run_dir: Path) -> dict:
         "vocab_size": result.vocab_size,
         "special_tokens": list(result.special_tokens),
         "pattern": result.pattern,
+        "protect": result.protect,
         "merges": [[a.hex(), b.hex()] for a, b in result.merges],
         "merge_counts": list(result.merge_counts),
         "timings": dict(result.timings),
@@ -324,6 +326,7 @@ def cut(stored: dict, vocab_size: int, *, trained_here: bool, key: str) -> Train
         timings=timings,
         merge_counts=list(stored["merge_counts"][:n]),
         pattern=stored["pattern"],
+        protect=stored.get("protect"),
         pretoken_cache=stored["pretoken_cache"],
         input_sha256=stored["input_sha256"],
         input_manifest=stored["input_manifest"],

@@ -61,6 +61,7 @@ def run_record(
         "init_from": None if spec.init_from is None else str(spec.init_from),
         **spec.limits.as_dict(),
         "seed_tokens": list(spec.seed_tokens),
+        "protect": list(spec.protect),
         "special_tokens": list(spec.special_tokens or ()),
         "input_name": input_name(cfg),
         "input_path": str(cfg.dataset.path),

@@ -52,6 +52,7 @@ from bpe.formats.manifest import save_whole
 from bpe.formats.removals_json import save_removals
 from bpe.formats.tokenizer_json import hf_pattern
 from bpe.runs.layout import HF_FILES, REMOVALS_FILE, TIKTOKEN_FILE, TOKENIZER_JSON
+from bpe.text.protect import tiktoken_refusal
 from bpe.text.specials import EOT, split_on_special_tokens
 from bpe.util.io import atomic_write_text
 
@@ -65,6 +66,7 @@ class TokenizerLike(Protocol):
     special_tokens: Mapping[str, int]
     pattern: str
     removals: Sequence
+    protect: str | None
 
     def encode(self, text: str) -> list[int]: ...
 
@@ -102,8 +104,14 @@ def export_refusal(tok: TokenizerLike) -> str | None:
     )
 
 
+def tiktoken_export_refusal(tok: TokenizerLike) -> str | None:
+    """Why tiktoken cannot encode exactly as `tok` does, or None: `export_refusal`'s reasons,
+    and protected characters of more than one byte (`bpe.text.protect.tiktoken_refusal`)."""
+    return export_refusal(tok) or tiktoken_refusal(tok.protect)
+
+
 def _refuse(tok: TokenizerLike, what: str) -> None:
-    reason = export_refusal(tok)
+    reason = tiktoken_export_refusal(tok) if what == "tiktoken" else export_refusal(tok)
     if reason is not None:
         raise ValueError(f"no {what} export: {reason}")
 
@@ -157,10 +165,11 @@ def to_hf_tokenizer(tok: TokenizerLike):
     hf = HFTokenizer(model)
     # Our split pattern (GPT-2's spells the contractions differently from the library's
     # built-in regex), then the byte-to-unicode mapping without a second split.
-    split = Regex(hf_pattern(tok.pattern))
+    # Protected characters (`bpe.text.protect`) are split off each pretoken by a second Split.
+    splits = [hf_pattern(tok.pattern)] + ([tok.protect] if tok.protect else [])
     hf.pre_tokenizer = pre_tokenizers.Sequence(
         [
-            pre_tokenizers.Split(split, behavior="isolated", invert=False),
+            *(pre_tokenizers.Split(Regex(r), behavior="isolated", invert=False) for r in splits),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False, trim_offsets=False),
         ]
     )
@@ -401,9 +410,9 @@ def tiktoken_chunk_arrays(
     mismatch is logged as a warning and None is returned, so the caller encodes with `tok`.
     tiktoken releases the GIL while it encodes, so threads scale without copying the tokenizer
     into processes. `read_text(path, start, end)` reads one range as text. A tokenizer that
-    cannot be exported (`export_refusal`: PickyBPE) returns None at once, logged.
+    cannot be exported (`tiktoken_export_refusal`: PickyBPE) returns None at once, logged.
     """
-    reason = export_refusal(tok)
+    reason = tiktoken_export_refusal(tok)
     if reason is not None:
         logger.warning("encoding with the python backend: %s", reason)
         return None
@@ -443,6 +452,10 @@ def save_exports(tok: TokenizerLike, out_dir: str | os.PathLike) -> list[Path]:
     """
     _refuse(tok, "tokenizer.json or tiktoken")
     out = Path(out_dir)
+    reason = tiktoken_export_refusal(tok)
+    if reason is not None:
+        logger.warning("writing no tokenizer.tiktoken: %s", reason)
+        return save_hf_files(tok, out)
     return [*save_hf_files(tok, out), save_tiktoken_file(tok, out / TIKTOKEN_FILE)]
 
 
@@ -468,7 +481,11 @@ def save_pretrained(
             return paths + save_exports(tok, out)
         logger.warning("writing no tokenizer.json or tokenizer.tiktoken: %s", reason)
         removals = save_removals(
-            tok.removals, out / REMOVALS_FILE, pattern=tok.pattern, threshold=picky_threshold
+            tok.removals,
+            out / REMOVALS_FILE,
+            pattern=tok.pattern,
+            threshold=picky_threshold,
+            protect=tok.protect,
         )
         return [*paths, removals]
 

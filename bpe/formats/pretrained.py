@@ -36,9 +36,10 @@ from pathlib import Path
 from bpe.formats.gpt2_format import load_merges, load_tokenizer_files, load_vocab, render
 from bpe.formats.manifest import check_whole
 from bpe.formats.removals_json import Removal, check_history, load_removals
-from bpe.formats.tokenizer_json import pattern_of_dir, special_tokens_of_dir
+from bpe.formats.tokenizer_json import pattern_of_dir, protect_of_dir, special_tokens_of_dir
 from bpe.runs.layout import MERGES_FILE, METRICS_FILE, REMOVALS_FILE, TOKENIZER_JSON, VOCAB_FILE
 from bpe.text.patterns import GPT2_PATTERN, bounded_pattern
+from bpe.text.protect import check_protect
 from bpe.util.io import shown_path
 
 logger = logging.getLogger(__name__)
@@ -57,6 +58,8 @@ class TokenizerDir:
     pattern: str
     #: PickyBPE's removals (`bpe.tokenizer.removals`); empty for every other tokenizer
     removals: tuple[Removal, ...] = ()
+    #: the protected characters' regex (`bpe.text.protect`) recorded beside the pattern, or None
+    protect: str | None = None
 
 
 def vocab_special_tokens(vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]]) -> list[str]:
@@ -204,9 +207,10 @@ def open_tokenizer_dir(
             merges=merges,
             special_tokens=special_tokens_of(d, vocab, merges, vouched=vouched),
             pattern=_checked(pattern_of_dir(d), d / TOKENIZER_JSON, own_pattern),
+            protect=_protect(protect_of_dir(d), d / TOKENIZER_JSON),
         )
     # a PickyBPE directory: its merges make tokens its vocab no longer holds
-    removals, pattern = load_removals(d / REMOVALS_FILE)
+    removals, pattern, protect = load_removals(d / REMOVALS_FILE)
     vocab, merges = load_vocab(d / VOCAB_FILE), load_merges(d / MERGES_FILE)
     check_history(vocab, merges, removals, source=f"tokenizer directory {str(d)!r}")
     exported = pattern_of_dir(d)
@@ -219,7 +223,22 @@ def open_tokenizer_dir(
             exported or pattern, d / (TOKENIZER_JSON if exported else REMOVALS_FILE), own_pattern
         ),
         removals=tuple(removals),
+        protect=_protect(protect_of_dir(d) or protect, d / REMOVALS_FILE),
     )
+
+
+def _protect(protect: str | None, source: Path) -> str | None:
+    """The recorded protected characters' regex, checked as a run's `protect` would be."""
+    if protect is None:
+        return None
+    try:
+        check_protect([protect])
+    except ValueError as err:
+        raise ValueError(
+            f"{shown_path(source)} records a protect regex that cannot be used: {err}; restore "
+            "the file from the run"
+        ) from None
+    return protect
 
 
 def _checked(pattern: str | None, source: Path, check: bool) -> str:

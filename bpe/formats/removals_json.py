@@ -40,12 +40,15 @@ def save_removals(
     *,
     pattern: str,
     threshold: float | None = None,
+    protect: str | None = None,
 ) -> Path:
-    """Write removals.json atomically (with the split pattern, which encoding needs)."""
+    """Write removals.json atomically (with the split pattern and the protected characters,
+    which encoding needs)."""
     doc = {
         "variant": "picky",
         "threshold": threshold,
         "pattern": pattern,
+        "protect": protect,
         "removals": [
             {
                 "after_merges": r.after_merges,
@@ -60,8 +63,9 @@ def save_removals(
     return out
 
 
-def load_removals(path: str | os.PathLike) -> tuple[list[Removal], str | None]:
-    """Read removals.json: the removals and the split pattern recorded with them.
+def load_removals(path: str | os.PathLike) -> tuple[list[Removal], str | None, str | None]:
+    """Read removals.json: the removals, and the split pattern and protected characters'
+    regex recorded with them (None: not recorded).
 
     Raises:
         ValueError: the file is not a removals record (the message names the file).
@@ -80,7 +84,7 @@ def load_removals(path: str | os.PathLike) -> tuple[list[Removal], str | None]:
             f"removals file {str(p)!r} is not a PickyBPE removals record ({err}); restore it "
             "from the run, or retrain"
         ) from None
-    return removals, doc.get("pattern")
+    return removals, doc.get("pattern"), doc.get("protect")
 
 
 def events(

@@ -1,7 +1,8 @@
 """What bpe-lab reads back from a directory's `tokenizer.json`: special tokens, split pattern.
 
 What it does: `special_tokens_of_dir` (the added tokens marked special, by id) and
-`pattern_of_dir` (the regex of the pre-tokenizer's Split, turned back into our spelling), and
+`pattern_of_dir` (the regex of the pre-tokenizer's Split, turned back into our spelling),
+`protect_of_dir` (the regex of a second Split: the protected characters), and
 `hf_pattern`, the spelling of a split pattern that the `tokenizers` library's regex engine
 (Oniguruma) reads with our meaning.
 
@@ -82,21 +83,37 @@ def special_tokens_of_dir(run_dir: str | os.PathLike) -> list[str] | None:
     return [t["content"] for t in sorted(added, key=lambda t: t["id"]) if t.get("special")]
 
 
+def _split_regexes(run_dir: str | os.PathLike) -> list[str]:
+    """The regexes of the pre-tokenizer's Split steps, in order (empty without any)."""
+    data = _read(run_dir)
+    if data is None:
+        return []
+    pre = data.get("pre_tokenizer") or {}
+    steps = pre.get("pretokenizers", [pre]) if isinstance(pre, dict) else []
+    return [
+        step["pattern"]["Regex"]
+        for step in steps
+        if isinstance(step, dict)
+        and step.get("type") == "Split"
+        and isinstance((step.get("pattern") or {}).get("Regex"), str)
+    ]
+
+
 def pattern_of_dir(run_dir: str | os.PathLike) -> str | None:
     """The split pattern of a directory's tokenizer.json (None without one or without a Split).
 
     A built-in pattern comes back in our spelling (`hf_pattern` undone), so it is recognised by
     name and keeps its chunk-cut rules.
     """
-    data = _read(run_dir)
-    if data is None:
+    regexes = _split_regexes(run_dir)
+    if not regexes:
         return None
-    pre = data.get("pre_tokenizer") or {}
-    steps = pre.get("pretokenizers", [pre]) if isinstance(pre, dict) else []
-    for step in steps:
-        if isinstance(step, dict) and step.get("type") == "Split":
-            regex = (step.get("pattern") or {}).get("Regex")
-            if isinstance(regex, str):
-                ours = {hf_pattern(p): p for p in PATTERNS.values()}
-                return ours.get(regex, regex)
-    return None
+    ours = {hf_pattern(p): p for p in PATTERNS.values()}
+    return ours.get(regexes[0], regexes[0])
+
+
+def protect_of_dir(run_dir: str | os.PathLike) -> str | None:
+    """The protected characters' regex of a directory's tokenizer.json: its second Split
+    (`bpe.text.protect`), or None."""
+    regexes = _split_regexes(run_dir)
+    return regexes[1] if len(regexes) > 1 else None

@@ -30,6 +30,7 @@ from bpe.pretokenize.counting import PretokenCounts
 from bpe.pretokenize.engines import ScannerInfo, load_scanner
 from bpe.runs.stages import COMPILE, STAGE_TIMINGS, stage_label
 from bpe.text.patterns import GPT2_PATTERN
+from bpe.text.protect import protect_pattern
 from bpe.tokenizer import Tokenizer
 from bpe.trainers import VariantLoop, compile_trainer, learn_merges
 from bpe.trainers.common import Limits, TrainerOutput
@@ -69,6 +70,8 @@ class TrainResult:
     merge_counts: list[int] = field(default_factory=list)
     #: the split pattern (a regex string; `bpe.text.patterns.pattern_name` names it)
     pattern: str = GPT2_PATTERN
+    #: the protected characters' regex (`bpe.text.protect`), or None
+    protect: str | None = None
     #: the tokenizer this run continued from: path, merges sha256, vocab size, merges
     init_from: dict | None = None
     #: what the pretoken cache did (`bpe.pretokenize.cache.CacheInfo.as_dict`): status "hit",
@@ -111,6 +114,7 @@ class TrainResult:
             list(self.special_tokens),
             pattern=self.pattern,
             removals=as_removals(self.removals),
+            protect=self.protect,
         )
 
     @property
@@ -146,6 +150,7 @@ def train_bpe_detailed(
     max_token_length: int | None = None,
     min_frequency: int | None = None,
     seed_tokens: Sequence[str] = (),
+    protect: Sequence[str] = (),
 ) -> TrainResult:
     """Train a byte-level BPE tokenizer on a corpus and report how it went.
 
@@ -195,6 +200,8 @@ def train_bpe_detailed(
             early stop, logged and recorded as such). None: no limit.
         seed_tokens: strings placed in the vocab before the first merge (`bpe.pipeline.seeds`):
             the merges that build each come first, and later merges may build on them.
+        protect: classes of characters that never merge with anything (`bpe.text.protect`),
+            e.g. ["\\p{N}"]: each digit stays its own token.
 
     Raises:
         FileNotFoundError: input_path does not exist.
@@ -227,6 +234,7 @@ def train_bpe_detailed(
                 rungs=tuple(rungs),
                 engine=engine,
                 seed_tokens=tuple(seed_tokens),
+                protect=tuple(protect),
                 limits=Limits(max_token_length=max_token_length, min_frequency=min_frequency),
             )
         )
@@ -314,6 +322,7 @@ def _result(
         cpu_timings=dict(timings.cpu),
         merge_counts=output.merge_counts,
         pattern=pattern,
+        protect=protect_pattern(run.spec.protect),
         # a seeded run's parent is its seeds' merges, no tokenizer it continued
         init_from=None if run.spec.init_from is None else parent_record(run.parent),
         pretoken_cache=cache.as_dict(),
@@ -430,8 +439,8 @@ def train_bpe(
     The `(vocab, merges)` view of `train_bpe_detailed`, which takes the same arguments: the
     keyword options (trainer, num_workers, progress, pattern, init_from, cache_dir, backend,
     scheduler, log_interval, variant, format, text_field, max_files, max_bytes, rungs, engine,
-    max_token_length, min_frequency, seed_tokens) are forwarded as given (tests/test_docs.py
-    checks this list against train_bpe_detailed's keywords).
+    max_token_length, min_frequency, seed_tokens, protect) are forwarded as given
+    (tests/test_docs.py checks this list against train_bpe_detailed's keywords).
 
     >>> import tempfile
     >>> from pathlib import Path

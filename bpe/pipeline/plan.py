@@ -25,6 +25,7 @@ from bpe.pretokenize.counting import check_input_file
 from bpe.pretokenize.dask_backend import check_backend
 from bpe.pretokenize.engines import resolve_engine
 from bpe.text.patterns import resolve_pattern
+from bpe.text.protect import check_merges_protected, check_protect, protect_pattern, protect_regex
 from bpe.text.specials import validate_special_tokens
 from bpe.trainers import check_trainer
 from bpe.trainers.common import Limits, check_vocab_size
@@ -73,6 +74,7 @@ class TrainSpec:
     rungs: Sequence[int] = ()
     engine: str = "auto"
     seed_tokens: Sequence[str] = ()
+    protect: Sequence[str] = ()
     limits: Limits = field(default_factory=Limits)
 
     def corpus_options(self) -> dict:
@@ -85,8 +87,10 @@ class TrainSpec:
         }
 
     def stage_one_options(self) -> dict:
-        """How stage 1 runs, not what it counts (`bpe.pretokenize.count_stage_one`'s keywords)."""
+        """How stage 1 runs, and the protected characters it splits off what it counted
+        (`bpe.pretokenize.count_stage_one`'s keywords)."""
         return {
+            "protect": protect_pattern(self.protect),
             "num_workers": self.num_workers,
             "progress": self.progress,
             "backend": self.backend,
@@ -146,6 +150,7 @@ def plan_run(spec: TrainSpec, *, list_input: bool = True) -> RunPlan:
     chosen = as_variant(spec.variant).resolve(vocab_size=vocab_size)
     check_trainer_supports(chosen.name, trainer)
     check_continuation(chosen.name, init_from)
+    protect = protect_regex(tuple(check_protect(spec.protect)) or None)
     marks = [int(v) - 256 - len(specials) for v in rungs]
     if marks and (chosen.name != "bpe" or init_from is not None or spec.seed_tokens):
         raise ValueError(
@@ -162,6 +167,8 @@ def plan_run(spec: TrainSpec, *, list_input: bool = True) -> RunPlan:
         check_parent(parent, pattern=regex_pattern, vocab_size=vocab_size)
     if spec.seed_tokens:
         parent = _seeded(spec, chosen.name, specials, regex_pattern, parent)
+    if parent is not None and protect is not None:
+        check_merges_protected(parent.merges, protect, source=_parent_name(spec))
     source, corpus = spec.input_path, None
     if isinstance(source, Corpus):
         corpus = source
@@ -180,6 +187,10 @@ def plan_run(spec: TrainSpec, *, list_input: bool = True) -> RunPlan:
         parent,
         marks,
     )
+
+
+def _parent_name(spec: TrainSpec) -> str:
+    return "seed_tokens" if spec.seed_tokens else f"init_from={spec.init_from!r}"
 
 
 def _seeded(

@@ -51,6 +51,7 @@ from bpe.pretokenize.engines import PretokenTable, load_scanner, resolve_engine
 from bpe.runs.stages import STAGE_TIMINGS, stage_label
 from bpe.text.patterns import GPT2_PATTERN, compiled_pattern, pattern_name
 from bpe.text.pretokens import bmp_pretoken_regex
+from bpe.text.protect import protect_regex, split_counts
 from bpe.text.specials import special_token_regex, validate_special_tokens
 from bpe.util.io import counted
 from bpe.util.pool import map_chunks
@@ -365,18 +366,25 @@ def count_stage_one(
     *,
     pattern: str,
     cache_dir: str | os.PathLike | None,
+    protect: str | None = None,
     **options: Any,
 ) -> tuple[PretokenCounts, CacheInfo, dict | None]:
     """Stage 1 of a training call, through the pretoken cache when `cache_dir` is set: the
     counts, what the cache did, and the input's manifest (every file's sha256) when the cache
-    key needed it. `options` are `bpe.pretokenize.pretokenize`'s."""
+    key needed it. `options` are `bpe.pretokenize.pretokenize`'s. With `protect` (a
+    `bpe.text.protect` regex) each protected character of a pretoken is then counted as a
+    pretoken of its own; the cache holds the counts before that split."""
 
     def count() -> PretokenCounts:
         label = stage_label(*STAGE_TIMINGS["pretokenize"])
         return pretokenize(corpus, specials, pattern=pattern, label=label, **options)
 
+    def protected(counted: PretokenCounts) -> PretokenCounts:
+        counted.counts = split_counts(counted.counts, protect_regex(protect))
+        return counted
+
     if cache_dir is None:
-        return count(), CacheInfo(), None
+        return protected(count()), CacheInfo(), None
     t0 = time.perf_counter()
     manifest = corpus_manifest(corpus)
     hashed = time.perf_counter() - t0
@@ -389,7 +397,7 @@ def count_stage_one(
         input_sha256=manifest["sha256"],
     )
     info.hash_seconds = hashed
-    return counted, info, manifest
+    return protected(counted), info, manifest
 
 
 def log_stage_one(

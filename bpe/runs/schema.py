@@ -229,6 +229,7 @@ STOPPED_NO_PAIRS, STOPPED_MIN_FREQUENCY = "no_pairs_left", "min_frequency"
 MAX_TOKEN_LENGTH = key("run.max_token_length", always=False)
 MIN_FREQUENCY = key("run.min_frequency", always=False)
 SEED_TOKENS = key("run.seed_tokens", always=False)  # runs since seed tokens
+PROTECT = key("run.protect", always=False)  # runs since protected characters
 PATTERN_NAME = key("pattern.name")
 PATTERN_ENGINE = key("pattern.engine", always=False)  # runs from before engines lack it
 # runs from before the BPE family lack the section: they trained plain BPE

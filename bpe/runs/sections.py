@@ -31,6 +31,7 @@ class RunRecord(TypedDict):
     max_token_length: int | None  # bytes; null: no limit (`bpe.trainers.common.Limits`)
     min_frequency: int | None  # null: no limit
     seed_tokens: list[str]  # placed in the vocab before the first merge (`bpe.pipeline.seeds`)
+    protect: list[str]  # classes of characters that never merge (`bpe.text.protect`)
     special_tokens: list[str]
     input_name: str  # the dataset's name, or custom-<stem> for dataset.path=
     input_path: str

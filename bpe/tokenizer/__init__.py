@@ -49,6 +49,7 @@ from bpe.formats.pretrained import open_tokenizer_dir
 from bpe.formats.removals_json import Removal, as_removals, check_history
 from bpe.text.patterns import GPT2_PATTERN, pattern_name, resolve_pattern
 from bpe.text.pretokens import find_pretokens
+from bpe.text.protect import as_protect, protect_regex, split_all
 from bpe.text.specials import special_token_regex, split_on_special_tokens, validate_special_tokens
 from bpe.tokenizer.cold_path import ColdPath, PretokenCache, check_merge_backend
 from bpe.tokenizer.dropout import DropoutStream, dropout_stream
@@ -80,6 +81,8 @@ class Tokenizer(StreamingEncoder):
         cache_size: at most this many pretokens are cached (keyword-only).
         pattern: the split pattern the vocab was trained with: a name of
             `bpe.text.patterns.PATTERNS` or a regex (keyword-only; default GPT-2's).
+        protect: classes of characters that never merged in training (`bpe.text.protect`):
+            each is its own pretoken here too (keyword-only; default none).
         merge_backend: how pretokens missing from the cache are merged, one of
             `bpe.tokenizer.cold_path.MERGE_BACKENDS` (keyword-only; default "auto": compiled
             when Numba is installed and the text is large enough, else Python). The ids never
@@ -112,11 +115,15 @@ class Tokenizer(StreamingEncoder):
         pattern: str = GPT2_PATTERN,
         merge_backend: str = "auto",
         removals: Sequence[Removal] | None = None,
+        protect: Sequence[str] | str | None = None,
     ) -> None:
         specials = validate_special_tokens(special_tokens)
         self.merge_backend: str = check_merge_backend(merge_backend)
         #: the split pattern (a regex string), exported with the vocab
         self.pattern: str = resolve_pattern(pattern)
+        #: the protected characters' regex (`bpe.text.protect`: each its own pretoken), or None
+        self.protect: str | None = as_protect(protect)
+        self._protect = protect_regex(self.protect)
         if cache_size < 1:
             raise ValueError(f"cache_size={cache_size!r} must be >= 1")
         self.vocab: dict[int, bytes] = dict(vocab)
@@ -158,7 +165,7 @@ class Tokenizer(StreamingEncoder):
             byte_ids=self._byte_ids,
             max_id=self.max_token_id,
             replay=(self._id_of, self.merges, self.removals) if self.removals else None,
-            whole_text=self.pattern == GPT2_PATTERN,
+            whole_text=self.pattern == GPT2_PATTERN and self.protect is None,
             cache_size=cache_size,
         )
         logger.debug(
@@ -232,6 +239,7 @@ class Tokenizer(StreamingEncoder):
         if special_tokens is None:
             special_tokens = opened.special_tokens
         kwargs.setdefault("pattern", opened.pattern)
+        kwargs.setdefault("protect", opened.protect)
         if opened.removals:
             kwargs.setdefault("removals", opened.removals)
         return cls(opened.vocab, opened.merges, special_tokens, **kwargs)
@@ -260,7 +268,7 @@ class Tokenizer(StreamingEncoder):
     def __reduce__(self):
         # Rebuild in the receiving process (e.g. a worker) instead of pickling the cache.
         state = (self.vocab, self.merges, self._special_list, self._cache_size)
-        return (_rebuild, (*state, self.pattern, self.merge_backend, self.removals))
+        return (_rebuild, (*state, self.pattern, self.merge_backend, self.removals, self.protect))
 
     def __repr__(self) -> str:
         name = pattern_name(self.pattern)
@@ -324,7 +332,7 @@ class Tokenizer(StreamingEncoder):
         >>> Tokenizer({i: bytes([i]) for i in range(256)}, []).pretokens("Hi  there!")
         ['Hi', ' ', ' there', '!']
         """
-        return find_pretokens(text, self.pattern)
+        return split_all(find_pretokens(text, self.pattern), self._protect)
 
     def _ids_of_segments(self, segments: Iterable[int | list[str]], pretoken_ids=None) -> list[int]:
         """The ids of a text's segments in order: a special token's id, or a list of pretokens
@@ -480,16 +488,7 @@ class Tokenizer(StreamingEncoder):
         return self.decode_bytes(ids).decode("utf-8", errors="replace")
 
 
-def _rebuild(
-    vocab, merges, specials, cache_size, pattern=GPT2_PATTERN, merge_backend="auto", removals=()
-) -> Tokenizer:
+def _rebuild(vocab, merges, specials, cache_size, pattern, merge_backend, removals, protect):
     # The vocab already holds the appended specials; they are found again by their bytes.
-    return Tokenizer(
-        vocab,
-        merges,
-        specials,
-        cache_size=cache_size,
-        pattern=pattern,
-        merge_backend=merge_backend,
-        removals=removals,
-    )
+    options = {"pattern": pattern, "merge_backend": merge_backend, "removals": removals}
+    return Tokenizer(vocab, merges, specials, cache_size=cache_size, protect=protect, **options)

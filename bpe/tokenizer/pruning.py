@@ -83,5 +83,6 @@ def prune(
         list(tokenizer.special_tokens),
         pattern=tokenizer.pattern,
         removals=removals,
+        protect=tokenizer.protect,
     )
     return pruned, removals

@@ -31,6 +31,7 @@ from bpe.corpus.flores import DEVTEST_RULE_LINES, LANGUAGES, parity_dev_text
 from bpe.corpus.sources import resolve_source
 from bpe.pretokenize import count_stage_one
 from bpe.pretokenize.counting import PretokenCounts, count_pretokens
+from bpe.text.protect import protect_regex, split_counts
 from bpe.util.cputime import cpu_seconds
 from bpe.util.stats import gini
 from bpe.variants.base import Member, RunContext, Variant
@@ -75,10 +76,16 @@ def _grouped(corpus: Corpus) -> dict[str, Corpus]:
 
 
 def dev_counts(
-    languages: Sequence[str], dev: str | None, specials: Sequence[str], *, pattern: str
+    languages: Sequence[str],
+    dev: str | None,
+    specials: Sequence[str],
+    *,
+    pattern: str,
+    protect: str | None = None,
 ) -> list[Mapping[bytes, int]]:
     """Each language's development pretoken counts: of `dev` (a folder of files named by
-    language) or, with None, of FLORES-200 devtest's first half.
+    language) or, with None, of FLORES-200 devtest's first half; split by `protect` as
+    training's are.
 
     Raises:
         ValueError: a language without development text (names it, and what has some).
@@ -91,8 +98,10 @@ def dev_counts(
                 f"{missing}; name the training files by FLORES-200 code ({list(LANGUAGES)}) "
                 "or set variant.dev to a folder with one parallel file per language"
             )
+        rx = protect_regex(protect)
         return [
-            count_pretokens(parity_dev_text(lang), specials, pattern=pattern) for lang in languages
+            split_counts(count_pretokens(parity_dev_text(lang), specials, pattern=pattern), rx)
+            for lang in languages
         ]
     parts = _grouped(resolve_source(dev))
     missing = [lang for lang in languages if lang not in parts]
@@ -102,7 +111,9 @@ def dev_counts(
             "<language>.<anything> files holding the same sentences as the others"
         )
     return [
-        count_stage_one(parts[lang], list(specials), pattern=pattern, cache_dir=None)[0].counts
+        count_stage_one(
+            parts[lang], list(specials), pattern=pattern, cache_dir=None, protect=protect
+        )[0].counts
         for lang in languages
     ]
 
@@ -137,7 +148,11 @@ def parity_corpus(
     built = ParityCorpus(
         languages,
         tuple(train.values()),
-        tuple(dev_counts(languages, dev, specials, pattern=pattern)),
+        tuple(
+            dev_counts(
+                languages, dev, specials, pattern=pattern, protect=stage_one_options.get("protect")
+            )
+        ),
         global_merges=global_merges,
     )
     if built.summed() != {p: n for p, n in whole.items() if n}:
