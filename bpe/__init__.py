@@ -141,6 +141,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .segmentation_report      reports/segmentation.md: segmentation, limits, pruning, side by side
       .reports                  reports/: its index, which runs, never over others' reports
       .report_pages             reports/'s pages on plain BPE: trainers.md, datasets.md
+      .pages                    the pages of their own sweeps (bpe-report --page): PAGES
       .vocab_report             efficiency and under-trained sections shared by reports
       .vocabularies             vocabulary overlap across runs
       .variants_report          reports/variants.md: the BPE family side by side

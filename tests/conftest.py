@@ -239,15 +239,19 @@ def train_refused(experiments_dir: Path, *overrides: str, timeout: int = 300) ->
     return proc.stderr + proc.stdout
 
 
-def script_run(script: str, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
-    """`python scripts/<script> ARGS` from the repository, as a user runs it; asserts it
-    succeeded (failing with its stderr)."""
-    proc = subprocess.run(
-        [sys.executable, f"scripts/{script}", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+def _succeeds(argv: list[str], timeout: int) -> subprocess.CompletedProcess:
+    """`argv` run from the repository, as a user runs it; asserts it succeeded (failing with
+    its stderr)."""
+    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
+
+
+def report_page(name: str, *args: str, timeout: int = 1200) -> subprocess.CompletedProcess:
+    """`bpe-report --page NAME ARGS`, as a user runs it (asserted to succeed)."""
+    return _succeeds([sys.executable, "-m", "bpe.cli.report", "--page", name, *args], timeout)
+
+
+def script_run(script: str, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    """`python scripts/<script> ARGS`, as a user runs it (asserted to succeed)."""
+    return _succeeds([sys.executable, f"scripts/{script}", *args], timeout)

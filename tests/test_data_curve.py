@@ -156,7 +156,8 @@ def test_sweep_md_shows_the_curve_the_jobs_measured(curve):
 def test_data_curve_md_is_rendered_from_its_json_alone(curve, tmp_path):
     out = tmp_path / "reports"
     proc = subprocess.run(
-        [sys.executable, "-m", "bpe.cli.report", "--data-curve", str(curve), "--out", str(out)],
+        [sys.executable, "-m", "bpe.cli.report", "--page", "data_curve", "--sweep-dir", str(curve)]
+        + ["--out", str(out)],
         capture_output=True,
         text=True,
         cwd=ROOT,

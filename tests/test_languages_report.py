@@ -14,7 +14,7 @@ from bpe.analysis.languages_report import (
     render_from_json,
     render_languages,
 )
-from tests.conftest import ROOT, script_run
+from tests.conftest import ROOT, report_page
 
 GOLDEN = ROOT / "tests" / "golden" / "reports" / "languages.md"
 PUBLISHED = ROOT / "reports" / "languages.md"
@@ -46,7 +46,7 @@ ROWS = [
 
 
 def test_the_report_renders_as_its_golden_file():
-    text = render_languages(ROWS, command="python scripts/make_languages_report.py", source="s")
+    text = render_languages(ROWS, command="bpe-report --page languages", source="s")
     if os.environ.get("UPDATE_GOLDEN"):
         GOLDEN.write_text(text, "utf-8")
     assert text == GOLDEN.read_text("utf-8")
@@ -65,12 +65,10 @@ def test_the_published_report_is_its_json_rendered():
 
 @pytest.mark.slow
 def test_the_languages_report_comes_from_a_real_sweep(tmp_path):
-    """`scripts/make_languages_report.py --quick`: a real sweep of plain and parity-aware BPE
+    """`bpe-report --page languages --quick`: a real sweep of plain and parity-aware BPE
     on FLORES-200 dev, the report with every row, GPT-2 beside them and every claim."""
     out, exp = tmp_path / "reports", tmp_path / "exp"
-    script_run(
-        "make_languages_report.py", "--quick", "--out", str(out), "--experiments-dir", str(exp)
-    )
+    report_page("languages", "--quick", "--out", str(out), "--experiments-dir", str(exp))
     text = (out / "languages.md").read_text("utf-8")
     assert text == render_from_json(out / "languages.json")
     runs = gather_languages(next((exp / "sweeps").iterdir()))

@@ -100,26 +100,6 @@ SMALLEST: dict[str, Smallest] = {
     "make_scale_corpus.py": Smallest(
         runs=(("--size", "300K", "--out", "{tmp}/owt_300K.txt"),), writes=("owt_300K.txt",)
     ),
-    "make_variants_report.py": Smallest(
-        runs=(("--quick", "--out", "{tmp}/reports", "--experiments-dir", "{tmp}/experiments"),),
-        writes=("reports/variants.md",),
-        slow=True,
-    ),
-    "make_languages_report.py": Smallest(
-        covered_by=(
-            "tests/test_languages_report.py::test_the_languages_report_comes_from_a_real_sweep",
-        ),
-    ),
-    "make_segmentation_report.py": Smallest(
-        covered_by=(
-            "tests/test_segmentation.py::test_the_segmentation_report_comes_from_a_real_sweep",
-        ),
-    ),
-    "make_vocab_report.py": Smallest(
-        runs=(("--quick", "--out", "{tmp}/reports", "--experiments-dir", "{tmp}/experiments"),),
-        writes=("reports/vocabularies.md", "reports/figures/vocabularies_topk_overlap.png"),
-        slow=True,
-    ),
 }
 
 

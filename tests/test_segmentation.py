@@ -257,17 +257,15 @@ def test_a_run_measures_each_segmentation_and_its_merges_row_is_its_own(tmp_path
 
 @pytest.mark.slow
 def test_the_segmentation_report_comes_from_a_real_sweep(tmp_path):
-    """`scripts/make_segmentation_report.py --quick`: a real sweep (plain and length-limited),
+    """`bpe-report --page segmentation --quick`: a real sweep (plain and length-limited),
     a pruned copy of the plain run, the report with every row and every claim; the loader's
     long form groups the runs by segmentation."""
     from bpe.analysis.loader import segmentation_rows
-    from tests.conftest import script_run
+    from tests.conftest import report_page
 
     out = tmp_path / "reports"
     exp = tmp_path / "exp"
-    script_run(
-        "make_segmentation_report.py", "--quick", "--out", str(out), "--experiments-dir", str(exp)
-    )
+    report_page("segmentation", "--quick", "--out", str(out), "--experiments-dir", str(exp))
     text = (out / "segmentation.md").read_text("utf-8")
     for label in ("plain BPE, `merges`", "plain BPE, `fewest`", "`max_token_length=8`"):
         assert label in text

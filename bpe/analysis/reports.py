@@ -32,6 +32,7 @@ import pandas as pd
 
 from bpe.analysis.loader import complete, load_tidy, trainer_order, variant_column
 from bpe.analysis.markdown import rel_path
+from bpe.analysis.pages import PAGES
 from bpe.analysis.report_pages import REFERENCE, REPORTS_COMMAND, render_datasets, render_trainers
 from bpe.analysis.run_report import write_run_report
 from bpe.analysis.vocabularies import pick_runs, write_vocabularies
@@ -45,17 +46,8 @@ COMMAND = REPORTS_COMMAND
 MANIFEST = "manifest.json"
 #: Files whose presence means a directory holds generated reports.
 GENERATED = ("README.md", "trainers.md", "datasets.md", "vocabularies.md")
-#: Reports that scripts write beside these from their own runs or benchmarks, and what each
-#: answers: the index lists those present (`bpe-report` never rewrites them).
-SCRIPT_REPORTS = {
-    "variants.md": "Plain BPE, SuperBPE and PickyBPE side by side on the bundled samples "
-    "(`scripts/make_variants_report.py`).",
-    "segmentation.md": "One vocabulary cut three ways (merges, longest prefix, fewest tokens), "
-    "a length limit and a pruned copy, on the bundled samples "
-    "(`scripts/make_segmentation_report.py`).",
-    "languages.md": "Plain and parity-aware BPE on 12 languages of FLORES-200: token premiums, "
-    "their Gini coefficient and compression on held-out parallel text "
-    "(`scripts/make_languages_report.py`).",
+#: Reports the benchmarks write beside these from their own measurements, and what each answers.
+BENCH_REPORTS = {
     "scale.md": "Time and memory of ours (the compiled trainer, heap beside it) against Hugging "
     "Face `tokenizers`, rustbpe and bpeasy as the corpus grows from 16 MiB to 1 GiB, with "
     "projections to the full datasets (`scripts/bench_scale.py`).",
@@ -64,10 +56,14 @@ SCRIPT_REPORTS = {
     "ours against tiktoken (`scripts/bench_full_size.py`).",
     "anchors.md": "heap and compiled against the Rust trainers (HF `tokenizers`, rustbpe, "
     "bpeasy) at 16 and 64 MiB (`scripts/bench_scale.py --name anchors`).",
-    "data_curve.md": "How much data does a tokenizer need? Merge overlap, held-out bytes per "
-    "token and bits per byte from 1% to 100% of each bundled sample and a generated 1 GiB "
-    "owt-like corpus (`bpe-train -m experiment=data_curve`, `bpe-report --data-curve`).",
 }
+#: Every report `--all` does not write, and what each answers: the pages of their own sweeps
+#: (`bpe.analysis.pages.PAGES`), then the benchmarks'. The index lists those present.
+OTHER_REPORTS = {
+    page.file: f"{page.answers.rstrip('.')} (`bpe-report --page {name}`)."
+    for name, page in PAGES.items()
+    if page.file not in GENERATED
+} | BENCH_REPORTS
 
 
 # --------------------------------------------------------------------------------------------
@@ -95,7 +91,7 @@ def render_index(
     others: Sequence[str] = (),
 ) -> str:
     """reports/README.md: what each report answers, the runs found, and (`others`) the reports
-    in the same directory that scripts write from their own runs (`SCRIPT_REPORTS`)."""
+    in the same directory that pages and benchmarks write from their own runs (`OTHER_REPORTS`)."""
     status = runs["status"].value_counts().to_dict() if not runs.empty else {}
     lines = [
         "# Reports",
@@ -123,7 +119,7 @@ def render_index(
             "ANALYSIS.md): time, memory, longest tokens, compression, siblings. |"
             for p in examples
         ),
-        *(f"| [{name}]({name}) | {SCRIPT_REPORTS[name]} |" for name in others),
+        *(f"| [{name}]({name}) | {OTHER_REPORTS[name]} |" for name in others),
         "",
         f"Runs found: {len(runs)} ("
         + (", ".join(f"{status[s]} {s}" for s in sorted(status)) or "none")
@@ -256,7 +252,7 @@ def write_all_reports(
         check_overwrite(out, made_from)
     fig_dir = out / FIGURES_DIR
     # the trainers, datasets and vocabularies reports are about plain BPE; the other members
-    # of the family have their own (reports/variants.md, scripts/make_variants_report.py)
+    # of the family have their own (reports/variants.md, `bpe-report --page variants`)
     plain = runs[variant_column(runs) == "bpe"]
     examples = example_runs(plain)
     vocabularies = write_vocabularies(pick_runs(plain), out, root=root, command=COMMAND)
@@ -273,7 +269,7 @@ def write_all_reports(
                 root,
                 examples,
                 vocabularies=vocabularies is not None,
-                others=[name for name in SCRIPT_REPORTS if (out / name).is_file()],
+                others=[name for name in OTHER_REPORTS if (out / name).is_file()],
             ),
         ),
         _write(out / MANIFEST, json.dumps(made_from, indent=1) + "\n"),

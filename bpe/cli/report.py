@@ -5,31 +5,38 @@
     bpe-report --all [--experiments-dir experiments] [--out reports] [--force]
                                        every report in reports/ (refuses to replace reports
                                        made from other runs unless --force)
-    bpe-report --data-curve SWEEP_DIR... [--out reports]
-                                       data_curve.md (+ JSON, figure) of data-curve sweeps
+    bpe-report --page NAME [--sweep-dir DIR...] [--quick] [--out reports]
+                                       one page of reports/ from the sweeps it runs (into
+                                       --experiments-dir) or reads: variants, segmentation,
+                                       languages, vocabularies, data_curve
+                                       (`bpe.analysis.pages.PAGES`)
     bpe-report --table runs.csv        the runs' table (one row per run, the columns the
                                        reports use) as .csv or .parquet, for pandas or a sheet
 
-A small dispatcher: the work lives in `bpe.analysis.run_report`, `.sweep` and `.reports`.
+A small dispatcher: the work lives in `bpe.analysis.run_report`, `.sweep`, `.reports` and
+`.pages`; for a page it runs `bpe-train -m` (and `bpe-prune`) as a user would.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import subprocess
 import sys
 from pathlib import Path
 
-from bpe.analysis.data_curve import write_data_curve
 from bpe.analysis.figures import also_as
+from bpe.analysis.loader import read_run
+from bpe.analysis.pages import PAGES, page_command
 from bpe.analysis.reports import write_all_reports
 from bpe.analysis.run_report import write_run_report
 from bpe.analysis.runs_table import export_table
 from bpe.analysis.sweep import write_sweep_report
 from bpe.cli import new_parser, setup_logging
-from bpe.runs.layout import METRICS_FILE
+from bpe.runs import schema
+from bpe.runs.layout import METRICS_FILE, PRUNE_RECORD, PRUNED_DIR, SWEEPS_DIR
 from bpe.runs.settings import FIGURE_FORMATS
-from bpe.util.io import shown_path
+from bpe.util.io import git_sha, shown_path
 
 logger = logging.getLogger("bpe.report")
 
@@ -60,13 +67,25 @@ def build_parser() -> argparse.ArgumentParser:
         "loader's tidy columns) to FILE, .csv or .parquet",
     )
     parser.add_argument(
-        "--data-curve",
+        "--page",
+        choices=sorted(PAGES),
+        default=None,
+        help="write one page of --out (default: reports) from the sweeps it runs into "
+        "--experiments-dir, or from --sweep-dir",
+    )
+    parser.add_argument(
+        "--sweep-dir",
         nargs="+",
         type=Path,
         default=None,
-        metavar="SWEEP_DIR",
-        help="write data_curve.md, data_curve.json and its figure into --out (default: "
-        "reports) from sweeps of bpe-train -m experiment=data_curve",
+        metavar="DIR",
+        help="with --page: the sweeps to read instead of running them",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="with --page: its sweeps at a tiny size with debug=fast (a plumbing check, not "
+        "the page)",
     )
     parser.add_argument(
         "--figure-formats",
@@ -100,15 +119,17 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             rows = export_table(args.experiments_dir, args.table)
             logger.info("wrote %s (%d runs)", shown_path(args.table), rows)
             return 0
-        if args.data_curve is not None:
+        if args.page is not None:
             if args.all or args.path is not None:
-                parser.error("--data-curve writes its page alone; run --all or PATH apart")
+                parser.error("--page writes its page alone; run --all or PATH apart")
             out = args.out if args.out is not None else Path("reports")
-            shown = " ".join(shown_path(p) for p in args.data_curve)
-            command = f"bpe-report --data-curve {shown} --out {shown_path(out)}"
-            path = write_data_curve(args.data_curve, out, command=command)
+            path = make_page(
+                args.page, out, sweeps=args.sweep_dir, root=args.experiments_dir, quick=args.quick
+            )
             logger.info("wrote %s", shown_path(path))
             return 0
+        if args.sweep_dir is not None or args.quick:
+            parser.error("--sweep-dir and --quick go with --page")
         if args.all:
             out = args.out if args.out is not None else Path("reports")
             for path in write_all_reports(args.experiments_dir, out_dir=out, force=args.force):
@@ -133,6 +154,48 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     except (OSError, ValueError) as err:
         logger.error("%s", err)
         return 2
+
+
+def make_page(name: str, out: Path, *, sweeps: list[Path] | None, root: Path, quick: bool) -> Path:
+    """Page `name` of `PAGES` written into `out`: from `sweeps`, or from the sweeps it runs
+    with `bpe-train -m` into `root` (each plain run pruned first when the page says so)."""
+    page = PAGES[name]
+    given = None if sweeps is None else [shown_path(s) for s in sweeps]
+    if sweeps is None:
+        sweeps = [_run_sweep(args, root) for args in page.sweep_args(quick=quick)]
+    if page.prune_to is not None:
+        for sweep in sweeps:
+            _prune_plain_runs(sweep, page.prune_to)
+    command = page_command(name, given, out=shown_path(out), quick=quick and given is None)
+    return page.write(list(sweeps), out, command, git_sha())
+
+
+def _run_sweep(overrides: list[str], root: Path) -> Path:
+    """`bpe-train -m OVERRIDES` into `root`, as a user runs it; returns its sweep directory."""
+    before = set((root / SWEEPS_DIR).glob("*"))
+    cmd = [sys.executable, "-m", "bpe.cli.train", "-m", *overrides]
+    logger.info("running %s", " ".join(["bpe-train", "-m", *overrides]))
+    subprocess.run([*cmd, f"experiments_dir={root}", "progress=false"], check=True)
+    made = sorted(set((root / SWEEPS_DIR).glob("*")) - before)
+    if len(made) != 1:
+        raise RuntimeError(f"bpe-train -m {' '.join(overrides)} made {len(made)} sweep dirs")
+    return made[0]
+
+
+def _prune_plain_runs(sweep: Path, share: float) -> None:
+    """`bpe-prune` each complete run of the sweep without a length limit to `share` of its
+    vocab, into `<sweep>/pruned/<run>/` (kept when its record is there)."""
+    for run_dir in sorted(p.parent for p in sweep.glob(f"*/{METRICS_FILE}")):
+        run = read_run(run_dir)
+        metrics = run["metrics"]
+        if run["status"] != "complete" or schema.get(metrics, schema.MAX_TOKEN_LENGTH):
+            continue
+        target = sweep / PRUNED_DIR / run_dir.name
+        if (target / PRUNE_RECORD).is_file():
+            continue
+        size = str(int(share * int(schema.get(metrics, schema.VOCAB))))
+        cmd = [sys.executable, "-m", "bpe.cli.prune", str(run_dir), "--vocab-size", size]
+        subprocess.run([*cmd, "--out", str(target)], check=True)
 
 
 if __name__ == "__main__":

@@ -93,7 +93,7 @@ PRUNE_FILE = "PRUNE.md"
 PARITY_CSV = "parity.csv"
 PARITY_RECORD = "parity.json"
 PARITY_FILE = "PARITY.md"
-#: Inside a sweep directory: the pruned copies of its runs (`scripts/make_segmentation_report.py`).
+#: Inside a sweep directory: the pruned copies of its runs (`bpe-report --page segmentation`).
 PRUNED_DIR = "pruned"
 
 
