@@ -128,7 +128,6 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .sweep                    SWEEP.md of a sweep: gather, render, write
       .sweep_facts              what SWEEP.md is made from: the jobs, grouped, their figures
       .sweep_sections           SWEEP.md's sections: jobs, notes, ladder, findings, memory
-      .sweep_process            a sweep as a process: its outcome, its lock, its callback
       .sweep_search             SWEEP.md of a search: its trials ranked best first
       .data_curve               the data curve: runs on prefixes of one input, compared
       .compare                  two or more tokenizers compared: the measures
@@ -147,9 +146,10 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .variants_report          reports/variants.md: the BPE family side by side
       .figures                  matplotlib figures
       .markdown                 Markdown tables and number formatting
-      .tracking                 MLflow: a run or a sweep logged to a tracking store
-      .wandb_tracking           W&B: the same record written as offline runs, synced later
-      .tracker_callback         the Hydra callback both trackers share (logs each ended job)
+    bpe.tracking                experiment trackers: run directories logged, never read back
+      .to_mlflow                MLflow: a run or a sweep logged to a tracking store
+      .to_wandb                 W&B: the same record written as offline runs, synced later
+      .callback                 the Hydra callback both trackers share (logs each ended job)
     bpe.cli                     the console scripts
       .train                    bpe-train (a Hydra app)
       .report                   bpe-report
@@ -158,6 +158,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .compare                  bpe-compare
       .prune                    bpe-prune
       .parity                   bpe-parity
+      .sweep_process            a sweep as a process: its outcome, its lock, SWEEP.md's callback
     bpe.util                    shared plumbing, no BPE
       .io                       atomic writes, project paths, safe path names
       .progress                 progress lines and bars

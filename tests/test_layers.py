@@ -58,6 +58,7 @@ LAYERS: dict[str, set[str]] = {
         "runs",
     },
     "analysis": {"text", "corpus", "runs", "measures", "tokenizer", "formats", "pretokenize"},
+    "tracking": {"runs"},
     "cli": {
         "text",
         "corpus",
@@ -72,6 +73,7 @@ LAYERS: dict[str, set[str]] = {
         "runs",
         "experiment",
         "analysis",
+        "tracking",
     },
 }
 #: What may sit at the top of `bpe/` besides the layer folders (the issue: about six at most).

@@ -172,7 +172,7 @@ def test_sweep_md_says_files_size_and_format_of_a_parquet_folder(tmp_path):
 
 
 def test_a_sweep_directory_held_by_a_running_sweep_is_refused(tmp_path):
-    from bpe.analysis.sweep_process import SWEEP_LOCK, claim_sweep_dir
+    from bpe.cli.sweep_process import SWEEP_LOCK, claim_sweep_dir
 
     holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:

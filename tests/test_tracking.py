@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bpe.analysis.tracking import tracked_run
+from bpe.tracking.to_mlflow import tracked_run
 from tests.conftest import FAST_ANALYSIS, FIXTURES, ROOT
 
 mlflow = pytest.importorskip("mlflow")
@@ -164,7 +164,7 @@ def test_cli_logs_an_existing_run_and_leaves_it_untouched(tmp_path):
         [
             sys.executable,
             "-m",
-            "bpe.analysis.tracking",
+            "bpe.tracking.to_mlflow",
             str(run_dir),
             "--tracking-uri",
             uri,
@@ -333,7 +333,7 @@ def _assert_run_complete_with_one_warning(proc, experiments: Path, *phrases: str
     for noise in ("Traceback", "[SQL:", "sqlalche.me"):
         assert noise not in output, output
     (line,) = proc.stderr.strip().splitlines()  # problems go to stderr: this one only
-    assert "[bpe.analysis.tracking][WARNING]" in line, line
+    assert "[bpe.tracking.to_mlflow][WARNING]" in line, line
     assert str(experiments / "mlflow.db") in line, line
     assert metrics.parent.name in line and "the run itself is unaffected" in line, line
     for phrase in phrases:
@@ -363,7 +363,7 @@ def test_locked_store_is_one_warning_and_the_run_completes(tmp_path):
         holder.execute("ROLLBACK")
         holder.close()
     _assert_run_complete_with_one_warning(
-        proc, tmp_path, "is locked by another process", "python -m bpe.analysis.tracking"
+        proc, tmp_path, "is locked by another process", "python -m bpe.tracking.to_mlflow"
     )
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bpe.analysis.tracking import tracked_run
+from bpe.tracking.to_mlflow import tracked_run
 from tests.conftest import FAST_ANALYSIS, FIXTURES, ROOT
 
 pytest.importorskip("wandb")
@@ -85,7 +85,7 @@ def test_a_failed_run_logged_by_hand_leaves_its_directory_untouched(tmp_path):
     shutil.copytree(FAILED_RUN, run)
     before = _digests(run)
     proc = subprocess.run(
-        [sys.executable, "-m", "bpe.analysis.wandb_tracking", str(run), "--dir", str(tmp_path)],
+        [sys.executable, "-m", "bpe.tracking.to_wandb", str(run), "--dir", str(tmp_path)],
         cwd=ROOT,
         capture_output=True,
         text=True,

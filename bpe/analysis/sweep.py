@@ -9,7 +9,7 @@ produced identical merges, which trainer is fastest and by how much; and writes
 `<sweep>/SWEEP.md` atomically. The facts are gathered in `bpe.analysis.sweep_facts`, the
 sections live in `bpe.analysis.sweep_sections`; a search's trials, ranked best first, in
 `bpe.analysis.sweep_search`. `SweepReportCallback`
-(`bpe.analysis.sweep_process`) runs it when a multirun ends; since Hydra skips
+(`bpe.cli.sweep_process`) runs it when a multirun ends; since Hydra skips
 `on_multirun_end` when a job raises, `bpe-report SWEEP_DIR` produces the same report by hand.
 
 What it does not do: run jobs, or read anything outside the sweep directory.

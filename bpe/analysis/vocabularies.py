@@ -58,15 +58,10 @@ def pick_runs(runs: pd.DataFrame) -> list[Path]:
 
 
 def render_vocabularies(
-    run_dirs: list[Path],
-    sides: list[Side],
-    body: str,
-    *,
-    root: Path,
-    command: str,
-    code: str | None = None,
+    run_dirs: list[Path], sides: list[Side], body: str, *, root: Path, made_by: str
 ) -> str:
-    """The report's Markdown: provenance, headline numbers, then the comparison body.
+    """The report's Markdown: provenance (`made_by`: `bpe.analysis.markdown.generated_by`),
+    headline numbers, then the comparison body.
 
     `sides` are the runs' sides in the order of run_dirs, then any others (GPT-2).
     """
@@ -75,7 +70,7 @@ def render_vocabularies(
     lines = [
         f"# Vocabularies: {' vs '.join(labels)}",
         "",
-        f"{generated_by(command, code)} from {len(run_dirs)} run(s) in `{root.name}/` and "
+        f"{made_by} from {len(run_dirs)} run(s) in `{root.name}/` and "
         "GPT-2's "
         "files (`data/gpt2`); do not edit by hand. Every number below is computed from the "
         "run directories (vocab, merges, metrics.json) and the held-out files they name.",
@@ -165,6 +160,7 @@ def write_vocabularies(
     drawn = draw_topk_overlap(everything, out / FIGURE)
     body = render_compare(compare(everything), figure=FIGURE if drawn else None, level=2)
     path = out / "vocabularies.md"
-    text = render_vocabularies(run_dirs, everything, body, root=root, command=command, code=code)
+    made_by = generated_by(command, code)
+    text = render_vocabularies(run_dirs, everything, body, root=root, made_by=made_by)
     atomic_write_text(path, text + "\n")
     return path

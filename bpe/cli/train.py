@@ -402,7 +402,7 @@ def _report_cut_sweep() -> None:
     """A sweep that Hydra stopped before its end (a search whose every trial failed has no
     best trial, and Optuna raises): write SWEEP.md from the jobs that ran, and say so."""
     from bpe.analysis.sweep import write_sweep_report
-    from bpe.analysis.sweep_process import LAST_SWEEP
+    from bpe.cli.sweep_process import LAST_SWEEP
 
     sweep_dir = LAST_SWEEP.get("sweep_dir")
     if sweep_dir is None or "outcome" in LAST_SWEEP:
@@ -463,7 +463,7 @@ def main() -> None:
         compile_ahead.stop_all()
     if not multirun:
         return
-    from bpe.analysis.sweep_process import LAST_SWEEP  # Hydra's sweep callback filled it
+    from bpe.cli.sweep_process import LAST_SWEEP  # Hydra's sweep callback filled it
 
     outcome = LAST_SWEEP.get("outcome")
     if outcome is not None and outcome.unfinished:

@@ -94,7 +94,7 @@ def _step(node: Any, part: str) -> tuple[bool, Any]:
 
 
 #: metrics.json's sections of measurements: their numeric leaves are what a tracker charts
-#: (`bpe.analysis.tracking` logs them as MLflow metrics).
+#: (`bpe.tracking.to_mlflow` logs them as MLflow metrics).
 MEASURE_SECTIONS = (
     "timings",
     "cpu_timings",

@@ -7,7 +7,7 @@ Hydra would print as a long traceback, with no SWEEP.md and the runs left at `ru
 the error is logged in one line, each job of the batch is returned as ended (its run directory
 says how: complete, failed, or `running` with its process gone, which every reader shows as
 crashed), so Hydra's `on_multirun_end` writes SWEEP.md and `bpe-train` exits non-zero
-(`bpe.analysis.sweep_process.SweepReportCallback` counts what did not complete).
+(`bpe.cli.sweep_process.SweepReportCallback` counts what did not complete).
 
 SIGTERM or SIGINT to `bpe-train` (the launcher's process) reaches every job: each job's process
 gets SIGTERM first, so its runner marks its run failed ("received signal SIGTERM") and stops

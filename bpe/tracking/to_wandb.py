@@ -1,12 +1,12 @@
 """Weights & Biases view of finished runs, offline: no account, no network, files only.
 
 What it does: `log_run(run_dir)` writes one W&B run of a run directory, from the same record the
-MLflow view logs (`bpe.analysis.tracking.tracked_run`: params as its config, the measures as its
+MLflow view logs (`bpe.tracking.to_mlflow.tracked_run`: params as its config, the measures as its
 summary, the status, dataset, trainer and git sha as tags, ANALYSIS.md, metrics.json, the logs,
 figures and tokenizer files as its files), in W&B's offline mode under
 `<experiments_dir>/wandb/offline-run-*`; `wandb sync <that folder>` uploads it later, from any
 machine with an account. `WandbCallback` does it from Hydra when each job ends
-(`bpe-train hydra/callbacks=wandb`), and `python -m bpe.analysis.wandb_tracking RUN_DIR...`
+(`bpe-train hydra/callbacks=wandb`), and `python -m bpe.tracking.to_wandb RUN_DIR...`
 for runs made without it. A run that is not `complete` ends with a non-zero exit code, which
 W&B shows as failed.
 
@@ -24,9 +24,9 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from bpe.analysis.tracker_callback import TrackerCallback
-from bpe.analysis.tracking import DEFAULT_EXPERIMENT, tracked_run
 from bpe.runs.layout import experiments_root
+from bpe.tracking.callback import TrackerCallback
+from bpe.tracking.to_mlflow import DEFAULT_EXPERIMENT, tracked_run
 
 logger = logging.getLogger(__name__)
 
@@ -122,7 +122,7 @@ class WandbCallback(TrackerCallback):
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m bpe.analysis.wandb_tracking RUN_DIR...`: log existing run directories to
+    """`python -m bpe.tracking.to_wandb RUN_DIR...`: log existing run directories to
     W&B, offline."""
     parser = argparse.ArgumentParser(description=main.__doc__.split(": ", 1)[1])
     parser.add_argument("run_dirs", nargs="+", type=Path)

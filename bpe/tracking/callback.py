@@ -3,10 +3,10 @@ ends, and a single run that failed (which exits inside its job) when the process
 
 What it does: `TrackerCallback` finds the job's run directory and calls its subclass's `log`;
 a tracker that fails never fails the run or the sweep (the error is logged, the run directory
-stays complete). `bpe.analysis.tracking.MlflowCallback` and
-`bpe.analysis.wandb_tracking.WandbCallback` are its two subclasses.
+stays complete). `bpe.tracking.to_mlflow.MlflowCallback` and
+`bpe.tracking.to_wandb.WandbCallback` are its two subclasses.
 
-What it does not do: read a run directory (`bpe.analysis.tracking.tracked_run`) or talk to a
+What it does not do: read a run directory (`bpe.tracking.to_mlflow.tracked_run`) or talk to a
 tracker (each subclass does).
 """
 

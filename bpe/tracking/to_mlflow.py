@@ -5,7 +5,7 @@ What it does: `tracked_run(run_dir)` turns a run directory (`metrics.json`, `env
 shows; `log_run(run_dir, ...)` sends one record to MLflow (by default a local SQLite store
 `<experiments_dir>/mlflow.db` with artifacts under `<experiments_dir>/mlruns/`);
 `MlflowCallback` does it from Hydra when each job ends (`bpe-train hydra/callbacks=mlflow`),
-and `python -m bpe.analysis.tracking RUN_DIR...` for runs made without it. A run whose metrics
+and `python -m bpe.tracking.to_mlflow RUN_DIR...` for runs made without it. A run whose metrics
 say anything but `complete` is logged with MLflow status FAILED. A SQLite store that is locked,
 not a database or not writable raises `StoreUnavailable`, one sentence naming the file and the
 fix, which the callback logs as a warning (the run itself is already complete).
@@ -32,7 +32,6 @@ from typing import Any
 
 import yaml
 
-from bpe.analysis.tracker_callback import TrackerCallback, TrackerUnavailable
 from bpe.runs import schema
 from bpe.runs.layout import (
     ENVIRONMENT_FILE,
@@ -44,6 +43,7 @@ from bpe.runs.layout import (
     TOKENIZER_FILES,
     experiments_root,
 )
+from bpe.tracking.callback import TrackerCallback, TrackerUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -274,7 +274,7 @@ def _sqlite_error(err: BaseException) -> sqlite3.Error | None:
 
 def _store_unavailable(store: Path, error: sqlite3.Error, record: TrackedRun) -> StoreUnavailable:
     """One sentence: which store, what is wrong with it, that the run is fine, and the fix."""
-    again = f"`python -m bpe.analysis.tracking {record.run_dir}`"
+    again = f"`python -m bpe.tracking.to_mlflow {record.run_dir}`"
     text = str(error)
     if "locked" in text or "busy" in text:
         fix = (
@@ -440,7 +440,7 @@ class MlflowCallback(TrackerCallback):
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m bpe.analysis.tracking RUN_DIR...`: log existing run directories to MLflow."""
+    """`python -m bpe.tracking.to_mlflow RUN_DIR...`: log existing run directories to MLflow."""
     parser = argparse.ArgumentParser(description=main.__doc__.split(": ", 1)[1])
     parser.add_argument("run_dirs", nargs="+", type=Path)
     parser.add_argument(
