@@ -126,6 +126,16 @@ def test_the_default_tokenizer_uses_the_kernel_on_a_large_text(gpt2):
     assert ids == _cold(_with(gpt2, "python")).encode(text)
 
 
+def test_encode_ids_is_encode_as_the_kernels_array_or_the_python_list(gpt2):
+    """`bpe-encode` keeps a chunk's ids as the kernel's array; they are `encode`'s ids."""
+    text = (DATA / "owt_heldout.txt").read_text(encoding="utf-8")[:50000] + EOT + " tail"
+    fast, slow = _with(gpt2, "compiled"), _with(gpt2, "python")
+    expected = slow.encode(text)
+    array = fast.encode_ids(text)
+    assert type(array).__name__ == "ndarray" and array.tolist() == expected
+    assert slow.encode_ids(text) == expected  # the Python path: encode's own list
+
+
 def test_auto_leaves_numba_unloaded_for_a_short_text():
     """A few cold pretokens are merged in Python: a short encode does not pay for Numba."""
     code = (

@@ -61,8 +61,9 @@ from bpe.util.workers import DEFAULT_MIN_PARALLEL_BYTES, WorkerPlan
 logger = logging.getLogger(__name__)
 
 ENCODE_BACKENDS = ("python", "tiktoken")
-#: Bytes of text per chunk. A chunk's ids are a Python list while it is encoded (~40 bytes per
-#: token), so chunks stay small; 1 MB keeps a worker near 50 MB.
+#: Bytes of text per chunk. A chunk's ids are the kernel's int32 arrays (a Python list, ~40
+#: bytes per token, on the Python path) while it is encoded, so chunks stay small; 1 MB keeps
+#: a worker near 50 MB.
 DEFAULT_CHUNK_BYTES = 1 << 20
 
 
@@ -172,22 +173,26 @@ def _encode_part(job: _Job, part: Part) -> tuple[np.ndarray, int]:
     # subtle: with fork the tokenizer is inherited, not pickled; with forkserver or spawn it is
     # rebuilt once per worker from its vocab and merges (Tokenizer.__reduce__).
     tok, corpus = job.tokenizer, job.corpus
-    ids: list[int] = []
+    ids: list = []  # runs of ids: the kernel's arrays, lists, a separator
     num_bytes = 0
     text_file = not corpus.files[part.file].holds_records
     need_sep = job.sep_id is not None and part.index > 0 and (part.first_in_file or not text_file)
     for piece in read_part(corpus, part, list(tok.special_tokens), pattern=tok.pattern):
         if need_sep:
-            ids.append(job.sep_id)
+            ids.append([job.sep_id])
         if job.dropout:
             # invariant: dropout's draws depend on (seed, a pretoken's byte offset in the file),
             # so the ids do not depend on how the file was cut into parts or on the workers
-            ids.extend(tok.encode(piece.text, dropout=job.dropout, seed=job.seed, offset=piece.at))
+            ids.append(tok.encode(piece.text, dropout=job.dropout, seed=job.seed, offset=piece.at))
+        elif job.segmentation == "merges":
+            ids.append(tok.encode_ids(piece.text))  # no list of Python ints when compiled
         else:
-            ids.extend(tok.encode(piece.text, segmentation=job.segmentation))
+            ids.append(tok.encode(piece.text, segmentation=job.segmentation))
         num_bytes += piece.num_bytes
         need_sep = job.sep_id is not None and piece.is_record
-    return np.array(ids, dtype=job.dtype), num_bytes
+    # check_dtype made sure every id fits the dtype, so the kernel's int32 converts exactly
+    runs = [np.asarray(run, dtype=job.dtype) for run in ids]
+    return (np.concatenate(runs) if runs else np.empty(0, job.dtype)), num_bytes
 
 
 def encode_to_npy(

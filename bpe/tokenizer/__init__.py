@@ -349,6 +349,12 @@ class Tokenizer(StreamingEncoder):
         whole = self._encode_whole(text, specials=False)
         return whole if whole is not None else self._ids_of_segments([self.pretokens(text)])
 
+    def encode_ids(self, text: str):
+        """`encode(text)`'s ids as the compiled kernel's int32 NumPy array when it takes the
+        text, else as `encode`'s list: for callers that keep ids in arrays (`bpe-encode`)."""
+        whole = self._encode_whole(text, specials=True, listed=False)
+        return whole if whole is not None else self.encode(text)
+
     def _encode_whole(self, text: str, *, specials: bool, **options):
         """text's ids from the whole-text kernel, or None where it does not apply
         (`bpe.tokenizer.cold_path.ColdPath.encode_whole`, which takes the `options`)."""
