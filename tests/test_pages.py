@@ -54,6 +54,12 @@ def test_page_options_out_of_place_are_refused_in_one_line(tmp_path):
     assert proc.returncode == 2 and "--sweep-dir and --quick go with --page" in proc.stderr
     proc = _report("--page", "variants", "--sweep-dir", str(tmp_path), str(tmp_path))
     assert proc.returncode == 2 and "this page reads one sweep, not 2" in proc.stderr
+    proc = _report("--page", "variants", "--sweep-dir", str(tmp_path / "gone"))
+    assert (
+        proc.returncode == 2
+        and "--sweep-dir" in proc.stderr
+        and "is not a directory" in proc.stderr
+    )
     proc = _report("--page", "nope")
     assert proc.returncode == 2 and "invalid choice: 'nope'" in proc.stderr
 

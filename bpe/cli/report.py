@@ -161,6 +161,12 @@ def make_page(name: str, out: Path, *, sweeps: list[Path] | None, root: Path, qu
     with `bpe-train -m` into `root` (each plain run pruned first when the page says so)."""
     page = PAGES[name]
     given = None if sweeps is None else [shown_path(s) for s in sweeps]
+    for sweep in sweeps or ():
+        if not Path(sweep).is_dir():
+            raise FileNotFoundError(
+                f"--sweep-dir {str(sweep)!r} is not a directory; name a sweep directory of "
+                f"bpe-train -m, or leave --sweep-dir out and --page {name} runs its sweeps"
+            )
     if sweeps is None:
         sweeps = [_run_sweep(args, root) for args in page.sweep_args(quick=quick)]
     if page.prune_to is not None:
