@@ -605,3 +605,35 @@ def test_every_bpe_of_a_pretoken_gives_the_reference_ids(reference_tokenizers, p
     }
     for name, ids in got.items():
         assert list(ids) == expected, name
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    pieces=st.lists(_PIECES, max_size=6),
+    dropout=st.sampled_from([0.1, 0.3, 0.7]),
+    seed=st.integers(0, 2**64 - 1),
+)
+def test_every_dropout_path_gives_the_reference_ids_under_the_same_coins(
+    reference_tokenizers, pieces, dropout, seed
+):
+    """At any p, Python's list scan and heap and the compiled kernel give `reference_bpe`'s
+    ids when it draws each pretoken's coins from (seed, the pretoken's byte offset) as they do
+    (`bpe.tokenizer.dropout.DropoutStream`)."""
+    import math
+
+    from bpe.tokenizer.dropout import coin_flipper, mix64
+    from bpe.tokenizer.merging import reference_bpe
+
+    text = "".join(pieces)
+    t = reference_tokenizers
+    expected, offset = [], 0
+    threshold, seed_key = math.floor(dropout * 2.0**64), mix64(seed)
+    for p in t["python"].pretokens(text):
+        data = p.encode("utf-8")
+        coins = coin_flipper(mix64(seed_key ^ offset), threshold)
+        expected += [t["id_of"][tok] for tok in reference_bpe(data, t["merges"], dropped=coins)]
+        offset += len(data)
+    for name in ("python", "compiled"):
+        assert t[name].encode(text, dropout=dropout, seed=seed) == expected, name

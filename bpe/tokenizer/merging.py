@@ -4,10 +4,10 @@
                   scan for the short pretokens that make up real text
     merge_long    the same order over a linked list with buckets of positions by rank, linear
                   in the pretoken's length, for long ones
-    reference_bpe the definition, as GPT-2's encoder states it and as slowly: the one every
-                  implementation of BPE of one pretoken is tested against (Python and
-                  compiled, plain, dropout at p=0, PickyBPE's replay without removals;
-                  `tests/test_tokenizer.py`)
+    reference_bpe the definition, as GPT-2's encoder states it and as slowly, with
+                  BPE-dropout's coins as a parameter: the one every implementation of BPE of
+                  one pretoken is tested against (Python and compiled, plain, dropout at any
+                  p, PickyBPE's replay without removals; `tests/test_tokenizer.py`)
 
 Both give exactly the ids of Hugging Face `tokenizers`' order (lowest rank, then leftmost),
 which for merges listed in creation order is GPT-2's "merge every occurrence of the best
@@ -17,6 +17,7 @@ pair" loop. What it does not do: cache, split text, or know a vocab (it takes lo
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from heapq import heappop, heappush
 from itertools import repeat
 
@@ -30,34 +31,44 @@ NO_MERGE = sys.maxsize
 LONG_PRETOKEN = 64
 
 
-def reference_bpe(data: bytes, merges: list[tuple[bytes, bytes]]) -> list[bytes]:
+def reference_bpe(
+    data: bytes, merges: list[tuple[bytes, bytes]], *, dropped: Callable[[], bool] | None = None
+) -> list[bytes]:
     """BPE of one pretoken by definition: while some adjacent pair is a merge, take the pair
     merged earliest in `merges` and join each of its occurrences, left to right; the tokens are
     byte strings (ids are the caller's). Quadratic and plain on purpose.
+
+    With `dropped` (one coin per call, True: skip), BPE-dropout as `bpe.tokenizer.dropout`
+    draws it: the candidates (each adjacent pair that is a merge, at each position) are visited
+    by rank, then position; the first whose coin survives fixes the step's pair, each later
+    occurrence of that pair gets a coin and joins unless it overlaps the one before; a step
+    whose every coin drops ends the merging.
 
     >>> reference_bpe(b"aaab", [(b"a", b"a"), (b"aa", b"b")])  # "aa" twice? no: once, then a b
     [b'aa', b'a', b'b']
     >>> reference_bpe(b"aaab", [(b"a", b"b"), (b"a", b"a")])
     [b'aa', b'ab']
+    >>> reference_bpe(b"aaab", [(b"a", b"b"), (b"a", b"a")], dropped=lambda: True)
+    [b'a', b'a', b'a', b'b']
     """
     rank = {pair: r for r, pair in reversed(list(enumerate(merges)))}
+    coin = dropped or (lambda: False)
     tokens = [bytes([b]) for b in data]
-    while len(tokens) > 1:
-        pairs = [(rank[p], p) for p in zip(tokens, tokens[1:]) if p in rank]
-        if not pairs:
-            break
-        _, best = min(pairs)
-        joined: list[bytes] = []
-        i = 0
-        while i < len(tokens):
-            if i + 1 < len(tokens) and (tokens[i], tokens[i + 1]) == best:
-                joined.append(tokens[i] + tokens[i + 1])
-                i += 2
-            else:
-                joined.append(tokens[i])
-                i += 1
-        tokens = joined
-    return tokens
+    while True:
+        pairs = zip(tokens, tokens[1:])
+        candidates = sorted((rank[p], i) for i, p in enumerate(pairs) if p in rank)
+        chosen = next((k for k in range(len(candidates)) if not coin()), None)
+        if chosen is None:
+            return tokens
+        best, first = candidates[chosen]
+        at = [first]
+        for r, i in candidates[chosen + 1 :]:
+            if r != best:
+                break
+            if not coin() and i > at[-1] + 1:  # the coin first, as the encoders draw it
+                at.append(i)
+        for i in reversed(at):  # right to left: the positions on the left stay valid
+            tokens[i : i + 2] = [tokens[i] + tokens[i + 1]]
 
 
 def merge_bytes(data: bytes, byte_id, rank_of, merged: list[int], no_merge=NO_MERGE) -> tuple:
