@@ -26,7 +26,7 @@ from bpe.analysis.markdown import fmt, generated_by, measured, table
 from bpe.formats.gpt2_format import load_merges
 from bpe.runs import schema
 from bpe.runs.layout import FIGURES_DIR, MERGES_FILE
-from bpe.util.io import atomic_write_text, git_sha
+from bpe.util.io import atomic_write_text
 
 logger = logging.getLogger(__name__)
 
@@ -117,8 +117,9 @@ def curves(frame: pd.DataFrame, runs: pd.DataFrame) -> list[dict]:
     return out
 
 
-def gather(sweep_dirs: list[Path], *, command: str) -> dict:
-    """The data curve document of one or more sweeps (what `data_curve.json` holds)."""
+def gather(sweep_dirs: list[Path], *, command: str, code: str | None) -> dict:
+    """The data curve document of one or more sweeps (what `data_curve.json` holds), made by
+    `command` at code version `code`."""
     found = []
     for sweep in sweep_dirs:
         frame, runs = load_tidy(sweep, hint="pass a sweep directory of bpe-train -m")
@@ -130,7 +131,7 @@ def gather(sweep_dirs: list[Path], *, command: str) -> dict:
             "complete runs of one input that differ in dataset.train_fraction (run "
             "bpe-train -m experiment=data_curve)"
         )
-    return {"command": command, "code": git_sha(), "curves": found}
+    return {"command": command, "code": code, "curves": found}
 
 
 def render(doc: dict, *, figure: str | None = None) -> str:
@@ -277,9 +278,11 @@ def draw(doc: dict, path: Path) -> None:
     figures.data_curve(series, path)
 
 
-def write_data_curve(sweep_dirs: list[Path], out_dir: Path, *, command: str) -> Path:
+def write_data_curve(
+    sweep_dirs: list[Path], out_dir: Path, *, command: str, code: str | None
+) -> Path:
     """Write data_curve.json, its figure and data_curve.md into out_dir; returns the .md."""
-    doc = gather([Path(s) for s in sweep_dirs], command=command)
+    doc = gather([Path(s) for s in sweep_dirs], command=command, code=code)
     out_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out_dir / DATA_CURVE_JSON, json.dumps(doc, indent=2) + "\n")
     (out_dir / FIGURES_DIR).mkdir(exist_ok=True)

@@ -78,7 +78,7 @@ def _vocabularies(sweep: Path, out: Path, *, command: str, code: str | None) -> 
 
 
 def _data_curve(sweeps: list[Path], out: Path, command: str, code: str | None) -> Path:
-    return write_data_curve(sweeps, out, command=command)
+    return write_data_curve(sweeps, out, command=command, code=code)
 
 
 PAGES: dict[str, Page] = {

@@ -110,8 +110,7 @@ def tiktoken_export_refusal(tok: TokenizerLike) -> str | None:
     return export_refusal(tok) or tiktoken_refusal(tok.protect)
 
 
-def _refuse(tok: TokenizerLike, what: str) -> None:
-    reason = tiktoken_export_refusal(tok) if what == "tiktoken" else export_refusal(tok)
+def _refuse(what: str, reason: str | None) -> None:
     if reason is not None:
         raise ValueError(f"no {what} export: {reason}")
 
@@ -143,7 +142,7 @@ def to_hf_tokenizer(tok: TokenizerLike):
     >>> to_hf_tokenizer(tok).encode("a a<|eot|>").ids
     [98, 257, 0]
     """
-    _refuse(tok, TOKENIZER_JSON)
+    _refuse(TOKENIZER_JSON, export_refusal(tok))
     specials = _special_ids(tok)
     model_vocab: dict[str, int] = {}
     for idx in sorted(tok.vocab):
@@ -287,7 +286,7 @@ def to_tiktoken(
     >>> to_tiktoken(tok, check_on=["abc ab"]).encode_ordinary("abc")
     [256, 99]
     """
-    _refuse(tok, "tiktoken")
+    _refuse("tiktoken", tiktoken_export_refusal(tok))
     enc = tiktoken.Encoding(
         name or f"bpe-lab-{merges_sha256(tok.merges)[:12]}",
         pat_str=tok.pattern,
@@ -450,7 +449,7 @@ def save_exports(tok: TokenizerLike, out_dir: str | os.PathLike) -> list[Path]:
     Raises:
         ValueError: `export_refusal` says they cannot encode as `tok` does (PickyBPE).
     """
-    _refuse(tok, "tokenizer.json or tiktoken")
+    _refuse("tokenizer.json or tiktoken", export_refusal(tok))
     out = Path(out_dir)
     reason = tiktoken_export_refusal(tok)
     if reason is not None:

@@ -36,7 +36,7 @@ from pathlib import Path
 from bpe.formats.gpt2_format import load_merges, load_tokenizer_files, load_vocab, render
 from bpe.formats.manifest import check_whole
 from bpe.formats.removals_json import Removal, check_history, load_removals
-from bpe.formats.tokenizer_json import pattern_of_dir, protect_of_dir, special_tokens_of_dir
+from bpe.formats.tokenizer_json import special_tokens_of_dir, splits_of_dir
 from bpe.runs.layout import MERGES_FILE, METRICS_FILE, REMOVALS_FILE, TOKENIZER_JSON, VOCAB_FILE
 from bpe.text.patterns import GPT2_PATTERN, bounded_pattern
 from bpe.text.protect import check_protect
@@ -199,6 +199,7 @@ def open_tokenizer_dir(
         )
     say_where(d)
     vouched = check_whole(d)
+    exported, protect = splits_of_dir(d)
     if not (d / REMOVALS_FILE).is_file():
         vocab, merges = load_tokenizer_files(d / VOCAB_FILE, d / MERGES_FILE)
         return TokenizerDir(
@@ -206,14 +207,13 @@ def open_tokenizer_dir(
             vocab=vocab,
             merges=merges,
             special_tokens=special_tokens_of(d, vocab, merges, vouched=vouched),
-            pattern=_checked(pattern_of_dir(d), d / TOKENIZER_JSON, own_pattern),
-            protect=_protect(protect_of_dir(d), d / TOKENIZER_JSON),
+            pattern=_checked(exported, d / TOKENIZER_JSON, own_pattern),
+            protect=_protect(protect, d / TOKENIZER_JSON),
         )
     # a PickyBPE directory: its merges make tokens its vocab no longer holds
-    removals, pattern, protect = load_removals(d / REMOVALS_FILE)
+    removals, pattern, recorded = load_removals(d / REMOVALS_FILE)
     vocab, merges = load_vocab(d / VOCAB_FILE), load_merges(d / MERGES_FILE)
     check_history(vocab, merges, removals, source=f"tokenizer directory {str(d)!r}")
-    exported = pattern_of_dir(d)
     return TokenizerDir(
         path=d,
         vocab=vocab,
@@ -223,7 +223,7 @@ def open_tokenizer_dir(
             exported or pattern, d / (TOKENIZER_JSON if exported else REMOVALS_FILE), own_pattern
         ),
         removals=tuple(removals),
-        protect=_protect(protect_of_dir(d) or protect, d / REMOVALS_FILE),
+        protect=_protect(protect or recorded, d / (TOKENIZER_JSON if protect else REMOVALS_FILE)),
     )
 
 

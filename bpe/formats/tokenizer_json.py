@@ -1,8 +1,8 @@
 """What bpe-lab reads back from a directory's `tokenizer.json`: special tokens, split pattern.
 
 What it does: `special_tokens_of_dir` (the added tokens marked special, by id) and
-`pattern_of_dir` (the regex of the pre-tokenizer's Split, turned back into our spelling),
-`protect_of_dir` (the regex of a second Split: the protected characters), and
+`splits_of_dir` (the regex of the pre-tokenizer's Split, turned back into our spelling, and of
+a second Split: the protected characters; `pattern_of_dir` the first alone), and
 `hf_pattern`, the spelling of a split pattern that the `tokenizers` library's regex engine
 (Oniguruma) reads with our meaning.
 
@@ -99,21 +99,21 @@ def _split_regexes(run_dir: str | os.PathLike) -> list[str]:
     ]
 
 
-def pattern_of_dir(run_dir: str | os.PathLike) -> str | None:
-    """The split pattern of a directory's tokenizer.json (None without one or without a Split).
+def splits_of_dir(run_dir: str | os.PathLike) -> tuple[str | None, str | None]:
+    """The split pattern and the protected characters' regex of a directory's tokenizer.json:
+    its first Split and its second (`bpe.text.protect`), each None without one.
 
     A built-in pattern comes back in our spelling (`hf_pattern` undone), so it is recognised by
     name and keeps its chunk-cut rules.
     """
     regexes = _split_regexes(run_dir)
     if not regexes:
-        return None
+        return None, None
     ours = {hf_pattern(p): p for p in PATTERNS.values()}
-    return ours.get(regexes[0], regexes[0])
+    return ours.get(regexes[0], regexes[0]), (regexes[1] if len(regexes) > 1 else None)
 
 
-def protect_of_dir(run_dir: str | os.PathLike) -> str | None:
-    """The protected characters' regex of a directory's tokenizer.json: its second Split
-    (`bpe.text.protect`), or None."""
-    regexes = _split_regexes(run_dir)
-    return regexes[1] if len(regexes) > 1 else None
+def pattern_of_dir(run_dir: str | os.PathLike) -> str | None:
+    """The split pattern of a directory's tokenizer.json (None without one or without a Split;
+    `splits_of_dir`'s first)."""
+    return splits_of_dir(run_dir)[0]
