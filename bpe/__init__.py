@@ -52,6 +52,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .superbpe                 SuperBPE's stage two: merges across words, after stage one
       .parity                   parity-aware BPE: each merge serves the worst-compressed language
       .languages                parity-aware BPE's inputs: counts per language, development text
+      .boundless                BoundlessBPE: PickyBPE plus supermerges of whole pretokens
     bpe.pipeline                train_bpe, train_bpe_detailed, TrainResult: stages 1-3, timed
       .plan                     TrainSpec (one call's options, typed) and plan_run, its one check
       .seeds                    seed tokens: their merges first, as the parent of a run
@@ -68,11 +69,12 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .compiled_dropout         BPE-dropout of a whole text in one kernel call, Python's coins
       .removals                 PickyBPE's removals at encode time: replaying the history
       .compiled_replay          that replay inside the whole-text kernel, Numba-compiled
+      .superwords               BoundlessBPE's supermerges at encode time: whole pretokens joined
       .pruning                  a vocab without the tokens text uses least as themselves
       .warm                     each way of encoding run once, tiny: its kernels compiled
     bpe.formats                 the files a tokenizer is read from and saved as
       .gpt2_format              vocab.json and merges.txt (GPT-2 format), merges_sha256
-      .removals_json            PickyBPE's removals.json: the record and its check
+      .removals_json            removals.json (PickyBPE, BoundlessBPE): the record and its check
       .pretrained               opening a tokenizer directory: one rule for its specials
       .manifest                 a tokenizer directory as one whole: its files' sha256, checked
       .exports                  tokenizer.json + HF configs, tiktoken, save_pretrained

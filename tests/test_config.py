@@ -265,7 +265,8 @@ def test_hydra_names_cannot_lead_out_of_the_experiments_directory(tmp_path, args
         (["variant=superbpe", "variant.stage_two_pattern='(?'"], "is not a valid regex"),
         (
             ["variant=superbpe", "variant.threshold=0.5"],
-            "variant.threshold=0.5 is a setting of variant=picky, not of variant=superbpe",
+            "variant.threshold=0.5 is a setting of variant=picky or boundless, not of "
+            "variant=superbpe",
         ),
         (["dataset.path=missing.txt"], "not found at"),
         (["dataset.heldout_path=empty.txt"], "is empty, so nothing can be measured on it"),

@@ -46,6 +46,7 @@ ROWS = [
         superwords=61,
         longest=(" once upon a time",),
     ),
+    _row("boundless", 1000, 3.305, 0.0, removals=36, supermerges=100, merges=780, renyi=0.55),
     _row("bpe", 4000, 3.851, 0.055, dataset="owt_sample"),
     _row("picky", 4000, 3.904, 0.0, dataset="owt_sample", removals=210),
 ]
@@ -65,6 +66,10 @@ def test_the_papers_directions_are_checked_on_our_numbers():
     worse = [_row("bpe", 1000, 3.2, 0.0), _row("picky", 1000, 3.1, 0.01, removals=3)]
     assert "disagrees with the paper" in render_variants(worse, command="t", source="s")
     assert "did not measure bits per byte" in text
+    assert "tinystories_sample @ 1000: 3.305 bytes/token against 3.071 (+7.6%)" in text
+    assert "100 supermerges, 36 token(s) removed: agrees with the paper's direction" in text
+    flat = [_row("bpe", 1000, 3.2, 0.0), _row("boundless", 1000, 3.3, 0.0, renyi=0.4)]
+    assert "disagrees with the paper's direction" in render_variants(flat, command="t", source="s")
     with_bpb = [
         _row("bpe", 1000, 3.0, 0.0, bits_per_byte=1.9),
         _row("superbpe", 1000, 3.4, 0.0, bits_per_byte=1.8),

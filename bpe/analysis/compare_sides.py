@@ -65,6 +65,8 @@ class Side:
     parent: str = ""
     #: a PickyBPE run's removals (`bpe.tokenizer.removals`; empty for every other side)
     removals: tuple[Removal, ...] = ()
+    #: a BoundlessBPE run's supermerges (`bpe.tokenizer.superwords`; empty otherwise)
+    supermerges: tuple[int, ...] = ()
     #: the run's recorded `bits_per_byte` (None for GPT-2 style files and older runs)
     bits_per_byte: dict | None = None
     #: the run's recorded `segmentation` measures (None for GPT-2 style files and older runs)
@@ -80,6 +82,7 @@ class Side:
             self.special_tokens,
             pattern=self.pattern,
             removals=self.removals,
+            supermerges=self.supermerges,
         )
 
     @property
@@ -193,9 +196,10 @@ def load_side(path: str | Path, *, label: str | None = None, heldout: bool = Tru
         recorded = pattern_of_dir(d) or schema.get(metrics, schema.PATTERN_REGEX)
         pattern = bounded_pattern(recorded, source=str(d)) if recorded else GPT2_PATTERN
         facts = _run_facts(run, metrics, config, vocab=vocab, pattern=pattern)
-        removals = ()
+        removals, supermerges = (), ()
         if (d / REMOVALS_FILE).is_file():
-            removals = tuple(load_removals(d / REMOVALS_FILE)[0])
+            history = load_removals(d / REMOVALS_FILE)
+            removals, supermerges = tuple(history[0]), tuple(history[3])
         return Side(
             label=label or _lone_label(facts),
             source=d.name,
@@ -209,6 +213,7 @@ def load_side(path: str | Path, *, label: str | None = None, heldout: bool = Tru
             facts=facts,
             parent=d.resolve().parent.name,
             removals=removals,
+            supermerges=supermerges,
             bits_per_byte=schema.get(metrics, schema.BITS_PER_BYTE_SECTION),
             segmentation=schema.get(metrics, schema.SEGMENTATION),
             languages=schema.get(metrics, schema.LANGUAGES),

@@ -84,7 +84,7 @@ def _data_curve(sweeps: list[Path], out: Path, command: str, code: str | None) -
 PAGES: dict[str, Page] = {
     "variants": Page(
         "variants.md",
-        "Plain BPE, SuperBPE and PickyBPE side by side on the bundled samples.",
+        "Plain BPE, SuperBPE, PickyBPE and BoundlessBPE side by side on the bundled samples.",
         ({"experiment": "bpe_family"},),
         _one(write_variants),
         quick={"debug": "fast", "dataset": "tinystories_sample", "vocab_size": "300"},

@@ -45,6 +45,17 @@ def variant_lines(metrics: dict) -> list[str]:
         ]
     if name == "parity":
         return _parity_lines(get)
+    if name == "boundless":
+        return [
+            f"Variant: **boundless** (BoundlessBPE, Schmidt et al., 2025): "
+            f"{get(schema.BOUNDLESS_SUPERMERGES, default='n/a')} supermerges joined two whole "
+            f"pretokens into one token, over {get(schema.BOUNDLESS_PHRASES, default='n/a')} "
+            "phrases of joinable pretokens "
+            f"({get(schema.BOUNDLESS_DISTINCT_PHRASES, default='n/a')} distinct); "
+            f"intersection-over-self threshold {get(schema.VARIANT_THRESHOLD)}, "
+            f"{get(schema.VARIANT_REMOVALS, default='n/a')} tokens removed.",
+            "",
+        ]
     return []
 
 

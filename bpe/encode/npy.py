@@ -50,6 +50,7 @@ from bpe.formats import exports
 from bpe.formats.gpt2_format import load_tokenizer_files
 from bpe.formats.pretrained import check_bare_pair, vocab_special_tokens
 from bpe.runs.layout import MERGES_FILE, VOCAB_FILE
+from bpe.text.cuts import SPECIALS_ONLY
 from bpe.text.specials import EOT
 from bpe.tokenizer import Tokenizer
 from bpe.tokenizer.dropout import check_dropout
@@ -299,7 +300,8 @@ def encode_to_npy(
         num_workers=num_workers,
         max_chunk_bytes=chunk_bytes,
         min_parallel_bytes=min_parallel_bytes,
-        pattern=tokenizer.pattern,
+        # subtle: supermerges join pretokens across any cut but a special token
+        pattern=SPECIALS_ONLY if tokenizer.supermerges else tokenizer.pattern,
     )
     logger.info(
         "encoding %s (%s) in %s with %s (%s)%s -> %s",

@@ -137,6 +137,7 @@ def variant_record(result: TrainResult) -> VariantRecord:
         removals=facts.get("removals"),
         stage_two=facts.get("stage_two"),
         parity=facts if result.variant.name == "parity" else None,
+        boundless=facts.get("boundless"),
     )
 
 

@@ -67,6 +67,7 @@ class TokenizerLike(Protocol):
     pattern: str
     removals: Sequence
     protect: str | None
+    supermerges: Sequence[int]
 
     def encode(self, text: str) -> list[int]: ...
 
@@ -86,13 +87,20 @@ def export_refusal(tok: TokenizerLike) -> str | None:
     """Why tokenizer.json and tiktoken cannot encode exactly as `tok` does, or None if they can.
 
     A PickyBPE tokenizer removes tokens between merges, a pruned one after them
-    (`bpe.tokenizer.removals`); neither Hugging Face's BPE model nor tiktoken has a step that
-    splits a token back into its parts, so they would give other ids on some text.
+    (`bpe.tokenizer.removals`), a BoundlessBPE one merges across pretokens; Hugging Face's BPE
+    model and tiktoken can do neither, so they would give other ids on some text.
 
     >>> from bpe import Tokenizer
     >>> export_refusal(Tokenizer({i: bytes([i]) for i in range(256)}, [])) is None
     True
     """
+    if tok.supermerges:
+        return (
+            f"this tokenizer joins whole pretokens ({len(tok.supermerges)} BoundlessBPE "
+            "supermerges), which neither tokenizer.json (Hugging Face BPE) nor tiktoken can do, "
+            "so they would encode differently; use bpe.Tokenizer (Tokenizer.from_pretrained "
+            "reads vocab.json, merges.txt and removals.json)"
+        )
     if not tok.removals:
         return None
     return (
@@ -465,8 +473,8 @@ def save_pretrained(
     the manifest (`bpe.formats.manifest.save_whole`: files an earlier tokenizer left there that
     this one does not rewrite are removed).
 
-    A PickyBPE tokenizer writes removals.json (with its split pattern and `picky_threshold`)
-    instead of the exports, which cannot encode as it does (`export_refusal`, logged).
+    A PickyBPE or BoundlessBPE tokenizer writes removals.json (its pattern, `picky_threshold`,
+    supermerges) instead of the exports, which cannot encode as it does (`export_refusal`).
 
     Returns the paths written.
     """
@@ -485,6 +493,7 @@ def save_pretrained(
             pattern=tok.pattern,
             threshold=picky_threshold,
             protect=tok.protect,
+            supermerges=tok.supermerges,
         )
         return [*paths, removals]
 

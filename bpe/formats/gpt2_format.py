@@ -285,3 +285,23 @@ def merges_sha256(merges: Sequence[tuple[bytes, bytes]]) -> str:
     for a, b in merges:
         h.update(len(a).to_bytes(4, "big") + a + len(b).to_bytes(4, "big") + b)
     return h.hexdigest()
+
+
+def add_specials(vocab: dict[int, bytes], id_of: dict[bytes, int], specials) -> dict[str, int]:
+    """Each special token's id: an existing one where the vocab already holds its bytes
+    (GPT-2's <|endoftext|> is id 50256), else a new id after the largest, added to `vocab`
+    and `id_of`.
+
+    >>> vocab = {0: b"a"}; add_specials(vocab, {b"a": 0}, ["a", "<s>"]), vocab[1]
+    ({'a': 0, '<s>': 1}, b'<s>')
+    """
+    ids: dict[str, int] = {}
+    next_id = max(vocab) + 1
+    for tok in specials:
+        raw = tok.encode("utf-8")
+        if raw not in id_of:
+            vocab[next_id] = raw
+            id_of[raw] = next_id
+            next_id += 1
+        ids[tok] = id_of[raw]
+    return ids

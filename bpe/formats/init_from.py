@@ -39,6 +39,12 @@ def check_parent(parent: Parent, *, pattern: str, vocab_size: int) -> None:
 
     Special tokens are checked when training starts (`bpe.trainers.parent`).
     """
+    if parent.supermerges:
+        raise ValueError(
+            f"init_from={str(parent.path)!r} is a BoundlessBPE tokenizer: its supermerges join "
+            "whole pretokens, which a continued run's words cannot replay; continue from a bpe "
+            "or superbpe run"
+        )
     if parent.removals:
         raise ValueError(
             f"init_from={str(parent.path)!r} is a PickyBPE tokenizer: its merges make tokens "

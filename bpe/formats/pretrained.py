@@ -60,6 +60,8 @@ class TokenizerDir:
     removals: tuple[Removal, ...] = ()
     #: the protected characters' regex (`bpe.text.protect`) recorded beside the pattern, or None
     protect: str | None = None
+    #: BoundlessBPE's supermerges (`bpe.tokenizer.superwords`); empty for every other tokenizer
+    supermerges: tuple[int, ...] = ()
 
 
 def vocab_special_tokens(vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]]) -> list[str]:
@@ -210,8 +212,8 @@ def open_tokenizer_dir(
             pattern=_checked(exported, d / TOKENIZER_JSON, own_pattern),
             protect=_protect(protect, d / TOKENIZER_JSON),
         )
-    # a PickyBPE directory: its merges make tokens its vocab no longer holds
-    removals, pattern, recorded = load_removals(d / REMOVALS_FILE)
+    # a PickyBPE or BoundlessBPE directory: its merges make tokens its vocab may no longer hold
+    removals, pattern, recorded, supermerges = load_removals(d / REMOVALS_FILE)
     vocab, merges = load_vocab(d / VOCAB_FILE), load_merges(d / MERGES_FILE)
     check_history(vocab, merges, removals, source=f"tokenizer directory {str(d)!r}")
     return TokenizerDir(
@@ -224,6 +226,7 @@ def open_tokenizer_dir(
         ),
         removals=tuple(removals),
         protect=_protect(protect or recorded, d / (TOKENIZER_JSON if protect else REMOVALS_FILE)),
+        supermerges=tuple(supermerges),
     )
 
 

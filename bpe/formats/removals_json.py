@@ -1,5 +1,9 @@
 """PickyBPE's removals.json: the record of which tokens a run removed, when, and into what.
 
+A BoundlessBPE run writes the same file, with `"variant": "boundless"` and `supermerges`: the
+indices in merges.txt of the merges that join two whole pretokens (`bpe.tokenizer.superwords`),
+which merges.txt alone cannot say.
+
 A `Removal` says that after `after_merges` merges, `token` left the vocab, split into `parts`.
 `save_removals` / `load_removals` write and read the file (with the split pattern, which
 encoding needs); `check_history` replays merges and removals on the token set and refuses a
@@ -41,11 +45,12 @@ def save_removals(
     pattern: str,
     threshold: float | None = None,
     protect: str | None = None,
+    supermerges: Sequence[int] = (),
 ) -> Path:
-    """Write removals.json atomically (with the split pattern and the protected characters,
-    which encoding needs)."""
+    """Write removals.json atomically (with the split pattern, the protected characters and
+    BoundlessBPE's supermerges, which encoding needs)."""
     doc = {
-        "variant": "picky",
+        "variant": "boundless" if supermerges else "picky",
         "threshold": threshold,
         "pattern": pattern,
         "protect": protect,
@@ -58,14 +63,18 @@ def save_removals(
             for r in removals
         ],
     }
+    if supermerges:
+        doc["supermerges"] = [int(k) for k in supermerges]
     out = Path(path)
     atomic_write_text(out, json.dumps(doc, ensure_ascii=False, indent=1) + "\n")
     return out
 
 
-def load_removals(path: str | os.PathLike) -> tuple[list[Removal], str | None, str | None]:
-    """Read removals.json: the removals, and the split pattern and protected characters'
-    regex recorded with them (None: not recorded).
+def load_removals(
+    path: str | os.PathLike,
+) -> tuple[list[Removal], str | None, str | None, list[int]]:
+    """Read removals.json: the removals, the split pattern and protected characters' regex
+    recorded with them (None: not recorded), and the supermerges (empty but for BoundlessBPE).
 
     Raises:
         ValueError: the file is not a removals record (the message names the file).
@@ -79,12 +88,19 @@ def load_removals(path: str | os.PathLike) -> tuple[list[Removal], str | None, s
             )
             for r in doc["removals"]
         ]
+        supermerges = [_index(k) for k in doc.get("supermerges", [])]
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise ValueError(
             f"removals file {str(p)!r} is not a PickyBPE removals record ({err}); restore it "
             "from the run, or retrain"
         ) from None
-    return removals, doc.get("pattern"), doc.get("protect")
+    return removals, doc.get("pattern"), doc.get("protect"), supermerges
+
+
+def _index(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"supermerge {value!r} is not a merge index")
+    return value
 
 
 def events(

@@ -96,6 +96,8 @@ class TrainResult:
     compile_cached: bool | None = None
     #: PickyBPE's removals (`bpe.trainers.common.TrainerOutput.removals`); empty otherwise
     removals: list = field(default_factory=list)
+    #: BoundlessBPE's supermerges (indices into `merges`); empty otherwise
+    supermerges: list[int] = field(default_factory=list)
     #: the vocab ladder (`rungs=`): for each rung's vocab size, the seconds from the start of
     #: the merge stage (stages 2-3) to the merge that reached it; empty otherwise
     rung_seconds: dict[int, float] = field(default_factory=dict)
@@ -107,7 +109,8 @@ class TrainResult:
     stopped_by: str | None = None
 
     def tokenizer(self) -> Tokenizer:
-        """The trained tokenizer (its pattern and, for PickyBPE, its removals)."""
+        """The trained tokenizer (its pattern, PickyBPE's removals, BoundlessBPE's
+        supermerges)."""
         return Tokenizer(
             self.vocab,
             self.merges,
@@ -115,6 +118,7 @@ class TrainResult:
             pattern=self.pattern,
             removals=as_removals(self.removals),
             protect=self.protect,
+            supermerges=self.supermerges,
         )
 
     @property
@@ -330,6 +334,7 @@ def _result(
         input_manifest=manifest,
         variant=run.variant,
         removals=output.removals,
+        supermerges=output.supermerges,
         limits=run.spec.limits.as_dict(),
         stopped_by=output.stopped_by,
         variant_facts=facts,

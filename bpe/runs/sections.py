@@ -80,15 +80,16 @@ class VariantRecord(TypedDict):
     """metrics.json's `variant`: the member of the BPE family (`bpe.variants`), its
     parameters (null where the variant has none) and what it measured about itself."""
 
-    name: str  # bpe | superbpe | picky | parity
+    name: str  # bpe | superbpe | picky | parity | boundless
     transition_vocab: int | None  # superbpe: vocab size where stage two started
     stage_two_pattern: str | None  # superbpe: stage two's split pattern (a regex)
-    threshold: float | None  # picky: the intersection-over-self threshold
-    removals: int | None  # picky: tokens removed during training
+    threshold: float | None  # picky, boundless: the intersection-over-self threshold
+    removals: int | None  # picky, boundless: tokens removed during training
     stage_two: dict | None  # superbpe: stage two's pretokens (unique, bytes, longest), merges
     global_merges: int | None  # parity: the first merges made as plain BPE
     dev: str | None  # parity: the development text's folder (null: FLORES-200 devtest)
     parity: dict | None  # parity: languages, merges per language, development tokens
+    boundless: dict | None  # boundless: supermerges made, phrases (all, distinct)
 
 
 class CompileRecord(TypedDict):

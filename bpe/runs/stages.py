@@ -57,7 +57,7 @@ TRAINER_ORDER = ("naive", "indexed", "heap", "compiled")
 
 #: The members of the BPE family in the order reports list them (`bpe.variants`
 #: defines them with this tuple; plain BPE is what a run without a `variant` section trained).
-VARIANT_ORDER = ("bpe", "superbpe", "picky", "parity")
+VARIANT_ORDER = ("bpe", "superbpe", "picky", "parity", "boundless")
 
 
 def stage_label(*numbers: int) -> str:

@@ -104,6 +104,10 @@ def cut_regex(pattern: str | None) -> regex.Pattern | None:
     return _CUTS.get(pattern if pattern is not None else GPT2_PATTERN)
 
 
+#: A split pattern's stand-in that has no safe cuts: text is cut at special tokens only (what
+#: a BoundlessBPE tokenizer needs, whose supermerges join pretokens across other cuts).
+SPECIALS_ONLY = ""
+
 _CUTS: dict[str, regex.Pattern] = {
     GPT2_PATTERN: _CUT,
     CL100K_PATTERN: _CUT_CL100K,

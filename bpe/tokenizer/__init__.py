@@ -44,7 +44,12 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
-from bpe.formats.gpt2_format import check_consistent, index_vocab, load_tokenizer_files
+from bpe.formats.gpt2_format import (
+    add_specials,
+    check_consistent,
+    index_vocab,
+    load_tokenizer_files,
+)
 from bpe.formats.pretrained import open_tokenizer_dir
 from bpe.formats.removals_json import Removal, as_removals, check_history
 from bpe.text.patterns import GPT2_PATTERN, pattern_name, resolve_pattern
@@ -52,22 +57,18 @@ from bpe.text.pretokens import find_pretokens
 from bpe.text.protect import as_protect, protect_regex, split_all
 from bpe.text.specials import special_token_regex, split_on_special_tokens, validate_special_tokens
 from bpe.tokenizer.cold_path import ColdPath, PretokenCache, check_merge_backend
-from bpe.tokenizer.dropout import DropoutStream, dropout_stream
-from bpe.tokenizer.merging import merge_bytes
+from bpe.tokenizer.dropout import dropout_stream
+from bpe.tokenizer.merging import merge_bytes, pretoken_utf8
 from bpe.tokenizer.removals import Replay
 from bpe.tokenizer.segmentation import Segmentations, check_segmentation
 from bpe.tokenizer.streaming import StreamingEncoder
+from bpe.tokenizer.superwords import Superwords, check_supermerges, refuse_other_segmentations
 
 logger = logging.getLogger(__name__)
 
 #: Default bound on cached pretokens; the cache is emptied when it fills, so memory stays bounded
 #: on any corpus (a few hundred thousand distinct pretokens cover most of real text).
 DEFAULT_CACHE_SIZE = 1 << 18
-
-
-# ---------------------------------------------------------------------------------------------
-# Tokenizer
-# ---------------------------------------------------------------------------------------------
 
 
 class Tokenizer(StreamingEncoder):
@@ -91,6 +92,9 @@ class Tokenizer(StreamingEncoder):
             order they happened; keyword-only): encoding then replays merges and removals in
             training's order (in Python), and `merges` may make tokens the vocab no longer
             holds.
+        supermerges: a BoundlessBPE tokenizer's supermerges (indices into `merges`,
+            keyword-only): those merges join adjacent whole pretokens after the others
+            (`bpe.tokenizer.superwords`), in training's order.
 
     Raises:
         ValueError: a byte missing from the vocab, two ids with the same bytes, a merge whose
@@ -105,6 +109,9 @@ class Tokenizer(StreamingEncoder):
     'abc<|eot|>'
     """
 
+    #: The UTF-8 bytes of a pretoken, or a clear error for a lone surrogate.
+    _utf8 = staticmethod(pretoken_utf8)
+
     def __init__(
         self,
         vocab: dict[int, bytes],
@@ -116,6 +123,7 @@ class Tokenizer(StreamingEncoder):
         merge_backend: str = "auto",
         removals: Sequence[Removal] | None = None,
         protect: Sequence[str] | str | None = None,
+        supermerges: Sequence[int] | None = None,
     ) -> None:
         specials = validate_special_tokens(special_tokens)
         self.merge_backend: str = check_merge_backend(merge_backend)
@@ -138,7 +146,7 @@ class Tokenizer(StreamingEncoder):
         else:
             check_consistent(self.vocab, self.merges, source="merges")
 
-        self.special_tokens: dict[str, int] = self._add_specials(specials)
+        self.special_tokens: dict[str, int] = add_specials(self.vocab, self._id_of, specials)
         self._special_list = specials
         self._special_regex = special_token_regex(specials)
         self._longest_special = max((len(t) for t in specials), default=0)
@@ -147,8 +155,16 @@ class Tokenizer(StreamingEncoder):
         # (left id, right id) -> rank; the first occurrence of a repeated pair wins.
         self._ranks: dict[tuple[int, int], int] = {}
         self._merged: list[int] = []
-        # a PickyBPE tokenizer replays its history instead (merges make removed tokens too)
-        self._replay = Replay(self.merges, self.removals) if self.removals else None
+        #: BoundlessBPE's supermerges (indices into merges; empty for every other tokenizer)
+        self.supermerges: list[int] = check_supermerges(supermerges, self.merges)
+        self._super = None
+        if self.supermerges:
+            self._super = Superwords(self._id_of, self.merges, self.removals, self.supermerges)
+        # a PickyBPE or BoundlessBPE tokenizer replays its history instead (merges make
+        # removed tokens too, and supermerges apply across pretokens only)
+        self._replay = self._super.replay if self._super else None
+        if self.removals and self._replay is None:
+            self._replay = Replay(self.merges, self.removals)
         for a, b in self.merges if self._replay is None else ():
             self._ranks.setdefault((self._id_of[a], self._id_of[b]), len(self._merged))
             self._merged.append(self._id_of[a + b])
@@ -164,8 +180,8 @@ class Tokenizer(StreamingEncoder):
             merged=self._merged,
             byte_ids=self._byte_ids,
             max_id=self.max_token_id,
-            replay=(self._id_of, self.merges, self.removals) if self.removals else None,
-            whole_text=self.pattern == GPT2_PATTERN and self.protect is None,
+            replay=(self._id_of, self.merges, self.removals) if self._replay else None,
+            whole_text=self.pattern == GPT2_PATTERN and not self.protect and not self._super,
             cache_size=cache_size,
         )
         logger.debug(
@@ -174,20 +190,6 @@ class Tokenizer(StreamingEncoder):
             len(self.merges),
             self.special_tokens,
         )
-
-    def _add_specials(self, specials: list[str]) -> dict[str, int]:
-        """Each special token's id: an existing one where the vocab already holds its bytes
-        (GPT-2's <|endoftext|> is id 50256), else a new id after the largest."""
-        ids: dict[str, int] = {}
-        next_id = max(self.vocab) + 1
-        for tok in specials:
-            raw = tok.encode("utf-8")
-            if raw not in self._id_of:
-                self.vocab[next_id] = raw
-                self._id_of[raw] = next_id
-                next_id += 1
-            ids[tok] = self._id_of[raw]
-        return ids
 
     # -- construction ---------------------------------------------------------------------
 
@@ -242,6 +244,8 @@ class Tokenizer(StreamingEncoder):
         kwargs.setdefault("protect", opened.protect)
         if opened.removals:
             kwargs.setdefault("removals", opened.removals)
+        if opened.supermerges:
+            kwargs.setdefault("supermerges", opened.supermerges)
         return cls(opened.vocab, opened.merges, special_tokens, **kwargs)
 
     def save_pretrained(self, out_dir: str | os.PathLike) -> list[Path]:
@@ -267,8 +271,9 @@ class Tokenizer(StreamingEncoder):
 
     def __reduce__(self):
         # Rebuild in the receiving process (e.g. a worker) instead of pickling the cache.
-        state = (self.vocab, self.merges, self._special_list, self._cache_size)
-        return (_rebuild, (*state, self.pattern, self.merge_backend, self.removals, self.protect))
+        names = ("pattern", "merge_backend", "removals", "protect", "supermerges")
+        options = {name: getattr(self, name) for name in names} | {"cache_size": self._cache_size}
+        return (_rebuild, (self.vocab, self.merges, self._special_list, options))
 
     def __repr__(self) -> str:
         name = pattern_name(self.pattern)
@@ -282,6 +287,8 @@ class Tokenizer(StreamingEncoder):
         """Forget cached pretoken encodings (ids do not change; the next encode is cold)."""
         self._cache.clear()
         self._cold.clear()
+        if self._super is not None:
+            self._super.clear()
         self._segmentations.clear()
 
     @property
@@ -313,17 +320,6 @@ class Tokenizer(StreamingEncoder):
             return tuple(map(self._id_of.__getitem__, self._replay.tokens(data)))
         return merge_bytes(data, self._byte_ids.__getitem__, self._ranks.get, self._merged)
 
-    @staticmethod
-    def _utf8(pretoken: str) -> bytes:
-        """The UTF-8 bytes of a pretoken, or a clear error for a lone surrogate."""
-        try:
-            return pretoken.encode("utf-8")
-        except UnicodeEncodeError as err:
-            raise ValueError(
-                f"text contains {pretoken[err.start]!r}, a lone surrogate that UTF-8 cannot "
-                "encode; remove it or decode the source with errors='replace'"
-            ) from None
-
     # -- encoding ---------------------------------------------------------------------------
 
     def pretokens(self, text: str) -> list[str]:
@@ -336,7 +332,10 @@ class Tokenizer(StreamingEncoder):
 
     def _ids_of_segments(self, segments: Iterable[int | list[str]], pretoken_ids=None) -> list[int]:
         """The ids of a text's segments in order: a special token's id, or a list of pretokens
-        (`bpe.tokenizer.cold_path.ColdPath.ids_of_segments`)."""
+        (`bpe.tokenizer.cold_path.ColdPath.ids_of_segments`; BoundlessBPE's supermerges join
+        pretokens after: `bpe.tokenizer.superwords`)."""
+        if self._super is not None:
+            return self._super.ids_of_segments(segments, self._cache.__getitem__, pretoken_ids)
         return self._cold.ids_of_segments(segments, self._cache, self._cache_size, pretoken_ids)
 
     def encode_ordinary(self, text: str) -> list[int]:
@@ -445,8 +444,10 @@ class Tokenizer(StreamingEncoder):
             elif part:
                 yield self.pretokens(part)
 
-    def _dropout_stream(self, dropout: float, seed: int | None, offset: int) -> DropoutStream:
+    def _dropout_stream(self, dropout: float, seed: int | None, offset: int):
         """A `DropoutStream` over this vocab (`bpe.tokenizer.dropout.dropout_stream`)."""
+        if self._super is not None:
+            refuse_other_segmentations()
         return dropout_stream(
             dropout,
             seed,
@@ -494,7 +495,6 @@ class Tokenizer(StreamingEncoder):
         return self.decode_bytes(ids).decode("utf-8", errors="replace")
 
 
-def _rebuild(vocab, merges, specials, cache_size, pattern, merge_backend, removals, protect):
+def _rebuild(vocab, merges, specials, options):
     # The vocab already holds the appended specials; they are found again by their bytes.
-    options = {"pattern": pattern, "merge_backend": merge_backend, "removals": removals}
-    return Tokenizer(vocab, merges, specials, cache_size=cache_size, protect=protect, **options)
+    return Tokenizer(vocab, merges, specials, **options)

@@ -156,3 +156,18 @@ def merge_long(ids: list[int], rank_of, merged: list[int]) -> tuple:
                 if r is not None:
                     add(r, ids[h], new, h)
     return tuple(chain.tokens())
+
+
+def pretoken_utf8(pretoken: str) -> bytes:
+    """The UTF-8 bytes of a pretoken, or a clear error for a lone surrogate.
+
+    >>> pretoken_utf8("hé")
+    b'h\\xc3\\xa9'
+    """
+    try:
+        return pretoken.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise ValueError(
+            f"text contains {pretoken[err.start]!r}, a lone surrogate that UTF-8 cannot "
+            "encode; remove it or decode the source with errors='replace'"
+        ) from None

@@ -58,9 +58,10 @@ def prune(
         ValueError: a PickyBPE tokenizer, or a vocab size below what pruning can reach (the
             special tokens and the 256 bytes stay) or above the tokenizer's own.
     """
-    if tokenizer.removals:
+    if tokenizer.removals or tokenizer.supermerges:
         raise ValueError(
-            "this tokenizer already removes tokens (a PickyBPE run); prune a plain BPE run"
+            "this tokenizer already removes tokens or joins pretokens (a PickyBPE or "
+            "BoundlessBPE run); prune a plain BPE run"
         )
     candidates = prunable(tokenizer)
     size = tokenizer.vocab_size

@@ -32,7 +32,7 @@ cannot express a removal; `bpe.formats.exports` refuses them for a PickyBPE toke
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from heapq import heappop, heappush
 
 from bpe.formats.removals_json import Removal, events
@@ -47,15 +47,26 @@ class Replay:
     [b'abc', b'a', b'b']
     """
 
-    def __init__(self, merges: Sequence[tuple[bytes, bytes]], removals: Sequence[Removal]) -> None:
+    def __init__(
+        self,
+        merges: Sequence[tuple[bytes, bytes]],
+        removals: Sequence[Removal],
+        *,
+        skip: Collection[int] = (),
+    ) -> None:
+        """`skip`: indices of merges never made inside a pretoken (BoundlessBPE's
+        supermerges, `bpe.tokenizer.superwords`); they keep their place in time."""
         self._merge_times: dict[tuple[bytes, bytes], list[int]] = {}
         self._removal_times: dict[bytes, list[int]] = {}
         self._events = events(merges, removals)
+        made = 0  # merges before event t
         for t, event in enumerate(self._events):
             if isinstance(event, Removal):
                 self._removal_times.setdefault(event.token, []).append(t)
-            else:
+                continue
+            if made not in skip:
                 self._merge_times.setdefault(event, []).append(t)
+            made += 1
 
     def tokens(self, data: bytes) -> list[bytes]:
         """The tokens (as bytes) of one pretoken."""

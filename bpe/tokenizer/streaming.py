@@ -7,7 +7,8 @@ the ids equal those of encoding the whole text at once.
 
 `StreamingEncoder` is a mixin of `bpe.tokenizer.Tokenizer`: it reads the tokenizer's special
 tokens and its encoding steps (`_encode_parts`, `_segments`, `_ids_of_segments`, `pretokens`,
-`_encode_whole`, `_dropout_stream`), and holds only the streaming.
+`_encode_whole`, `_dropout_stream`, and `_super`, whose supermerges move a cut), and holds
+only the streaming.
 
 What it does not do: read files (pass an open text file as the iterable) or run BPE.
 """
@@ -140,6 +141,9 @@ class StreamingEncoder:
         while keep > 0 and start > len(window) - _UNSTABLE_TAIL_CHARS:
             keep -= 1
             start -= len(pretokens[keep])
+        if self._super is not None:  # supermerges join pretokens: cut where none can
+            keep = self._super.safe_cut(pretokens, keep)
+            start = sum(map(len, pretokens[:keep]))
         if keep <= 0:
             start = 0
         if pretoken_ids is None:  # to the kernel whole, where it applies

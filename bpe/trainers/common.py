@@ -225,6 +225,8 @@ class MergeState:
     merge_counts: list[int] = field(default_factory=list)
     #: PickyBPE only (`bpe.variants.picky`): (merges done, removed id, its parts), in order
     removals: list[tuple[int, int, tuple[int, ...]]] = field(default_factory=list)
+    #: BoundlessBPE only (`bpe.variants.boundless`): the indices in `merged` of supermerges
+    supermerges: list[int] = field(default_factory=list)
     limits: Limits = field(default_factory=Limits)
     #: why the loop stopped early (`EXHAUSTED`, `BELOW_MIN_FREQUENCY`); None if it did not
     stopped_by: str | None = None
@@ -276,6 +278,8 @@ class TrainerOutput:
     merges: list[tuple[bytes, bytes]]
     merge_counts: list[int]
     removals: list[tuple[int, bytes, tuple[bytes, ...]]] = field(default_factory=list)
+    #: BoundlessBPE only: which merges (indices into `merges`) join two whole pretokens
+    supermerges: list[int] = field(default_factory=list)
     #: why training stopped short of the vocab asked for (`MergeState.stopped_by`), or None
     stopped_by: str | None = None
 

@@ -8,6 +8,8 @@
     parity    parity-aware BPE (Foroutan et al., 2025): each merge serves the language worst
               compressed on parallel development text (`bpe.variants.parity`, its inputs in
               `bpe.variants.languages`)
+    boundless BoundlessBPE (Schmidt et al., 2025): PickyBPE plus supermerges of two adjacent
+              whole pretokens into a superword (`bpe.variants.boundless`)
 
 What it does: `Variant` (a variant's name and parameters, checked and resolved: `base`), and
 `MEMBERS`, the registry of what each one changes in a training run (`Member`: hooks before,
@@ -23,7 +25,7 @@ What it does not do: choose the trainer (`bpe.trainers`) or time the stages (`bp
 
 from __future__ import annotations
 
-from bpe.variants import languages, picky, superbpe
+from bpe.variants import boundless, languages, picky, superbpe
 from bpe.variants.base import (
     DEFAULT_THRESHOLD,
     DEFAULT_TRANSITION_SHARE,
@@ -44,7 +46,8 @@ from bpe.variants.base import (
 
 #: THE registry of the BPE family, in the order reports list it (`VARIANTS`, tested).
 MEMBERS: dict[str, Member] = {
-    m.name: m for m in (Member("bpe"), superbpe.MEMBER, picky.MEMBER, languages.MEMBER)
+    m.name: m
+    for m in (Member("bpe"), superbpe.MEMBER, picky.MEMBER, languages.MEMBER, boundless.MEMBER)
 }
 
 __all__ = [

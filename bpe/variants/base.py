@@ -11,6 +11,9 @@
               each merge is the best pair of the language whose parallel development text
               (`dev`) takes the most tokens, after `global_merges` merges of plain BPE
               (`bpe.variants.parity`, `bpe.variants.languages`)
+    boundless BoundlessBPE (Schmidt et al., 2025): PickyBPE (`threshold`) plus supermerges,
+              which join two adjacent whole pretokens into a superword
+              (`bpe.variants.boundless`)
 
 What it does: `Variant` holds a variant's name and parameters with the papers' defaults filled
 in (`Variant.resolve`), checks them (`check_variant`, naming the value and the fix), and says
@@ -48,11 +51,14 @@ DEFAULT_THRESHOLD = 0.9
 SUPPORTED_TRAINERS: dict[str, tuple[str, ...]] = {
     "picky": ("naive", "indexed"),
     "parity": ("naive", "heap"),  # `bpe.variants.parity.PARITY_LOOPS`
+    "boundless": ("naive", "indexed"),  # `bpe.variants.boundless.BOUNDLESS_LOOPS`
 }
 #: Why a variant runs on those trainers only (the error names it).
 _WHY_THOSE_TRAINERS = {
     "picky": "its removals need token counts and token -> words, which only those trainers keep",
     "parity": "it keeps pair counts per language, which only those trainers implement",
+    "boundless": "its removals (PickyBPE's) need token counts and token -> words, which only "
+    "those trainers keep",
 }
 
 
@@ -71,7 +77,7 @@ class Variant:
     transition_vocab: int | None = None
     #: superbpe: the split pattern of stage two (a name or a regex; None: `STAGE_TWO_PATTERN`)
     stage_two_pattern: str | None = None
-    #: picky: the intersection-over-self threshold in (0, 1]
+    #: picky, boundless: the intersection-over-self threshold in (0, 1]
     threshold: float | None = None
     #: parity: the first merges made as plain BPE on all languages together (the hybrid)
     global_merges: int | None = None
@@ -89,22 +95,23 @@ class Variant:
         >>> Variant("superbpe", threshold=0.5).resolve(vocab_size=1000)  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        ValueError: variant.threshold=0.5 is a setting of variant=picky, not of ...
+        ValueError: variant.threshold=0.5 is a setting of variant=picky or boundless, not ...
         """
         check_variant(self.name)
         owners = {
             "transition_vocab": "superbpe",
             "stage_two_pattern": "superbpe",
-            "threshold": "picky",
+            "threshold": ("picky", "boundless"),
             "global_merges": "parity",
             "dev": "parity",
         }
         for key, owner in owners.items():
             value = getattr(self, key)
-            if value is not None and owner != self.name:
+            owned = (owner,) if isinstance(owner, str) else owner
+            if value is not None and self.name not in owned:
                 raise ValueError(
-                    f"variant.{key}={value!r} is a setting of variant={owner}, not of "
-                    f"variant={self.name}; remove it, or pick variant={owner}"
+                    f"variant.{key}={value!r} is a setting of variant={' or '.join(owned)}, not "
+                    f"of variant={self.name}; remove it, or pick variant={owned[0]}"
                 )
         if self.name == "superbpe":
             from bpe.text.patterns import STAGE_TWO_PATTERN, resolve_pattern
@@ -120,9 +127,9 @@ class Variant:
                 transition_vocab=transition,
                 stage_two_pattern=self.stage_two_pattern or STAGE_TWO_PATTERN,
             )
-        if self.name == "picky":
+        if self.name in ("picky", "boundless"):
             threshold = DEFAULT_THRESHOLD if self.threshold is None else self.threshold
-            return Variant("picky", threshold=check_threshold(threshold))
+            return Variant(self.name, threshold=check_threshold(threshold))
         if self.name == "parity":
             merges = 0 if self.global_merges is None else self.global_merges
             return Variant(

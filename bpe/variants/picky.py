@@ -49,6 +49,7 @@ from bpe.trainers.common import (
     MergeState,
     Pair,
     TrainerOutput,
+    best_by_scan,
     count_pairs,
     merge_word,
     select_by_scan,
@@ -104,6 +105,14 @@ class PickyRule:
             self.state.merge_counts.append(count)
             self.removed.discard(known)
         self.parents[new_id] = (left, right)
+        return new_id
+
+    def add_superword(self, left: int, right: int, count: int) -> int:
+        """Record a merge of two whole pretokens (BoundlessBPE's supermerge); returns its id.
+        A superword has no parents here: it is never removed."""
+        new_id = self.state.add_merge(left, right, count)
+        self.id_of[self.state.vocab[new_id]] = new_id
+        self.state.supermerges.append(len(self.state.merged) - 1)
         return new_id
 
     @property
@@ -164,25 +173,58 @@ def check_merge_budget(rule: PickyRule, merges_made: int) -> bool:
     return False
 
 
+def choose(
+    state: MergeState, pair_counts: dict[Pair, int], rule: PickyRule, side, whole
+) -> tuple[Pair, int, bool] | None:
+    """The next merge: (pair, count, whether it is a supermerge), or None when the loop stops.
+
+    Without a `side` this is `select_by_scan`. With BoundlessBPE's (`bpe.variants.boundless`),
+    the best pair of whole pretokens competes by count with the best pair inside words and wins
+    a tie (the reference code's rule); `whole(word index)` is a word's one token, or None.
+    """
+    if side is None:
+        chosen = select_by_scan(state, pair_counts)
+        return None if chosen is None else (*chosen, False)
+    fitting = {p: c for p, c in pair_counts.items() if state.fits(*p)}
+    word = best_by_scan(fitting, state.token_keys) if fitting else None
+    sup = side.best(state, whole, rule.id_of)
+    if sup is not None and (word is None or sup[1] >= word[1]):
+        return None if state.stop(sup[1]) else (*sup, True)
+    if state.stop(None if word is None else word[1]):
+        return None
+    return (*word, False)
+
+
 # -- the reference: recount everything ------------------------------------------------------------
 
 
-def naive_merge_loop(state: MergeState, tick: Callable[[], object], *, threshold: float) -> None:
-    """Per merge: count pairs from scratch, merge the best, then check both parents (recounting)."""
+def naive_merge_loop(
+    state: MergeState, tick: Callable[[], object], *, threshold: float, side=None
+) -> None:
+    """Per merge: count pairs from scratch, merge the best, then check both parents (recounting).
+    `side`: BoundlessBPE's pairs of whole pretokens (`bpe.variants.boundless`), or None."""
     rule = PickyRule(state, threshold)
     words = [word_ids(word) for word in state.words]
+
+    def whole(wi: int) -> int | None:
+        return words[wi][0] if len(words[wi]) == 1 else None
+
     made = 0
     while not rule.done() and check_merge_budget(rule, made):
         pair_counts = count_pairs(words, state.counts)
-        chosen = select_by_scan(state, pair_counts)
+        chosen = choose(state, pair_counts, rule, side, whole)
         if chosen is None:
             return
-        (left, right), count = chosen
+        (left, right), count, superword = chosen
+        made += 1
+        if superword:
+            side.merge(left, right, rule.add_superword(left, right, count), whole)
+            tick()
+            continue
         new_id = rule.merge(left, right, count)
         # a token that was already present (made again) had occurrences before this merge
         before = sum(n * w.count(new_id) for w, n in zip(words, state.counts, strict=True))
         words = [merge_word(word, left, right, new_id) for word in words]
-        made += 1
         # subtle: not `count`, which counts overlapping pairs ("aaa" holds (a, a) twice) while
         # a merge makes one token of each non-overlapping occurrence
         merged = sum(n * w.count(new_id) for w, n in zip(words, state.counts, strict=True))
@@ -265,10 +307,18 @@ def _int_array(values: Iterable[int]) -> array:
     return array("i", values)
 
 
-def indexed_merge_loop(state: MergeState, tick: Callable[[], object], *, threshold: float) -> None:
-    """`PairIndex` counts, a scan for the best pair, token counts and token -> words kept exact."""
+def indexed_merge_loop(
+    state: MergeState, tick: Callable[[], object], *, threshold: float, side=None
+) -> None:
+    """`PairIndex` counts, a scan for the best pair, token counts and token -> words kept exact.
+    `side`: BoundlessBPE's pairs of whole pretokens, told which words changed, or None."""
     rule = PickyRule(state, threshold)
     index = _PickyIndex(state.words, state.counts)
+    words = index.words
+
+    def whole(wi: int) -> int | None:
+        return ord(words[wi]) if len(words[wi]) == 1 else None
+
     pair_counts = index.pair_counts
     token_counts: Counter[int] = Counter()
     for word, n in zip(state.words, state.counts, strict=True):
@@ -278,10 +328,15 @@ def indexed_merge_loop(state: MergeState, tick: Callable[[], object], *, thresho
     token_words: dict[int, list[int]] = {}
     made = 0
     while not rule.done() and check_merge_budget(rule, made):
-        chosen = select_by_scan(state, pair_counts)
+        chosen = choose(state, pair_counts, rule, side, whole)
         if chosen is None:
             return
-        (left, right), best = chosen
+        (left, right), best, superword = chosen
+        if superword:
+            side.merge(left, right, rule.add_superword(left, right, best), whole)
+            made += 1
+            tick()
+            continue
         new_id = rule.merge(left, right, best)
         index.merge(left, right, new_id)
         holding, merged = [], 0
@@ -297,11 +352,14 @@ def indexed_merge_loop(state: MergeState, tick: Callable[[], object], *, thresho
         for parent, consumed in rule.checked_parents(left, right, merged):
             token_counts[parent] -= consumed
         made += 1
+        changed = holding
         for parent, consumed in rule.checked_parents(left, right, merged):
             if not rule.removable(parent):
                 continue
             if rule.exceeds(consumed, token_counts[parent]):
-                _remove(rule, index, parent, token_counts, token_words)
+                changed = [*changed, *_remove(rule, index, parent, token_counts, token_words)]
+        if side is not None:
+            side.changed(changed, whole)
         tick()
 
 
@@ -311,8 +369,10 @@ def _remove(
     token: int,
     token_counts: Counter[int],
     token_words: dict[int, list[int]],
-) -> None:
+) -> list[int]:
+    """Remove `token`; returns the words it was split in."""
     parts = rule.remove(token)
+    split = []
     remaining = token_counts.pop(token)
     mark = chr(token)
     for part in parts:
@@ -321,9 +381,11 @@ def _remove(
         if mark not in index.words[wi]:
             continue  # stale: a later merge used every occurrence in this word
         index.split(wi, token, parts)
+        split.append(wi)
         for part in set(parts):
             if part in token_words:
                 token_words[part].append(wi)
+    return split
 
 
 #: The trainers that run PickyBPE, and their loops.
@@ -364,7 +426,9 @@ def compact(state: MergeState) -> TrainerOutput:
         (after, vocab[token], tuple(vocab[p] for p in parts))
         for after, token, parts in state.removals
     ]
-    return TrainerOutput(out_vocab, merges, state.merge_counts, removals=removals)
+    return TrainerOutput(
+        out_vocab, merges, state.merge_counts, removals=removals, supermerges=state.supermerges
+    )
 
 
 def variant_loop(threshold: float) -> VariantLoop:
