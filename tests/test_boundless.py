@@ -25,6 +25,7 @@ from bpe.text.pretokens import find_pretokens
 from bpe.trainers import learn_merges
 from bpe.trainers.common import prepare
 from bpe.variants import SUPPORTED_TRAINERS, boundless, picky
+from tests.complexity import assert_linear
 from tests.conftest import DATA, EOT, ROOT
 
 # few short words, so phrases repeat and whole words pair up often; punctuation and digits cut
@@ -266,3 +267,39 @@ def test_a_boundless_run_cannot_be_continued_or_pruned(boundless_run):
         train_bpe_detailed(DATA / "tinystories_sample.txt", 1200, [EOT], init_from=boundless_run)
     with pytest.raises(ValueError, match="BoundlessBPE run\\); prune a plain BPE run"):
         prune(_loaded(boundless_run), vocab_size=900, usage={})
+
+
+def test_the_indexed_loop_grows_linearly_with_the_corpus():
+    """The same merges over 4x the documents cost at most x6 (the phrases a merge revisits,
+    not all of them; the heap, not a scan of every pair of whole pretokens)."""
+    text = (DATA / "tinystories_sample.txt").read_text("utf-8")
+    docs = [d for d in text.split(EOT) if d.strip()]
+
+    inputs = {n: _training_input(docs[:n]) for n in (200, 800)}
+
+    def train(n: int) -> None:
+        counts, phrases = inputs[n]
+        learn_merges("indexed", counts, 1000, [EOT], variant=boundless.variant_loop(0.9, phrases))
+
+    assert_linear(train, 200, repeats=1, what="BoundlessBPE's indexed loop")
+
+
+def test_joining_a_long_run_of_whole_words_grows_linearly(boundless_run):
+    """Text made of supermerges' own pretokens, without punctuation, is one long run that many
+    supermerges join in many places."""
+    tok = _loaded(boundless_run)
+    pieces = []
+    for k in tok.supermerges:
+        left, right = (side.decode("utf-8") for side in tok.merges[k])
+        if left.startswith(" ") and tok.pretokens(left + right) == [left, right]:
+            pieces.append(left + right)
+    assert len(pieces) > 20
+    text = "".join(pieces[i % len(pieces)] for i in range(20_000))
+    pretokens = tok.pretokens(text)
+
+    def join(n: int) -> None:
+        tok.clear_cache()
+        tok._super.ids(pretokens[:n], tok._cache.__getitem__)
+
+    assert all(tok._super._token(p) is not None for p in pretokens)  # one run
+    assert_linear(join, 4000, what="joining a run of whole words")

@@ -185,7 +185,9 @@ def choose(
     if side is None:
         chosen = select_by_scan(state, pair_counts)
         return None if chosen is None else (*chosen, False)
-    fitting = {p: c for p, c in pair_counts.items() if state.fits(*p)}
+    fitting = pair_counts
+    if state.limits.max_token_length is not None:
+        fitting = {p: c for p, c in pair_counts.items() if state.fits(*p)}
     word = best_by_scan(fitting, state.token_keys) if fitting else None
     sup = side.best(state, whole, rule.id_of)
     if sup is not None and (word is None or sup[1] >= word[1]):
