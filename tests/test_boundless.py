@@ -22,6 +22,7 @@ from bpe.formats.exports import export_refusal
 from bpe.formats.removals_json import as_removals
 from bpe.runs import layout, schema
 from bpe.text.pretokens import find_pretokens
+from bpe.tokenizer.merging import reference_bpe
 from bpe.trainers import learn_merges
 from bpe.trainers.common import prepare
 from bpe.variants import SUPPORTED_TRAINERS, boundless, picky
@@ -108,6 +109,10 @@ def _check_exact(docs: list[str], vocab_size: int, threshold: float) -> int:
         supermerges=out.supermerges,
     )
     final = dict(zip(order, side.items, strict=True))
+    removals, skip = as_removals(out.removals), set(out.supermerges)
+    for word in state.words:  # each word as training left it is the reference's
+        trained = [state.vocab[ord(c)] for c in word]
+        assert reference_bpe(b"".join(trained), out.merges, removals=removals, skip=skip) == trained
     for doc in docs:
         expected: list[bytes] = []
         for k, part in enumerate(doc.split(EOT)):

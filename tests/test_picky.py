@@ -245,3 +245,40 @@ def test_bpe_encode_with_a_picky_run_falls_back_to_our_encoder(picky_run, tmp_pa
     encode_to_npy(DATA / "tinystories_heldout.txt", tok, out, backend="tiktoken", num_workers=1)
     text = (DATA / "tinystories_heldout.txt").read_text("utf-8")
     assert np.load(out).tolist() == tok.encode(text)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    corpus=corpora,
+    extra=st.integers(1, 40),
+    threshold=thresholds,
+    longer=st.text(alphabet="abc", min_size=65, max_size=200).map(str.encode),
+)
+def test_every_replay_gives_the_reference(corpus, extra, threshold, longer):
+    """Python's scan and linked-list replays and the compiled replay give `reference_bpe`'s
+    tokens (the history walked event by event) on the training pretokens and a long one."""
+    from bpe.tokenizer.merging import reference_bpe
+
+    out = learn_merges("indexed", corpus, 257 + extra, [EOT], variant=picky.variant_loop(threshold))
+    removals = as_removals(out.removals)
+    replay = Replay(out.merges, removals)
+    for data in [*corpus, longer]:
+        expected = reference_bpe(data, out.merges, removals=removals)
+        assert replay._tokens_scan(data) == expected
+        assert replay._tokens_long(data) == expected
+    if removals and _has_numba():
+        tok = Tokenizer(out.vocab, out.merges, [EOT], removals=removals, merge_backend="compiled")
+        text = " ".join(d.decode() for d in [*corpus, longer])
+        expected_ids = [
+            tok._id_of[t]
+            for p in tok.pretokens(text)
+            for t in reference_bpe(p.encode(), out.merges, removals=removals)
+        ]
+        assert tok.encode(text) == expected_ids
+        assert tok._cold.replay_tables is not None, "the compiled replay did not run"
+
+
+def _has_numba() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("numba") is not None

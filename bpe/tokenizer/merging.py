@@ -17,7 +17,7 @@ pair" loop. What it does not do: cache, split text, or know a vocab (it takes lo
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from heapq import heappop, heappush
 from itertools import repeat
 
@@ -32,7 +32,12 @@ LONG_PRETOKEN = 64
 
 
 def reference_bpe(
-    data: bytes, merges: list[tuple[bytes, bytes]], *, dropped: Callable[[], bool] | None = None
+    data: bytes,
+    merges: list[tuple[bytes, bytes]],
+    *,
+    dropped: Callable[[], bool] | None = None,
+    removals: Sequence = (),
+    skip: Collection[int] = (),
 ) -> list[bytes]:
     """BPE of one pretoken by definition: while some adjacent pair is a merge, take the pair
     merged earliest in `merges` and join each of its occurrences, left to right; the tokens are
@@ -50,7 +55,21 @@ def reference_bpe(
     [b'aa', b'ab']
     >>> reference_bpe(b"aaab", [(b"a", b"b"), (b"a", b"a")], dropped=lambda: True)
     [b'a', b'a', b'a', b'b']
+
+    With `removals` (PickyBPE's, `bpe.formats.removals_json.Removal`: after `after_merges`
+    merges, `token` splits into `parts`), the history is walked in the order it happened, each
+    event applied to the whole pretoken: a merge joins each occurrence of its pair, left to
+    right; a removal splits each occurrence of its token (without removals this is the rank
+    rule above, merge by merge). `skip`: merges never made inside a pretoken (BoundlessBPE's
+    supermerges). Dropout is not defined with removals.
+
+    >>> from bpe.formats.removals_json import Removal
+    >>> gone = [Removal(2, b"ab", (b"a", b"b"))]
+    >>> reference_bpe(b"abcab", [(b"a", b"b"), (b"ab", b"c")], removals=gone)
+    [b'abc', b'a', b'b']
     """
+    if removals or skip:
+        return _reference_history(data, merges, removals, skip)
     rank = {pair: r for r, pair in reversed(list(enumerate(merges)))}
     coin = dropped or (lambda: False)
     tokens = [bytes([b]) for b in data]
@@ -69,6 +88,33 @@ def reference_bpe(
                 at.append(i)
         for i in reversed(at):  # right to left: the positions on the left stay valid
             tokens[i : i + 2] = [tokens[i] + tokens[i + 1]]
+
+
+def _reference_history(data: bytes, merges, removals, skip) -> list[bytes]:
+    """`reference_bpe` with removals: every event of the history in order, on every
+    occurrence at once."""
+    tokens = [bytes([b]) for b in data]
+    pending = sorted(removals, key=lambda r: r.after_merges)  # stable: same-time order kept
+    for k in range(len(merges) + 1):
+        while pending and pending[0].after_merges <= k:
+            removal = pending.pop(0)
+            split: list[bytes] = []
+            for t in tokens:
+                split.extend(removal.parts if t == removal.token else (t,))
+            tokens = split
+        if k == len(merges) or k in skip:
+            continue
+        left, right = merges[k]
+        joined, i = [], 0
+        while i < len(tokens):
+            if i + 1 < len(tokens) and tokens[i] == left and tokens[i + 1] == right:
+                joined.append(left + right)
+                i += 2
+            else:
+                joined.append(tokens[i])
+                i += 1
+        tokens = joined
+    return tokens
 
 
 def merge_bytes(data: bytes, byte_id, rank_of, merged: list[int], no_merge=NO_MERGE) -> tuple:
