@@ -7,7 +7,13 @@ import os
 import pandas as pd
 
 from bpe.analysis.sweep_facts import input_groups, merge_agreement, trainer_label
-from bpe.analysis.variants_report import VariantRow, count_superwords, render_variants
+from bpe.analysis.variants_report import (
+    VARIANTS_JSON,
+    VariantRow,
+    count_superwords,
+    render_variants,
+    render_variants_json,
+)
 from tests.conftest import ROOT
 
 GOLDEN = ROOT / "tests" / "golden" / "reports" / "variants.md"
@@ -59,6 +65,14 @@ def test_the_report_matches_its_golden_file():
     assert text == GOLDEN.read_text("utf-8")
 
 
+def test_the_published_page_is_rendered_from_its_json():
+    """reports/variants.md says exactly what reports/variants.json holds (every number)."""
+    published = ROOT / "reports"
+    assert (published / "variants.md").read_text("utf-8") == render_variants_json(
+        published / VARIANTS_JSON
+    )
+
+
 def test_the_papers_directions_are_checked_on_our_numbers():
     text = render_variants(ROWS, command="test", source="s")
     assert "tinystories_sample @ 1000: 3.457 bytes/token against 3.071" in text
@@ -66,10 +80,13 @@ def test_the_papers_directions_are_checked_on_our_numbers():
     worse = [_row("bpe", 1000, 3.2, 0.0), _row("picky", 1000, 3.1, 0.01, removals=3)]
     assert "disagrees with the paper" in render_variants(worse, command="t", source="s")
     assert "did not measure bits per byte" in text
-    assert "tinystories_sample @ 1000: 3.305 bytes/token against 3.071 (+7.6%)" in text
-    assert "100 supermerges, 36 token(s) removed: agrees with the paper's direction" in text
+    assert "tinystories_sample @ 1000: 3.305 bytes/token against 3.071 (+7.6%: agrees)" in text
+    assert "100 supermerges, 36 token(s) removed." in text
+    assert "The largest gain in bytes per token is 7.62% (tinystories_sample @ 1000)" in text
     flat = [_row("bpe", 1000, 3.2, 0.0), _row("boundless", 1000, 3.3, 0.0, renyi=0.4)]
-    assert "disagrees with the paper's direction" in render_variants(flat, command="t", source="s")
+    flat_text = render_variants(flat, command="t", source="s")
+    assert "Rényi efficiency 0.400 against 0.500 (-20.0%: disagrees)" in flat_text
+    assert "The Rényi efficiency did not rise everywhere" in flat_text
     with_bpb = [
         _row("bpe", 1000, 3.0, 0.0, bits_per_byte=1.9),
         _row("superbpe", 1000, 3.4, 0.0, bits_per_byte=1.8),
