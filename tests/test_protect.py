@@ -121,6 +121,17 @@ def test_a_run_records_reports_and_reloads_its_protected_characters(protected_ru
     assert not [m for m in merges if regex.search("[0-9]", m) and len(m.replace(" ", "")) > 1]
 
 
+def test_bpe_compare_encodes_a_protected_run_as_the_run_does(protected_run):
+    """`bpe-compare` opens a run through the one directory opener, protected characters
+    included (it once rebuilt the tokenizer without them)."""
+    from bpe.analysis.compare_sides import load_side
+
+    side = load_side(protected_run, heldout=False)
+    text = "In 2024, 1,337 people paid $42.50 each."
+    assert side.tokenizer.encode(text) == Tokenizer.from_pretrained(protected_run).encode(text)
+    assert side.protect == side.tokenizer.protect == "(?:[0-9])"
+
+
 @pytest.mark.parametrize(
     ("options", "said"),
     [

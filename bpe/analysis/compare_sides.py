@@ -19,10 +19,10 @@ import yaml
 
 from bpe.corpus.datasets import from_config, input_name, load_named
 from bpe.corpus.documents import load_documents
-from bpe.formats.gpt2_format import load_merges, load_vocab
+from bpe.formats.gpt2_format import load_merges
 from bpe.formats.manifest import check_whole
-from bpe.formats.pretrained import say_where, special_tokens_of
-from bpe.formats.removals_json import Removal, load_removals
+from bpe.formats.pretrained import TokenizerDir, open_tokenizer_dir, say_where
+from bpe.formats.removals_json import Removal
 from bpe.formats.tokenizer_json import pattern_of_dir
 from bpe.runs import schema
 from bpe.runs.layout import (
@@ -30,7 +30,6 @@ from bpe.runs.layout import (
     HYDRA_DIR,
     MERGES_FILE,
     METRICS_FILE,
-    REMOVALS_FILE,
     VOCAB_FILE,
 )
 from bpe.runs.settings import analysis_setting
@@ -67,6 +66,8 @@ class Side:
     removals: tuple[Removal, ...] = ()
     #: a BoundlessBPE run's supermerges (`bpe.tokenizer.superwords`; empty otherwise)
     supermerges: tuple[int, ...] = ()
+    #: the protected characters' regex a run recorded (`bpe.text.protect`), or None
+    protect: str | None = None
     #: the run's recorded `bits_per_byte` (None for GPT-2 style files and older runs)
     bits_per_byte: dict | None = None
     #: the run's recorded `segmentation` measures (None for GPT-2 style files and older runs)
@@ -83,6 +84,7 @@ class Side:
             pattern=self.pattern,
             removals=self.removals,
             supermerges=self.supermerges,
+            protect=self.protect,
         )
 
     @property
@@ -166,23 +168,27 @@ def load_side(path: str | Path, *, label: str | None = None, heldout: bool = Tru
             vocab.json + merges.txt.
     """
     d = Path(path)
-    if d.is_dir():
-        say_where(d)
     merges_path = d / MERGES_FILE
     metrics_path = d / METRICS_FILE
     if metrics_path.is_file() and merges_path.is_file():
-        check_whole(d)
         metrics = json.loads(metrics_path.read_text("utf-8"))
         run = schema.get(metrics, schema.RUN) or {}
         config = _yaml(d / HYDRA_DIR / HYDRA_CONFIG)
-        merges = load_merges(merges_path)
-        vocab_path = d / VOCAB_FILE
-        if vocab_path.is_file():
-            vocab = load_vocab(vocab_path)
-            specials = special_tokens_of(d, vocab, merges)
+        if (d / VOCAB_FILE).is_file():  # the one opener: specials, history, protected chars
+            opened = open_tokenizer_dir(d, what="run directory", own_pattern=False)
         else:  # a run that kept only merges.txt: its recorded specials rebuild the vocab
+            say_where(d)
+            check_whole(d)
+            merges = load_merges(merges_path)
             specials = list(schema.get(metrics, schema.SPECIAL_TOKENS) or [])
-            vocab = _vocab_from_merges(merges, specials)
+            opened = TokenizerDir(
+                path=d,
+                vocab=_vocab_from_merges(merges, specials),
+                merges=merges,
+                special_tokens=specials,
+                pattern=GPT2_PATTERN,  # unused: the pattern is read below
+            )
+        vocab, merges, specials = opened.vocab, opened.merges, opened.special_tokens
         docs = None
         if heldout:
             ds = (
@@ -196,10 +202,6 @@ def load_side(path: str | Path, *, label: str | None = None, heldout: bool = Tru
         recorded = pattern_of_dir(d) or schema.get(metrics, schema.PATTERN_REGEX)
         pattern = bounded_pattern(recorded, source=str(d)) if recorded else GPT2_PATTERN
         facts = _run_facts(run, metrics, config, vocab=vocab, pattern=pattern)
-        removals, supermerges = (), ()
-        if (d / REMOVALS_FILE).is_file():
-            history = load_removals(d / REMOVALS_FILE)
-            removals, supermerges = tuple(history[0]), tuple(history[3])
         return Side(
             label=label or _lone_label(facts),
             source=d.name,
@@ -212,23 +214,22 @@ def load_side(path: str | Path, *, label: str | None = None, heldout: bool = Tru
             pattern=pattern,
             facts=facts,
             parent=d.resolve().parent.name,
-            removals=removals,
-            supermerges=supermerges,
+            removals=opened.removals,
+            supermerges=opened.supermerges,
+            protect=opened.protect,
             bits_per_byte=schema.get(metrics, schema.BITS_PER_BYTE_SECTION),
             segmentation=schema.get(metrics, schema.SEGMENTATION),
             languages=schema.get(metrics, schema.LANGUAGES),
         )
     if (d / VOCAB_FILE).is_file() and merges_path.is_file():
-        vouched = check_whole(d)
-        vocab, merges = load_vocab(d / VOCAB_FILE), load_merges(merges_path)
-        specials = special_tokens_of(d, vocab, merges, vouched=vouched)
+        opened = open_tokenizer_dir(d, what="directory", own_pattern=False)
         return Side(
             label=label or d.name,
             source=d.name,
             kind="GPT-2 style files",
-            vocab=vocab,
-            merges=merges,
-            special_tokens=specials,
+            vocab=opened.vocab,
+            merges=opened.merges,
+            special_tokens=opened.special_tokens,
             parent=d.resolve().parent.name,
         )
     raise FileNotFoundError(
