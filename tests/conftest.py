@@ -231,6 +231,19 @@ def train_run(experiments_dir: Path, *overrides: str, timeout: int = 900) -> Pat
     return (experiments_dir / LATEST).resolve()
 
 
+_OPENED: dict = {}
+
+
+def opened_once(run: Path):
+    """`Tokenizer.from_pretrained(run)`, opened once per test process (hypothesis tests call
+    it per example)."""
+    if run not in _OPENED:
+        from bpe import Tokenizer
+
+        _OPENED[run] = Tokenizer.from_pretrained(run)
+    return _OPENED[run]
+
+
 def train_refused(experiments_dir: Path, *overrides: str, timeout: int = 300) -> str:
     """A `bpe-train` that must fail (a bad setting): asserts a nonzero exit and returns what
     it printed (stdout and stderr), for the test to find the message it expects."""

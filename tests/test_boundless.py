@@ -7,8 +7,6 @@ from __future__ import annotations
 import io
 import json
 import pickle
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -27,7 +25,7 @@ from bpe.trainers import learn_merges
 from bpe.trainers.common import prepare
 from bpe.variants import SUPPORTED_TRAINERS, boundless, picky
 from tests.complexity import assert_linear
-from tests.conftest import DATA, EOT, ROOT
+from tests.conftest import DATA, EOT, opened_once, train_run
 
 # few short words, so phrases repeat and whole words pair up often; punctuation and digits cut
 # phrases; a special token cuts documents
@@ -169,7 +167,7 @@ def test_a_supermerge_waits_for_whole_words_and_wins_a_tie():
 
 
 def test_a_streamed_encode_never_cuts_a_phrase(boundless_run):
-    tok = _loaded(boundless_run)
+    tok = opened_once(boundless_run)
     text = (DATA / "tinystories_heldout.txt").read_text("utf-8")[:40_000]
     whole = tok.encode(text)
     for block in (7, 64, 1000):
@@ -180,32 +178,7 @@ def test_a_streamed_encode_never_cuts_a_phrase(boundless_run):
 def boundless_run(tmp_path_factory) -> Path:
     """A real `bpe-train variant=boundless` run on the bundled sample, default workers."""
     exp = tmp_path_factory.mktemp("boundless")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bpe.cli.train",
-            "variant=boundless",
-            "trainer=indexed",
-            "vocab_size=1000",
-            f"experiments_dir={exp}",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return (exp / layout.LATEST).resolve()
-
-
-_LOADED: dict[Path, Tokenizer] = {}
-
-
-def _loaded(run: Path) -> Tokenizer:
-    if run not in _LOADED:
-        _LOADED[run] = Tokenizer.from_pretrained(run)
-    return _LOADED[run]
+    return train_run(exp, "variant=boundless", "trainer=indexed", "vocab_size=1000")
 
 
 def test_a_boundless_run_records_its_supermerges_and_loads_back(boundless_run, tmp_path):
@@ -220,7 +193,7 @@ def test_a_boundless_run_records_its_supermerges_and_loads_back(boundless_run, t
     report = (boundless_run / layout.ANALYSIS_FILE).read_text("utf-8")
     assert "Variant: **boundless**" in report and "supermerges" in report
 
-    tok = _loaded(boundless_run)
+    tok = opened_once(boundless_run)
     assert tok.supermerges == record["supermerges"] and tok.vocab_size == 1000
     merges = tok.merges
     joined = [merges[k][0] + merges[k][1] for k in tok.supermerges]
@@ -240,7 +213,7 @@ def test_a_boundless_run_records_its_supermerges_and_loads_back(boundless_run, t
 
 
 def test_exports_and_dropout_refuse_a_boundless_tokenizer_clearly(boundless_run):
-    tok = _loaded(boundless_run)
+    tok = opened_once(boundless_run)
     assert "supermerges" in export_refusal(tok)
     with pytest.raises(ValueError, match=r"no tiktoken export: this tokenizer joins whole"):
         tok.to_tiktoken()
@@ -253,7 +226,7 @@ def test_exports_and_dropout_refuse_a_boundless_tokenizer_clearly(boundless_run)
 def test_bpe_encode_with_a_boundless_run_gives_the_tokenizer_ids(boundless_run, tmp_path):
     from bpe.encode.npy import encode_to_npy
 
-    tok = _loaded(boundless_run)
+    tok = opened_once(boundless_run)
     out = tmp_path / "ids.npy"
     src = tmp_path / "one_doc.txt"  # no special token: every cut must wait for one
     src.write_text((DATA / "tinystories_heldout.txt").read_text("utf-8").replace(EOT, "\n"))
@@ -275,7 +248,7 @@ def test_a_boundless_run_cannot_be_continued_or_pruned(boundless_run):
     with pytest.raises(ValueError, match="is a BoundlessBPE tokenizer"):
         train_bpe_detailed(DATA / "tinystories_sample.txt", 1200, [EOT], init_from=boundless_run)
     with pytest.raises(ValueError, match="BoundlessBPE run\\); prune a plain BPE run"):
-        prune(_loaded(boundless_run), vocab_size=900, usage={})
+        prune(opened_once(boundless_run), vocab_size=900, usage={})
 
 
 def test_the_indexed_loop_grows_linearly_with_the_corpus():
@@ -296,7 +269,7 @@ def test_the_indexed_loop_grows_linearly_with_the_corpus():
 def test_joining_a_long_run_of_whole_words_grows_linearly(boundless_run):
     """Text made of supermerges' own pretokens, without punctuation, is one long run that many
     supermerges join in many places."""
-    tok = _loaded(boundless_run)
+    tok = opened_once(boundless_run)
     pieces = []
     for k in tok.supermerges:
         left, right = (side.decode("utf-8") for side in tok.merges[k])

@@ -4,8 +4,6 @@ load back, and the trainers and exports that cannot run or express it say so."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,7 +19,7 @@ from bpe.trainers import TRAINERS, learn_merges
 from bpe.trainers.common import prepare
 from bpe.variants import SUPPORTED_TRAINERS, picky
 from tests.complexity import assert_linear
-from tests.conftest import DATA, EOT, FIXTURES, ROOT
+from tests.conftest import DATA, EOT, FIXTURES, opened_once, train_run
 
 # small alphabets make long shared substrings, so merges use up their parents often
 pretoken = st.text(alphabet="abc ", min_size=1, max_size=12).map(str.encode)
@@ -158,25 +156,9 @@ def test_replay_applies_events_in_order_and_never_goes_back():
 def picky_run(tmp_path_factory) -> Path:
     """A real `bpe-train variant=picky` run on the bundled sample, with the default workers."""
     exp = tmp_path_factory.mktemp("picky")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bpe.cli.train",
-            "debug=fast",
-            "num_workers=null",
-            "variant=picky",
-            "trainer=indexed",
-            "vocab_size=1000",
-            f"experiments_dir={exp}",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
+    return train_run(
+        exp, "debug=fast", "num_workers=null", "variant=picky", "trainer=indexed", "vocab_size=1000"
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return (exp / layout.LATEST).resolve()
 
 
 def test_a_picky_run_records_its_removals_and_loads_back(picky_run, tmp_path):
@@ -220,19 +202,10 @@ def test_a_picky_parent_cannot_be_continued(picky_run, tmp_path):
 @settings(max_examples=60, deadline=None)
 @given(text=st.text(max_size=200))
 def test_a_picky_tokenizer_round_trips_any_text(picky_run, text):
-    tok = _loaded(picky_run)
+    tok = opened_once(picky_run)
     if any(0xD800 <= ord(c) <= 0xDFFF for c in text):
         return  # a lone surrogate has no UTF-8: encode refuses it, as for every tokenizer
     assert tok.decode(tok.encode(text)) == text
-
-
-_LOADED: dict[Path, Tokenizer] = {}
-
-
-def _loaded(run: Path) -> Tokenizer:
-    if run not in _LOADED:
-        _LOADED[run] = Tokenizer.from_pretrained(run)
-    return _LOADED[run]
 
 
 def test_bpe_encode_with_a_picky_run_falls_back_to_our_encoder(picky_run, tmp_path):
@@ -240,7 +213,7 @@ def test_bpe_encode_with_a_picky_run_falls_back_to_our_encoder(picky_run, tmp_pa
 
     from bpe.encode.npy import encode_to_npy
 
-    tok = _loaded(picky_run)
+    tok = opened_once(picky_run)
     out = tmp_path / "ids.npy"
     encode_to_npy(DATA / "tinystories_heldout.txt", tok, out, backend="tiktoken", num_workers=1)
     text = (DATA / "tinystories_heldout.txt").read_text("utf-8")
