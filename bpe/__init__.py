@@ -97,6 +97,11 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .command                  the command that reruns a run
       .liveness                 who writes a run and whether it still lives (crashed)
       .search                   a search's record in its sweep directory (search.json)
+    bpe.evaluation              how a trained tokenizer is measured, for runs and comparisons
+      .evaluate                 measures a trained tokenizer for metrics.json
+      .measured                 the documents each side of a run is measured on
+      .segmentations            the vocab cut three ways on held-out text, each measured
+      .usage                    token usage and under-trained tokens of a run
     bpe.experiment              writes run directories (bpe-train's work)
       .runner                   run_experiment: open, record, train, save, analyse, report
       .inputs                   train_spec (config -> TrainSpec), validate (planned once), held-out
@@ -107,11 +112,7 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .config_checks            what only the config says: ranges, names, unknown keys
       .rundir                   run directory names, exclusive creation, the latest link
       .metrics                  metrics.json, written atomically, status last
-      .evaluate                 measures a trained tokenizer for metrics.json
-      .measured                 the documents each side of a run is measured on
-      .segmentations            the vocab cut three ways on held-out text, each measured
       .pruning                  bpe-prune's work: prune a run's vocab, measure before and after
-      .usage                    token usage and under-trained tokens of a run
       .memory                   process-tree memory sampled per stage
       .compile_ahead            the analysis' kernels compiled in a helper while training runs
       .environment              git, packages, host: environment.json

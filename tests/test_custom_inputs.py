@@ -21,7 +21,7 @@ from bpe.analysis.sweep_facts import merge_agreement
 from bpe.corpus import datasets
 from bpe.corpus.documents import tail_documents
 from bpe.corpus.sources import resolve_source
-from bpe.experiment.measured import TAIL_MAX_BYTES
+from bpe.evaluation.measured import TAIL_MAX_BYTES
 from bpe.util.io import sha256_file
 from tests.conftest import EOT, FAST_ANALYSIS, FIXTURES, ROOT
 

@@ -307,7 +307,7 @@ def _docs_file(tmp_path: Path, n: int = 60) -> Path:
 @pytest.mark.parametrize("form", ["same file", "gzip copy", "unseen"])
 def test_a_held_out_file_that_training_read_is_marked_seen(tmp_path, form):
     from bpe.corpus.datasets import Dataset
-    from bpe.experiment.measured import measured_docs
+    from bpe.evaluation.measured import measured_docs
 
     train = _docs_file(tmp_path)
     heldout = {

@@ -11,7 +11,7 @@ import pytest
 
 from bpe.analysis.run_facts import RunFacts
 from bpe.analysis.run_report import render_analysis, write_run_report
-from bpe.experiment.evaluate import vocab_metrics
+from bpe.evaluation.evaluate import vocab_metrics
 from bpe.measures import token_kind
 from bpe.runs.command import rerun_command
 from bpe.runs.stages import TIMED_STAGES

@@ -313,7 +313,7 @@ def section_bits_per_byte(c: Comparison) -> list[str]:
 
 def section_segmentation(c: Comparison) -> list[str]:
     """Each run side's vocab cut three ways on its own held-out text, as the run recorded it
-    (`bpe.experiment.segmentations`): bytes per token, Rényi efficiency, bits per byte."""
+    (`bpe.evaluation.segmentations`): bytes per token, Rényi efficiency, bits per byte."""
     lines = ["## Segmentation methods (recorded by each run, own held-out text)", ""]
     rows: list[list] = []
     for s in c.sides:

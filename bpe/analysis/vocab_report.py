@@ -5,7 +5,7 @@ What it does: pure `section_*` functions over a run's metrics (the `efficiency` 
 every measure they use, with its formula; `section_sweep_usage` is the SWEEP.md table. Runs made
 before these entries existed get a one-line note instead of a table.
 
-What it does not do: read files or measure anything (`bpe.experiment.usage` measured it).
+What it does not do: read files or measure anything (`bpe.evaluation.usage` measured it).
 """
 
 from __future__ import annotations
@@ -286,7 +286,7 @@ SEGMENTATION_METHODS = {
 
 def section_segmentation(metrics: dict) -> list[str]:
     """The same vocab used three ways on the held-out text: bytes per token, Rényi efficiency
-    and bits per byte of each segmentation method (`bpe.experiment.segmentations`)."""
+    and bits per byte of each segmentation method (`bpe.evaluation.segmentations`)."""
     get = partial(schema.get, metrics)
     lines = ["## Segmentation: three ways to use this vocab", ""]
     if not get(schema.SEGMENTATION_METHODS):

@@ -10,7 +10,7 @@ A config whose `path` is not its named dataset's own training file (`dataset.pat
 *custom input*: it is filed under `input_name` (`custom-<file stem>`, also in run directory
 names), and it keeps the named dataset's held-out file only if that was overridden too; without
 one, runs hold the input's last documents out of training and measure them (`Dataset.holdout`,
-`dataset.heldout_fraction` and `dataset.heldout_max_bytes`; see `bpe.experiment.evaluate`).
+`dataset.heldout_fraction` and `dataset.heldout_max_bytes`; see `bpe.evaluation.evaluate`).
 
 The input may be any corpus `bpe.corpus` reads (a file of any format, a folder, a
 glob, `hf:owner/name/pattern`, a Hub dataset streamed with `datasets`:

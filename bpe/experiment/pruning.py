@@ -24,8 +24,8 @@ from pathlib import Path
 import yaml
 
 from bpe.corpus.datasets import Dataset, from_config, load_named
-from bpe.experiment.measured import measured_docs
-from bpe.experiment.usage import training_sample
+from bpe.evaluation.measured import measured_docs
+from bpe.evaluation.usage import training_sample
 from bpe.formats.gpt2_format import render
 from bpe.measures.ngram import KneserNey, bits_per_byte
 from bpe.measures.vocab_stats import distribution_metrics, token_counts, undertrained_tokens

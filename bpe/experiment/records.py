@@ -2,7 +2,7 @@
 where, launched how), the facts training reported (counts, pattern, backend, variant, ladder),
 memory split into stages, and the merges' support in the corpus.
 
-What it does not do: measure the tokenizer (`bpe.experiment.evaluate`) or write the file
+What it does not do: measure the tokenizer (`bpe.evaluation.evaluate`) or write the file
 (`bpe.experiment.metrics`).
 """
 

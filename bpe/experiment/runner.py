@@ -13,7 +13,7 @@ sampled from training through the report, status kept honest):
     save        vocab.json, merges.txt, tokenizer.json (+ HF configs), tokenizer.tiktoken,
                 merge_counts.json (atomic)
     analysis    vocab metrics, compression, throughput, input and held-out sha256, tiktoken
-                export mismatches (`bpe.experiment.evaluate`)
+                export mismatches (`bpe.evaluation.evaluate`)
     report      the `report` writer the caller passes (the CLI passes ANALYSIS.md + figures),
                 then the final memory summary (report stage included) and status=complete,
                 in one atomic write, last; `<experiments_dir>/latest` then points at the run
@@ -42,8 +42,8 @@ from typing import Protocol
 from omegaconf import DictConfig, OmegaConf
 
 from bpe.corpus import datasets
+from bpe.evaluation.evaluate import evaluate
 from bpe.experiment import compile_ahead, environment
-from bpe.experiment.evaluate import evaluate
 from bpe.experiment.inputs import (
     check_unchanged,
     hold_out,

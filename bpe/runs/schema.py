@@ -1,6 +1,6 @@
 """The keys of metrics.json, once: where each fact a reader needs sits, and how to read it.
 
-The writer (`bpe.experiment.runner`, `bpe.experiment.evaluate`) builds metrics.json section by
+The writer (`bpe.experiment.runner`, `bpe.evaluation.evaluate`) builds metrics.json section by
 section, the sections it owns as the typed structures of `bpe.runs.sections` (`RunRecord`,
 `Counts`, `PatternRecord`, `BackendRecord`, `VariantRecord`: a type checker and `tests/test_runs.py`
 hold the writer to them). A reader reads every field through a `Key` here, so a renamed
@@ -297,7 +297,7 @@ BITS_PER_BYTE_MIN = key("bits_per_byte.own.splits.min")
 BITS_PER_BYTE_MAX = key("bits_per_byte.own.splits.max")
 UNIGRAM_BITS_PER_BYTE = key("bits_per_byte.own.unigram_bits_per_byte")
 OTHER_BITS_PER_BYTE = key("bits_per_byte.other.bits_per_byte")
-# runs since segmentation methods are measured (`bpe.experiment.segmentations`): per method
+# runs since segmentation methods are measured (`bpe.evaluation.segmentations`): per method
 # (merges | longest_prefix | fewest) and held-out side
 SEGMENTATION = key("segmentation", always=False)
 SEGMENTATION_METHODS = key("segmentation.methods", always=False)

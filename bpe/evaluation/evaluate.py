@@ -15,7 +15,7 @@ What it does:
     * `evaluate`: both, for a `TrainResult` and the run's `analysis` config, plus the sha256 of
       the corpus and held-out files (`bpe.encode.lineage`), how many held-out pretokens the
       tiktoken export encodes differently (`bpe.formats.exports.tiktoken_mismatches`), and how the
-      vocab is used (`bpe.experiment.usage`: efficiency and under-trained tokens);
+      vocab is used (`bpe.evaluation.usage`: efficiency and under-trained tokens);
     * `bits_per_byte_metrics`: bits per byte of the held-out text under a Kneser-Ney n-gram
       model of the run's ids (`bpe.measures.ngram`), a model-side measure that, unlike
       per-token loss, compares across vocabularies.
@@ -41,9 +41,9 @@ from bpe.corpus.datasets import (
 )
 from bpe.corpus.documents import Holdout
 from bpe.encode.lineage import dataset_lineage
-from bpe.experiment.measured import MeasuredSide, measured_docs
-from bpe.experiment.segmentations import NgramSample, segmentation_metrics
-from bpe.experiment.usage import usage_metrics
+from bpe.evaluation.measured import MeasuredSide, measured_docs
+from bpe.evaluation.segmentations import NgramSample, segmentation_metrics
+from bpe.evaluation.usage import usage_metrics
 from bpe.formats.exports import tiktoken_export_refusal, tiktoken_mismatches
 from bpe.formats.gpt2_format import render
 from bpe.measures import (

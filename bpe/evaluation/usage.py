@@ -2,7 +2,7 @@
 
 What it does: `usage_metrics` encodes a capped sample of the run's training file and the
 measured documents of its own and cross-domain datasets (read once by
-`bpe.experiment.measured.measured_docs`: the held-out file, or the input's last documents,
+`bpe.evaluation.measured.measured_docs`: the held-out file, or the input's last documents,
 held out of training, when there is none), and returns the metrics.json entries
 `efficiency` (per held-out side: fertility, Shannon and Rényi efficiency, vocab share used) and
 `undertrained` (intermediate-only, never-produced and self-unreachable learned tokens, with
@@ -34,7 +34,7 @@ logger = logging.getLogger(__name__)
 
 
 class MeasuredSide(Protocol):
-    """One measured side (`bpe.experiment.measured.MeasuredSide` is one)."""
+    """One measured side (`bpe.evaluation.measured.MeasuredSide` is one)."""
 
     side: str
     dataset: Dataset

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 
 from bpe.corpus.datasets import Dataset
 from bpe.corpus.files import Stop
-from bpe.experiment.measured import MeasuredSide
-from bpe.experiment.usage import training_sample
+from bpe.evaluation.measured import MeasuredSide
+from bpe.evaluation.usage import training_sample
 from bpe.measures import RENYI_ALPHA
 from bpe.measures.ngram import KneserNey, bits_per_byte
 from bpe.measures.vocab_stats import distribution_metrics
@@ -40,7 +40,7 @@ class NgramSample:
     tokenizer (the run's) fitted once:
     the `bits_per_byte` section and the `merges` row here share one model.
 
-    `sample` says what was read (`bpe.experiment.usage.training_sample`), `read_seconds`
+    `sample` says what was read (`bpe.evaluation.usage.training_sample`), `read_seconds`
     how long that took.
     """
 

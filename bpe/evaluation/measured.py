@@ -2,7 +2,7 @@
 the input's held-out tail, or, when nothing was held out, the input's last documents, which
 training saw), and those of its cross-domain dataset, each with where they come from.
 
-What it does not do: measure anything (`bpe.experiment.evaluate`).
+What it does not do: measure anything (`bpe.evaluation.evaluate`).
 """
 
 from __future__ import annotations
