@@ -69,10 +69,7 @@ def _trained(docs, vocab_size, threshold):
     and the phrases' order (the naive loop, which agrees, keeps its words to itself)."""
     counts, phrases = _training_input(docs)
     state = prepare(counts, vocab_size, [EOT])
-
-    def whole(wi: int) -> int | None:
-        return ord(state.words[wi]) if len(state.words[wi]) == 1 else None
-
+    whole = picky.whole_tokens(state.words)
     side = boundless.IndexedSide(*boundless.phrase_items(state, phrases), whole)
     picky.indexed_merge_loop(state, lambda: None, threshold=threshold, side=side)
     return state, side, list(phrases)

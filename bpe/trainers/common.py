@@ -110,13 +110,19 @@ def select_by_scan(state: MergeState, pair_counts: Mapping[Pair, int]) -> tuple[
     >>> state.stopped_by
     'min_frequency'
     """
-    if state.limits.max_token_length is not None:
-        pair_counts = {p: c for p, c in pair_counts.items() if state.fits(*p)}
-    if not pair_counts:
+    best = best_fitting(state, pair_counts)
+    if best is None:
         state.stop(None)
         return None
-    pair, count = best_by_scan(pair_counts, state.token_keys)
-    return None if state.stop(count) else (pair, count)
+    return None if state.stop(best[1]) else best
+
+
+def best_fitting(state: MergeState, pair_counts: Mapping[Pair, int]) -> tuple[Pair, int] | None:
+    """The best pair within `state.limits.max_token_length` (`best_by_scan`) and its count, or
+    None when no pair fits; says nothing about stopping (`select_by_scan` does)."""
+    if state.limits.max_token_length is not None:
+        pair_counts = {p: c for p, c in pair_counts.items() if state.fits(*p)}
+    return best_by_scan(pair_counts, state.token_keys) if pair_counts else None
 
 
 def count_pairs(words: Iterable[Sequence[int]], counts: Sequence[int]) -> dict[Pair, int]:

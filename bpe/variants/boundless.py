@@ -240,14 +240,13 @@ class IndexedSide:
         self.pair_phrases: dict[Pair, set[int]] = {}
         self.word_phrases: dict[int, set[int]] = {}
         self.pairs_of: list[list[Pair]] = [[] for _ in items]
-        self.whole_now: dict[int, int | None] = {}
         self.heap: list[tuple] = []
         self.dirty: set[Pair] = set()
         for k, phrase in enumerate(items):
             for item in phrase:
                 self.word_phrases.setdefault(~item, set()).add(k)
             self._count(k, whole)
-        self.whole_now = {wi: whole(wi) for wi in self.word_phrases}
+        self.whole_now: dict[int, int | None] = {wi: whole(wi) for wi in self.word_phrases}
 
     def _count(self, k: int, whole) -> None:
         """Take phrase k's old pairs out of the counts and put its current ones in."""
@@ -311,12 +310,7 @@ def indexed_loop(
 ) -> None:
     """BoundlessBPE on the indexed trainer: PickyBPE's indexed loop with `IndexedSide`."""
     items, counts = phrase_items(state, phrases)
-
-    def whole(wi: int) -> int | None:
-        word = state.words[wi]
-        return ord(word) if len(word) == 1 else None
-
-    side = IndexedSide(items, counts, whole)
+    side = IndexedSide(items, counts, picky.whole_tokens(state.words))
     picky.indexed_merge_loop(state, tick, threshold=threshold, side=side)
 
 

@@ -49,10 +49,9 @@ from bpe.trainers.common import (
     MergeState,
     Pair,
     TrainerOutput,
-    best_by_scan,
+    best_fitting,
     count_pairs,
     merge_word,
-    select_by_scan,
     word_ids,
 )
 from bpe.trainers.pair_index import PairIndex
@@ -178,18 +177,13 @@ def choose(
 ) -> tuple[Pair, int, bool] | None:
     """The next merge: (pair, count, whether it is a supermerge), or None when the loop stops.
 
-    Without a `side` this is `select_by_scan`. With BoundlessBPE's (`bpe.variants.boundless`),
-    the best pair of whole pretokens competes by count with the best pair inside words and wins
-    a tie (the reference code's rule); `whole(word index)` is a word's one token, or None.
+    Without a `side` this is `select_by_scan`'s choice. With BoundlessBPE's
+    (`bpe.variants.boundless`), the best pair of whole pretokens competes by count with the
+    best pair inside words and wins a tie (the reference code's rule); `whole(word index)` is a
+    word's one token, or None.
     """
-    if side is None:
-        chosen = select_by_scan(state, pair_counts)
-        return None if chosen is None else (*chosen, False)
-    fitting = pair_counts
-    if state.limits.max_token_length is not None:
-        fitting = {p: c for p, c in pair_counts.items() if state.fits(*p)}
-    word = best_by_scan(fitting, state.token_keys) if fitting else None
-    sup = side.best(state, whole, rule.id_of)
+    word = best_fitting(state, pair_counts)
+    sup = None if side is None else side.best(state, whole, rule.id_of)
     if sup is not None and (word is None or sup[1] >= word[1]):
         return None if state.stop(sup[1]) else (*sup, True)
     if state.stop(None if word is None else word[1]):
@@ -316,10 +310,7 @@ def indexed_merge_loop(
     `side`: BoundlessBPE's pairs of whole pretokens, told which words changed, or None."""
     rule = PickyRule(state, threshold)
     index = _PickyIndex(state.words, state.counts)
-    words = index.words
-
-    def whole(wi: int) -> int | None:
-        return ord(words[wi]) if len(words[wi]) == 1 else None
+    whole = whole_tokens(index.words)
 
     pair_counts = index.pair_counts
     token_counts: Counter[int] = Counter()
@@ -363,6 +354,21 @@ def indexed_merge_loop(
         if side is not None:
             side.changed(changed, whole)
         tick()
+
+
+def whole_tokens(words: list[str]) -> Callable[[int], int | None]:
+    """`whole(word index)`: the one token of a word held as a str (`as_word`), or None while it
+    has more; it reads `words` as they are when called.
+
+    >>> whole = whole_tokens(["a", "bc"]); whole(0), whole(1)
+    (97, None)
+    """
+
+    def whole(wi: int) -> int | None:
+        word = words[wi]
+        return ord(word) if len(word) == 1 else None
+
+    return whole
 
 
 def _remove(
