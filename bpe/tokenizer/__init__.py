@@ -159,12 +159,12 @@ class Tokenizer(StreamingEncoder):
         self.supermerges: list[int] = check_supermerges(supermerges, self.merges)
         self._super = None
         if self.supermerges:
-            self._super = Superwords(self._id_of, self.merges, self.removals, self.supermerges)
+            self._super = Superwords(self._id_of, self.merges, self.supermerges)
         # a PickyBPE or BoundlessBPE tokenizer replays its history instead (merges make
         # removed tokens too, and supermerges apply across pretokens only)
-        self._replay = self._super.replay if self._super else None
-        if self.removals and self._replay is None:
-            self._replay = Replay(self.merges, self.removals)
+        self._replay = None
+        if self.removals or self.supermerges:
+            self._replay = Replay(self.merges, self.removals, skip=set(self.supermerges))
         for a, b in self.merges if self._replay is None else ():
             self._ranks.setdefault((self._id_of[a], self._id_of[b]), len(self._merged))
             self._merged.append(self._id_of[a + b])

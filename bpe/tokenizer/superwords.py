@@ -5,8 +5,8 @@ merges.txt: merges inside pretokens, and supermerges (listed by index in removal
 `bpe.formats.removals_json`), each joining two adjacent pretokens that are single tokens at
 that point of training into one token. Encoding does both:
 
-    * each pretoken is encoded by the merges and removals inside pretokens
-      (`bpe.tokenizer.removals.Replay`, the supermerges skipped);
+    * each pretoken is encoded by the merges and removals inside pretokens (the tokenizer's
+      `bpe.tokenizer.removals.Replay`, the supermerges skipped);
     * then, over each run of adjacent pretokens whose bytes are a token some supermerge
       joins, the supermerges apply as BPE applies merges: the lowest rank first, to every
       adjacent pair of its two tokens, left to right without overlaps.
@@ -25,9 +25,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from bpe.formats.removals_json import Removal
-from bpe.tokenizer.removals import Replay
-
 #: Runs of pretokens whose joining is remembered (cleared when full).
 RUN_CACHE_SIZE = 1 << 16
 
@@ -37,7 +34,7 @@ class Superwords:
 
     >>> vocab = {i: bytes([i]) for i in range(256)} | {256: b" a", 257: b" b", 258: b" a b"}
     >>> merges = [(b" ", b"a"), (b" ", b"b"), (b" a", b" b")]
-    >>> sw = Superwords({v: k for k, v in vocab.items()}, merges, [], [2])
+    >>> sw = Superwords({v: k for k, v in vocab.items()}, merges, [2])
     >>> sw.ids([" a", " b", " a"], lambda p: [ord(c) for c in p])
     [258, 32, 97]
     """
@@ -46,10 +43,8 @@ class Superwords:
         self,
         id_of: dict[bytes, int],
         merges: Sequence[tuple[bytes, bytes]],
-        removals: Sequence[Removal],
         supermerges: Sequence[int],
     ) -> None:
-        self.replay = Replay(merges, removals, skip=set(supermerges))
         self._id_of = id_of
         # (left id, right id) -> (the supermerge's rank, the id it makes)
         self._ranks: dict[tuple[int, int], tuple[int, int]] = {}
@@ -118,7 +113,7 @@ class Superwords:
         """The largest cut at or before `keep` (pretokens[:cut] | pretokens[cut:]) that no
         supermerge can cross: not between two pretokens that can both join.
 
-        >>> sw = Superwords({b" a": 256, b" b": 257, b" a b": 258}, [(b" a", b" b")], [], [0])
+        >>> sw = Superwords({b" a": 256, b" b": 257, b" a b": 258}, [(b" a", b" b")], [0])
         >>> sw.safe_cut([" a", " b", "!", " a", " b"], 4), sw.safe_cut([" a", " b"], 1)
         (3, 0)
         """
