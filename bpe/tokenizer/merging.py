@@ -7,7 +7,8 @@
     reference_bpe the definition, as GPT-2's encoder states it and as slowly, with
                   BPE-dropout's coins as a parameter: the one every implementation of BPE of
                   one pretoken is tested against (Python and compiled, plain, dropout at any
-                  p, PickyBPE's replay without removals; `tests/test_tokenizer.py`)
+                  p, PickyBPE's replay with its removals; `tests/test_tokenizer.py`,
+                  `tests/test_picky.py`)
 
 Both give exactly the ids of Hugging Face `tokenizers`' order (lowest rank, then leftmost),
 which for merges listed in creation order is GPT-2's "merge every occurrence of the best
@@ -21,6 +22,7 @@ from collections.abc import Callable, Collection, Sequence
 from heapq import heappop, heappush
 from itertools import repeat
 
+from bpe.formats.removals_json import Removal, events
 from bpe.tokenizer.linked import END, Chain
 
 #: A rank larger than any real one: an adjacent pair that is not a merge.
@@ -63,7 +65,6 @@ def reference_bpe(
     rule above, merge by merge). `skip`: merges never made inside a pretoken (BoundlessBPE's
     supermerges). Dropout is not defined with removals.
 
-    >>> from bpe.formats.removals_json import Removal
     >>> gone = [Removal(2, b"ab", (b"a", b"b"))]
     >>> reference_bpe(b"abcab", [(b"a", b"b"), (b"ab", b"c")], removals=gone)
     [b'abc', b'a', b'b']
@@ -91,20 +92,21 @@ def reference_bpe(
 
 
 def _reference_history(data: bytes, merges, removals, skip) -> list[bytes]:
-    """`reference_bpe` with removals: every event of the history in order, on every
-    occurrence at once."""
+    """`reference_bpe` with removals: every event of the history in the order it happened
+    (`bpe.formats.removals_json.events`), on every occurrence at once."""
     tokens = [bytes([b]) for b in data]
-    pending = sorted(removals, key=lambda r: r.after_merges)  # stable: same-time order kept
-    for k in range(len(merges) + 1):
-        while pending and pending[0].after_merges <= k:
-            removal = pending.pop(0)
+    made = 0  # merges before this event
+    for event in events(merges, removals):
+        if isinstance(event, Removal):
             split: list[bytes] = []
             for t in tokens:
-                split.extend(removal.parts if t == removal.token else (t,))
+                split.extend(event.parts if t == event.token else (t,))
             tokens = split
-        if k == len(merges) or k in skip:
             continue
-        left, right = merges[k]
+        made += 1
+        if made - 1 in skip:
+            continue
+        left, right = event
         joined, i = [], 0
         while i < len(tokens):
             if i + 1 < len(tokens) and tokens[i] == left and tokens[i + 1] == right:
