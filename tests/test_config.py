@@ -259,7 +259,7 @@ def test_hydra_names_cannot_lead_out_of_the_experiments_directory(tmp_path, args
     [
         (
             ["variant=superbpe", "variant.transition_vocab=900"],
-            "variant.transition_vocab=900 must lie between 256 (the specials and 256 bytes) and "
+            "variant.transition_vocab=900 must lie between 257 (the specials and 256 bytes) and "
             "vocab_size=400",
         ),
         (["variant=superbpe", "variant.stage_two_pattern='(?'"], "is not a valid regex"),

@@ -38,6 +38,41 @@ def test_a_bad_option_fails_in_the_plan_naming_itself(tmp_path):
         plan_run(TrainSpec(str(corpus), 300, trainer="fast"))
 
 
+def _count_vocab_size_checks(monkeypatch) -> list[int]:
+    """Every call of `check_vocab_size`, under each name a module imported it by."""
+    import bpe.trainers
+    import bpe.trainers.common
+
+    calls: list[int] = []
+    real = bpe.trainers.common.check_vocab_size
+
+    def counting(vocab_size, *args, **kw):
+        calls.append(vocab_size)
+        return real(vocab_size, *args, **kw)
+
+    for module in (bpe.trainers.common, bpe.trainers, plan_module):
+        monkeypatch.setattr(module, "check_vocab_size", counting)
+    return calls
+
+
+@pytest.mark.parametrize("variant", ["bpe", "superbpe", "picky"])
+def test_vocab_size_is_checked_once_per_training_call(tmp_path, monkeypatch, variant):
+    """One check of vocab_size per call, whichever way in: `train_bpe` (its plan; SuperBPE's
+    two stages included) and the trainers' own entry, `learn_merges`."""
+    from bpe.pipeline import train_bpe
+    from bpe.trainers import learn_merges
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("low lower lowest newer wider " * 50, encoding="utf-8")
+    checks = _count_vocab_size_checks(monkeypatch)
+    trainer = "heap" if variant != "picky" else "indexed"
+    train_bpe(corpus, 300, ["<|endoftext|>"], trainer=trainer, variant=variant, num_workers=1)
+    assert checks == [300], checks
+    checks.clear()
+    learn_merges("heap", {b"low": 5, b"lower": 2}, 260)
+    assert checks == [260], checks
+
+
 def test_bpe_train_plans_each_run_once_loads_its_parent_once_and_records_the_plan(
     tmp_path, monkeypatch
 ):
@@ -56,6 +91,7 @@ def test_bpe_train_plans_each_run_once_loads_its_parent_once_and_records_the_pla
 
     monkeypatch.setattr(inputs, "plan_run", counting_plan)
     monkeypatch.setattr(plan_module, "load_parent", counting_load)
+    checks = _count_vocab_size_checks(monkeypatch)
     monkeypatch.chdir(tmp_path)
     argv = [
         "debug=fast",
@@ -71,6 +107,7 @@ def test_bpe_train_plans_each_run_once_loads_its_parent_once_and_records_the_pla
     bpe.cli.train.main()
     assert len(planned) == 1, planned
     assert len(loaded) == 1, loaded
+    assert checks == [330], checks  # vocab_size: checked once, with the parent it continues
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text("utf-8"))
     assert schema.get(metrics, schema.STATUS) == "complete"
     spec = planned[0]

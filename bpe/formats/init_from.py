@@ -34,11 +34,10 @@ def load_parent(path: str | os.PathLike) -> Parent:
     return open_tokenizer_dir(path, what="init_from=")
 
 
-def check_parent(parent: Parent, *, pattern: str, vocab_size: int) -> None:
-    """Raise ValueError when the run cannot continue `parent` (pattern or vocab size).
-
-    Special tokens are checked when training starts (`bpe.trainers.parent`).
-    """
+def check_parent(parent: Parent, *, pattern: str) -> None:
+    """Raise ValueError when the run cannot continue `parent`: a PickyBPE or BoundlessBPE
+    parent, or another split pattern. Its vocab size and special tokens are checked with the
+    run's vocab size (`bpe.trainers.common.check_vocab_size`)."""
     if parent.supermerges:
         raise ValueError(
             f"init_from={str(parent.path)!r} is a BoundlessBPE tokenizer: its supermerges join "
@@ -56,11 +55,6 @@ def check_parent(parent: Parent, *, pattern: str, vocab_size: int) -> None:
             f"init_from={str(parent.path)!r} was trained with the {pattern_name(parent.pattern)!r} "
             f"split pattern but this run uses {pattern_name(pattern)!r}; continue with the "
             "parent's pattern (pretokenizer=...), or its merges would meet other pretokens"
-        )
-    if vocab_size < len(parent.vocab):
-        raise ValueError(
-            f"vocab_size={vocab_size} is smaller than init_from={str(parent.path)!r}'s "
-            f"{len(parent.vocab)} tokens; continuing can only add tokens: raise vocab_size"
         )
 
 

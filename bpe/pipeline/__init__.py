@@ -4,7 +4,7 @@ runs; this folder is the call that strings the stages together.)
 
 What it does: validates every argument before any work (a bad trainer name or vocab size fails
 in milliseconds, not after stage 1), counts pretokens in parallel (`bpe.pretokenize`), then
-counts pairs and merges with a trainer (`bpe.trainers.learn_merges`), and returns the vocab
+counts pairs and merges with a trainer (`bpe.trainers.run_merges`), and returns the vocab
 and merges, or a `TrainResult` with stage timings and counts for the experiment harness.
 
 What it does not do: write files (see `bpe.formats.gpt2_format`) or format reports.
@@ -32,7 +32,7 @@ from bpe.runs.stages import COMPILE, STAGE_TIMINGS, stage_label
 from bpe.text.patterns import GPT2_PATTERN
 from bpe.text.protect import protect_pattern
 from bpe.tokenizer import Tokenizer
-from bpe.trainers import VariantLoop, compile_trainer, learn_merges
+from bpe.trainers import VariantLoop, compile_trainer, run_merges
 from bpe.trainers.common import Limits, TrainerOutput
 from bpe.util.cputime import StageTimes, cpu_seconds
 from bpe.util.progress import LOG_INTERVAL_S
@@ -356,7 +356,7 @@ def _merge_stage(
     when it has one); `reached` gets the time each ladder mark was reached."""
     with timings.timed("merge"):
         # the counts are handed over, not kept: the trainer frees them once it has built its words
-        return learn_merges(
+        return run_merges(
             run.spec.trainer,
             counted.take_counts(),
             run.stage_one_size,

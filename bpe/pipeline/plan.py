@@ -35,7 +35,6 @@ from bpe.variants import (
     as_variant,
     check_continuation,
     check_trainer_supports,
-    check_transition,
 )
 
 Source = str | os.PathLike | Sequence[str | os.PathLike] | Corpus
@@ -146,27 +145,28 @@ def plan_run(spec: TrainSpec, *, list_input: bool = True) -> RunPlan:
     except ImportError as err:  # its optional package is missing: name the option that asked
         raise ImportError(f"trainer={trainer}: {err}") from None
     check_backend(spec.backend, spec.scheduler)
-    check_vocab_size(vocab_size, specials)
-    chosen = as_variant(spec.variant).resolve(vocab_size=vocab_size)
-    check_trainer_supports(chosen.name, trainer)
-    check_continuation(chosen.name, init_from)
+    asked = as_variant(spec.variant)
+    check_trainer_supports(asked.name, trainer)
+    check_continuation(asked.name, init_from)
     protect = protect_regex(tuple(check_protect(spec.protect)) or None)
+    regex_pattern = resolve_pattern(spec.pattern)
+    parent = load_parent(init_from) if isinstance(init_from, str | os.PathLike) else init_from
+    if parent is not None:
+        check_parent(parent, pattern=regex_pattern)
+    if spec.seed_tokens:
+        parent = _seeded(spec, asked.name, specials, regex_pattern, parent)
+    # the one check of vocab_size: room for the specials and bytes, or the parent and its seeds
+    check_vocab_size(vocab_size, specials, parent=parent, source=_parent_name(spec))
+    chosen = asked.resolve(vocab_size=vocab_size, specials=specials)
     marks = [int(v) - 256 - len(specials) for v in rungs]
     if marks and (chosen.name != "bpe" or init_from is not None or spec.seed_tokens):
         raise ValueError(
             f"rungs={list(rungs)!r} time plain BPE from scratch only (variant={chosen.name}, "
             f"init_from={init_from!r}): drop rungs="
         )
-    stage_one_size = vocab_size
-    if chosen.transition_vocab is not None:  # plain BPE up to there (SuperBPE)
-        stage_one_size = check_transition(chosen.transition_vocab, vocab_size, specials)
-    regex_pattern = resolve_pattern(spec.pattern)
+    # plain BPE up to SuperBPE's transition, then its stage two
+    stage_one_size = chosen.transition_vocab or vocab_size
     chosen_engine = resolve_engine(spec.engine, pattern=regex_pattern, trainer=trainer)
-    parent = load_parent(init_from) if isinstance(init_from, str | os.PathLike) else init_from
-    if parent is not None:
-        check_parent(parent, pattern=regex_pattern, vocab_size=vocab_size)
-    if spec.seed_tokens:
-        parent = _seeded(spec, chosen.name, specials, regex_pattern, parent)
     if parent is not None and protect is not None:
         check_merges_protected(parent.merges, protect, source=_parent_name(spec))
     source, corpus = spec.input_path, None
@@ -196,8 +196,8 @@ def _parent_name(spec: TrainSpec) -> str:
 def _seeded(
     spec: TrainSpec, variant: str, specials: list[str], pattern: str, parent: Parent | None
 ) -> Parent:
-    """The parent of a seeded run (`bpe.pipeline.seeds`), checked: plain BPE from scratch,
-    and room in the vocab for every seed's merges."""
+    """The parent of a seeded run (`bpe.pipeline.seeds`), checked: plain BPE from scratch
+    (room in the vocab for every seed's merges: `check_vocab_size`, as for any parent)."""
     if parent is not None:
         raise ValueError(
             "seed_tokens and init_from together: a parent's merges already decide the first "
@@ -210,10 +210,4 @@ def _seeded(
         )
     seeds = check_seeds(spec.seed_tokens, special_tokens=specials, pattern=pattern)
     seeded = seed_parent(seeds, special_tokens=specials, pattern=pattern)
-    if spec.vocab_size < len(seeded.vocab):
-        raise ValueError(
-            f"vocab_size={spec.vocab_size} leaves no room for the seed tokens: the specials, "
-            f"256 bytes and the seeds' {len(seeded.merges)} merges make {len(seeded.vocab)} "
-            f"tokens; raise vocab_size to at least {len(seeded.vocab)}"
-        )
     return seeded

@@ -40,13 +40,16 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from bpe.runs.stages import STAGES, stage_label  # noqa: F401  (re-exported: bpe.trainers.STAGES)
+from bpe.text.specials import validate_special_tokens
 from bpe.trainers import compiled, heap, indexed, naive
 from bpe.trainers.common import (
     BELOW_MIN_FREQUENCY,
     EXHAUSTED,
     Limits,
     MergeState,
+    Parent,
     TrainerOutput,
+    check_vocab_size,
     finish,
     prepare,
 )
@@ -55,14 +58,6 @@ from bpe.util.compile_clock import CompileInfo
 from bpe.util.progress import LOG_INTERVAL_S, Progress
 
 logger = logging.getLogger(__name__)
-
-
-class Parent(Protocol):
-    """An existing tokenizer to continue training from (`bpe.formats.init_from.Parent` is one)."""
-
-    vocab: Mapping[int, bytes]
-    merges: Sequence[tuple[bytes, bytes]]
-    special_tokens: Sequence[str]
 
 
 class MergeLoop(Protocol):
@@ -194,15 +189,52 @@ def learn_merges(
         (logged) when no pair is left.
 
     Raises:
-        ValueError: unknown trainer, vocab_size too small, bad special tokens, a variant
-            without a loop for this trainer, or a variant continuing a parent.
+        ValueError: unknown trainer, vocab_size too small (`check_vocab_size`, the one check
+            of it), bad special tokens, a variant without a loop for this trainer, or a
+            variant continuing a parent.
 
     >>> # (l, o) and (o, w) tie: "ow" wins
     >>> out = learn_merges("heap", {b"low": 5, b"lowest": 2}, 258)
     >>> out.merges, out.merge_counts
     ([(b'o', b'w'), (b'l', b'ow')], [7, 7])
     """
-    merge_loop = TRAINERS[check_trainer(name)]
+    specials = validate_special_tokens(special_tokens)
+    check_trainer(name)
+    check_vocab_size(vocab_size, specials, parent=parent)
+    return run_merges(
+        name,
+        pretoken_counts,
+        vocab_size,
+        specials,
+        progress=progress,
+        parent=parent,
+        log_interval=log_interval,
+        variant=variant,
+        marks=marks,
+        reached=reached,
+        limits=limits,
+    )
+
+
+def run_merges(
+    name: str,
+    pretoken_counts: Mapping[bytes, int],
+    vocab_size: int,
+    specials: list[str],
+    *,
+    progress: bool = False,
+    parent: Parent | None = None,
+    log_interval: float = LOG_INTERVAL_S,
+    variant: VariantLoop | None = None,
+    marks: Sequence[int] = (),
+    reached: dict[int, float] | None = None,
+    limits: Limits | None = None,
+) -> TrainerOutput:
+    """`learn_merges` on arguments already checked: a run's plan (`bpe.pipeline.plan.plan_run`)
+    checks them once, before stage 1, so training does not check them again. `specials` are
+    validated (`validate_special_tokens`); the options are `learn_merges`'s.
+    """
+    merge_loop = TRAINERS[name]
     label = name
     if variant is not None:
         merge_loop = variant.loop_for(name, parent=parent)
@@ -223,7 +255,7 @@ def learn_merges(
         # no workers fork in stages 2-3, so the heartbeat runs from the start: building words
         # and the pair index can take many seconds at scale without a single tick
         meter.start()
-        state = _prepare(pretoken_counts, vocab_size, special_tokens, parent)
+        state = _prepare(pretoken_counts, vocab_size, specials, parent)
         state.limits = limits or Limits()
         # The words hold everything the loop needs: drop this reference so a caller that
         # handed the counts over (`PretokenCounts.take_counts`) gets their memory back.
@@ -323,5 +355,4 @@ def _prepare(
         special_tokens,
         parent_vocab=parent.vocab,
         parent_merges=parent.merges,
-        parent_special_tokens=parent.special_tokens,
     )

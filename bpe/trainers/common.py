@@ -20,9 +20,9 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
+from typing import Protocol
 
 from bpe.runs import schema
-from bpe.text.specials import validate_special_tokens
 
 Pair = tuple[int, int]
 
@@ -290,22 +290,67 @@ class TrainerOutput:
     stopped_by: str | None = None
 
 
-def check_vocab_size(vocab_size: int, special_tokens: Sequence[str]) -> None:
-    """Raise ValueError unless vocab_size leaves room for the specials and the 256 bytes."""
-    minimum = 256 + len(special_tokens)
+def check_vocab_size(
+    vocab_size: int,
+    special_tokens: Sequence[str],
+    *,
+    parent: Parent | None = None,
+    source: str = "the parent",
+) -> None:
+    """Raise ValueError unless `vocab_size` is an int with room for every token a training
+    starts with: the specials and the 256 bytes, or else `parent`'s vocab plus the specials it
+    lacks (whose own specials must be among `special_tokens`).
+
+    The one check of vocab_size: `bpe.pipeline.plan.plan_run` calls it once per run (with the
+    parent it loaded), `learn_merges` once per call; the trainers' `prepare` trusts it.
+    `source` names the parent in the message (e.g. "init_from='gpt2'").
+
+    >>> check_vocab_size(256, ["<|endoftext|>"])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: vocab_size=256 is too small: it counts 1 special token(s) + 256 bytes, so ...
+    """
     if isinstance(vocab_size, bool) or not isinstance(vocab_size, int):
         raise ValueError(f"vocab_size={vocab_size!r} must be an int (e.g. 10000)")
+    if parent is None:
+        minimum = 256 + len(special_tokens)
+        if vocab_size < minimum:
+            raise ValueError(
+                f"vocab_size={vocab_size} is too small: it counts {len(special_tokens)} special "
+                f"token(s) + 256 bytes, so it must be >= {minimum}; raise vocab_size"
+            )
+        return
+    unknown = [t for t in parent.special_tokens if t not in special_tokens]
+    if unknown:
+        raise ValueError(
+            f"{source}'s special token(s) {unknown} are not among this run's special tokens "
+            f"{list(special_tokens)}; list them (the run's special tokens must include the "
+            "parent's)"
+        )
+    held = set(parent.vocab.values())
+    minimum = len(parent.vocab) + sum(t.encode("utf-8") not in held for t in special_tokens)
     if vocab_size < minimum:
         raise ValueError(
-            f"vocab_size={vocab_size} is too small: it counts {len(special_tokens)} special "
-            f"token(s) + 256 bytes, so it must be >= {minimum}; raise vocab_size"
+            f"vocab_size={vocab_size} is smaller than {source}'s {minimum} tokens (special "
+            "tokens included); continuing can only add tokens: raise vocab_size to at least "
+            f"{minimum}"
         )
+
+
+class Parent(Protocol):
+    """An existing tokenizer to continue training from (`bpe.formats.init_from.Parent` is one;
+    so is a seeded run's seeds)."""
+
+    vocab: Mapping[int, bytes]
+    merges: Sequence[tuple[bytes, bytes]]
+    special_tokens: Sequence[str]
 
 
 def prepare(
     pretoken_counts: Mapping[bytes, int], vocab_size: int, special_tokens: Sequence[str]
 ) -> MergeState:
-    """Validate the arguments and build words (byte ids) from the pretoken counts.
+    """Build words (byte ids) from the pretoken counts: the arguments are checked already
+    (`validate_special_tokens`, `check_vocab_size`).
 
     Words are sorted by their bytes so every trainer sees the same order, whatever order the
     counts arrive in (the merges do not depend on it, since the candidate order is total, but
@@ -319,8 +364,7 @@ def prepare(
     >>> prepare({b"ab": 2}, 300, ["<|endoftext|>"]).words == [as_word([98, 99])]
     True
     """
-    specials = validate_special_tokens(special_tokens)
-    check_vocab_size(vocab_size, specials)
+    specials = list(special_tokens)
     vocab = initial_vocab(specials)
     token_keys = [descending_bytes_key(vocab[i]) for i in range(len(vocab))]
     words, counts = build_words(pretoken_counts, offset=len(specials))

@@ -13,8 +13,8 @@ Ids of a GPT-2 parent: GPT-2's files put the 256 bytes at ids 0..255 in its own 
 merges at 256..50255 and `<|endoftext|>` at 50256 (not first, as bpe-lab's trainers place
 special tokens); all of them are kept, and the first new merge gets id 50257.
 
-What it does not do: read files (`bpe.formats.init_from` loads a run directory or GPT-2 files) or
-pick
+What it does not do: read files (`bpe.formats.init_from` loads a run directory or GPT-2 files),
+check vocab_size (`bpe.trainers.common.check_vocab_size`) or pick
 pairs (each trainer's `merge_loop` does, on the state returned here).
 """
 
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from bpe.text.specials import validate_special_tokens
 from bpe.trainers.common import MergeState, as_word, descending_bytes_key
 from bpe.trainers.pair_index import PairIndex
 
@@ -34,22 +33,21 @@ def prepare_from_parent(
     *,
     parent_vocab: Mapping[int, bytes],
     parent_merges: Sequence[tuple[bytes, bytes]],
-    parent_special_tokens: Sequence[str],
 ) -> MergeState:
     """The merge state after replaying the parent's merges on the words of `pretoken_counts`.
 
+    `vocab_size` and the special tokens are checked already (`check_vocab_size` with the
+    parent: its specials among `special_tokens`, room for its vocab and the specials it lacks).
+
     Raises:
-        ValueError: the parent's ids are not 0..n-1, it lacks a byte or a merge's token, its
-            special tokens are not all among `special_tokens`, or `vocab_size` is smaller than
-            the parent's vocab (plus appended special tokens).
+        ValueError: the parent's ids are not 0..n-1, or it lacks a byte or a merge's token.
 
     >>> from bpe.trainers.common import word_ids
     >>> st = prepare_from_parent({b"abab": 2}, 261, [], parent_vocab={i: bytes([i]) for i in
-    ...     range(256)} | {256: b"ab"}, parent_merges=[(b"a", b"b")], parent_special_tokens=[])
+    ...     range(256)} | {256: b"ab"}, parent_merges=[(b"a", b"b")])
     >>> [word_ids(w) for w in st.words], st.merged, st.merge_counts, st.num_merges
     ([[256, 256]], [(97, 98)], [4], 4)
     """
-    specials = validate_special_tokens(special_tokens)
     vocab = dict(parent_vocab)
     if sorted(vocab) != list(range(len(vocab))):
         raise ValueError(
@@ -63,22 +61,11 @@ def prepare_from_parent(
             f"the parent vocab lacks the single byte {bytes([missing[0]])!r}; a byte-level "
             "parent needs all 256"
         )
-    unknown = [t for t in parent_special_tokens if t not in specials]
-    if unknown:
-        raise ValueError(
-            f"the parent's special token(s) {unknown} are not among this run's special tokens "
-            f"{specials}; list them (the run's special tokens must include the parent's)"
-        )
-    for tok in specials:
+    for tok in special_tokens:
         raw = tok.encode("utf-8")
         if raw not in id_of:  # a special token the parent lacks: appended after its ids
             id_of[raw] = len(vocab)
             vocab[len(vocab)] = raw
-    if vocab_size < len(vocab):
-        raise ValueError(
-            f"vocab_size={vocab_size} is smaller than the parent's {len(vocab)} tokens "
-            "(special tokens included); continuing can only add tokens: raise vocab_size"
-        )
     words, counts = [], []
     for pretoken in sorted(pretoken_counts):  # sorted as `prepare` does, for the same reason
         n = pretoken_counts[pretoken]

@@ -85,8 +85,9 @@ class Variant:
     #: `<language>.<anything>`), or None: the first half of the bundled FLORES-200 devtest
     dev: str | None = None
 
-    def resolve(self, *, vocab_size: int) -> Variant:
-        """The same variant with its defaults filled in for a run to `vocab_size`.
+    def resolve(self, *, vocab_size: int, specials: Sequence[str] = ()) -> Variant:
+        """The same variant with its defaults filled in for a run to `vocab_size` (with
+        `specials`, which SuperBPE's transition must leave room for).
 
         Raises:
             ValueError: a setting of another variant (`variant.threshold` on superbpe), a
@@ -119,7 +120,7 @@ class Variant:
             transition = self.transition_vocab
             if transition is None:
                 transition = int(vocab_size * DEFAULT_TRANSITION_SHARE)
-            check_transition(transition, vocab_size)  # the specials: checked again in training
+            check_transition(transition, vocab_size, specials)
             if self.stage_two_pattern is not None:
                 resolve_pattern(self.stage_two_pattern)  # raises naming the pattern
             return Variant(

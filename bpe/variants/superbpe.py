@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 from bpe.pretokenize import count_stage_one
 from bpe.pretokenize.counting import PretokenCounts
 from bpe.text.patterns import pattern_name, resolve_pattern
-from bpe.trainers import learn_merges
+from bpe.trainers import run_merges
 from bpe.trainers.common import TrainerOutput
 from bpe.util.cputime import StageTimes, cpu_seconds
 from bpe.variants.base import Member, RunContext, Variant
@@ -56,7 +56,7 @@ def stage_two(
     Returns the whole output (stage one's merge counts kept for its merges) and what stage two
     measured: its pretokens (how many, unique, their bytes, the longest), an estimate of the
     memory its counts hold, its merges and seconds. Its wall and CPU times are added to `timings`
-    (`pretokenize` and `merge`). `options` are `learn_merges`'s (progress, log_interval).
+    (`pretokenize` and `merge`). `options` are `run_merges`'s (progress, log_interval).
     """
     t0, cpu = time.perf_counter(), cpu_seconds()
     counted, cache_status = count()
@@ -86,7 +86,8 @@ def stage_two(
     )
     parent = _StageOne(stage_one.vocab, stage_one.merges, list(specials))
     t1, cpu = time.perf_counter(), cpu_seconds()
-    output = learn_merges(trainer, counts, vocab_size, specials, parent=parent, **options)
+    # the plan checked the run's inputs once; stage two's parent is stage one's own output
+    output = run_merges(trainer, counts, vocab_size, list(specials), parent=parent, **options)
     merging = time.perf_counter() - t1
     timings.add("merge", merging, cpu_seconds() - cpu)
     done = len(stage_one.merges)
