@@ -93,6 +93,8 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .schema                   the metrics.json keys readers use, and how to read them
       .sections                 the metrics.json sections the runner writes as typed records
       .settings                 the defaults of a run's settings, which readers fall back on
+      .saved_config             a run's saved config (.hydra/config.yaml), read for every reader
+      .upgrade                  read_metrics: older runs' metrics.json in today's schema
       .stages                   stage names and the trainers' order
       .command                  the command that reruns a run
       .liveness                 who writes a run and whether it still lives (crashed)

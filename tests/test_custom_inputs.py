@@ -22,6 +22,7 @@ from bpe.corpus import datasets
 from bpe.corpus.documents import tail_documents
 from bpe.corpus.sources import resolve_source
 from bpe.evaluation.measured import TAIL_MAX_BYTES
+from bpe.runs.upgrade import upgrade
 from bpe.util.io import sha256_file
 from tests.conftest import EOT, FAST_ANALYSIS, FIXTURES, ROOT
 
@@ -117,16 +118,20 @@ def _siblings(job: Path) -> list[str]:
 
 
 def test_same_bytes_at_two_paths_are_one_input_and_old_runs_fall_back_to_the_path():
+    # what the loader reads of an older run, which recorded its dataset but no input name
+    old = upgrade({"run": {"dataset": "tinystories_sample"}})["run"]["input_name"]
     frame = pd.DataFrame(
         {
             "run_dir": ["r1", "r2", "r3", "r4"],
             "run_name": ["r1", "r2", "r3", "r4"],
             "status": ["complete"] * 4,
             "metrics.run.dataset": ["tinystories_sample"] * 4,
-            "metrics.run.input_name": ["custom-x", "custom-y", None, None],
+            "metrics.run.input_name": ["custom-x", "custom-y", old, old],
             "metrics.run.input_path": ["/a/x.txt", "/b/y.txt", "old.txt", "other.txt"],
             "metrics.lineage.input.sha256": ["ab" * 32, "ab" * 32, None, None],
             "metrics.run.trainer": ["heap", "indexed", "heap", "indexed"],
+            "metrics.variant.name": ["bpe"] * 4,
+            "metrics.pattern.name": ["gpt2"] * 4,
             "metrics.run.vocab_size": [300] * 4,
             "metrics.profiled": [False] * 4,
             "metrics.merges_sha256": ["m1", "m1", "m2", "m3"],

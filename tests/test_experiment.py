@@ -21,7 +21,7 @@ from bpe.analysis.run_report import write_run_report
 from bpe.cli.report import main as report_main
 from bpe.experiment import inputs, rundir, runner
 from bpe.experiment.profilers import summarize_scalene, waiting_lines
-from bpe.runs.stages import COMPILE, KERNEL_COMPILE, RETIRED_STAGES, RUN_STAGES, TIMED_STAGES
+from bpe.runs.stages import COMPILE, KERNEL_COMPILE, RUN_STAGES, TIMED_STAGES
 from bpe.text.patterns import CL100K_PATTERN
 from bpe.tokenizer import Tokenizer
 from bpe.util.io import CONF_DIR
@@ -89,7 +89,7 @@ def test_train_writes_a_complete_run_dir(tmp_path, trainer_name):
     assert on_disk == json.loads(json.dumps(metrics))
     assert on_disk["status"] == "complete" and on_disk["error"] is None
     assert on_disk["counts"]["merges"] == 400 - 257
-    recorded = [s for s in on_disk["timings"] if s not in RETIRED_STAGES]
+    recorded = list(on_disk["timings"])
     # the stages, in the order they ran; compiled times its JIT step between stages 1 and 2-3
     expected = list(TIMED_STAGES)
     if trainer_name == "compiled":
@@ -99,7 +99,7 @@ def test_train_writes_a_complete_run_dir(tmp_path, trainer_name):
     assert [s for s in recorded if s != KERNEL_COMPILE] == [*expected, "total"]
     assert on_disk["memory"]["peak_mb"] > 0 and on_disk["memory"]["timeline"]
     labels = {stage for _, _, stage in on_disk["memory"]["timeline"]}
-    assert labels <= {"start", *RUN_STAGES, *RETIRED_STAGES}  # training samples relabelled
+    assert labels <= {"start", *RUN_STAGES}  # training samples relabelled
     assert on_disk["longest_tokens"][0]["bytes"] >= on_disk["longest_tokens"][-1]["bytes"]
     assert on_disk["compression"]["own"]["ratio"] > 1
     # FAST trains on a file other than the dataset's own: filed as a custom input

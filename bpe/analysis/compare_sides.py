@@ -8,16 +8,13 @@ What it does not do: compare sides (`bpe.analysis.compare`) or write COMPARE.md
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
-from bpe.corpus.datasets import from_config, input_name, load_named
+from bpe.corpus.datasets import from_config, load_named
 from bpe.corpus.documents import load_documents
 from bpe.formats.gpt2_format import load_merges
 from bpe.formats.manifest import check_whole
@@ -26,13 +23,13 @@ from bpe.formats.removals_json import Removal
 from bpe.formats.tokenizer_json import pattern_of_dir
 from bpe.runs import schema
 from bpe.runs.layout import (
-    HYDRA_CONFIG,
-    HYDRA_DIR,
     MERGES_FILE,
     METRICS_FILE,
     VOCAB_FILE,
 )
+from bpe.runs.saved_config import run_config
 from bpe.runs.settings import analysis_setting
+from bpe.runs.upgrade import read_metrics
 from bpe.text.patterns import GPT2_PATTERN, bounded_pattern, pattern_name
 from bpe.tokenizer import Tokenizer
 
@@ -103,12 +100,6 @@ class Side:
         return list(made)
 
 
-def _yaml(path: Path) -> dict:
-    if not path.is_file():
-        return {}
-    return yaml.safe_load(path.read_text("utf-8")) or {}
-
-
 def _vocab_from_merges(merges: list[tuple[bytes, bytes]], specials: list[str]) -> dict[int, bytes]:
     # the layout every trainer uses: specials, then the 256 bytes, then one id per merge
     vocab = {i: s.encode("utf-8") for i, s in enumerate(specials)}
@@ -116,16 +107,6 @@ def _vocab_from_merges(merges: list[tuple[bytes, bytes]], specials: list[str]) -
     for a, b in merges:
         vocab[len(vocab)] = a + b
     return vocab
-
-
-def _input_name(run: dict, config: dict) -> str | None:
-    """What the run trained on: `run.input_name`, else (older runs) the same rule on the config."""
-    if run.get("input_name"):
-        return str(run["input_name"])
-    ds = config.get("dataset") or {}
-    if ds.get("name") and ds.get("path"):
-        return input_name(str(ds["name"]), ds["path"])
-    return run.get("dataset")
 
 
 def _run_facts(
@@ -140,11 +121,10 @@ def _run_facts(
     parent = schema.get(metrics, schema.INIT_FROM_PATH) or run.get("init_from")
     trainer = run.get("trainer") or (config.get("trainer") or {}).get("name")
     return {
-        "input": _input_name(run, config) or "unknown input",
+        "input": str(schema.get(metrics, schema.INPUT_NAME, default="unknown input")),
         "pattern": f"{pattern_name(pattern)} split",
         "trainer": str(trainer),
-        # runs from before the BPE family trained plain BPE
-        "variant": str(schema.get(metrics, schema.VARIANT_NAME, default="bpe")),
+        "variant": str(schema.get(metrics, schema.VARIANT_NAME)),
         "vocab": f"v{len(vocab)}",
         "init_from": f"from {Path(str(parent)).name}" if parent else "from scratch",
     }
@@ -171,9 +151,9 @@ def load_side(path: str | Path, *, label: str | None = None, heldout: bool = Tru
     merges_path = d / MERGES_FILE
     metrics_path = d / METRICS_FILE
     if metrics_path.is_file() and merges_path.is_file():
-        metrics = json.loads(metrics_path.read_text("utf-8"))
+        config = run_config(d)
+        metrics = read_metrics(d, config=config)  # today's schema (`bpe.runs.upgrade`)
         run = schema.get(metrics, schema.RUN) or {}
-        config = _yaml(d / HYDRA_DIR / HYDRA_CONFIG)
         if (d / VOCAB_FILE).is_file():  # the one opener: specials, history, protected chars
             opened = open_tokenizer_dir(d, what="run directory", own_pattern=False)
         else:  # a run that kept only merges.txt: its recorded specials rebuild the vocab
@@ -209,7 +189,7 @@ def load_side(path: str | Path, *, label: str | None = None, heldout: bool = Tru
             vocab=vocab,
             merges=merges,
             special_tokens=specials,
-            dataset=_input_name(run, config),
+            dataset=schema.get(metrics, schema.INPUT_NAME),
             heldout=docs or None,
             pattern=pattern,
             facts=facts,

@@ -89,7 +89,7 @@ def gather_languages(sweep_dir: Path) -> list[LangRun]:
         metrics = read_run(run_dir)["metrics"]
         if schema.get(metrics, schema.STATUS) != "complete":
             continue
-        variant = schema.get(metrics, schema.VARIANT_NAME, default="bpe")
+        variant = schema.get(metrics, schema.VARIANT_NAME)
         ours = _side(metrics, "ours", variant, schema.get(metrics, schema.VOCAB_SIZE))
         if ours is not None:
             runs.append(ours)

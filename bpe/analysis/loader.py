@@ -28,18 +28,17 @@ from functools import partial
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
 from bpe.analysis.markdown import input_summary
 from bpe.runs import schema
-from bpe.runs.layout import ENVIRONMENT_FILE, HYDRA_CONFIG, HYDRA_DIR, METRICS_FILE, PROFILE_DIR
+from bpe.runs.layout import ENVIRONMENT_FILE, HYDRA_DIR, METRICS_FILE, PROFILE_DIR
 from bpe.runs.liveness import explain, observed_status
-from bpe.runs.stages import RETIRED_STAGES, TRAIN_STAGES, TRAINER_ORDER
+from bpe.runs.saved_config import run_config
+from bpe.runs.stages import TRAIN_STAGES, TRAINER_ORDER
+from bpe.runs.upgrade import read_metrics
 from bpe.util.machine import ENV_KEY
 
 logger = logging.getLogger(__name__)
-
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def find_run_dirs(path_or_glob: str | os.PathLike) -> list[Path]:
@@ -98,33 +97,22 @@ def read_run(run_dir: Path) -> dict:
             declared type (`bpe.runs.sections.malformed`); the message names the file.
     """
     record: dict = {"run_dir": str(run_dir), "run_name": run_dir.name}
-    record["metrics"] = _read_json(run_dir / METRICS_FILE, required=True)
-    problem = schema.malformed(record["metrics"])
-    if problem is not None:
-        raise ValueError(f"{METRICS_FILE}: {problem}")
+    record["config"] = run_config(run_dir)
+    if not (run_dir / METRICS_FILE).is_file():
+        raise ValueError(f"{run_dir / METRICS_FILE} is missing")
+    # today's schema, whatever the writer's age (`bpe.runs.upgrade`)
+    record["metrics"] = read_metrics(run_dir, config=record["config"])
     shown = observed(record["metrics"])
     record["status"] = shown.get("status") or "unknown"
     record["status_reason"] = shown.get("status_reason")
     record["input_summary"] = input_summary(record["metrics"])
-    record["env"] = _read_json(run_dir / ENVIRONMENT_FILE, required=False) or {}
-    record["config"] = run_config(run_dir)
+    record["env"] = _read_json(run_dir / ENVIRONMENT_FILE) or {}
     return record
 
 
-def run_config(run_dir: Path) -> dict:
-    """The run's resolved config as it saved it ({}: none); a ValueError names a bad file."""
-    path = run_dir / HYDRA_DIR / HYDRA_CONFIG
-    try:
-        config = yaml.load(path.read_text("utf-8"), Loader=_YAML_LOADER) if path.is_file() else {}
-    except yaml.YAMLError as err:
-        raise ValueError(f"{path} is not valid YAML: {err}") from None
-    return config if isinstance(config, dict) else {}
-
-
-def _read_json(path: Path, *, required: bool) -> dict | None:
+def _read_json(path: Path) -> dict | None:
+    """A JSON object a run may hold (None: the file is absent); a ValueError names a bad file."""
     if not path.is_file():
-        if required:
-            raise ValueError(f"{path} is missing")
         return None
     try:
         data = json.loads(path.read_text("utf-8"))
@@ -198,8 +186,7 @@ TIDY_COLUMNS = {
     "run_dir": "run_dir",
     "run_name": "run_name",
     "status": "status",
-    # the input's name: the dataset's, or custom-<stem> for a dataset.path (`run.input_name`;
-    # older runs: the dataset name)
+    # the input's name: the dataset's, or custom-<stem> for a dataset.path (`run.input_name`)
     "dataset": None,
     "input_path": schema.INPUT_PATH.column,
     # "3 files, 1.57 MB, parquet" for a corpus of several files or of records; None for one
@@ -207,7 +194,7 @@ TIDY_COLUMNS = {
     "input_summary": "input_summary",
     "input_key": None,  # `input_key` of input_sha256 and input_path: runs compare within one
     "trainer": schema.TRAINER.column,
-    "variant": schema.VARIANT_NAME.column,  # runs before the BPE family trained plain BPE
+    "variant": schema.VARIANT_NAME.column,
     # the training limits (`bpe.trainers.common.Limits`): null where unset, or in older runs
     "max_token_length": schema.MAX_TOKEN_LENGTH.column,
     "min_frequency": schema.MIN_FREQUENCY.column,
@@ -241,7 +228,7 @@ TIDY_COLUMNS = {
     "ladder_trained_in": schema.LADDER_TRAINED_IN.column,
     # a compiling trainer's compile step (`compiled`); None for the Python trainers
     "compile_seconds": schema.COMPILE_SECONDS.column,
-    "train_seconds": None,  # the TRAIN_STAGES, compile (and `read` in older runs)
+    "train_seconds": None,  # the TRAIN_STAGES and compile
     "total_seconds": schema.TOTAL_SECONDS.column,
     "peak_mb": schema.PEAK_MB.column,  # the whole run's (analysis and report included)
     # the memory headline: what training added above the run's start (None in older runs)
@@ -252,7 +239,7 @@ TIDY_COLUMNS = {
     "merges": schema.MERGES.column,
     "vocab": schema.VOCAB.column,
     "merges_sha256": schema.MERGES_SHA256.column,
-    "pattern": schema.PATTERN_NAME.column,  # runs before split patterns existed used GPT-2's
+    "pattern": schema.PATTERN_NAME.column,
     "init_from": schema.INIT_FROM_PATH.column,
     "pretokens": schema.PRETOKENS.column,
     "unique_pretokens": schema.UNIQUE_PRETOKENS.column,
@@ -279,13 +266,6 @@ TIDY_COLUMNS = {
 }
 
 
-def variant_column(runs: pd.DataFrame) -> pd.Series:
-    """Each run's variant in a `tidy` frame ("bpe" for runs from before the BPE family)."""
-    if "variant" not in runs:
-        return pd.Series("bpe", index=runs.index)
-    return runs["variant"].fillna("bpe")
-
-
 def tidy(frame: pd.DataFrame) -> pd.DataFrame:
     """The report-friendly view of `load_runs`: one row per run, short column names.
 
@@ -299,14 +279,11 @@ def tidy(frame: pd.DataFrame) -> pd.DataFrame:
     stages = [f"{schema.TIMINGS.column}.{s}" for s in TRAIN_STAGES]
     if all(s in frame for s in stages):
         out["train_seconds"] = frame[stages].sum(axis=1, min_count=len(stages))
-        for retired in (f"{schema.TIMINGS.column}.{s}" for s in RETIRED_STAGES):
-            if retired in frame:  # part of the training call in older runs
-                out["train_seconds"] += frame[retired].fillna(0.0)
         if schema.COMPILE_SECONDS.column in frame:  # part of a compiling trainer's call
             out["train_seconds"] += frame[schema.COMPILE_SECONDS.column].fillna(0.0)
     else:
         out["train_seconds"] = None
-    out["dataset"] = _first_of(frame, schema.INPUT_NAME.column, schema.DATASET.column)
+    out["dataset"] = frame[schema.INPUT_NAME.column] if schema.INPUT_NAME.column in frame else None
     out["input_key"] = [
         input_key(sha, path)
         for sha, path in zip(out["input_sha256"], out["input_path"], strict=True)
@@ -325,8 +302,6 @@ def tidy(frame: pd.DataFrame) -> pd.DataFrame:
     out["profiled"] = out["profiled"].fillna(False).astype(bool)
     if "status_reason" in frame:  # a crashed or stale run recorded no error: say why it shows so
         out["error"] = out["error"].where(out["error"].notna(), frame["status_reason"])
-    out["pattern"] = out["pattern"].fillna("gpt2")
-    out["variant"] = out["variant"].fillna("bpe")
     out["host"] = _hosts(frame)
     order = ["dataset", "vocab_size", "trainer", "run_dir"]
     return out.sort_values(order, kind="stable", na_position="last").reset_index(drop=True)
@@ -346,15 +321,6 @@ def _hosts(frame: pd.DataFrame) -> pd.Series:
         {columns[c]: v for c, v in r.items() if isinstance(v, list) or not pd.isna(v)} for r in rows
     ]
     return pd.Series([h or None for h in hosts], index=frame.index, dtype=object)
-
-
-def _first_of(frame: pd.DataFrame, *columns: str) -> pd.Series:
-    """Per row, the first of columns that holds a value (None when none does)."""
-    out = pd.Series([None] * len(frame), index=frame.index, dtype=object)
-    for col in reversed(columns):
-        if col in frame:
-            out = frame[col].where(frame[col].notna(), out).astype(object)
-    return out
 
 
 def input_key(sha256: object, path: object) -> str | None:
@@ -447,12 +413,12 @@ def trainer_order(names: Iterable[object]) -> list[str]:
 
 
 def shown_stages(recorded: Iterable[str]) -> list[str]:
-    """The recorded stage names a report lists, in recorded order (no total, no retired stage).
+    """The recorded stage names a report lists, in recorded order (no total).
 
-    >>> shown_stages(["read", "pretokenize", "merge", "total"])
+    >>> shown_stages(["pretokenize", "merge", "total"])
     ['pretokenize', 'merge']
     """
-    return [s for s in recorded if s != "total" and s not in RETIRED_STAGES]
+    return [s for s in recorded if s != "total"]
 
 
 #: The measures of one segmentation method on one held-out side, by `segmentation_rows` column.

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bpe.analysis.loader import complete, load_tidy, trainer_order, variant_column
+from bpe.analysis.loader import complete, load_tidy, trainer_order
 from bpe.analysis.markdown import rel_path
 from bpe.analysis.pages import PAGES
 from bpe.analysis.report_pages import REFERENCE, REPORTS_COMMAND, render_datasets, render_trainers
@@ -253,7 +253,7 @@ def write_all_reports(
     fig_dir = out / FIGURES_DIR
     # the trainers, datasets and vocabularies reports are about plain BPE; the other members
     # of the family have their own (reports/variants.md, `bpe-report --page variants`)
-    plain = runs[variant_column(runs) == "bpe"]
+    plain = runs[runs["variant"] == "bpe"]
     examples = example_runs(plain)
     vocabularies = write_vocabularies(pick_runs(plain), out, root=root, command=COMMAND)
     written = [

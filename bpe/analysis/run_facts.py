@@ -19,9 +19,7 @@ from bpe.analysis.loader import (
     input_key,
     load_runs,
     merges_agree,
-    run_config,
     tidy,
-    variant_column,
 )
 from bpe.runs import schema
 from bpe.runs.layout import (
@@ -33,6 +31,7 @@ from bpe.runs.layout import (
     PROFILE_SUMMARY,
     experiments_root,
 )
+from bpe.runs.saved_config import run_config
 from bpe.runs.settings import analysis_setting
 
 logger = logging.getLogger(__name__)
@@ -94,8 +93,8 @@ def sibling_rows(run_dir: Path, metrics: dict) -> list[dict]:
     runs = complete(tidy(load_runs(root)))
     mine_key = run_input_key(metrics)
     runs = runs[runs["input_key"] == mine_key] if mine_key else runs.iloc[0:0]
-    my_variant = schema.get(metrics, schema.VARIANT_NAME, default="bpe")
-    variants = variant_column(runs)
+    my_variant = schema.get(metrics, schema.VARIANT_NAME)
+    variants = runs["variant"]
     mine = _merges_lines(run_dir) or []  # a run that failed early has no merges.txt
     rows = []
     for idx, r in runs.iterrows():

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from bpe.analysis.language_sections import section_languages
 from bpe.analysis.loader import observed
-from bpe.analysis.run_facts import RunFacts, draw_figures, gather_run, load_json
+from bpe.analysis.run_facts import RunFacts, draw_figures, gather_run
 from bpe.analysis.run_sections import (
     section_header,
     section_memory,
@@ -50,8 +50,9 @@ from bpe.analysis.vocab_report import (
 )
 from bpe.runs.layout import (
     ANALYSIS_FILE,
-    METRICS_FILE,
 )
+from bpe.runs.saved_config import run_config
+from bpe.runs.upgrade import read_metrics, upgrade
 from bpe.util.io import atomic_write_text
 
 logger = logging.getLogger(__name__)
@@ -91,16 +92,8 @@ def write_run_report(run_dir: str | Path, *, metrics: dict | None = None) -> Pat
         ValueError: metrics.json is not valid JSON.
     """
     run_dir = Path(run_dir)
-    metrics_path = run_dir / METRICS_FILE
-    if not metrics_path.is_file():
-        raise FileNotFoundError(
-            f"{str(run_dir)!r} is not a run directory (no metrics.json); pass a directory "
-            "written by bpe-train"
-        )
-    if metrics is None:
-        metrics = load_json(metrics_path)
-    if not isinstance(metrics, dict):
-        raise ValueError(f"{metrics_path} is not valid JSON; the run is corrupt")
+    # today's schema, whatever the writer's age (`bpe.runs.upgrade`)
+    metrics = read_metrics(run_dir) if metrics is None else upgrade(metrics, run_config(run_dir))
     metrics = observed(metrics)  # a `running` run whose process is gone shows as crashed
     draw_figures(run_dir, metrics)
     text = render_analysis(gather_run(run_dir, metrics))

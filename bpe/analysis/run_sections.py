@@ -20,7 +20,7 @@ from bpe.runs.command import rerun_command
 from bpe.runs.layout import (
     FIGURES,
 )
-from bpe.runs.stages import COMPILE, RETIRED_STAGES, TIMED_STAGES, TRAIN_STAGES
+from bpe.runs.stages import COMPILE, TIMED_STAGES, TRAIN_STAGES
 from bpe.util.machine import ENV_KEY, host_line
 
 logger = logging.getLogger(__name__)
@@ -59,7 +59,7 @@ def section_header(metrics: dict, env: dict) -> list[str]:
     lines = [
         f"# Run analysis: {get(schema.RUN_NAME)}",
         "",
-        f"BPE training on **{get(schema.INPUT_NAME) or get(schema.DATASET)}** with the "
+        f"BPE training on **{get(schema.INPUT_NAME)}** with the "
         f"**{get(schema.TRAINER)}** trainer, "
         f"vocab size {get(schema.VOCAB_SIZE)} (profiler: {get(schema.PROFILER)}).",
         "",
@@ -161,11 +161,8 @@ def section_time(metrics: dict) -> list[str]:
             "the wall seconds: the cores it kept busy).",
             "",
         ]
-    # older runs timed a `read` step inside the training call: it counts toward training, as
-    # a compiling trainer's `compile` does
-    train_stages = {
-        s: v for s, v in timings.items() if s in TRAIN_STAGES or s in RETIRED_STAGES or s == COMPILE
-    }
+    # a compiling trainer's `compile` counts toward training
+    train_stages = {s: v for s, v in timings.items() if s in TRAIN_STAGES or s == COMPILE}
     if train_stages:
         top = max(train_stages, key=train_stages.get)
         train_total = sum(train_stages.values())

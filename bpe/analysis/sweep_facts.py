@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from bpe.analysis import figures
-from bpe.analysis.loader import complete, merges_agree, shown_stages, variant_column
+from bpe.analysis.loader import complete, merges_agree, shown_stages
 from bpe.analysis.sweep_search import SearchFacts, best_first, search_facts
 from bpe.runs import schema
 from bpe.runs.stages import COMPILE, TRAIN_STAGES
@@ -61,7 +61,7 @@ def input_groups(runs: pd.DataFrame) -> list[tuple[str, int, pd.DataFrame]]:
     done = complete(runs)
     # Runs with another split pattern, parent or variant learn other merges by design: never
     # one group.
-    done = done.assign(_parent=done["init_from"].fillna(""), _variant=variant_column(done))
+    done = done.assign(_parent=done["init_from"].fillna(""), _variant=done["variant"])
     groups = []
     by = ["input_key", "vocab_size", "pattern", "_parent", "_variant"]
     for (key, vocab, pattern, parent, variant), group in done.groupby(by, sort=True):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bpe.analysis.loader import complete, variant_column
+from bpe.analysis.loader import complete
 from bpe.analysis.markdown import fmt, table
 from bpe.analysis.sweep_facts import (
     SweepFacts,
@@ -129,9 +129,9 @@ def _job_label(row: pd.Series, sweep_dir: Path) -> str:
 def section_variants(runs: pd.DataFrame) -> list[str]:
     """The BPE family side by side per input and vocab size (sweeps over 2+ variants only)."""
     done = complete(runs)
-    if done.empty or variant_column(done).nunique() < 2:
+    if done.empty or done["variant"].nunique() < 2:
         return []
-    done = done.assign(_variant=variant_column(done))
+    done = done.assign(_variant=done["variant"])
     order = {v: k for k, v in enumerate(VARIANT_ORDER)}
     rows = []
     for (dataset, vocab), group in done.groupby(["dataset", "vocab_size"], sort=True):

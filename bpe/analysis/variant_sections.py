@@ -22,7 +22,7 @@ def variant_lines(metrics: dict) -> list[str]:
     ([], [])
     """
     get = partial(schema.get, metrics)
-    name = get(schema.VARIANT_NAME, default="bpe")
+    name = get(schema.VARIANT_NAME)
     if name == "picky":
         return [
             f"Variant: **picky** (PickyBPE, Chizhov et al., 2024): intersection-over-self "

@@ -27,8 +27,9 @@ from bpe.analysis.loader import complete, load_tidy
 from bpe.analysis.markdown import clip, fmt, generated_by, measured, table
 from bpe.formats.gpt2_format import load_vocab
 from bpe.runs import schema
-from bpe.runs.layout import METRICS_FILE, VOCAB_FILE
+from bpe.runs.layout import VOCAB_FILE
 from bpe.runs.stages import VARIANT_ORDER
+from bpe.runs.upgrade import read_metrics
 from bpe.util.io import atomic_write_text
 
 #: Where the report goes inside the reports directory.
@@ -84,7 +85,7 @@ def row_of(metrics: dict, tidy_row: dict, *, superwords: int | None = None) -> V
     return VariantRow(
         dataset=str(tidy_row["dataset"]),
         vocab_size=int(tidy_row["vocab_size"]),
-        variant=str(schema.get(metrics, schema.VARIANT_NAME, default="bpe")),
+        variant=str(schema.get(metrics, schema.VARIANT_NAME)),
         trainer=str(tidy_row["trainer"]),
         bytes_per_token=schema.get(metrics, schema.COMPRESSION_RATIO),
         renyi=schema.get(metrics, schema.EFFICIENCY_RENYI, side="own"),
@@ -118,7 +119,7 @@ def gather_rows(sweep_dir: Path) -> list[VariantRow]:
     rows = []
     for _, r in complete(runs).iterrows():
         run_dir = Path(r["run_dir"])
-        metrics = json.loads((run_dir / METRICS_FILE).read_text("utf-8"))
+        metrics = read_metrics(run_dir)
         vocab = load_vocab(run_dir / VOCAB_FILE).values()
         rows.append(row_of(metrics, r.to_dict(), superwords=count_superwords(vocab)))
     return sort_rows(rows)

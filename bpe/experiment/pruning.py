@@ -21,8 +21,6 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import yaml
-
 from bpe.corpus.datasets import Dataset, from_config, load_named
 from bpe.evaluation.measured import measured_docs
 from bpe.evaluation.usage import training_sample
@@ -30,8 +28,10 @@ from bpe.formats.gpt2_format import render
 from bpe.measures.ngram import KneserNey, bits_per_byte
 from bpe.measures.vocab_stats import distribution_metrics, token_counts, undertrained_tokens
 from bpe.runs import schema
-from bpe.runs.layout import HYDRA_CONFIG, HYDRA_DIR, METRICS_FILE, PRUNE_RECORD
+from bpe.runs.layout import PRUNE_RECORD
+from bpe.runs.saved_config import run_config
 from bpe.runs.settings import analysis_setting
+from bpe.runs.upgrade import read_metrics
 from bpe.tokenizer import Tokenizer
 from bpe.tokenizer.pruning import prune
 from bpe.util.io import atomic_write_text
@@ -39,19 +39,11 @@ from bpe.util.io import atomic_write_text
 logger = logging.getLogger(__name__)
 
 
-def run_config(run_dir: Path) -> dict:
-    """A run's saved config ({} when it has none)."""
-    path = run_dir / HYDRA_DIR / HYDRA_CONFIG
-    config = yaml.safe_load(path.read_text("utf-8")) if path.is_file() else {}
-    return config if isinstance(config, dict) else {}
-
-
 def run_dataset(run_dir: Path, config: dict) -> Dataset:
     """The dataset a run trained on, from its saved config (or its recorded dataset name)."""
     if config.get("dataset"):
         return from_config(config["dataset"])
-    metrics = json.loads((run_dir / METRICS_FILE).read_text("utf-8"))
-    return load_named(schema.get(metrics, schema.DATASET))
+    return load_named(schema.get(read_metrics(run_dir, config=config), schema.DATASET))
 
 
 def prune_run(

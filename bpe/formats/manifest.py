@@ -25,7 +25,9 @@ import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from bpe.runs.layout import LOADED_FILES, MANIFEST_FILE, MERGES_FILE, METRICS_FILE
+from bpe.runs import schema
+from bpe.runs.layout import LOADED_FILES, MANIFEST_FILE, MERGES_FILE
+from bpe.runs.upgrade import read_metrics
 from bpe.util.io import atomic_write_text, sha256_file, shown_path
 
 logger = logging.getLogger(__name__)
@@ -149,8 +151,8 @@ def _check_old_run(d: Path) -> bool:
     from bpe.formats.gpt2_format import load_merges, merges_sha256
 
     try:
-        recorded = json.loads((d / METRICS_FILE).read_text("utf-8")).get("merges_sha256")
-    except (OSError, ValueError, AttributeError):
+        recorded = schema.get(read_metrics(d), schema.MERGES_SHA256)
+    except (OSError, ValueError):
         return False
     if not isinstance(recorded, str) or not (d / MERGES_FILE).is_file():
         return False

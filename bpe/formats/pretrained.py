@@ -26,7 +26,6 @@ callers do, with any override they were given).
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -37,7 +36,9 @@ from bpe.formats.gpt2_format import load_merges, load_tokenizer_files, load_voca
 from bpe.formats.manifest import check_whole
 from bpe.formats.removals_json import Removal, check_history, load_removals
 from bpe.formats.tokenizer_json import special_tokens_of_dir, splits_of_dir
-from bpe.runs.layout import MERGES_FILE, METRICS_FILE, REMOVALS_FILE, TOKENIZER_JSON, VOCAB_FILE
+from bpe.runs import schema
+from bpe.runs.layout import MERGES_FILE, REMOVALS_FILE, TOKENIZER_JSON, VOCAB_FILE
+from bpe.runs.upgrade import read_metrics
 from bpe.text.patterns import GPT2_PATTERN, bounded_pattern
 from bpe.text.protect import check_protect
 from bpe.util.io import shown_path
@@ -92,12 +93,10 @@ def declared_special_tokens(directory: str | os.PathLike) -> list[str] | None:
     if recorded is not None:
         return recorded
     try:
-        run = json.loads((d / METRICS_FILE).read_text("utf-8")).get("run") or {}
-    except (OSError, ValueError, AttributeError):
-        run = {}
-    if isinstance(run.get("special_tokens"), list):
-        return [str(t) for t in run["special_tokens"]]
-    return None
+        recorded = schema.get(read_metrics(d), schema.SPECIAL_TOKENS)
+    except (OSError, ValueError):
+        recorded = None
+    return [str(t) for t in recorded] if isinstance(recorded, list) else None
 
 
 def special_tokens_of(

@@ -45,9 +45,6 @@ SETUP, TRAINING, SAVE, ANALYSIS, REPORT = "setup", "train", "save", "analysis", 
 TIMED_STAGES = (*TRAIN_STAGES, SAVE, ANALYSIS)
 #: The stages of a run, in order (memory samples are tagged with them).
 RUN_STAGES = (SETUP, TRAIN_STAGES[0], COMPILE, *TIMED_STAGES[1:], REPORT)
-#: Stages older runs recorded that reports leave out: `read` only checked that the input file
-#: exists (always about 0.000 s).
-RETIRED_STAGES = ("read",)
 
 
 #: The trainers in their canonical order (slowest and simplest first), as reports list them.

@@ -30,19 +30,17 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import yaml
-
 from bpe.runs import schema
 from bpe.runs.layout import (
     ENVIRONMENT_FILE,
     FIGURES_DIR,
-    HYDRA_CONFIG,
-    HYDRA_DIR,
     METRICS_FILE,
     RECORD_FILES,
     TOKENIZER_FILES,
     experiments_root,
 )
+from bpe.runs.saved_config import run_config
+from bpe.runs.upgrade import read_metrics
 from bpe.tracking.callback import TrackerCallback, TrackerUnavailable
 
 logger = logging.getLogger(__name__)
@@ -130,13 +128,16 @@ def tracked_run(run_dir: str | os.PathLike) -> TrackedRun:
     run_dir = Path(run_dir).resolve()
     if not run_dir.is_dir():
         raise FileNotFoundError(f"run directory {str(run_dir)!r} does not exist")
+    config = run_config(run_dir)
+    metrics = {}
     has_metrics = (run_dir / METRICS_FILE).is_file()
-    metrics = _read_json(run_dir / METRICS_FILE) if has_metrics else {}
+    if has_metrics:
+        try:  # today's schema, whatever the writer's age
+            metrics = read_metrics(run_dir, config=config)
+        except ValueError as err:
+            logger.warning("cannot read %s (%s): logging the run without it", METRICS_FILE, err)
     env_path = run_dir / ENVIRONMENT_FILE
     env = _read_json(env_path) if env_path.is_file() else {}
-    config_path = run_dir / HYDRA_DIR / HYDRA_CONFIG
-    config = yaml.safe_load(config_path.read_text("utf-8")) if config_path.is_file() else {}
-    config = config if isinstance(config, dict) else {}
     status = str(schema.get(metrics, schema.STATUS) or "missing")
 
     params = _params(metrics, config)
