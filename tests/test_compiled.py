@@ -78,10 +78,17 @@ def test_the_merge_stage_holds_one_int32_per_position(monkeypatch):
     assert compiled._word_ids(words, k.SEP).tolist() == whole.tolist()
     assert whole[-1] == k.SEP and (whole == k.SEP).sum() == len(words)
     tables = compiled._tables(k, state, 2_000 - 257)
-    assert tables.ids.dtype == np.int32 and len(tables.ids) == positions
-    per_position = {f.name for f in fields(tables) if len(getattr(tables, f.name)) == positions}
-    assert per_position == {"ids"}
-    assert len(tables.wstart) == len(words) + 1 and len(tables.block_word) <= positions // 32
+    tok = tables.words.tok
+    assert tok.dtype == np.int32 and len(tok) == positions
+    arrays = {
+        f"{group}.{name}": array
+        for group in (f.name for f in fields(tables) if f.name != "sc")
+        for name, array in getattr(tables, group)._asdict().items()
+    }
+    per_position = {name for name, array in arrays.items() if len(array) == positions}
+    assert per_position == {"words.tok"}
+    assert len(tables.words.wstart) == len(words) + 1
+    assert len(tables.words.block_word) <= positions // 32
 
 
 def test_the_cs336_fixtures_give_the_reference_trainers_merges():

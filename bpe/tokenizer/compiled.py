@@ -31,6 +31,7 @@ import gc
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain
+from typing import NamedTuple
 
 import numpy as np
 
@@ -70,6 +71,20 @@ class MergeTables:
         """The arrays in the order the kernels take them: byte ids, slots, shift, lefts,
         rights, merged."""
         return self.byte_ids, self.slots, self.shift, self.lefts, self.rights, self.merged
+
+    def ranks(self) -> Ranks:
+        """The merges as one named argument of a kernel (`Ranks`)."""
+        return Ranks(self.slots, self.shift, self.lefts, self.rights, self.merged)
+
+
+class Ranks(NamedTuple):
+    """A tokenizer's merges as one kernel argument: `MergeTables` without the byte ids."""
+
+    slots: np.ndarray
+    shift: np.uint64
+    lefts: np.ndarray
+    rights: np.ndarray
+    merged: np.ndarray
 
 
 def build_tables(

@@ -107,12 +107,13 @@ def encode_spans_dropout(
     >>> ids.tolist(), end
     ([256, 256], 4)
     """
-    rows = np.ascontiguousarray(spans.T)
+    lo, hi, after, after_bytes = np.ascontiguousarray(spans.T)
     return _encode_dropout(
         cps,
         classes,
-        *rows,
-        *tables.args(),
+        (lo, hi, after, after_bytes),
+        tables.byte_ids,
+        tables.ranks(),
         np.uint64(threshold),
         np.uint64(seed_key),
         offset,
@@ -135,12 +136,13 @@ def _coin(state, threshold):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _dropout_short(w, n, state, threshold, r, held, slots, shift, merged):  # pragma: no cover
+def _dropout_short(w, n, state, threshold, r, held, ranks):  # pragma: no cover
     """`_merge_dropout` by scanning the pairs' ranks: returns (count, the coins' state).
 
     invariant: r[i] is the rank of (w[i], w[i + 1]) for i < m, m = the number of pairs; in a
     step, a dropped candidate's rank is marked (negated, minus one) until the step ends.
     """
+    slots, shift, _, _, merged = ranks
     for i in range(n - 1):
         r[i] = _rank(slots, shift, w[i], w[i + 1])
     m = n - 1
@@ -181,18 +183,19 @@ def _dropout_short(w, n, state, threshold, r, held, slots, shift, merged):  # pr
 
 
 @njit(cache=True, nogil=True)
-def _merge_dropout(
-    w, n, state, threshold, nxt, prv, heap, held, slots, shift, lefts, rights, merged
-):  # pragma: no cover - compiled
+def _merge_dropout(w, n, state, threshold, scratch, ranks):  # pragma: no cover - compiled
     """BPE with dropout of the n ids in w[:n] in place; returns (count, the coins' state).
 
-    `held` is scratch for the step's survivors and skipped candidates (2n items). A pretoken
-    of up to SHORT_PRETOKEN bytes is scanned (`_dropout_short`), a longer one gets the heap.
+    `scratch` is (nxt, prv, heap, held): the links, the heap, and room for the step's
+    survivors and skipped candidates (2n items). A pretoken of up to SHORT_PRETOKEN bytes is
+    scanned (`_dropout_short`), a longer one gets the heap. `ranks`: the merges (`Ranks`).
     """
     if n <= 1:
         return n, state
+    nxt, prv, heap, held = scratch
+    slots, shift, lefts, rights, merged = ranks
     if n <= SHORT_PRETOKEN:
-        return _dropout_short(w, n, state, threshold, heap, held, slots, shift, merged)
+        return _dropout_short(w, n, state, threshold, heap, held, ranks)
     size = _start_heap(w, n, nxt, prv, heap, slots, shift)
     while size > 0:
         skipped = n  # held[n:skipped] are this step's dropped candidates
@@ -237,21 +240,7 @@ def _merge_dropout(
 
 @njit(cache=True, nogil=True)
 def _encode_dropout(
-    cps,
-    classes,
-    lo,
-    hi,
-    after,
-    after_bytes,
-    byte_ids,
-    slots,
-    shift,
-    lefts,
-    rights,
-    merged,
-    threshold,
-    seed_key,
-    offset,
+    cps, classes, spans, byte_ids, ranks, threshold, seed_key, offset
 ):  # pragma: no cover - compiled
     """`encode_spans_dropout`'s kernel: (ids, the byte offset after the text).
 
@@ -259,8 +248,10 @@ def _encode_dropout(
     the same for every occurrence: plain BPE's ids after a fixed number of coins. The kernel
     keeps that (coins, bytes, ids) per distinct pretoken (`_remember`) in a table of its own,
     for this call. An occurrence whose first `coins` coins all survive takes those ids (its
-    walk is that walk); one where a coin drops is walked from its first coin again.
+    walk is that walk); one where a coin drops is walked from its first coin again. `spans`
+    is (lo, hi, special id after or -1, its UTF-8 length), one array per column.
     """
+    lo, hi, after, after_bytes = spans
     out = np.empty(_utf8_length(cps, lo, hi) + len(after), np.int32)
     room = 4 * CACHED_UP_TO  # scratch for one pretoken (any kept one fits), regrown as needed
     nxt = np.empty(room, np.int32)
@@ -283,19 +274,13 @@ def _encode_dropout(
                 s = _find(table, pool, cps, i, j, h)
                 if table[s, LENGTH] == 0:  # first seen: walk it without drops, and keep that
                     table, pool, id_pool, s = _remember(
-                        table,
-                        pool,
-                        id_pool,
-                        used,
-                        cps,
-                        i,
-                        j,
-                        h,
+                        (table, pool, id_pool, used),
+                        (cps, i, j, h),
                         first,
                         byte_ids,
                         walk,
                         (nxt, prv, heap, held),
-                        (slots, shift, lefts, rights, merged),
+                        ranks,
                     )
                 a = table[s, IDS_AT]
                 if _survives(id_pool[a], first, threshold):  # its walk: the one without drops
@@ -311,9 +296,7 @@ def _encode_dropout(
                 room = 2 * n
                 nxt, prv = np.empty(room, np.int32), np.empty(room, np.int32)
                 heap, held = np.empty(3 * room, np.int64), np.empty(2 * room, np.int64)
-            count, _ = _merge_dropout(
-                w, n, first, threshold, nxt, prv, heap, held, slots, shift, lefts, rights, merged
-            )
+            count, _ = _merge_dropout(w, n, first, threshold, (nxt, prv, heap, held), ranks)
             pos += count
             offset += n
             i = j
@@ -338,14 +321,13 @@ def _survives(coins, state, threshold):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _remember(
-    table, pool, id_pool, used, cps, i, j, h, first, byte_ids, walk, scratch, tables
-):  # pragma: no cover - compiled
-    """Keep pretoken cps[i:j]'s walk without drops from coin state `first` (coins, bytes, ids)
-    in its empty slot of `table` (key h), growing or emptying the table as
-    `bpe.tokenizer.compiled_encode` does; returns (table, pool, id_pool, its slot)."""
-    nxt, prv, heap, held = scratch
-    slots, shift, lefts, rights, merged = tables
+def _remember(known, pretoken, first, byte_ids, walk, scratch, ranks):  # pragma: no cover
+    """Keep pretoken (cps, i, j, key h) = cps[i:j]'s walk without drops from coin state
+    `first` (coins, bytes, ids) in its empty slot of the `known` table (table, pool, id_pool,
+    used), growing or emptying it as `bpe.tokenizer.compiled_encode` does; returns (table,
+    pool, id_pool, its slot)."""
+    table, pool, id_pool, used = known
+    cps, i, j, h = pretoken
     if used[0] >= MAX_KNOWN:  # full: start again
         table[:, LENGTH] = 0
         used[:] = 0
@@ -353,9 +335,7 @@ def _remember(
         table = _doubled(table)
     s = _find(table, pool, cps, i, j, h)
     n = _utf8_into(walk[2:], cps, i, j, byte_ids)  # a kept pretoken fits the scratch
-    count, last = _merge_dropout(
-        walk[2:], n, first, np.uint64(0), nxt, prv, heap, held, slots, shift, lefts, rights, merged
-    )
+    count, last = _merge_dropout(walk[2:], n, first, np.uint64(0), scratch, ranks)
     # each coin adds _GOLDEN, which is odd: times its inverse, the advance counts the coins
     walk[0], walk[1] = np.int64((last - first) * _GOLDEN_INVERSE), n
     pool = _grown(pool, used[1] + j - i)

@@ -27,11 +27,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from bpe.trainers.common import BELOW_MIN_FREQUENCY, EXHAUSTED, MergeState
 from bpe.util.compile_clock import CompileInfo, cache_misses
+
+if TYPE_CHECKING:  # the kernel module needs Numba: it is imported when training starts
+    from bpe.trainers.compiled_kernels import Heap, Merges, Pairs, Scratch, Tokens, Words
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +90,8 @@ def compile_kernels() -> CompileInfo:
     # the paths the tiny run does not take: a hash table growing and the pool compacted (`grow`)
     none32, none64 = np.zeros(1, np.int32), np.zeros(1, np.int64)
     kernels.rehash(none32, none32, 0, 1024)
-    kernels.compact_pool(none32, none64, none32, none64, 0, none32, none32, none32)
+    no_pairs = kernels.Pairs(none32, none32, none64, none64, none32, none64, none32, none32)
+    kernels.compact_pool(no_pairs, 0, none32)
     after = cache_misses(dispatchers)
     return CompileInfo(seconds=time.perf_counter() - start, cached=after == before)
 
@@ -155,10 +160,11 @@ def _run(
     t = _tables(k, state, limit)
     done = 0
     while done < limit:
-        status = k.merge_batch(*t.args(), first_id, min(limit, done + batch))
+        status = k.merge_batch(*t.state(), first_id, min(limit, done + batch))
         now = int(t.sc[k.MERGES_DONE])
-        lefts, rights = t.out_left[done:now].tolist(), t.out_right[done:now].tolist()
-        for left, right, count in zip(lefts, rights, t.out_count[done:now].tolist(), strict=True):
+        out = t.merges
+        lefts, rights = out.out_left[done:now].tolist(), out.out_right[done:now].tolist()
+        for left, right, count in zip(lefts, rights, out.out_count[done:now].tolist(), strict=True):
             state.add_merge(left, right, count)
             tick()
         done = now
@@ -171,59 +177,42 @@ def _run(
 
 @dataclass
 class _Tables:
-    """The merge loop's arrays, in `merge_batch`'s argument order (see the kernel module for
-    what each holds): the words and where each starts, the pair table and its hash index, the
-    occurrence pool, the heap, the tokens' bytes and sort keys, the per-token scratch, the
-    output merges and the scalars."""
+    """The merge loop's state, as the kernels' named tuples of arrays (the kernel module says
+    what each holds): the words, the pairs with their hash index and pool, the heap, the
+    tokens' bytes and sort keys, the per-token scratch, the output merges, and the scalars."""
 
-    ids: np.ndarray
-    wstart: np.ndarray
-    block_word: np.ndarray
-    wcount: np.ndarray
-    pleft: np.ndarray
-    pright: np.ndarray
-    pcount: np.ndarray
-    pstart: np.ndarray
-    plen: np.ndarray
-    hkeys: np.ndarray
-    hvals: np.ndarray
-    pool: np.ndarray
-    hcnt: np.ndarray
-    hpair: np.ndarray
-    tbytes: np.ndarray
-    toff: np.ndarray
-    tkey: np.ndarray
-    by_left: np.ndarray
-    by_right: np.ndarray
-    drop_left: np.ndarray
-    drop_right: np.ndarray
-    out_left: np.ndarray
-    out_right: np.ndarray
-    out_count: np.ndarray
+    words: Words
+    pairs: Pairs
+    heap: Heap
+    tokens: Tokens
+    scratch: Scratch
+    merges: Merges
     sc: np.ndarray
 
-    def args(self) -> tuple[np.ndarray, ...]:
+    def state(self) -> tuple:
+        """`merge_batch`'s arguments before `first_id` and `stop_at`, in its order."""
         return tuple(getattr(self, f.name) for f in fields(self))
 
     def grow(self, k: ModuleType) -> None:
         """Make room where the kernel said it ran out (`GROW`), keeping what is filled."""
-        sc = self.sc
-        if sc[k.NEED_PAIRS] > len(self.pleft):
+        sc, pairs = self.sc, self.pairs
+        if sc[k.NEED_PAIRS] > len(pairs.pleft):
             size = _room(sc[k.NEED_PAIRS])
-            for name in ("pleft", "pright", "pcount", "pstart", "plen"):
-                setattr(self, name, _resized(getattr(self, name), size))
-        if 2 * sc[k.NEED_PAIRS] > len(self.hkeys):
-            self.hkeys, self.hvals = k.rehash(
-                self.pleft, self.pright, int(sc[k.N_PAIRS]), _power_of_two(3 * sc[k.NEED_PAIRS])
+            names = ("pleft", "pright", "pcount", "pstart", "plen")
+            pairs = pairs._replace(**{n: _resized(getattr(pairs, n), size) for n in names})
+        if 2 * sc[k.NEED_PAIRS] > len(pairs.hkeys):
+            hkeys, hvals = k.rehash(
+                pairs.pleft, pairs.pright, int(sc[k.N_PAIRS]), _power_of_two(3 * sc[k.NEED_PAIRS])
             )
-        if sc[k.NEED_POOL] > len(self.pool):
+            pairs = pairs._replace(hkeys=hkeys, hvals=hvals)
+        self.pairs = pairs
+        if sc[k.NEED_POOL] > len(pairs.pool):
             self._compact_or_grow_pool(k)
-        if sc[k.NEED_HEAP] > len(self.hcnt):
-            self.hcnt, self.hpair = (
-                _resized(a, _room(sc[k.NEED_HEAP])) for a in (self.hcnt, self.hpair)
-            )
-        if sc[k.NEED_TBYTES] > len(self.tbytes):
-            self.tbytes = _resized(self.tbytes, _room(sc[k.NEED_TBYTES]))
+        if sc[k.NEED_HEAP] > len(self.heap.hcnt):
+            self.heap = k.Heap(*(_resized(a, _room(sc[k.NEED_HEAP])) for a in self.heap))
+        if sc[k.NEED_TBYTES] > len(self.tokens.tbytes):
+            tbytes = _resized(self.tokens.tbytes, _room(sc[k.NEED_TBYTES]))
+            self.tokens = self.tokens._replace(tbytes=tbytes)
 
     def _compact_or_grow_pool(self, k: ModuleType) -> None:
         """Room in the pool: first drop its dead slices and stale positions
@@ -231,13 +220,12 @@ class _Tables:
         compaction is paid for by the merges that fill what it freed."""
         sc = self.sc
         extra = sc[k.NEED_POOL] - sc[k.POOL_USED]
-        args = (self.pstart, self.plen, self.pcount, int(sc[k.N_PAIRS]), self.ids)
-        kept = k.compact_pool(self.pool, *args, self.pleft, self.pright)
+        kept = k.compact_pool(self.pairs, int(sc[k.N_PAIRS]), self.words.tok)
         logger.debug("compiled: pool compacted from %d to %d positions", sc[k.POOL_USED], kept)
         sc[k.POOL_USED] = kept
         sc[k.NEED_POOL] = kept + extra
-        if sc[k.NEED_POOL] > POOL_FULL * len(self.pool):
-            self.pool = _resized(self.pool, _room(sc[k.NEED_POOL]))
+        if sc[k.NEED_POOL] > POOL_FULL * len(self.pairs.pool):
+            self.pairs = self.pairs._replace(pool=_resized(self.pairs.pool, _room(sc[k.NEED_POOL])))
 
 
 #: the share of the pool that may be in use after a compaction before it grows
@@ -252,25 +240,31 @@ def _tables(k: ModuleType, state: MergeState, limit: int) -> _Tables:
     # 64 MiB corpus about 30 MB, most of what put the run's peak above heap's).
     state.words, state.counts = [], []
     *arrays, n_pairs, pool_used = k.count_pairs(ids, wcount)
-    wstart, block_word, *pairs = arrays  # pairs: pleft, pright, ... hcnt, hpair
-    pleft, pright, hcnt, hpair = pairs[0], pairs[1], pairs[-2], pairs[-1]
+    wstart, block_word, *pair_arrays, hcnt, hpair = arrays
+    words, pairs, heap = (
+        k.Words(ids, wstart, block_word, wcount),
+        k.Pairs(*pair_arrays),
+        k.Heap(hcnt, hpair),
+    )
     first_id = len(state.vocab)
     max_tokens = first_id + limit
     tbytes, toff = _token_bytes(state, max_tokens)
-    tkey = np.zeros(max_tokens, dtype=np.uint64)
-    k.prefix_keys(tbytes, toff, first_id, tkey)
-    k.heapify(hcnt, hpair, n_pairs, pleft, pright, tbytes, toff, tkey)
+    tokens = k.Tokens(tbytes, toff, np.zeros(max_tokens, dtype=np.uint64))
+    k.prefix_keys(tokens, first_id)
+    k.heapify(heap, n_pairs, pairs.pleft, pairs.pright, tokens)
     sc = np.zeros(k.SCALARS, dtype=np.int64)
     sc[k.N_PAIRS], sc[k.POOL_USED], sc[k.HEAP_SIZE] = n_pairs, pool_used, n_pairs
     sc[k.TBYTES_USED] = toff[first_id]
     sc[k.MAX_TOKEN_LENGTH] = state.limits.max_token_length or 0
     sc[k.MIN_FREQUENCY] = state.limits.min_frequency or 0
-    per_token = [np.full(max_tokens, -1, np.int32) for _ in range(2)]
-    per_token += [np.zeros(max_tokens, np.int64) for _ in range(2)]
-    out = [np.empty(limit, np.int32), np.empty(limit, np.int32), np.empty(limit, np.int64)]
-    return _Tables(
-        ids, wstart, block_word, wcount, *pairs, tbytes, toff, tkey, *per_token, *out, sc
+    scratch = k.Scratch(
+        np.full(max_tokens, -1, np.int32),
+        np.full(max_tokens, -1, np.int32),
+        np.zeros(max_tokens, np.int64),
+        np.zeros(max_tokens, np.int64),
     )
+    out = k.Merges(np.empty(limit, np.int32), np.empty(limit, np.int32), np.empty(limit, np.int64))
+    return _Tables(words, pairs, heap, tokens, scratch, out, sc)
 
 
 #: Words encoded per slice when laying them out (`_word_ids`).

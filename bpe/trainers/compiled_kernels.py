@@ -24,8 +24,13 @@ position) and W words, P pairs and V tokens:
     hkeys, hvals    [2^k]      open-addressing hash table (left << 32 | right) -> pair id
     hcnt, hpair     [heap]     binary max-heap of (count when pushed, pair id), lazily
                                invalidated exactly as `bpe.trainers.heap` does
-    tbytes, toff, tkey               every token's bytes in one buffer: token t is
+    tbytes, toff, tkey         every token's bytes in one buffer: token t is
                                `tbytes[toff[t] : toff[t + 1]]` (ties compare bytes)
+
+The kernels take these grouped as named tuples, one argument each (`Words`, `Pairs`, `Heap`,
+`Tokens`, `Scratch` and the output `Merges`), and unpack them by field: the caller builds
+them by name, so it cannot hand a kernel its arrays in another order (Numba compiles the
+fields' access away: the same speed as separate arguments).
 
 THE candidate order (`bpe.trainers.common.candidate_key`) is `_better`: higher count, then
 the lexicographically greater left token's bytes, then right token's bytes (a proper prefix
@@ -52,6 +57,8 @@ progress.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 
@@ -86,6 +93,61 @@ BLOCK_SHIFT = 6
 #: murmur3's 64-bit finalizer constants: every key bit moves every slot bit
 _M1, _M2 = np.uint64(0xFF51AFD7ED558CCD), np.uint64(0xC4CEB9FE1A85EC53)
 _S = np.uint64(33)
+
+
+# -- the merge loop's state, as named tuples of arrays (Numba passes them as one argument) ------
+class Words(NamedTuple):
+    """The corpus as token positions (module docstring: `tok`, `wstart`, `block_word`)."""
+
+    tok: np.ndarray  # int32[T]
+    wstart: np.ndarray  # int32[W+1]
+    block_word: np.ndarray  # int32[T/B]
+    wcount: np.ndarray  # int64[W]
+
+
+class Pairs(NamedTuple):
+    """The pair table (P entries), its hash index and the pool of positions it points into."""
+
+    pleft: np.ndarray  # int32[P]
+    pright: np.ndarray  # int32[P]
+    pcount: np.ndarray  # int64[P], exact; 0: gone or merged
+    pstart: np.ndarray  # int64[P], the slice of `pool` holding the pair's positions
+    plen: np.ndarray  # int32[P]
+    hkeys: np.ndarray  # int64[2^k], left << 32 | right
+    hvals: np.ndarray  # int32[2^k], pair id
+    pool: np.ndarray  # int32[...], positions
+
+
+class Heap(NamedTuple):
+    """The lazily invalidated max-heap of (count when pushed, pair id)."""
+
+    hcnt: np.ndarray  # int64
+    hpair: np.ndarray  # int32
+
+
+class Tokens(NamedTuple):
+    """Every token's bytes (token t is `tbytes[toff[t] : toff[t + 1]]`) and sort key."""
+
+    tbytes: np.ndarray  # uint8
+    toff: np.ndarray  # int64[V+1]
+    tkey: np.ndarray  # uint64[V], `_prefix_key`
+
+
+class Scratch(NamedTuple):
+    """Per-token scratch of `_merge`, as long as the final vocab, left as it was found."""
+
+    by_left: np.ndarray  # int32, -1
+    by_right: np.ndarray  # int32, -1
+    drop_left: np.ndarray  # int64, 0
+    drop_right: np.ndarray  # int64, 0
+
+
+class Merges(NamedTuple):
+    """The merges made: merge m joined (out_left[m], out_right[m]), seen out_count[m] times."""
+
+    out_left: np.ndarray  # int32
+    out_right: np.ndarray  # int32
+    out_count: np.ndarray  # int64
 
 
 @njit(**_JIT)
@@ -146,10 +208,11 @@ def rehash(pleft, pright, n_pairs, capacity):
 
 
 @njit(**_JIT)
-def _compare_tokens(tbytes, toff, tkey, x, y):
+def _compare_tokens(tokens, x, y):
     """-1, 0 or 1 as token x's bytes are smaller, equal or greater (a proper prefix is smaller)."""
     if x == y:
         return 0
+    tbytes, toff, tkey = tokens
     # the first 8 bytes, big-endian and zero-padded: they decide unless they are equal
     kx, ky = tkey[x], tkey[y]
     if kx != ky:
@@ -169,8 +232,9 @@ def _compare_tokens(tbytes, toff, tkey, x, y):
 
 
 @njit(**_JIT)
-def prefix_keys(tbytes, toff, n_tokens, tkey):
+def prefix_keys(tokens, n_tokens):
     """Fill `tkey[t]` for tokens 0..n_tokens-1 (see `_prefix_key`)."""
+    tbytes, toff, tkey = tokens
     for t in range(n_tokens):
         tkey[t] = _prefix_key(tbytes, toff[t], toff[t + 1])
 
@@ -193,16 +257,16 @@ def _prefix_key(tbytes, start, end):
 
 
 @njit(**_JIT)
-def _better(c1, p1, c2, p2, pleft, pright, tbytes, toff, tkey):
+def _better(c1, p1, c2, p2, pleft, pright, tokens):
     """Whether candidate (c1, pair p1) comes before (c2, pair p2) in THE candidate order."""
     if c1 != c2:
         return c1 > c2
     a1, a2 = pleft[p1], pleft[p2]
-    cmp = _compare_tokens(tbytes, toff, tkey, a1, a2)
+    cmp = _compare_tokens(tokens, a1, a2)
     if cmp != 0:
         return cmp > 0
     b1, b2 = pright[p1], pright[p2]
-    cmp = _compare_tokens(tbytes, toff, tkey, b1, b2)
+    cmp = _compare_tokens(tokens, b1, b2)
     if cmp != 0:
         return cmp > 0
     # equal bytes (possible only in a parent's vocab): the smaller ids, as the key's ids say
@@ -212,7 +276,8 @@ def _better(c1, p1, c2, p2, pleft, pright, tbytes, toff, tkey):
 
 
 @njit(**_JIT)
-def _sift_down(hcnt, hpair, size, i, pleft, pright, tbytes, toff, tkey):
+def _sift_down(heap, size, i, pleft, pright, tokens):
+    hcnt, hpair = heap
     c, p = hcnt[i], hpair[i]
     while True:
         child = 2 * i + 1
@@ -220,10 +285,10 @@ def _sift_down(hcnt, hpair, size, i, pleft, pright, tbytes, toff, tkey):
             break
         other = child + 1
         if other < size and _better(
-            hcnt[other], hpair[other], hcnt[child], hpair[child], pleft, pright, tbytes, toff, tkey
+            hcnt[other], hpair[other], hcnt[child], hpair[child], pleft, pright, tokens
         ):
             child = other
-        if not _better(hcnt[child], hpair[child], c, p, pleft, pright, tbytes, toff, tkey):
+        if not _better(hcnt[child], hpair[child], c, p, pleft, pright, tokens):
             break
         hcnt[i], hpair[i] = hcnt[child], hpair[child]
         i = child
@@ -231,12 +296,13 @@ def _sift_down(hcnt, hpair, size, i, pleft, pright, tbytes, toff, tkey):
 
 
 @njit(**_JIT)
-def _push(hcnt, hpair, size, c, p, pleft, pright, tbytes, toff, tkey):
+def _push(heap, size, c, p, pleft, pright, tokens):
     """Push (c, p) onto a heap of `size` entries (room checked by the caller); returns the size."""
+    hcnt, hpair = heap
     i = size
     while i > 0:
         parent = (i - 1) // 2
-        if not _better(c, p, hcnt[parent], hpair[parent], pleft, pright, tbytes, toff, tkey):
+        if not _better(c, p, hcnt[parent], hpair[parent], pleft, pright, tokens):
             break
         hcnt[i], hpair[i] = hcnt[parent], hpair[parent]
         i = parent
@@ -389,12 +455,13 @@ def count_pairs(tok, wcount):
 
 
 @njit(**_JIT)
-def compact_pool(pool, pstart, plen, pcount, n_pairs, tok, pleft, pright):
+def compact_pool(pairs, n_pairs, tok):
     """Drop what the pool holds for nothing: the slices of pairs whose count is 0 (merged or
     gone: neither is created again) and the stale positions of the others (a position whose
     pair changed never holds it again). The slices stay in pair order and each keeps its
     positions ascending, moved towards the front in place; returns the positions kept.
     """
+    pleft, pright, pcount, pstart, plen, _, _, pool = pairs
     used = 0
     for p in range(n_pairs):
         start, n = pstart[p], plen[p]
@@ -416,42 +483,14 @@ def compact_pool(pool, pstart, plen, pcount, n_pairs, tok, pleft, pright):
 
 
 @njit(**_JIT)
-def heapify(hcnt, hpair, size, pleft, pright, tbytes, toff, tkey):
+def heapify(heap, size, pleft, pright, tokens):
     """Turn `size` entries into a heap (Floyd's bottom-up construction, O(size))."""
     for i in range(size // 2 - 1, -1, -1):
-        _sift_down(hcnt, hpair, size, i, pleft, pright, tbytes, toff, tkey)
+        _sift_down(heap, size, i, pleft, pright, tokens)
 
 
 @njit(**_JIT)
-def merge_batch(
-    tok,
-    wstart,
-    block_word,
-    wcount,
-    pleft,
-    pright,
-    pcount,
-    pstart,
-    plen,
-    hkeys,
-    hvals,
-    pool,
-    hcnt,
-    hpair,
-    tbytes,
-    toff,
-    tkey,
-    by_left,
-    by_right,
-    drop_left,
-    drop_right,
-    out_left,
-    out_right,
-    out_count,
-    sc,
-    first_id,
-    stop_at,
-):
+def merge_batch(words, pairs, heap, tokens, scratch, merges, sc, first_id, stop_at):
     """Stage 3: select and merge until `sc[MERGES_DONE] == stop_at`, no pair is left, or the
     next merge needs more room than the arrays have.
 
@@ -461,6 +500,10 @@ def merge_batch(
     Returns DONE, EXHAUSTED or GROW (then `sc[NEED_*]` say the sizes the next merge needs; the
     caller grows the arrays, re-hashing into a larger `hkeys`, and calls again).
     """
+    pleft, pright, pcount, _, plen, hkeys, _, pool = pairs
+    hcnt, hpair = heap
+    tbytes, toff, tkey = tokens
+    out_left, out_right, out_count = merges
     longest, least = sc[MAX_TOKEN_LENGTH], sc[MIN_FREQUENCY]
     while sc[MERGES_DONE] < stop_at:
         # Select: pop until the top entry's count is exact (lazy invalidation, as in heap)
@@ -479,7 +522,7 @@ def merge_batch(
             else:
                 size -= 1
                 hcnt[0], hpair[0] = hcnt[size], hpair[size]
-            _sift_down(hcnt, hpair, size, 0, pleft, pright, tbytes, toff, tkey)
+            _sift_down(heap, size, 0, pleft, pright, tokens)
         sc[HEAP_SIZE] = size
         if size == 0:
             return EXHAUSTED
@@ -510,7 +553,7 @@ def merge_batch(
         out_left[m], out_right[m], out_count[m] = a, b, hcnt[0]
         size -= 1
         hcnt[0], hpair[0] = hcnt[size], hpair[size]
-        _sift_down(hcnt, hpair, size, 0, pleft, pright, tbytes, toff, tkey)
+        _sift_down(heap, size, 0, pleft, pright, tokens)
         end = sc[TBYTES_USED]
         for src in range(toff[a], toff[a + 1]):
             tbytes[end] = tbytes[src]
@@ -521,76 +564,16 @@ def merge_batch(
         toff[new + 1] = end
         sc[TBYTES_USED] = end
         tkey[new] = _prefix_key(tbytes, toff[new], end)
-        size = _merge(
-            best,
-            a,
-            b,
-            new,
-            n_at,
-            n_new,
-            tok,
-            wstart,
-            block_word,
-            wcount,
-            pleft,
-            pright,
-            pcount,
-            pstart,
-            plen,
-            hkeys,
-            hvals,
-            pool,
-            hcnt,
-            hpair,
-            size,
-            tbytes,
-            toff,
-            tkey,
-            by_left,
-            by_right,
-            drop_left,
-            drop_right,
-            sc,
-        )
+        size = _merge(best, new, n_at, n_new, words, pairs, heap, size, tokens, scratch, sc)
         sc[HEAP_SIZE] = size
         sc[MERGES_DONE] = m + 1
     return DONE
 
 
 @njit(**_JIT)
-def _merge(
-    best,
-    a,
-    b,
-    new,
-    n_at,
-    n_new,
-    tok,
-    wstart,
-    block_word,
-    wcount,
-    pleft,
-    pright,
-    pcount,
-    pstart,
-    plen,
-    hkeys,
-    hvals,
-    pool,
-    hcnt,
-    hpair,
-    size,
-    tbytes,
-    toff,
-    tkey,
-    by_left,
-    by_right,
-    drop_left,
-    drop_right,
-    sc,
-):
+def _merge(best, new, n_at, n_new, words, pairs, heap, size, tokens, scratch, sc):
     """Merge every occurrence of pair `best` = (a, b) into `new`, left to right; returns the
-    heap's new size.
+    heap's new size (`size` before).
 
     Per occurrence only arrays indexed by token id are touched (they stay in the cache): the
     pairs that lose an occurrence, (x, a) and (b, y), accumulate their loss in `drop_left[x]`
@@ -599,6 +582,10 @@ def _merge(
     the loop, not once per occurrence (on a 64 MiB corpus at vocab 32,000: 1.9 M occurrences,
     0.46 M distinct pairs created).
     """
+    tok, wstart, block_word, wcount = words
+    pleft, pright, pcount, pstart, plen, hkeys, hvals, pool = pairs
+    by_left, by_right, drop_left, drop_right = scratch
+    a, b = pleft[best], pright[best]
     made_left = np.empty(n_new, dtype=np.int32)  # the pairs created, numbered in order
     made_right = np.empty(n_new, dtype=np.int32)
     made_count = np.zeros(n_new, dtype=np.int64)
@@ -693,9 +680,7 @@ def _merge(
         plen[p] += 1
     for q in range(n_made):
         if made_count[q] > 0:
-            size = _push(
-                hcnt, hpair, size, made_count[q], n_pairs + q, pleft, pright, tbytes, toff, tkey
-            )
+            size = _push(heap, size, made_count[q], n_pairs + q, pleft, pright, tokens)
     sc[N_PAIRS] = n_pairs + n_made
     sc[POOL_USED] = used
     return size
