@@ -20,7 +20,6 @@ What it does not do: compute or render anything, or write to run directories.
 from __future__ import annotations
 
 import glob
-import json
 import logging
 import os
 from collections.abc import Iterable
@@ -36,6 +35,7 @@ from bpe.runs.liveness import explain, observed_status
 from bpe.runs.saved_config import run_config
 from bpe.runs.stages import TRAIN_STAGES, TRAINER_ORDER
 from bpe.runs.upgrade import read_metrics
+from bpe.util.io import read_json_object
 from bpe.util.machine import ENV_KEY
 
 logger = logging.getLogger(__name__)
@@ -112,15 +112,7 @@ def read_run(run_dir: Path) -> dict:
 
 def _read_json(path: Path) -> dict | None:
     """A JSON object a run may hold (None: the file is absent); a ValueError names a bad file."""
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text("utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ValueError(f"{path} is not valid JSON ({err})") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{path} does not hold a JSON object")
-    return data
+    return read_json_object(path) if path.is_file() else None
 
 
 def load_runs(path_or_glob: str | os.PathLike = "experiments") -> pd.DataFrame:

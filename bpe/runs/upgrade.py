@@ -33,7 +33,6 @@ absent, `always=False` in `bpe.runs.schema`, and reports say "not recorded").
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -42,6 +41,7 @@ from bpe.runs.layout import METRICS_FILE
 from bpe.runs.saved_config import run_config
 from bpe.runs.sections import VariantRecord
 from bpe.text.patterns import resolve_pattern
+from bpe.util.io import read_json_object
 
 #: The stage older runs timed before stage 1 ("read": it checked that the input file exists)
 #: and the stage that does its work today.
@@ -64,11 +64,9 @@ def read_metrics(run_dir: str | Path, *, config: Mapping | None = None) -> dict:
             "written by bpe-train"
         )
     try:
-        metrics = json.loads(path.read_text("utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ValueError(f"{path} is not valid JSON ({err}); the run is corrupt") from None
-    if not isinstance(metrics, dict):
-        raise ValueError(f"{path} does not hold a JSON object; the run is corrupt")
+        metrics = read_json_object(path)
+    except ValueError as err:
+        raise ValueError(f"{err}; the run is corrupt") from None
     problem = schema.malformed(metrics)
     if problem is not None:
         raise ValueError(f"{path}: {problem}")

@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from bpe.runs.stages import STAGES, stage_label  # noqa: F401  (re-exported: bpe.trainers.STAGES)
 from bpe.text.specials import validate_special_tokens
@@ -149,14 +149,7 @@ def learn_merges(
     pretoken_counts: Mapping[bytes, int],
     vocab_size: int,
     special_tokens: Sequence[str] = (),
-    *,
-    progress: bool = False,
-    parent: Parent | None = None,
-    log_interval: float = LOG_INTERVAL_S,
-    variant: VariantLoop | None = None,
-    marks: Sequence[int] = (),
-    reached: dict[int, float] | None = None,
-    limits: Limits | None = None,
+    **options: Any,
 ) -> TrainerOutput:
     """Run stages 2 and 3 with the trainer `name`: learn merges from counted pretokens.
 
@@ -166,22 +159,8 @@ def learn_merges(
         pretoken_counts: how often each pretoken (bytes) occurs (stage 1's result).
         vocab_size: total vocab size: special tokens + 256 bytes + merges.
         special_tokens: strings that get the first ids and are never merged.
-        progress: show a progress bar over the merges (with merges/s).
-        parent: an existing tokenizer to continue from (its `vocab`, `merges` and
-            `special_tokens`): its merges are replayed on the words first and kept, with their
-            ids, at the start of the output (`bpe.trainers.parent`).
-        log_interval: seconds between INFO progress lines: a heartbeat while stage 2 counts
-            pairs, then merges done, merges/s and ETA (`bpe.util.progress.Progress`).
-        variant: a variant's own merge loop (`VariantLoop`: PickyBPE's, parity-aware BPE's,
-            built by `bpe.variants`) run in place of the trainer's; None runs plain BPE.
-        marks: merge counts to time (the vocab ladder, `bpe.experiment.ladder`): when the
-            trainer's tick reports the merge that reaches one, `reached[mark]` gets the seconds
-            since this call began (stages 2-3 so far, as a run of that many merges would time
-            them). The compiled trainer ticks after each batch of merges, so its times are
-            late by at most one batch.
-        reached: the dict those times go into (required with marks).
-        limits: the longest token a merge may make and the rarest pair merged
-            (`bpe.trainers.common.Limits`; the same merges in every trainer); None: none.
+        **options: `run_merges`'s keywords (progress, parent, log_interval, variant, marks,
+            reached, limits), which it documents.
 
     Returns:
         `vocab` (special tokens, then the 256 bytes, then one token per merge), `merges` in
@@ -200,20 +179,8 @@ def learn_merges(
     """
     specials = validate_special_tokens(special_tokens)
     check_trainer(name)
-    check_vocab_size(vocab_size, specials, parent=parent)
-    return run_merges(
-        name,
-        pretoken_counts,
-        vocab_size,
-        specials,
-        progress=progress,
-        parent=parent,
-        log_interval=log_interval,
-        variant=variant,
-        marks=marks,
-        reached=reached,
-        limits=limits,
-    )
+    check_vocab_size(vocab_size, specials, parent=options.get("parent"))
+    return run_merges(name, pretoken_counts, vocab_size, specials, **options)
 
 
 def run_merges(
@@ -232,7 +199,25 @@ def run_merges(
 ) -> TrainerOutput:
     """`learn_merges` on arguments already checked: a run's plan (`bpe.pipeline.plan.plan_run`)
     checks them once, before stage 1, so training does not check them again. `specials` are
-    validated (`validate_special_tokens`); the options are `learn_merges`'s.
+    validated (`validate_special_tokens`).
+
+    Args:
+        progress: show a progress bar over the merges (with merges/s).
+        parent: an existing tokenizer to continue from (its `vocab`, `merges` and
+            `special_tokens`): its merges are replayed on the words first and kept, with their
+            ids, at the start of the output (`bpe.trainers.parent`).
+        log_interval: seconds between INFO progress lines: a heartbeat while stage 2 counts
+            pairs, then merges done, merges/s and ETA (`bpe.util.progress.Progress`).
+        variant: a variant's own merge loop (`VariantLoop`: PickyBPE's, parity-aware BPE's,
+            built by `bpe.variants`) run in place of the trainer's; None runs plain BPE.
+        marks: merge counts to time (the vocab ladder, `bpe.experiment.ladder`): when the
+            trainer's tick reports the merge that reaches one, `reached[mark]` gets the seconds
+            since this call began (stages 2-3 so far, as a run of that many merges would time
+            them). The compiled trainer ticks after each batch of merges, so its times are
+            late by at most one batch.
+        reached: the dict those times go into (required with marks).
+        limits: the longest token a merge may make and the rarest pair merged
+            (`bpe.trainers.common.Limits`; the same merges in every trainer); None: none.
     """
     merge_loop = TRAINERS[name]
     label = name

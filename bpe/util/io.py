@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import glob
 import hashlib
+import json
 import logging
 import os
 import re
@@ -203,6 +204,23 @@ def _current_umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def read_json_object(path: str | os.PathLike) -> dict:
+    """The JSON object a file holds; a ValueError names the file when it holds anything else.
+
+    >>> read_json_object(os.devnull)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: ... is not valid JSON (Expecting value: line 1 column 1 (char 0))
+    """
+    try:
+        data = json.loads(Path(path).read_text("utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path} is not valid JSON ({err})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} does not hold a JSON object")
+    return data
 
 
 def sha256_file(path: str | os.PathLike, *, block_bytes: int = 1 << 20) -> str:
