@@ -120,37 +120,41 @@ tree); stages are numbered in `bpe.runs.stages.STAGES`:
       .environment              git, packages, host: environment.json
       .profilers                scalene and cProfile around training
       .scalene_target           what a profiled child process runs
-    bpe.analysis                reads run directories only
+    bpe.analysis                reads run directories only: one subpackage per document
       .loader                   load_runs: every run as one pandas row
       .runs_table               the runs' tidy table written as .csv or .parquet
-      .run_report               ANALYSIS.md of one run: gather, render, write
-      .run_facts                what ANALYSIS.md is made from: a run's files, its siblings
-      .run_summary              ANALYSIS.md's first lines: the run's headline numbers
-      .run_sections             ANALYSIS.md's sections about the run: time, memory, profile
-      .variant_sections         ANALYSIS.md's lines on what a BPE-family variant did
-      .sibling_sections         ANALYSIS.md's section comparing runs on the same input
-      .token_sections           ANALYSIS.md's sections about the tokenizer: tokens, compression
-      .sweep                    SWEEP.md of a sweep: gather, render, write
-      .sweep_facts              what SWEEP.md is made from: the jobs, grouped, their figures
-      .sweep_sections           SWEEP.md's sections: jobs, notes, ladder, findings, memory
-      .sweep_search             SWEEP.md of a search: its trials ranked best first
-      .data_curve               the data curve: runs on prefixes of one input, compared
-      .compare                  two or more tokenizers compared: the measures
-      .compare_sides            a comparison's sides: run or GPT-2 directories, their labels
-      .compare_report           COMPARE.md: the comparison rendered and written
-      .prune_report             PRUNE.md: what bpe-prune removed and changed
-      .language_sections        ANALYSIS.md's and COMPARE.md's languages sections
-      .parity_report            PARITY.md: token premiums per language and tokenizer
-      .languages_report         reports/languages.md: plain and parity-aware BPE on FLORES-200
-      .segmentation_report      reports/segmentation.md: segmentation, limits, pruning, side by side
-      .reports                  reports/: its index, which runs, never over others' reports
-      .report_pages             reports/'s pages on plain BPE: trainers.md, datasets.md
-      .pages                    the pages of their own sweeps (bpe-report --page): PAGES
-      .vocab_report             efficiency and under-trained sections shared by reports
-      .vocabularies             vocabulary overlap across runs
-      .variants_report          reports/variants.md: the BPE family side by side
       .figures                  matplotlib figures
       .markdown                 Markdown tables and number formatting
+      .vocab_sections           efficiency, under-trained and glossary sections the reports share
+      .language_sections        ANALYSIS.md's and COMPARE.md's languages sections
+      .run                      ANALYSIS.md of one run
+      .run.report               gather, render, write
+      .run.facts                what it is made from: a run's files, its siblings
+      .run.summary              its first lines: the run's headline numbers
+      .run.sections             its sections about the run: time, memory, profile
+      .run.variant_sections     its lines on what a BPE-family variant did
+      .run.sibling_sections     its section comparing runs on the same input
+      .run.token_sections       its sections about the tokenizer: tokens, compression
+      .sweep                    SWEEP.md of a sweep
+      .sweep.report             gather, render, write
+      .sweep.facts              what it is made from: the jobs, grouped, their figures
+      .sweep.sections           its sections: jobs, notes, ladder, findings, memory
+      .sweep.search             SWEEP.md of a search: its trials ranked best first
+      .compare                  COMPARE.md and the documents that set tokenizers side by side
+      .compare.measures         two or more tokenizers compared: the measures
+      .compare.sides            a comparison's sides: run or GPT-2 directories, their labels
+      .compare.report           COMPARE.md: the comparison rendered and written
+      .compare.prune_report     PRUNE.md: what bpe-prune removed and changed
+      .compare.parity_report    PARITY.md: token premiums per language and tokenizer
+      .pages                    the pages of reports/
+      .pages.index              reports/: its index, which runs, never over others' reports
+      .pages.plain_bpe          the pages on plain BPE: trainers.md, datasets.md
+      .pages.registry           the pages of their own sweeps (bpe-report --page): PAGES
+      .pages.variants           reports/variants.md: the BPE family side by side
+      .pages.languages          reports/languages.md: plain and parity-aware BPE on FLORES-200
+      .pages.segmentation       reports/segmentation.md: segmentation, limits, pruning
+      .pages.vocabularies       reports/vocabularies.md: vocabulary overlap across runs
+      .pages.data_curve         the data curve: runs on prefixes of one input, compared
     bpe.tracking                experiment trackers: run directories logged, never read back
       .to_mlflow                MLflow: a run or a sweep logged to a tracking store
       .to_wandb                 W&B: the same record written as offline runs, synced later

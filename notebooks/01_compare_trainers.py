@@ -31,7 +31,7 @@ from IPython.display import display
 
 from bpe.analysis import figures, load_runs
 from bpe.analysis.loader import complete, tidy
-from bpe.analysis.sweep_facts import merge_agreement
+from bpe.analysis.sweep.facts import merge_agreement
 from bpe.util.io import PROJECT_ROOT
 
 EXPERIMENTS = Path(os.environ.get("BPE_EXPERIMENTS", PROJECT_ROOT / "experiments"))

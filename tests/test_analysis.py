@@ -12,8 +12,8 @@ import pytest
 
 from bpe.analysis import load_runs
 from bpe.analysis.loader import tidy
-from bpe.analysis.reports import write_all_reports
-from bpe.analysis.sweep import write_sweep_report
+from bpe.analysis.pages.index import write_all_reports
+from bpe.analysis.sweep.report import write_sweep_report
 from bpe.cli.report import main as report_main
 from tests.conftest import FIXTURES, ROOT
 
@@ -412,7 +412,7 @@ def test_the_run_s_config_asks_for_figure_formats_and_a_bad_one_is_refused(tmp_p
     import yaml
     from omegaconf import OmegaConf
 
-    from bpe.analysis.run_report import write_run_report
+    from bpe.analysis.run.report import write_run_report
     from bpe.experiment.config_checks import check_config
 
     run = tmp_path / "run"

@@ -203,7 +203,7 @@ def test_a_boundless_run_records_its_supermerges_and_loads_back(boundless_run, t
     again = Tokenizer.from_pretrained(tmp_path / "saved")
     assert again.encode(text) == ids and again.supermerges == tok.supermerges
     assert pickle.loads(pickle.dumps(tok)).encode(text) == ids
-    from bpe.analysis.compare_sides import load_side
+    from bpe.analysis.compare.sides import load_side
 
     side = load_side(boundless_run, heldout=False)  # bpe-compare's opener
     assert side.supermerges == tuple(tok.supermerges) and side.tokenizer.encode(text) == ids

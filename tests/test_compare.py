@@ -15,9 +15,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bpe.analysis import load_runs, pairwise_overlap
-from bpe.analysis.compare import jaccard, merge_divergence, topk_overlap
-from bpe.analysis.compare_report import write_compare
-from bpe.analysis.compare_sides import load_side, side_labels
+from bpe.analysis.compare.measures import jaccard, merge_divergence, topk_overlap
+from bpe.analysis.compare.report import write_compare
+from bpe.analysis.compare.sides import load_side, side_labels
 from bpe.cli.compare import main
 from bpe.formats.gpt2_format import load_vocab
 from tests.conftest import DATA, FIXTURES, ROOT, console_env

@@ -16,8 +16,8 @@ from pathlib import Path
 import pandas as pd
 
 from bpe.analysis.loader import input_key, load_runs, tidy
-from bpe.analysis.run_report import write_run_report
-from bpe.analysis.sweep_facts import merge_agreement
+from bpe.analysis.run.report import write_run_report
+from bpe.analysis.sweep.facts import merge_agreement
 from bpe.corpus import datasets
 from bpe.corpus.documents import tail_documents
 from bpe.corpus.sources import resolve_source

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bpe.analysis.data_curve import (
+from bpe.analysis.pages.data_curve import (
     DATA_CURVE_JSON,
     DATA_CURVE_MD,
     first_difference,

@@ -14,7 +14,8 @@ How each kind of line is checked, within the suite's time:
   would fail stops before it trains. A line that needs a full dataset must fail naming the
   command that downloads it. `--cfg` lines run for real (they train nothing).
 * `bpe-report --page NAME` without `--sweep-dir` (it runs the page's sweeps, minutes to an
-  hour): each sweep of the page (`bpe.analysis.pages.PAGES`) by `bpe-train`'s checks, as above;
+  hour): each sweep of the page (`bpe.analysis.pages.registry.PAGES`) by `bpe-train`'s
+  checks, as above;
 * every other console script (`bpe-report`, `bpe-encode`, `bpe-compare`, `bpe-show`,
   `bpe-prune`, `bpe-parity`) runs for real, as written, and must exit 0;
 * `python scripts/X.py ...`: the script exists and its `--help` names each argument the line
@@ -254,7 +255,7 @@ def test_the_command_works_as_written(line, place):
     if words[0] == "bpe-train":
         _check_train(words, here)
     elif words[:2] == ["bpe-report", "--page"] and "--sweep-dir" not in words:
-        from bpe.analysis.pages import PAGES
+        from bpe.analysis.pages.registry import PAGES
 
         for sweep in PAGES[words[2]].sweep_args(quick="--quick" in words):
             _check_train(["bpe-train", "-m", *sweep], here)

@@ -16,8 +16,8 @@ from hydra import compose, initialize_config_dir
 
 from bpe.analysis import load_runs
 from bpe.analysis.loader import tidy
-from bpe.analysis.report_pages import measured_on
-from bpe.analysis.run_report import write_run_report
+from bpe.analysis.pages.plain_bpe import measured_on
+from bpe.analysis.run.report import write_run_report
 from bpe.cli.report import main as report_main
 from bpe.experiment import inputs, rundir, runner
 from bpe.experiment.profilers import summarize_scalene, waiting_lines
@@ -212,7 +212,7 @@ def test_the_progress_clocks_wait_is_never_a_hot_spot():
     summary = summarize_scalene(profile, top_n=10)
     assert [r["file"] for r in summary["lines"]] == ["bpe/trainers/heap.py"]
     assert summary["waiting_percent"] == 19.5
-    from bpe.analysis.run_sections import section_profile
+    from bpe.analysis.run.sections import section_profile
 
     text = "\n".join(section_profile({}, summary))
     assert "Left out: 19.5% that scalene counted in the progress clock's thread" in text

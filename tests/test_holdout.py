@@ -18,7 +18,7 @@ from hydra import compose, initialize_config_dir
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bpe.analysis.run_report import write_run_report
+from bpe.analysis.run.report import write_run_report
 from bpe.corpus.documents import _plain_text_bytes, find_holdout, iter_documents
 from bpe.corpus.parts import plan_parts
 from bpe.corpus.sources import resolve_source

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from bpe.analysis import figures
-from bpe.analysis.run_report import write_run_report
+from bpe.analysis.run.report import write_run_report
 from bpe.evaluation.evaluate import PREVIEW_BYTES
 from bpe.formats.gpt2_format import load_vocab
 from tests.conftest import FAST_ANALYSIS, FIXTURES, ROOT

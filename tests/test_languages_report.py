@@ -1,4 +1,4 @@
-"""reports/languages.md (`bpe.analysis.languages_report`): rendered from rows, from a real
+"""reports/languages.md (`bpe.analysis.pages.languages`): rendered from rows, from a real
 sweep, and the published report equal to its JSON rendered again."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from bpe.analysis.languages_report import (
+from bpe.analysis.pages.languages import (
     LangRun,
     gather_languages,
     render_from_json,

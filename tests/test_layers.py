@@ -251,14 +251,14 @@ def test_the_checker_sees_nested_and_relative_imports(tmp_path):
         "    from bpe.pipeline import TrainResult\n"
         "def f():\n"
         "    try:\n"
-        "        from bpe.analysis.run_report import write_run_report\n"
+        "        from bpe.analysis.run.report import write_run_report\n"
         "    except ImportError:\n"
         "        import bpe.analysis\n"
         "    from ..analysis import loader\n",
         "utf-8",
     )
     names = imported_modules(module, "bpe.experiment.sneaky")
-    assert "bpe.analysis.run_report" in names and "bpe.analysis" in names
+    assert "bpe.analysis.run.report" in names and "bpe.analysis" in names
     assert "bpe.analysis.loader" in names and "bpe.pipeline" in names
     assert not _allowed("tokenizer", layer_of("bpe.pipeline"))
     assert imported_modules(module, "bpe.experiment.sneaky", module_level_only=True) == {

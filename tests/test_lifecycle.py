@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from bpe.analysis.loader import load_runs
-from bpe.analysis.run_report import write_run_report
-from bpe.analysis.sweep import write_sweep_report
+from bpe.analysis.run.report import write_run_report
+from bpe.analysis.sweep.report import write_sweep_report
 from bpe.cli.report import main as report_main
 from bpe.experiment import runner
 from bpe.experiment.metrics import MetricsFile

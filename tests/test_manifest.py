@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from tokenizers import Tokenizer as HFTokenizer
 
 from bpe import Tokenizer, train_bpe_detailed
-from bpe.analysis.compare_sides import load_side
+from bpe.analysis.compare.sides import load_side
 from bpe.encode.npy import open_tokenizer
 from bpe.formats.init_from import load_parent
 from bpe.formats.manifest import TokenizerDirMismatch, check_whole

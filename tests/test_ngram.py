@@ -201,7 +201,7 @@ def test_an_unsupported_order_fails_before_any_run_directory(tmp_path):
 
 
 def test_analysis_says_why_bits_per_byte_is_missing():
-    from bpe.analysis.token_sections import section_bits_per_byte
+    from bpe.analysis.run.token_sections import section_bits_per_byte
 
     assert "it predates the bits-per-byte measure" in " ".join(section_bits_per_byte({}))
     unreadable = " ".join(section_bits_per_byte({"bits_per_byte": None}))

@@ -82,7 +82,7 @@ def test_figures_leave_the_matplotlib_backend_alone():
     # A notebook's own plots need the backend Jupyter chose: importing bpe must not switch it.
     code = (
         "import sys, matplotlib; matplotlib.use('pdf'); "
-        "import bpe.analysis.figures, bpe.analysis.run_report, bpe.cli.train; "
+        "import bpe.analysis.figures, bpe.analysis.run.report, bpe.cli.train; "
         "assert matplotlib.get_backend() == 'pdf', matplotlib.get_backend(); "
         "assert 'matplotlib.pyplot' not in sys.modules"
     )

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from bpe.analysis.pages import PAGES, page_command
-from bpe.analysis.reports import GENERATED, OTHER_REPORTS
+from bpe.analysis.pages.index import GENERATED, OTHER_REPORTS
+from bpe.analysis.pages.registry import PAGES, page_command
 from bpe.util.io import git_sha
 from tests.conftest import ROOT, report_page
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from bpe import Tokenizer, train_bpe
-from bpe.analysis.compare_sides import load_side
+from bpe.analysis.compare.sides import load_side
 from bpe.cli.encode import main as encode_main
 from bpe.encode.npy import open_tokenizer
 from bpe.formats.gpt2_format import save_tokenizer_files

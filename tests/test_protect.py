@@ -124,7 +124,7 @@ def test_a_run_records_reports_and_reloads_its_protected_characters(protected_ru
 def test_bpe_compare_encodes_a_protected_run_as_the_run_does(protected_run):
     """`bpe-compare` opens a run through the one directory opener, protected characters
     included (it once rebuilt the tokenizer without them)."""
-    from bpe.analysis.compare_sides import load_side
+    from bpe.analysis.compare.sides import load_side
 
     side = load_side(protected_run, heldout=False)
     text = "In 2024, 1,337 people paid $42.50 each."

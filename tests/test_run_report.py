@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bpe.analysis.run_facts import RunFacts
-from bpe.analysis.run_report import render_analysis, write_run_report
+from bpe.analysis.run.facts import RunFacts
+from bpe.analysis.run.report import render_analysis, write_run_report
 from bpe.evaluation.evaluate import vocab_metrics
 from bpe.measures import token_kind
 from bpe.runs.command import rerun_command

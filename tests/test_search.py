@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bpe.analysis.sweep import write_sweep_report
+from bpe.analysis.sweep.report import write_sweep_report
 from bpe.runs import schema
 from bpe.runs.layout import OPTUNA_RESULTS_FILE, SEARCH_FILE, SWEEP_FILE
 from tests.conftest import FIXTURES, ROOT

@@ -132,7 +132,7 @@ def test_joblib_launcher_runs_jobs_in_parallel_processes(tmp_path):
 def test_sweep_md_names_the_backend_and_flags_a_mix():
     import pandas as pd
 
-    from bpe.analysis.sweep_sections import backend_note
+    from bpe.analysis.sweep.sections import backend_note
 
     assert backend_note(pd.DataFrame({"metrics.run.trainer": ["heap"]})) is None  # older jobs
     same = pd.DataFrame(

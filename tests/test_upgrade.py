@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from bpe.analysis.compare_sides import load_side
+from bpe.analysis.compare.sides import load_side
 from bpe.analysis.loader import load_runs, tidy
 from bpe.runs import schema
 from bpe.runs.layout import METRICS_FILE

@@ -6,14 +6,14 @@ import os
 
 import pandas as pd
 
-from bpe.analysis.sweep_facts import input_groups, merge_agreement, trainer_label
-from bpe.analysis.variants_report import (
+from bpe.analysis.pages.variants import (
     VARIANTS_JSON,
     VariantRow,
     count_superwords,
     render_variants,
     render_variants_json,
 )
+from bpe.analysis.sweep.facts import input_groups, merge_agreement, trainer_label
 from tests.conftest import ROOT
 
 GOLDEN = ROOT / "tests" / "golden" / "reports" / "variants.md"
@@ -122,7 +122,7 @@ def test_sweeps_never_compare_merges_across_variants():
 
 
 def test_bpe_compare_labels_name_the_variant_when_it_differs():
-    from bpe.analysis.compare_sides import Side, side_labels
+    from bpe.analysis.compare.sides import Side, side_labels
 
     vocab = {i: bytes([i]) for i in range(256)}
     facts = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 
-from bpe.analysis.sweep import write_sweep_report
+from bpe.analysis.sweep.report import write_sweep_report
 from tests.conftest import FIXTURES
 
 SWEEP = next((FIXTURES / "experiments" / "sweeps").iterdir())

@@ -7,7 +7,7 @@ import os
 import pandas as pd
 
 from bpe.analysis.loader import load_runs, tidy
-from bpe.analysis.vocabularies import pick_runs, write_vocabularies
+from bpe.analysis.pages.vocabularies import pick_runs, write_vocabularies
 from tests.conftest import FIXTURES, ROOT
 
 RUN = FIXTURES / "runs" / "2026-01-01_00-00-00_000000_tinystories_sample_heap_v300"

@@ -1,7 +1,7 @@
 """Analysis of experiment runs: loading them, figures, and the generated Markdown reports.
 
 Everything here reads run directories after the fact, and never imports `bpe.experiment`:
-training code never formats Markdown, and `bpe.cli.train` hands `run_report.write_run_report` to the
+training code never formats Markdown, and `bpe.cli.train` hands `run.report.write_run_report` to the
 run as its report writer. `pairwise_overlap` turns a `load_runs` frame into a square frame of
 vocabulary overlaps (a heat map across a sweep).
 """
@@ -15,7 +15,7 @@ __all__ = ["load_runs", "pairwise_overlap", "tidy"]
 _PUBLIC = {
     "load_runs": "bpe.analysis.loader",
     "tidy": "bpe.analysis.loader",
-    "pairwise_overlap": "bpe.analysis.compare",
+    "pairwise_overlap": "bpe.analysis.compare.measures",
 }
 
 

@@ -4,7 +4,7 @@ What it does: formats values for table cells (missing -> "n/a", never a made-up 
 renders GitHub tables with `tabulate` without re-parsing numbers, shortens very long cells,
 and says what a run's input was (`input_summary`, shared by ANALYSIS.md and SWEEP.md).
 
-What it does not do: decide what a report says (see run_report, sweep, reports).
+What it does not do: decide what a report says (see `run`, `sweep`, `compare`, `pages`).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
     report   bpe-report   regenerate ANALYSIS.md / SWEEP.md / reports/ from run directories
     show     bpe-show     how a tokenizer splits a text, token by token
     encode   bpe-encode   a corpus as a .npy array of ids (`bpe.encode.npy` does the work)
-    compare  bpe-compare  COMPARE.md for two or more tokenizers (`bpe.analysis.compare`)
+    compare  bpe-compare  COMPARE.md for two or more tokenizers (`bpe.analysis.compare.measures`)
     prune    bpe-prune    a smaller tokenizer: the learned tokens a run's text uses least removed
     parity   bpe-parity   what the same sentences cost in each language, per tokenizer
 

@@ -1,6 +1,6 @@
 """`bpe-compare DIR DIR ... --out OUT`: COMPARE.md for two or more tokenizers.
 
-The command line only: `bpe.analysis.compare_report.write_compare` does the work (and its docstring
+The command line only: `bpe.analysis.compare.report.write_compare` does the work (and its docstring
 says what the report holds). Exit status 0, or 2 with one error line on bad input.
 """
 
@@ -11,7 +11,7 @@ import logging
 import sys
 from pathlib import Path
 
-from bpe.analysis.compare_report import write_compare
+from bpe.analysis.compare.report import write_compare
 from bpe.cli import new_parser, run_command
 
 logger = logging.getLogger(__name__)

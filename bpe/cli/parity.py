@@ -4,7 +4,7 @@ Each TOKENIZER is a run directory, a tokenizer directory (vocab.json + merges.tx
 for the bundled GPT-2. `bpe.measures.languages` encodes the bundled FLORES-200 languages by
 Petrov et al.'s protocol; DIR receives parity.csv (tokenizer, language, tokens, bytes,
 bytes_per_token, premium), parity.json (the rows and each tokenizer's Gini coefficient and
-max/min premium) and PARITY.md (`bpe.analysis.parity_report`). Files in DIR that bpe-parity
+max/min premium) and PARITY.md (`bpe.analysis.compare.parity_report`). Files in DIR that bpe-parity
 did not write are never replaced unless `--force`. Exit status 0, or 2 with one error line.
 """
 
@@ -18,7 +18,7 @@ import logging
 import sys
 from pathlib import Path
 
-from bpe.analysis.parity_report import write_parity_report
+from bpe.analysis.compare.parity_report import write_parity_report
 from bpe.cli import new_parser, run_command
 from bpe.measures import GPT2_DIR
 from bpe.measures.languages import LANGUAGES, language_costs, summary

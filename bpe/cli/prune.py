@@ -1,7 +1,7 @@
 """`bpe-prune RUN_DIR --vocab-size N --out DIR`: a run's vocabulary without its least-used tokens.
 
 The command line only: `bpe.experiment.pruning.prune_run` prunes and measures,
-`bpe.analysis.prune_report` writes PRUNE.md. DIR receives vocab.json, merges.txt,
+`bpe.analysis.compare.prune_report` writes PRUNE.md. DIR receives vocab.json, merges.txt,
 removals.json (what `Tokenizer.from_pretrained` loads), prune.json and PRUNE.md. Nothing is
 written over the run's own files, nor over files in DIR that bpe-prune did not write unless
 `--force`. Exit status 0, or 2 with one error line on bad input.
@@ -14,7 +14,7 @@ import logging
 import sys
 from pathlib import Path
 
-from bpe.analysis.prune_report import write_prune_report
+from bpe.analysis.compare.prune_report import write_prune_report
 from bpe.cli import new_parser, run_command
 from bpe.experiment.pruning import prune_run, write_pruned
 from bpe.runs.layout import MERGES_FILE, PRUNE_FILE, PRUNE_RECORD, REMOVALS_FILE, VOCAB_FILE

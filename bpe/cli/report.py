@@ -9,11 +9,11 @@
                                        one page of reports/ from the sweeps it runs (into
                                        --experiments-dir) or reads: variants, segmentation,
                                        languages, vocabularies, data_curve
-                                       (`bpe.analysis.pages.PAGES`)
+                                       (`bpe.analysis.pages.registry.PAGES`)
     bpe-report --table runs.csv        the runs' table (one row per run, the columns the
                                        reports use) as .csv or .parquet, for pandas or a sheet
 
-A small dispatcher: the work lives in `bpe.analysis.run_report`, `.sweep`, `.reports` and
+A small dispatcher: the work lives in `bpe.analysis.run.report`, `.sweep`, `.reports` and
 `.pages`; for a page it runs `bpe-train -m` (and `bpe-prune`) as a user would.
 """
 
@@ -27,11 +27,11 @@ from pathlib import Path
 
 from bpe.analysis.figures import also_as
 from bpe.analysis.loader import read_run
-from bpe.analysis.pages import PAGES, page_command
-from bpe.analysis.reports import write_all_reports
-from bpe.analysis.run_report import write_run_report
+from bpe.analysis.pages.index import write_all_reports
+from bpe.analysis.pages.registry import PAGES, page_command
+from bpe.analysis.run.report import write_run_report
 from bpe.analysis.runs_table import export_table
-from bpe.analysis.sweep import write_sweep_report
+from bpe.analysis.sweep.report import write_sweep_report
 from bpe.cli import new_parser, setup_logging
 from bpe.runs import schema
 from bpe.runs.layout import METRICS_FILE, PRUNE_RECORD, PRUNED_DIR, SWEEPS_DIR

@@ -24,7 +24,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from bpe.analysis.compare_sides import load_side
+from bpe.analysis.compare.sides import load_side
 from bpe.cli import new_parser, setup_logging
 from bpe.tokenizer import Tokenizer
 

@@ -2,7 +2,7 @@
 status), the lock that keeps two sweeps out of one directory, and the Hydra callback that
 records a search when a multirun starts (`bpe.runs.search`) and writes SWEEP.md when it ends.
 
-What it does not do: render the report (`bpe.analysis.sweep`).
+What it does not do: render the report (`bpe.analysis.sweep.report`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bpe.analysis.loader import load_tidy
-from bpe.analysis.sweep import write_sweep_report
+from bpe.analysis.sweep.report import write_sweep_report
 from bpe.runs.layout import SWEEP_FILE
 from bpe.runs.search import search_record, write_search
 from bpe.util.io import pid_alive

@@ -8,7 +8,7 @@
 
 A thin shell that wires the layers: `bpe.experiment.runner.run_experiment(cfg, report=...)` does
 the work and returns the metrics (tests call it without the command line), and this module hands
-it the report writer of `bpe.analysis.run_report`, so neither layer imports the other.
+it the report writer of `bpe.analysis.run.report`, so neither layer imports the other.
 
 Before Hydra starts (and so before it makes any directory), `main` composes the config of every
 job the command line asks for against the typed schema of `bpe.experiment.config` and checks its
@@ -86,7 +86,7 @@ class ConfigError(ValueError):
 def _app(cfg: DictConfig) -> float | str | None:
     # subtle: the report writer (pandas, matplotlib: 1.7 s of imports) loads here, after
     # `main` has started the kernel compile helpers, so they get those seconds too
-    from bpe.analysis.run_report import write_run_report
+    from bpe.analysis.run.report import write_run_report
 
     multirun = str(HydraConfig.get().mode) == "RunMode.MULTIRUN"
     try:
@@ -401,7 +401,7 @@ def _check_writable(parent: Path) -> None:
 def _report_cut_sweep() -> None:
     """A sweep that Hydra stopped before its end (a search whose every trial failed has no
     best trial, and Optuna raises): write SWEEP.md from the jobs that ran, and say so."""
-    from bpe.analysis.sweep import write_sweep_report
+    from bpe.analysis.sweep.report import write_sweep_report
     from bpe.cli.sweep_process import LAST_SWEEP
 
     sweep_dir = LAST_SWEEP.get("sweep_dir")

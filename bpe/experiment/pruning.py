@@ -10,7 +10,7 @@ the vocab that is intermediate-only (made by a merge, never left by encoding the
 sample). `write_pruned` saves the tokenizer directory and its record, `prune.json`.
 
 What it does not do: choose what to remove (`bpe.tokenizer.pruning`) or write Markdown
-(`bpe.analysis.prune_report` renders PRUNE.md from prune.json).
+(`bpe.analysis.compare.prune_report` renders PRUNE.md from prune.json).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A tokenizer directory is a run directory, the output of `Tokenizer.save_pretrain
 pair of GPT-2 files (vocab.json + merges.txt, like bpe/data/gpt2). A PickyBPE one also holds
 removals.json (`bpe.formats.removals_json`), which its merges need. `Tokenizer.from_pretrained`,
 `init_from=` (`bpe.formats.init_from`) and `bpe-encode` open it here; `bpe-compare` and
-`bpe-show` (`bpe.analysis.compare_sides.load_side`) still read a run's vocab and merges by
+`bpe-show` (`bpe.analysis.compare.sides.load_side`) still read a run's vocab and merges by
 themselves, with this module's special-token rule.
 
 The special tokens, in this order of evidence:

@@ -11,7 +11,7 @@ its token count over English's. The 12 languages bundled in `bpe/data/flores200`
 (`PETROV_GPT2_TOKENS`, checked by `tests/test_languages.py`).
 
 What it does not do: train on several languages, or write reports (`bpe-parity` and
-`bpe.analysis.parity_report` do).
+`bpe.analysis.compare.parity_report` do).
 """
 
 from __future__ import annotations

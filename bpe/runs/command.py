@@ -5,7 +5,7 @@ starts) and by every report that prints it (ANALYSIS.md), so the two cannot disa
 reader of an older run rebuilds it from the recorded fields, so older runs get the full form
 too.
 
-What it does not do: rebuild a sweep's `bpe-train -m` command (`bpe.analysis.sweep`), or run
+What it does not do: rebuild a sweep's `bpe-train -m` command (`bpe.analysis.sweep.report`), or run
 anything.
 """
 

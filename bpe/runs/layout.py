@@ -52,7 +52,7 @@ PROFILE_DIR = "profile"  # only for a profiled run
 #: Inside `PROFILE_DIR`: the top functions (and lines) any profiler records, which ANALYSIS.md
 #: shows; beside it each profiler's own files (`bpe.experiment.profilers`).
 PROFILE_SUMMARY = "summary.json"
-#: The report generated from the files above (`bpe.analysis.run_report`).
+#: The report generated from the files above (`bpe.analysis.run.report`).
 ANALYSIS_FILE = "ANALYSIS.md"
 #: The folder of a report's figures (a run's, a sweep's, reports/'s).
 FIGURES_DIR = "figures"

@@ -7,7 +7,7 @@ grid); a search's do not: each trial's overrides are the sampler's picks, and th
 picked from (`vocab_size=int(interval(1000,8000))`) is in no job's files. Hence this record.
 
 What it does not do: run the search (Hydra's Optuna sweeper) or render SWEEP.md
-(`bpe.analysis.sweep_search`).
+(`bpe.analysis.sweep.search`).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ What it does: `pick_runs` chooses one complete run per dataset at one vocab size
 every dataset has it, else the largest size they share; the heap trainer and then the newest run
 preferred); `render_vocabularies` writes the headline numbers (shared learned tokens, top-k
 overlap, under-trained tokens and efficiency per run, from metrics.json) followed by the full
-comparison of `bpe.analysis.compare` with GPT-2 (data/gpt2) as the last side;
+comparison of `bpe.analysis.compare.measures` with GPT-2 (data/gpt2) as the last side;
 `write_vocabularies` writes the report and its figure. `bpe-report --all` calls it, and
 `bpe-report --page vocabularies` trains the two runs on the bundled samples and calls it.
 
@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from bpe.analysis.compare import compare, jaccard, topk_overlap
-from bpe.analysis.compare_report import draw_topk_overlap, render_compare
-from bpe.analysis.compare_sides import Side, load_side
+from bpe.analysis.compare.measures import compare, jaccard, topk_overlap
+from bpe.analysis.compare.report import draw_topk_overlap, render_compare
+from bpe.analysis.compare.sides import Side, load_side
 from bpe.analysis.loader import complete, read_run
 from bpe.analysis.markdown import fmt, generated_by, runs_used, table
 from bpe.measures import GPT2_DIR

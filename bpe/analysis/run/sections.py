@@ -1,8 +1,8 @@
 """ANALYSIS.md's sections about the run itself: its header, timings, memory, profile and
 siblings, each a pure function of metrics.json's content (and the facts gathered beside it).
 
-What it does not do: read files (`bpe.analysis.run_facts`) or describe the vocabulary
-(`bpe.analysis.token_sections`).
+What it does not do: read files (`bpe.analysis.run.facts`) or describe the vocabulary
+(`bpe.analysis.run.token_sections`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from bpe.analysis.loader import (
     shown_stages,
 )
 from bpe.analysis.markdown import fmt, input_summary, table
-from bpe.analysis.variant_sections import variant_lines
+from bpe.analysis.run.variant_sections import variant_lines
 from bpe.runs import schema
 from bpe.runs.command import rerun_command
 from bpe.runs.layout import (

@@ -1,8 +1,8 @@
 """COMPARE.md: the comparison rendered (pure `section_*` functions over a `Comparison`) and
 written with its top-k overlap figure, never over a file it did not write.
 
-What it does not do: load sides or measure them (`bpe.analysis.compare_sides`,
-`bpe.analysis.compare`).
+What it does not do: load sides or measure them (`bpe.analysis.compare.sides`,
+`bpe.analysis.compare.measures`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from itertools import combinations
 from pathlib import Path
 
 from bpe.analysis import figures
-from bpe.analysis.compare import (
+from bpe.analysis.compare.measures import (
     TOPK_POINTS,
     Comparison,
     compare,
@@ -23,10 +23,10 @@ from bpe.analysis.compare import (
     merge_divergence,
     topk_overlap,
 )
-from bpe.analysis.compare_sides import Side, load_side, side_labels
+from bpe.analysis.compare.sides import Side, load_side, side_labels
 from bpe.analysis.language_sections import compare_languages
 from bpe.analysis.markdown import clip, fmt, table
-from bpe.analysis.vocab_report import SEGMENTATION_METHODS
+from bpe.analysis.vocab_sections import SEGMENTATION_METHODS
 from bpe.formats.gpt2_format import render
 from bpe.measures import RENYI_ALPHA
 from bpe.runs import schema

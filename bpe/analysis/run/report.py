@@ -3,14 +3,15 @@
 What it does, in three steps that `write_run_report` runs in order:
 
     draw     the run's figures (memory timeline, token lengths, merge counts) into `figures/`
-             (`bpe.analysis.run_facts.draw_figures`)
-    gather   `gather_run` (`bpe.analysis.run_facts`): reads metrics.json, environment.json and
+             (`bpe.analysis.run.facts.draw_figures`)
+    gather   `gather_run` (`bpe.analysis.run.facts`): reads metrics.json, environment.json and
              profile/summary.json, which figures exist, and the sibling runs on the same input
              (equal sha256, see `loader.input_key`) in the experiments directory (with whether
              their merges agree) into one `RunFacts`
     render   `render_analysis`: pure `section_*` functions over the `RunFacts`, no file access:
-             the run's (`bpe.analysis.run_sections`), the tokenizer's
-             (`bpe.analysis.token_sections`) and the vocabulary's (`bpe.analysis.vocab_report`)
+             the run's (`bpe.analysis.run.sections`), the tokenizer's
+             (`bpe.analysis.run.token_sections`) and the vocabulary's
+             (`bpe.analysis.vocab_sections`)
 
 and writes ANALYSIS.md atomically. `bpe-report RUN_DIR` calls it again at any time and, for
 unchanged inputs, writes the same bytes. Stages are listed in the order metrics.json recorded
@@ -27,22 +28,22 @@ from pathlib import Path
 
 from bpe.analysis.language_sections import section_languages
 from bpe.analysis.loader import observed
-from bpe.analysis.run_facts import RunFacts, draw_figures, gather_run
-from bpe.analysis.run_sections import (
+from bpe.analysis.run.facts import RunFacts, draw_figures, gather_run
+from bpe.analysis.run.sections import (
     section_header,
     section_memory,
     section_profile,
     section_time,
 )
-from bpe.analysis.run_summary import section_summary
-from bpe.analysis.sibling_sections import section_siblings
-from bpe.analysis.token_sections import (
+from bpe.analysis.run.sibling_sections import section_siblings
+from bpe.analysis.run.summary import section_summary
+from bpe.analysis.run.token_sections import (
     section_bits_per_byte,
     section_compression,
     section_longest_tokens,
     section_throughput,
 )
-from bpe.analysis.vocab_report import (
+from bpe.analysis.vocab_sections import (
     section_efficiency,
     section_glossary,
     section_segmentation,

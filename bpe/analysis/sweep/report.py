@@ -6,9 +6,9 @@ reads, once (`gather_sweep`); renders pure `section_*` functions over them (`ren
 table of all jobs (failed and unfinished ones as such, never dropped; corrupt ones named),
 whether trainers that ran the same input (equal sha256, `loader.input_key`) and vocab size
 produced identical merges, which trainer is fastest and by how much; and writes
-`<sweep>/SWEEP.md` atomically. The facts are gathered in `bpe.analysis.sweep_facts`, the
-sections live in `bpe.analysis.sweep_sections`; a search's trials, ranked best first, in
-`bpe.analysis.sweep_search`. `SweepReportCallback`
+`<sweep>/SWEEP.md` atomically. The facts are gathered in `bpe.analysis.sweep.facts`, the
+sections live in `bpe.analysis.sweep.sections`; a search's trials, ranked best first, in
+`bpe.analysis.sweep.search`. `SweepReportCallback`
 (`bpe.cli.sweep_process`) runs it when a multirun ends; since Hydra skips
 `on_multirun_end` when a job raises, `bpe-report SWEEP_DIR` produces the same report by hand.
 
@@ -22,11 +22,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from bpe.analysis.data_curve import section_data_curve
 from bpe.analysis.loader import load_tidy
-from bpe.analysis.sweep_facts import draw_sweep_figures, gather_sweep
-from bpe.analysis.sweep_search import section_search
-from bpe.analysis.sweep_sections import (
+from bpe.analysis.pages.data_curve import section_data_curve
+from bpe.analysis.sweep.facts import draw_sweep_figures, gather_sweep
+from bpe.analysis.sweep.search import section_search
+from bpe.analysis.sweep.sections import (
     section_failed,
     section_figures,
     section_findings,
@@ -38,7 +38,7 @@ from bpe.analysis.sweep_sections import (
     section_skipped,
     section_variants,
 )
-from bpe.analysis.vocab_report import section_sweep_usage
+from bpe.analysis.vocab_sections import section_sweep_usage
 from bpe.runs.layout import FIGURES_DIR, SWEEP_FILE
 from bpe.util.io import atomic_write_text, shown_path
 

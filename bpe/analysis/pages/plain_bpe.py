@@ -2,7 +2,7 @@
 against the reference, their merges checked equal) and datasets.md (what each dataset's
 tokenizer learned: longest tokens, kinds, merge counts, compression).
 
-What it does not do: find the runs or write the files (`bpe.analysis.reports`).
+What it does not do: find the runs or write the files (`bpe.analysis.pages.index`).
 """
 
 from __future__ import annotations
@@ -17,14 +17,14 @@ import pandas as pd
 from bpe.analysis import figures
 from bpe.analysis.loader import comparable_measures, complete, trainer_order
 from bpe.analysis.markdown import clip, fmt, runs_used, table
-from bpe.analysis.sweep_facts import merge_agreement
+from bpe.analysis.sweep.facts import merge_agreement
 from bpe.runs import schema
 from bpe.runs.layout import MERGE_COUNTS_FILE
 from bpe.runs.stages import TRAINER_ORDER
 from bpe.util.io import safe_name
 from bpe.util.machine import host_line, load_span
 
-#: The command that regenerates reports/ (`bpe.analysis.reports.write_all_reports`).
+#: The command that regenerates reports/ (`bpe.analysis.pages.index.write_all_reports`).
 REPORTS_COMMAND = "bpe-report --all"
 
 logger = logging.getLogger(__name__)

@@ -7,7 +7,7 @@ the jobs' metrics.json through the loader (each trial's value is `bpe.runs.schem
 the searched metric, the key `bpe-train` told Optuna), and Optuna's `optimization_results.yaml`
 when the search got as far as writing it.
 
-What it does not do: run trials, or render the rest of SWEEP.md (`bpe.analysis.sweep`).
+What it does not do: run trials, or render the rest of SWEEP.md (`bpe.analysis.sweep.report`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What SWEEP.md is made from: a sweep's jobs loaded and grouped by input, whether trainers on
 the same input and vocab produced the same merges, the figures drawn, into one `SweepFacts`.
 
-What it does not do: render Markdown (`bpe.analysis.sweep_sections`, `bpe.analysis.sweep`).
+What it does not do: render Markdown (`bpe.analysis.sweep.sections`, `bpe.analysis.sweep.report`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pandas as pd
 
 from bpe.analysis import figures
 from bpe.analysis.loader import complete, merges_agree, shown_stages
-from bpe.analysis.sweep_search import SearchFacts, best_first, search_facts
+from bpe.analysis.sweep.search import SearchFacts, best_first, search_facts
 from bpe.runs import schema
 from bpe.runs.stages import COMPILE, TRAIN_STAGES
 

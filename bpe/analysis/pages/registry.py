@@ -13,8 +13,8 @@ the writer with its own command and the code version, which every page names und
     ['experiment=bpe_family', 'debug=fast', 'dataset=tinystories_sample', 'vocab_size=300']
 
 What it does not do: run anything (`bpe.cli.report` runs the sweeps and `bpe-prune`), or the
-pages `bpe-report --all` makes from every run at once (`bpe.analysis.reports`) and those the
-benchmarks write (`bpe.analysis.reports.BENCH_REPORTS`).
+pages `bpe-report --all` makes from every run at once (`bpe.analysis.pages.index`) and those the
+benchmarks write (`bpe.analysis.pages.index.BENCH_REPORTS`).
 """
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bpe.analysis.data_curve import DATA_CURVE_MD, write_data_curve
-from bpe.analysis.languages_report import write_languages
 from bpe.analysis.loader import load_tidy
-from bpe.analysis.segmentation_report import write_segmentation
-from bpe.analysis.variants_report import write_variants
-from bpe.analysis.vocabularies import pick_runs, write_vocabularies
+from bpe.analysis.pages.data_curve import DATA_CURVE_MD, write_data_curve
+from bpe.analysis.pages.languages import write_languages
+from bpe.analysis.pages.segmentation import write_segmentation
+from bpe.analysis.pages.variants import write_variants
+from bpe.analysis.pages.vocabularies import pick_runs, write_vocabularies
 
 #: A page's writer: (its sweep directories, the output directory, command, code) -> the page.
 Writer = Callable[[list[Path], Path, str, "str | None"], Path]

@@ -1,7 +1,7 @@
 """SWEEP.md's sections: pure functions of a `SweepFacts` (the jobs table, patterns, variants,
 notes, the ladder, failures, findings, memory and figures).
 
-What it does not do: read files (`bpe.analysis.sweep_facts`) or write SWEEP.md.
+What it does not do: read files (`bpe.analysis.sweep.facts`) or write SWEEP.md.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pandas as pd
 
 from bpe.analysis.loader import complete
 from bpe.analysis.markdown import fmt, table
-from bpe.analysis.sweep_facts import (
+from bpe.analysis.sweep.facts import (
     SweepFacts,
     input_groups,
     merge_agreement,

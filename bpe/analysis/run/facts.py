@@ -2,7 +2,7 @@
 environment.json, the profile's summary, which figures exist, and the sibling runs on the same
 input with whether their merges agree), and its figures drawn.
 
-What it does not do: render Markdown (`bpe.analysis.run_report` and its sections do).
+What it does not do: render Markdown (`bpe.analysis.run.report` and its sections do).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """ANALYSIS.md's sections about the tokenizer: its longest tokens, compression, bits per
 byte, throughput and the tiktoken check, each a pure function of metrics.json's content.
 
-What it does not do: read files (`bpe.analysis.run_facts`) or describe the run
-(`bpe.analysis.run_sections`).
+What it does not do: read files (`bpe.analysis.run.facts`) or describe the run
+(`bpe.analysis.run.sections`).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from __future__ import annotations
 from functools import partial
 
 from bpe.analysis.markdown import fmt
-from bpe.analysis.token_sections import longest_token_phrase
+from bpe.analysis.run.token_sections import longest_token_phrase
 from bpe.runs import schema
 from bpe.runs.stages import COMPILE, TRAIN_STAGES
 

@@ -1,8 +1,8 @@
 """ANALYSIS.md's section on sibling runs: the other complete runs on the same input, their
 times, memory and whether their merges agree with this run's.
 
-What it does not do: find the siblings (`bpe.analysis.run_facts.sibling_rows` reads the
-experiments directory) or describe this run alone (`bpe.analysis.run_sections`).
+What it does not do: find the siblings (`bpe.analysis.run.facts.sibling_rows` reads the
+experiments directory) or describe this run alone (`bpe.analysis.run.sections`).
 """
 
 from __future__ import annotations

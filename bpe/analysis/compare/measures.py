@@ -1,8 +1,8 @@
 """How two or more vocabularies differ: the measures of COMPARE.md.
 
-What it does (the sides come from `bpe.analysis.compare_sides`: `load_side` reads a run
+What it does (the sides come from `bpe.analysis.compare.sides`: `load_side` reads a run
 directory or a GPT-2 style `vocab.json` + `merges.txt` directory, `side_labels` names them by
-what differs; COMPARE.md is rendered and written by `bpe.analysis.compare_report`):
+what differs; COMPARE.md is rendered and written by `bpe.analysis.compare.report`):
     * pure measures over sides: `jaccard`, `merge_divergence` (length of the longest common
       merge prefix, i.e. the index of the first merge that differs), `topk_overlap` (shared
       share of the first k learned tokens by merge rank, for every k);
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bpe.analysis.compare_sides import Side, load_side
+from bpe.analysis.compare.sides import Side, load_side
 from bpe.measures import renyi_efficiency
 from bpe.measures.vocab_stats import ordinary_vocab_size, token_counts
 

@@ -1,7 +1,7 @@
 """ANALYSIS.md's lines on what a run of a BPE-family variant did differently from plain BPE.
 
 What it does not do: describe plain BPE runs (nothing to say) or compare variants
-(`bpe.analysis.variants_report`).
+(`bpe.analysis.pages.variants`).
 """
 
 from __future__ import annotations

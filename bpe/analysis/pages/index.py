@@ -7,7 +7,7 @@ What it does: loads every run under an experiments directory and writes
     reports/datasets.md   TinyStories vs OWT: longest tokens, token kinds, own- and cross-domain
                           compression against GPT-2
     reports/vocabularies.md   how the datasets' vocabularies differ and compare with GPT-2
-                          (`bpe.analysis.vocabularies`; only when two datasets share a size)
+                          (`bpe.analysis.pages.vocabularies`; only when two datasets share a size)
     reports/figures/*.png
     reports/manifest.json the runs they were generated from (name, status, merges sha256)
 
@@ -32,10 +32,15 @@ import pandas as pd
 
 from bpe.analysis.loader import complete, load_tidy, trainer_order
 from bpe.analysis.markdown import rel_path
-from bpe.analysis.pages import PAGES
-from bpe.analysis.report_pages import REFERENCE, REPORTS_COMMAND, render_datasets, render_trainers
-from bpe.analysis.run_report import write_run_report
-from bpe.analysis.vocabularies import pick_runs, write_vocabularies
+from bpe.analysis.pages.plain_bpe import (
+    REFERENCE,
+    REPORTS_COMMAND,
+    render_datasets,
+    render_trainers,
+)
+from bpe.analysis.pages.registry import PAGES
+from bpe.analysis.pages.vocabularies import pick_runs, write_vocabularies
+from bpe.analysis.run.report import write_run_report
 from bpe.runs.layout import ANALYSIS_FILE, FIGURES_DIR
 from bpe.util.io import atomic_open, atomic_write_text
 
@@ -58,7 +63,7 @@ BENCH_REPORTS = {
     "bpeasy) at 16 and 64 MiB (`scripts/bench_scale.py --name anchors`).",
 }
 #: Every report `--all` does not write, and what each answers: the pages of their own sweeps
-#: (`bpe.analysis.pages.PAGES`), then the benchmarks'. The index lists those present.
+#: (`bpe.analysis.pages.registry.PAGES`), then the benchmarks'. The index lists those present.
 OTHER_REPORTS = {
     page.file: f"{page.answers.rstrip('.')} (`bpe-report --page {name}`)."
     for name, page in PAGES.items()

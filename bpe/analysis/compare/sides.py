@@ -2,8 +2,8 @@
 directory, loaded as a `Side` (its vocab, merges, special tokens, held-out documents and
 facts), and labels that tell sides apart by what differs between them.
 
-What it does not do: compare sides (`bpe.analysis.compare`) or write COMPARE.md
-(`bpe.analysis.compare_report`).
+What it does not do: compare sides (`bpe.analysis.compare.measures`) or write COMPARE.md
+(`bpe.analysis.compare.report`).
 """
 
 from __future__ import annotations
