@@ -16,8 +16,10 @@ Dotted column names of `bpe.analysis.loader.load_runs` are `"metrics." + key.dot
     >>> get({"run": {}}, LAUNCHER_NAME, default="n/a"), LAUNCHER_NAME.column
     ('n/a', 'metrics.run.launcher.name')
 
-What it does not do: validate a whole metrics.json or write the file; older runs lack some keys
-(`always=False`), and readers fall back as they document.
+What it does not do: validate a whole metrics.json, write the file, or read it
+(`bpe.runs.upgrade.read_metrics` reads it, in today's layout whatever the run's age); a key
+marked `always=False` is one that some runs lack: a measure of a later version, or of one kind
+of run (failed, continued, a variant's).
 """
 
 from __future__ import annotations
@@ -231,8 +233,9 @@ MIN_FREQUENCY = key("run.min_frequency", always=False)
 SEED_TOKENS = key("run.seed_tokens", always=False)  # runs since seed tokens
 PROTECT = key("run.protect", always=False)  # runs since protected characters
 PATTERN_NAME = key("pattern.name")
-PATTERN_ENGINE = key("pattern.engine", always=False)  # runs from before engines lack it
-# runs from before the BPE family lack the section: they trained plain BPE
+# older complete runs split with the regex engine, and read so (`bpe.runs.upgrade`)
+PATTERN_ENGINE = key("pattern.engine")
+# older runs trained plain BPE, and read so (`bpe.runs.upgrade`)
 VARIANT = key("variant")
 VARIANT_NAME = key("variant.name")
 VARIANT_THRESHOLD = key("variant.threshold")

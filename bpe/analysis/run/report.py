@@ -15,7 +15,7 @@ What it does, in three steps that `write_run_report` runs in order:
 
 and writes ANALYSIS.md atomically. `bpe-report RUN_DIR` calls it again at any time and, for
 unchanged inputs, writes the same bytes. Stages are listed in the order metrics.json recorded
-them; stages older runs recorded but that no longer exist (`read`) are left out.
+them, as `bpe.runs.upgrade` reads an older run (its retired `read` stage is stage 1's).
 
 What it does not do: measure anything (training did), or touch any file but ANALYSIS.md and
 figures/.
