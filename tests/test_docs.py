@@ -262,3 +262,21 @@ def test_the_adding_sections_name_only_paths_that_exist():
     assert len(paths) >= 10, "no paths found: the pattern drifted"
     missing = sorted(p for p in paths if not (ROOT / p).exists())
     assert not missing, f"docs/architecture.md's Adding sections name missing paths {missing}"
+
+
+#: Pages of the manual whose home is elsewhere in the tree (mkdocs.yml says so): each is a
+#: symbolic link there, so the page and its home are one file and cannot drift apart.
+LINKED_PAGES = {
+    "docs/reports": "../reports",
+    "docs/run-directory.md": "../experiments/README.md",
+    "docs/notebooks.md": "../notebooks/README.md",
+    "docs/data-sources.md": "../data/SOURCES.md",
+}
+
+
+@pytest.mark.parametrize(("page", "home"), sorted(LINKED_PAGES.items()))
+def test_a_page_whose_home_is_elsewhere_is_a_link_to_it(page, home):
+    path = ROOT / page
+    assert path.is_symlink(), f"{page} is a copy; make it a link: ln -sf {home} {page}"
+    assert os.readlink(path) == home
+    assert path.resolve().exists()
