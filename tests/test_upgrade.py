@@ -37,8 +37,8 @@ def test_an_older_run_is_read_with_what_today_s_writer_records():
     )
     peaks = metrics["memory"]["per_stage_peak_mb"]
     assert list(peaks) == ["start", "pretokenize", "merge", "save", "analysis"]
-    assert {stage for *_, stage in metrics["memory"]["timeline"]} >= {"pretokenize"} - {"read"}
-    assert "read" not in {stage for *_, stage in metrics["memory"]["timeline"]}
+    sampled = {stage for *_, stage in metrics["memory"]["timeline"]}
+    assert "pretokenize" in sampled and "read" not in sampled
     # the file is a record: reading it upgrades nothing on disk
     assert json.loads((OLD_RUN / METRICS_FILE).read_text("utf-8")) == raw
 

@@ -98,10 +98,10 @@ def read_run(run_dir: Path) -> dict:
     """
     record: dict = {"run_dir": str(run_dir), "run_name": run_dir.name}
     record["config"] = run_config(run_dir)
-    if not (run_dir / METRICS_FILE).is_file():
-        raise ValueError(f"{run_dir / METRICS_FILE} is missing")
-    # today's schema, whatever the writer's age (`bpe.runs.upgrade`)
-    record["metrics"] = read_metrics(run_dir, config=record["config"])
+    try:  # today's schema, whatever the writer's age (`bpe.runs.upgrade`)
+        record["metrics"] = read_metrics(run_dir, config=record["config"])
+    except FileNotFoundError:  # gone since it was found: skipped, as a corrupt run is
+        raise ValueError(f"{run_dir / METRICS_FILE} is missing") from None
     shown = observed(record["metrics"])
     record["status"] = shown.get("status") or "unknown"
     record["status_reason"] = shown.get("status_reason")

@@ -37,6 +37,7 @@ from bpe.corpus.documents import Holdout, find_holdout, find_prefix
 from bpe.corpus.files import DEFAULT_TEXT_FIELD, HUB_PREFIX, HUB_PREFIXES, STREAM_PREFIX, Corpus
 from bpe.corpus.parts import check_record_files
 from bpe.corpus.sources import resolve_source
+from bpe.runs import schema
 from bpe.text.specials import EOT
 from bpe.util.io import CONF_DIR, DATA_DIR, IN_CHECKOUT, PACKAGE_DIR, PROJECT_ROOT, safe_name
 
@@ -269,6 +270,14 @@ def _named_config(name: str) -> dict | None:
         return None
     cfg = yaml.safe_load(path.read_text("utf-8"))
     return cfg if isinstance(cfg, dict) and cfg.get("path") else None
+
+
+def run_dataset(config: Mapping, metrics: Mapping) -> Dataset:
+    """The dataset a run trained on: its saved config's `dataset` (`bpe.runs.saved_config`),
+    else, for a run saved without one, the dataset its metrics.json names."""
+    if config.get("dataset"):
+        return from_config(config["dataset"])
+    return load_named(schema.get(metrics, schema.DATASET))
 
 
 def load_named(name: str) -> Dataset:

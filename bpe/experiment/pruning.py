@@ -21,13 +21,12 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from bpe.corpus.datasets import Dataset, from_config, load_named
+from bpe.corpus.datasets import run_dataset
 from bpe.evaluation.measured import measured_docs
 from bpe.evaluation.usage import training_sample
 from bpe.formats.gpt2_format import render
 from bpe.measures.ngram import KneserNey, bits_per_byte
 from bpe.measures.vocab_stats import distribution_metrics, token_counts, undertrained_tokens
-from bpe.runs import schema
 from bpe.runs.layout import PRUNE_RECORD
 from bpe.runs.saved_config import run_config
 from bpe.runs.settings import analysis_setting
@@ -37,13 +36,6 @@ from bpe.tokenizer.pruning import prune
 from bpe.util.io import atomic_write_text
 
 logger = logging.getLogger(__name__)
-
-
-def run_dataset(run_dir: Path, config: dict) -> Dataset:
-    """The dataset a run trained on, from its saved config (or its recorded dataset name)."""
-    if config.get("dataset"):
-        return from_config(config["dataset"])
-    return load_named(schema.get(read_metrics(run_dir, config=config), schema.DATASET))
 
 
 def prune_run(
@@ -63,7 +55,7 @@ def prune_run(
     run_dir = Path(run_dir).resolve()  # `latest` names the run it points to
     tokenizer = Tokenizer.from_pretrained(run_dir)
     config = run_config(run_dir)
-    ds = run_dataset(run_dir, config)
+    ds = run_dataset(config, read_metrics(run_dir, config=config))
     analysis = config.get("analysis")
     train_bytes = train_bytes or int(analysis_setting(analysis, "bpb_train_bytes"))
     # two samples of the training input, as the run's own analysis read them: the bits-per-byte

@@ -92,19 +92,8 @@ def _variant(metrics: dict, config: Mapping) -> None:
     if isinstance(metrics.get("variant"), dict):
         return
     asked = (config.get("variant") or {}).get("name") or "bpe"
-    record: VariantRecord = {
-        "name": str(asked),
-        "transition_vocab": None,
-        "stage_two_pattern": None,
-        "threshold": None,
-        "removals": None,
-        "stage_two": None,
-        "global_merges": None,
-        "dev": None,
-        "parity": None,
-        "boundless": None,
-    }
-    metrics["variant"] = record
+    # every field of the section the writer types, null but the name (plain BPE has none)
+    metrics["variant"] = dict.fromkeys(VariantRecord.__annotations__) | {"name": str(asked)}
 
 
 def _pattern(metrics: dict, config: Mapping) -> None:

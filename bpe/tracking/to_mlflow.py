@@ -134,7 +134,7 @@ def tracked_run(run_dir: str | os.PathLike) -> TrackedRun:
     if has_metrics:
         try:  # today's schema, whatever the writer's age
             metrics = read_metrics(run_dir, config=config)
-        except ValueError as err:
+        except (OSError, ValueError) as err:
             logger.warning("cannot read %s (%s): logging the run without it", METRICS_FILE, err)
     env_path = run_dir / ENVIRONMENT_FILE
     env = _read_json(env_path) if env_path.is_file() else {}

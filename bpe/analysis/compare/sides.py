@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bpe.corpus.datasets import from_config, load_named
+from bpe.corpus.datasets import run_dataset
 from bpe.corpus.documents import load_documents
 from bpe.formats.gpt2_format import load_merges
 from bpe.formats.manifest import check_whole
@@ -171,11 +171,7 @@ def load_side(path: str | Path, *, label: str | None = None, heldout: bool = Tru
         vocab, merges, specials = opened.vocab, opened.merges, opened.special_tokens
         docs = None
         if heldout:
-            ds = (
-                from_config(config["dataset"])
-                if config.get("dataset")
-                else load_named(schema.get(metrics, schema.DATASET))
-            )
+            ds = run_dataset(config, metrics)
             max_docs = int(analysis_setting(config.get("analysis"), "max_docs"))
             if ds.heldout_path is not None and ds.heldout_path.is_file():
                 docs = load_documents(ds.heldout_path, ds.document_separator, max_docs=max_docs)
