@@ -120,3 +120,13 @@ def runs_used(paths: Sequence[str | Path], root: Path) -> list[str]:
     lines = ["<details><summary>Runs used</summary>", ""]
     lines += [f"- `{rel_path(p, root)}`" for p in paths]
     return [*lines, "", "</details>", ""]
+
+
+def measure_label(metrics: Mapping[str, Any]) -> str:
+    """What a run's memory figures measure, as a label says it.
+
+    >>> measure_label({"memory": {"measure": "allocated_pss"}}), measure_label({})
+    ('allocated PSS', 'PSS')
+    """
+    measure = schema.get(metrics, schema.MEMORY_MEASURE, default=schema.ALL_PSS)
+    return schema.MEASURE_LABELS.get(measure, measure)

@@ -1,9 +1,15 @@
 """Memory of the whole process tree, sampled over time by a background thread.
 
 What it does: every `interval` seconds sums the memory of this process and all its children
-(pre-tokenization workers, a profiled child): PSS where the OS exposes it (shared pages split
-fairly between processes, so forked workers are not double counted), RSS otherwise. Each sample
-is tagged with the stage current at its time, giving a timeline and a per-stage peak.
+(pre-tokenization workers, a profiled child) that the tree *allocated* (`MEASURE`): on Linux
+the proportional share (PSS) of its anonymous and shared-memory pages, so a page a forked
+worker still shares with its parent is split between them, not counted twice. File-backed pages
+(the interpreter's and libraries' code, the page cache) are left out: every Python process on
+the machine maps the same libraries, so their share moved with whatever else ran (measured: the
+same run's starting memory was 152.6 MB quiet and 148.4 MB beside three other Python processes,
+the whole difference in file pages; 93.1 MB allocated both times). Elsewhere: psutil's USS
+(private pages) or RSS. Each sample is tagged with the stage current at its time, giving a
+timeline and a per-stage peak.
 `ru_maxrss` of the process and of its reaped children complete the picture (they catch peaks
 between samples).
 
@@ -40,6 +46,7 @@ from pathlib import Path
 
 import psutil
 
+from bpe.runs import schema
 from bpe.runs.stages import SETUP
 
 logger = logging.getLogger(__name__)
@@ -50,22 +57,40 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 _GLIBC_DEFAULT_THRESHOLD = 128 * 1024
 
 
+#: What a sample measures, as metrics.json's `memory.measure` records it
+MEASURE = schema.ALLOCATED_PSS
+#: the lines of `smaps_rollup` that make up `MEASURE` (kB each)
+_ALLOCATED = (b"Pss_Anon:", b"Pss_Shmem:")
+
+
+def allocated_kb(rollup: bytes) -> int | None:
+    """The allocated PSS in kB of one `/proc/<pid>/smaps_rollup`, None if it lacks the lines.
+
+    >>> allocated_kb(b"Pss: 900 kB\nPss_Anon: 100 kB\nPss_File: 780 kB\nPss_Shmem: 20 kB\n")
+    120
+    >>> allocated_kb(b"Pss: 900 kB\n") is None
+    True
+    """
+    found = [int(line.split()[1]) for line in rollup.splitlines() if line.startswith(_ALLOCATED)]
+    return sum(found) if len(found) == len(_ALLOCATED) else None
+
+
 def _process_mb(proc: psutil.Process) -> float:
-    """A process's PSS in MB from `/proc/<pid>/smaps_rollup` (one summary the kernel adds up),
-    else psutil's (which reads the whole `smaps`: one line per mapping, far slower for a large
-    process, and the kernel holds its memory map while it writes them), else RSS."""
+    """A process's allocated memory in MB (`MEASURE`) from `/proc/<pid>/smaps_rollup` (one
+    summary the kernel adds up), else psutil's USS (private pages; it reads the whole `smaps`,
+    far slower for a large process), else RSS."""
     try:
         with open(f"/proc/{proc.pid}/smaps_rollup", "rb") as f:
-            for line in f:
-                if line.startswith(b"Pss:"):
-                    return int(line.split()[1]) / 1024
+            kb = allocated_kb(f.read())
+        if kb is not None:
+            return kb / 1024
     except (FileNotFoundError, ProcessLookupError):
         raise psutil.NoSuchProcess(proc.pid) from None
     except OSError:  # no smaps_rollup (not Linux, an old kernel) or not ours to read
         pass
     try:
         info = proc.memory_full_info()
-        value = getattr(info, "pss", None) or info.rss
+        value = getattr(info, "uss", None) or info.rss
     except psutil.AccessDenied:
         value = proc.memory_info().rss
     return value / MB
@@ -123,7 +148,7 @@ def phase_memory(per_stage: dict[str, float], stages: tuple[str, ...], baseline:
 
 
 def tree_mb(pid: int | None = None, *, exclude: frozenset[int] = frozenset()) -> float:
-    """Memory of a process and all its descendants but `exclude`, in MB (PSS where available)."""
+    """Memory of a process and all its descendants but `exclude`, in MB (`MEASURE`)."""
     root = psutil.Process(pid or os.getpid())
     total = 0.0
     for proc in [root, *root.children(recursive=True)]:
@@ -296,6 +321,7 @@ class MemorySampler:
         own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
         return {
+            "measure": MEASURE,
             "peak_mb": round(max((mb for _, mb, _ in self.samples), default=0.0), 2),
             # the first sample: what the process tree held before the run's work began
             "baseline_mb": round(self.samples[0][1], 2) if self.samples else None,

@@ -13,7 +13,8 @@ own fields, its saved config), so every reader sees one schema and none keeps a 
   choice), whose regex `bpe.text.patterns` names; complete runs from before engines split
   their text with the regex engine;
 - the retired `read` stage: it only opened the input (about 0.000 s), which stage 1 now does,
-  so its time, CPU time and memory samples are stage 1's (`pretokenize`).
+  so its time, CPU time and memory samples are stage 1's (`pretokenize`);
+- `memory.measure`: runs before it was recorded summed all of PSS (file pages included).
 
     >>> old = {"status": "complete", "run": {"dataset": "owt_sample"},
     ...        "timings": {"read": 0.25, "pretokenize": 1.0, "merge": 2.0}}
@@ -138,10 +139,17 @@ def _retired_read_stage(metrics: dict, config: Mapping) -> None:
 
 
 #: The upgrade, step by step, oldest change first.
+def _memory_measure(metrics: dict, config: Mapping) -> None:
+    memory = metrics.get("memory")
+    if isinstance(memory, dict):
+        memory.setdefault("measure", schema.ALL_PSS)
+
+
 STEPS: tuple[Callable[[dict, Mapping], None], ...] = (
     _input_name,
     _variant,
     _pattern,
     _pattern_engine,
     _retired_read_stage,
+    _memory_measure,
 )

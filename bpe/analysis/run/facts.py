@@ -21,6 +21,7 @@ from bpe.analysis.loader import (
     merges_agree,
     tidy,
 )
+from bpe.analysis.markdown import measure_label
 from bpe.runs import schema
 from bpe.runs.layout import (
     ENVIRONMENT_FILE,
@@ -169,8 +170,9 @@ def _draw_figures(run_dir: Path, metrics: dict) -> None:
                 spans[-1][2] = t
             else:
                 spans.append([stage, t, t])
+        label = f"process tree ({measure_label(metrics)}, MB)"
         figures.memory_timeline(
-            {"process tree (PSS, MB)": [(t, mb) for t, mb, _ in timeline]},
+            {label: [(t, mb) for t, mb, _ in timeline]},
             run_dir / FIGURES["memory"],
             stages=[tuple(s) for s in spans],
             title=f"Memory during {schema.get(metrics, schema.RUN_NAME)}",

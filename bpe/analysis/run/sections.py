@@ -13,7 +13,7 @@ from functools import partial
 from bpe.analysis.loader import (
     shown_stages,
 )
-from bpe.analysis.markdown import fmt, input_summary, table
+from bpe.analysis.markdown import fmt, input_summary, measure_label, table
 from bpe.analysis.run.variant_sections import variant_lines
 from bpe.runs import schema
 from bpe.runs.command import rerun_command
@@ -345,7 +345,7 @@ def section_memory(metrics: dict, figures_made: frozenset[str]) -> list[str]:
     per_stage = get(schema.PEAK_MB_PER_STAGE) or {}
     if "before_report" in memory:
         per_stage = {s: mb for s, mb in per_stage.items() if s != "report"}
-    baseline = get(schema.BASELINE_MB, default=None)
+    baseline, measure = get(schema.BASELINE_MB, default=None), measure_label(metrics)
     rows = [
         [
             s,
@@ -358,7 +358,7 @@ def section_memory(metrics: dict, figures_made: frozenset[str]) -> list[str]:
     lines += [
         table(
             rows,
-            ["stage", "peak MB (process tree, PSS)", "above the run's start"],
+            ["stage", f"peak MB (process tree, {measure})", "above the run's start"],
             colalign=("left", "right", "right"),
         )
     ]
@@ -381,7 +381,7 @@ def _memory_headline(metrics: dict, headline: dict) -> list[str]:
     before training was reported apart get the whole tree's peak, labelled as such."""
     get = partial(schema.get, metrics)
     added = get(schema.TRAINING_ADDED_MB, default=None)
-    interval = f"sampled every {get(schema.MEMORY_INTERVAL_S)} s"
+    interval = f"{measure_label(metrics)}, sampled every {get(schema.MEMORY_INTERVAL_S)} s"
     if added is None:
         return [
             f"Peak memory of the whole process tree, analysis included, was "
