@@ -314,6 +314,16 @@ def _remember(state, cps, i, j, h, s, ids):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
+def _took(state, cps, at, j, h, s, ids):  # pragma: no cover - compiled
+    """The miss cps[at[1]:j] became `ids` (written at out[at[2]:]): cache it (`_remember`) and
+    move the walk's cursor past it. Returns the state, as `_remember` does."""
+    state = _remember(state, cps, at[1], j, h, s, ids)
+    at[1] = j
+    at[2] += len(ids)
+    return state
+
+
+@njit(cache=True, nogil=True)
 def _start(text):  # pragma: no cover - compiled
     """(out, cursor) for a walk of `text`: room for its bytes' ids and its special ids (merging
     never lengthens a pretoken, so its ids are written where its bytes' were)."""
@@ -342,9 +352,7 @@ def _encode_merges(text, state, tables):  # pragma: no cover - compiled
         w = out[at[2] :]
         n = _utf8_into(w, cps, at[1], j, byte_ids)
         count = _merge(w, n, r, pair_slots, shift, lefts, rights, merged)
-        state = _remember(state, cps, at[1], j, h, s, w[:count])
-        at[1] = j
-        at[2] += count
+        state = _took(state, cps, at, j, h, s, w[:count])
     return out[: at[2]], state[0], state[1], state[2]
 
 
@@ -367,9 +375,7 @@ def _encode_cut(text, state, byte_ids, trie, method):  # pragma: no cover - comp
         w = out[at[2] :]
         n = _utf8_into(raw, cps, at[1], j, identity)
         count = _cut_one(raw, 0, n, trie_slots, trie_shift, trie_token, method, w, 0, cost)
-        state = _remember(state, cps, at[1], j, h, s, w[:count])
-        at[1] = j
-        at[2] += count
+        state = _took(state, cps, at, j, h, s, w[:count])
     return out[: at[2]], state[0], state[1], state[2]
 
 
@@ -388,7 +394,5 @@ def _encode_replay(text, state, tables, history):  # pragma: no cover - compiled
         w = out[at[2] :]
         n = _utf8_into(w, cps, at[1], j, byte_ids)
         count, nodes, queue = _replay(w, n, nodes, queue, head, times, replayed, history)
-        state = _remember(state, cps, at[1], j, h, s, w[:count])
-        at[1] = j
-        at[2] += count
+        state = _took(state, cps, at, j, h, s, w[:count])
     return out[: at[2]], state[0], state[1], state[2]

@@ -109,21 +109,18 @@ def _vocab_from_merges(merges: list[tuple[bytes, bytes]], specials: list[str]) -
     return vocab
 
 
-def _run_facts(
-    run: dict, metrics: dict, config: dict, *, vocab: dict[int, bytes], pattern: str
-) -> dict[str, str]:
+def _run_facts(metrics: dict, *, vocab: dict[int, bytes], pattern: str) -> dict[str, str]:
     """A run's `LABEL_FACTS` as labels show them, each read from what the run actually used.
 
     The input is `input_name` (a custom `dataset.path` is `custom-<stem>`, not the config
     group's dataset), the split pattern the one its tokenizer.json records, the vocab size the
     vocab's own (a run that stopped early has fewer tokens than it asked for).
     """
-    parent = schema.get(metrics, schema.INIT_FROM_PATH) or run.get("init_from")
-    trainer = run.get("trainer") or (config.get("trainer") or {}).get("name")
+    parent = schema.get(metrics, schema.INIT_FROM_PATH) or schema.get(metrics, schema.INIT_FROM_ARG)
     return {
-        "input": str(schema.get(metrics, schema.INPUT_NAME, default="unknown input")),
+        "input": str(schema.get(metrics, schema.INPUT_NAME)),
         "pattern": f"{pattern_name(pattern)} split",
-        "trainer": str(trainer),
+        "trainer": str(schema.get(metrics, schema.TRAINER)),
         "variant": str(schema.get(metrics, schema.VARIANT_NAME)),
         "vocab": f"v{len(vocab)}",
         "init_from": f"from {Path(str(parent)).name}" if parent else "from scratch",
@@ -153,7 +150,6 @@ def load_side(path: str | Path, *, label: str | None = None, heldout: bool = Tru
     if metrics_path.is_file() and merges_path.is_file():
         config = run_config(d)
         metrics = read_metrics(d, config=config)  # today's schema (`bpe.runs.upgrade`)
-        run = schema.get(metrics, schema.RUN) or {}
         if (d / VOCAB_FILE).is_file():  # the one opener: specials, history, protected chars
             opened = open_tokenizer_dir(d, what="run directory", own_pattern=False)
         else:  # a run that kept only merges.txt: its recorded specials rebuild the vocab
@@ -176,8 +172,8 @@ def load_side(path: str | Path, *, label: str | None = None, heldout: bool = Tru
             if ds.heldout_path is not None and ds.heldout_path.is_file():
                 docs = load_documents(ds.heldout_path, ds.document_separator, max_docs=max_docs)
         recorded = pattern_of_dir(d) or schema.get(metrics, schema.PATTERN_REGEX)
-        pattern = bounded_pattern(recorded, source=str(d)) if recorded else GPT2_PATTERN
-        facts = _run_facts(run, metrics, config, vocab=vocab, pattern=pattern)
+        pattern = bounded_pattern(recorded, source=str(d))
+        facts = _run_facts(metrics, vocab=vocab, pattern=pattern)
         return Side(
             label=label or _lone_label(facts),
             source=d.name,
