@@ -67,11 +67,6 @@ class MergeTables:
     merged: np.ndarray  # int64[merges]: the id each rank makes
     byte_ids: np.ndarray  # int64[256]: the id of each byte
 
-    def args(self) -> tuple:
-        """The arrays in the order the kernels take them: byte ids, slots, shift, lefts,
-        rights, merged."""
-        return self.byte_ids, self.slots, self.shift, self.lefts, self.rights, self.merged
-
     def ranks(self) -> Ranks:
         """The merges as one named argument of a kernel (`Ranks`)."""
         return Ranks(self.slots, self.shift, self.lefts, self.rights, self.merged)
@@ -159,7 +154,7 @@ def merge_pretokens(tables: MergeTables, pretokens: Sequence[str]) -> list[tuple
     chars = np.fromiter(map(len, pretokens), dtype=np.int64, count=len(pretokens))
     out = np.empty(len(data), dtype=np.int32)  # ids fit (MAX_ID); half the memory traffic
     out_ends = np.empty(len(pretokens), dtype=np.int64)
-    total = _merge_all(data, chars, *tables.args(), out, out_ends)
+    total = _merge_all(data, chars, tables.byte_ids, tables.ranks(), out, out_ends)
     flat = out[:total].tolist()
     stops = out_ends.tolist()
     starts = [0, *stops[:-1]]
@@ -207,12 +202,28 @@ def _rank(slots, shift, left, right):  # pragma: no cover - compiled
         slot = (slot + 1) & mask
 
 
+@njit(cache=True, nogil=True)
+def _merge(w, n, r, ranks):  # pragma: no cover - compiled
+    """BPE of the n ids in w[:n] in place with the merges `ranks` (`Ranks`); returns how many
+    remain: a short pretoken by a scan (`r` is its scratch, `SHORT_PRETOKEN` long), a long one
+    by a heap allocated here (long pretokens are rare)."""
+    if n <= 1:
+        return n
+    if n <= SHORT_PRETOKEN:
+        return _merge_short(w, n, r, ranks)
+    nxt = np.empty(n, np.int32)
+    prv = np.empty(n, np.int32)
+    heap = np.empty(3 * n, np.int64)
+    return _merge_long(w, n, nxt, prv, heap, ranks)
+
+
 @njit(cache=True)
-def _merge_short(w, n, r, slots, shift, merged):  # pragma: no cover - compiled
+def _merge_short(w, n, r, ranks):  # pragma: no cover - compiled
     """BPE of the n ids in w[:n] in place by scanning pair ranks; returns how many remain.
 
     invariant: r[i] is the rank of (w[i], w[i + 1]) for i < m, m = the number of pairs.
     """
+    slots, shift, merged = ranks.slots, ranks.shift, ranks.merged
     for i in range(n - 1):
         r[i] = _rank(slots, shift, w[i], w[i + 1])
     m = n - 1
@@ -283,9 +294,7 @@ def _pop(heap, size):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _merge_long(
-    w, n, nxt, prv, heap, slots, shift, lefts, rights, merged
-):  # pragma: no cover - compiled
+def _merge_long(w, n, nxt, prv, heap, ranks):  # pragma: no cover - compiled
     """BPE of the n ids in w[:n] in place with a heap of (rank, position); returns the count.
 
     A heap item is rank << 32 | position, so the smallest is the lowest rank and, among equal
@@ -293,6 +302,7 @@ def _merge_long(
     stale when its position was merged away or its pair changed; it is skipped when popped.
     Each merge pushes at most two items, so the heap holds fewer than 3n.
     """
+    slots, shift, lefts, rights, merged = ranks
     size = _start_heap(w, n, nxt, prv, heap, slots, shift)
     while size > 0:
         item = _pop(heap, size)
@@ -363,9 +373,7 @@ def _compact(w, n):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _merge_all(
-    data, chars, byte_ids, slots, shift, lefts, rights, merged, out, out_ends
-):  # pragma: no cover - compiled
+def _merge_all(data, chars, byte_ids, ranks, out, out_ends):  # pragma: no cover - compiled
     """BPE of each pretoken of UTF-8 `data`, the k-th `chars[k]` characters long.
 
     Writes the ids to `out` and each pretoken's end in it to `out_ends`; returns the number of
@@ -373,7 +381,6 @@ def _merge_all(
     the survivors are packed to the left.
     """
     ends = np.empty(len(chars), dtype=np.int64)
-    longest = 0
     start = 0
     for k in range(len(chars)):
         end = start
@@ -381,13 +388,8 @@ def _merge_all(
             lead = data[end]
             end += 1 if lead < 0x80 else (2 if lead < 0xE0 else (3 if lead < 0xF0 else 4))
         ends[k] = end
-        longest = max(longest, end - start)
         start = end
     r = np.empty(SHORT_PRETOKEN, dtype=np.int64)
-    long_size = longest if longest > SHORT_PRETOKEN else 1
-    nxt = np.empty(long_size, dtype=np.int32)
-    prv = np.empty(long_size, dtype=np.int32)
-    heap = np.empty(3 * long_size, dtype=np.int64)
     pos = 0
     start = 0
     for k in range(len(ends)):
@@ -396,12 +398,7 @@ def _merge_all(
         w = out[pos : pos + n]
         for i in range(n):
             w[i] = byte_ids[data[start + i]]
-        if n <= 1:
-            count = n
-        elif n <= SHORT_PRETOKEN:
-            count = _merge_short(w, n, r, slots, shift, merged)
-        else:
-            count = _merge_long(w, n, nxt, prv, heap, slots, shift, lefts, rights, merged)
+        count = _merge(w, n, r, ranks)
         pos += count
         out_ends[k] = pos
         start = end

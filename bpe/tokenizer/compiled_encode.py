@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from bpe.text.gpt2_scanner import PACKED, first_slot, pretoken_end, pretoken_key
-from bpe.tokenizer.compiled import SHORT_PRETOKEN, MergeTables, _merge_long, _merge_short
+from bpe.tokenizer.compiled import SHORT_PRETOKEN, MergeTables, _merge
 from bpe.tokenizer.compiled_replay import ReplayTables, _replay, _scratch
 from bpe.tokenizer.compiled_segments import METHODS, TokenTrie, _cut_one
 from bpe.util.jit_cache import njit
@@ -130,9 +130,9 @@ def encode_spans(
         trie_args = (trie.slots, trie.shift, trie.token)
         out, *grown = _encode_cut(text, state, tables.byte_ids, trie_args, METHODS[cut[1]])
     elif replay is not None:
-        out, *grown = _encode_replay(text, state, tables.args(), replay.args())
+        out, *grown = _encode_replay(text, state, tables.byte_ids, replay)
     else:
-        out, *grown = _encode_merges(text, state, tables.args())
+        out, *grown = _encode_merges(text, state, tables.byte_ids, tables.ranks())
     cache.slots, cache.cps, cache.ids = grown
     return out
 
@@ -203,20 +203,6 @@ def _doubled(slots):  # pragma: no cover - compiled
             for c in range(5):  # not `bigger[u] = slots[t]`: see `bpe.util.jit_cache`
                 bigger[u, c] = slots[t, c]
     return bigger
-
-
-@njit(cache=True, nogil=True)
-def _merge(w, n, r, slots, shift, lefts, rights, merged):  # pragma: no cover - compiled
-    """BPE of the n ids in w[:n] in place (`bpe.tokenizer.compiled`'s scan or heap); returns
-    how many remain. `r` is the scan's scratch; a long pretoken gets its heap here."""
-    if n <= 1:
-        return n
-    if n <= SHORT_PRETOKEN:
-        return _merge_short(w, n, r, slots, shift, merged)
-    nxt = np.empty(n, np.int32)
-    prv = np.empty(n, np.int32)
-    heap = np.empty(3 * n, np.int64)
-    return _merge_long(w, n, nxt, prv, heap, slots, shift, lefts, rights, merged)
 
 
 @njit(cache=True, nogil=True)
@@ -339,9 +325,8 @@ def _start(text):  # pragma: no cover - compiled
 # holding the GIL keeps two threads encoding with one tokenizer from filling it at once (they
 # take turns, as with the Python path's dict).
 @njit(cache=True)
-def _encode_merges(text, state, tables):  # pragma: no cover - compiled
-    """`encode_spans`' kernel for merges; returns (ids, slots, pool, id_pool)."""
-    byte_ids, pair_slots, shift, lefts, rights, merged = tables
+def _encode_merges(text, state, byte_ids, ranks):  # pragma: no cover - compiled
+    """`encode_spans`' kernel for merges (`Ranks`); returns (ids, slots, pool, id_pool)."""
     cps = text[0]
     out, at = _start(text)
     r = np.empty(SHORT_PRETOKEN, np.int64)
@@ -351,7 +336,7 @@ def _encode_merges(text, state, tables):  # pragma: no cover - compiled
             break
         w = out[at[2] :]
         n = _utf8_into(w, cps, at[1], j, byte_ids)
-        count = _merge(w, n, r, pair_slots, shift, lefts, rights, merged)
+        count = _merge(w, n, r, ranks)
         state = _took(state, cps, at, j, h, s, w[:count])
     return out[: at[2]], state[0], state[1], state[2]
 
@@ -380,10 +365,9 @@ def _encode_cut(text, state, byte_ids, trie, method):  # pragma: no cover - comp
 
 
 @njit(cache=True)
-def _encode_replay(text, state, tables, history):  # pragma: no cover - compiled
+def _encode_replay(text, state, byte_ids, history):  # pragma: no cover - compiled
     """`encode_spans`' kernel for a PickyBPE history: its merges and removals replayed on each
-    pretoken (`tables` give only the bytes' ids)."""
-    byte_ids = tables[0]
+    pretoken (written first as its bytes' ids)."""
     cps = text[0]
     out, at = _start(text)
     nodes, queue, head, times, replayed = _scratch(len(history[0]))

@@ -25,7 +25,7 @@ Numba; `@njit(cache=True)` keeps the machine code on disk.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -37,10 +37,9 @@ from bpe.util.jit_cache import njit
 MERGE, REMOVAL = 0, 1
 
 
-@dataclass(frozen=True)
-class ReplayTables:
-    """A PickyBPE tokenizer's history as the arrays `_replay` reads (build with
-    `build_replay`)."""
+class ReplayTables(NamedTuple):
+    """A PickyBPE tokenizer's history as the arrays `_replay` reads, one kernel argument by
+    name (build with `build_replay`)."""
 
     #: one row per event: (MERGE, left, right, made) or (REMOVAL, token, parts' start, end)
     events: np.ndarray
@@ -57,20 +56,6 @@ class ReplayTables:
     removal_times: np.ndarray
     #: each symbol's id in the vocab, -1 for a removed token the vocab lacks
     final: np.ndarray
-
-    def args(self) -> tuple:
-        """The arrays in the order the kernels take them."""
-        return (
-            self.events,
-            self.parts,
-            self.pair_slots,
-            self.pair_shift,
-            self.pair_at,
-            self.pair_times,
-            self.removal_at,
-            self.removal_times,
-            self.final,
-        )
 
 
 def build_replay(
@@ -162,7 +147,7 @@ def replay_pretokens(tables: ReplayTables, byte_ids: Sequence[int], data: Sequen
     out = []
     for pretoken in data:
         w = ids[np.frombuffer(pretoken, np.uint8)].astype(np.int32)
-        n, nodes, queue = _replay(w, len(w), nodes, queue, head, times, state, tables.args())
+        n, nodes, queue = _replay(w, len(w), nodes, queue, head, times, state, tables)
         out.append(tuple(w[:n].tolist()))
     return out
 
@@ -252,7 +237,7 @@ def _split(i, first, end, parts, tok, nxt, prv, free, freed):  # pragma: no cove
 
 @njit(cache=True, nogil=True)
 def _replay(w, n, nodes, queue, head, times, state, history):  # pragma: no cover - compiled
-    """Replay the history (`ReplayTables.args()`) on the n byte symbols in w[:n] with the
+    """Replay the history (`ReplayTables`) on the n byte symbols in w[:n] with the
     scratch of `_scratch`; write the ids to w; returns (how many, nodes, queue), the last two
     regrown when the pretoken needed more room.
 
@@ -261,7 +246,10 @@ def _replay(w, n, nodes, queue, head, times, state, history):  # pragma: no cove
     time order, each bucket whole: an entry is stale when its node no longer holds the event's
     token or pair; new entries are always for later times.
     """
-    events, parts, slots, shift, pair_at, pair_times, removal_at, removal_times, final = history
+    events, parts, final = history.events, history.parts, history.final
+    slots, shift = history.pair_slots, history.pair_shift
+    pair_at, pair_times = history.pair_at, history.pair_times
+    removal_at, removal_times = history.removal_at, history.removal_times
     if n == 0:
         return 0, nodes, queue
     if nodes.shape[1] < n:
