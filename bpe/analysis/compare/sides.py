@@ -16,9 +16,7 @@ from pathlib import Path
 
 from bpe.corpus.datasets import run_dataset
 from bpe.corpus.documents import load_documents
-from bpe.formats.gpt2_format import load_merges
-from bpe.formats.manifest import check_whole
-from bpe.formats.pretrained import TokenizerDir, open_tokenizer_dir, say_where
+from bpe.formats.pretrained import open_tokenizer_dir
 from bpe.formats.removals_json import Removal
 from bpe.formats.tokenizer_json import pattern_of_dir
 from bpe.runs import schema
@@ -100,15 +98,6 @@ class Side:
         return list(made)
 
 
-def _vocab_from_merges(merges: list[tuple[bytes, bytes]], specials: list[str]) -> dict[int, bytes]:
-    # the layout every trainer uses: specials, then the 256 bytes, then one id per merge
-    vocab = {i: s.encode("utf-8") for i, s in enumerate(specials)}
-    vocab.update({len(specials) + b: bytes([b]) for b in range(256)})
-    for a, b in merges:
-        vocab[len(vocab)] = a + b
-    return vocab
-
-
 def _run_facts(metrics: dict, *, vocab: dict[int, bytes], pattern: str) -> dict[str, str]:
     """A run's `LABEL_FACTS` as labels show them, each read from what the run actually used.
 
@@ -142,7 +131,7 @@ def load_side(path: str | Path, *, label: str | None = None, heldout: bool = Tru
 
     Raises:
         FileNotFoundError: the directory has neither metrics.json + merges.txt nor
-            vocab.json + merges.txt.
+            vocab.json + merges.txt, or a run directory lacks its vocab.json.
     """
     d = Path(path)
     merges_path = d / MERGES_FILE
@@ -150,20 +139,8 @@ def load_side(path: str | Path, *, label: str | None = None, heldout: bool = Tru
     if metrics_path.is_file() and merges_path.is_file():
         config = run_config(d)
         metrics = read_metrics(d, config=config)  # today's schema (`bpe.runs.upgrade`)
-        if (d / VOCAB_FILE).is_file():  # the one opener: specials, history, protected chars
-            opened = open_tokenizer_dir(d, what="run directory", own_pattern=False)
-        else:  # a run that kept only merges.txt: its recorded specials rebuild the vocab
-            say_where(d)
-            check_whole(d)
-            merges = load_merges(merges_path)
-            specials = list(schema.get(metrics, schema.SPECIAL_TOKENS) or [])
-            opened = TokenizerDir(
-                path=d,
-                vocab=_vocab_from_merges(merges, specials),
-                merges=merges,
-                special_tokens=specials,
-                pattern=GPT2_PATTERN,  # unused: the pattern is read below
-            )
+        # the one opener: specials, history, protected chars, the files checked as saved
+        opened = open_tokenizer_dir(d, what="run directory", own_pattern=False)
         vocab, merges, specials = opened.vocab, opened.merges, opened.special_tokens
         docs = None
         if heldout:

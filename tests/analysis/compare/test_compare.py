@@ -19,7 +19,6 @@ from bpe.analysis.compare.measures import jaccard, merge_divergence, topk_overla
 from bpe.analysis.compare.report import write_compare
 from bpe.analysis.compare.sides import load_side, side_labels
 from bpe.cli.compare import main
-from bpe.formats.gpt2_format import load_vocab
 from tests.conftest import DATA, FIXTURES, ROOT, console_env
 
 EXP = FIXTURES / "experiments"
@@ -71,13 +70,18 @@ def test_nested_runs_share_their_merge_prefix():
     assert topk_overlap(small.learned, large.learned) == [1.0] * 43
 
 
-def test_run_without_vocab_json_rebuilds_the_trainer_layout():
-    # the fixture run with vocab.json gives the same vocab as the one rebuilt from merges.txt
-    run = FIXTURES / "runs" / "2026-01-01_00-00-00_000000_tinystories_sample_heap_v300"
-    side = load_side(run, heldout=False)
-    assert side.vocab == load_vocab(run / "vocab.json")
-    tmp = load_side(TS300, heldout=False)
-    assert tmp.tokens == side.tokens
+def test_a_run_directory_without_its_vocab_json_is_refused_by_name(tmp_path):
+    """A side is read by the one tokenizer opener: a run that lost its vocab.json is not
+    patched up from merges.txt (which file to trust would be a guess), the error names it."""
+    run = tmp_path / TS300.name
+    shutil.copytree(TS300, run)
+    (run / "vocab.json").unlink()
+    with pytest.raises(FileNotFoundError, match="vocab.json"):
+        load_side(run, heldout=False)
+    # the fixture runs' vocab.json is the trainers' layout of their merges.txt
+    side = load_side(TS300, heldout=False)
+    assert len(side.vocab) == 300 and side.vocab[0] == b"<|endoftext|>"
+    assert [side.vocab[257 + k] for k in range(43)] == [a + b for a, b in side.merges]
 
 
 def test_pairwise_overlap_over_a_sweep():
