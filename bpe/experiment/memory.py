@@ -66,9 +66,9 @@ _ALLOCATED = (b"Pss_Anon:", b"Pss_Shmem:")
 def allocated_kb(rollup: bytes) -> int | None:
     """The allocated PSS in kB of one `/proc/<pid>/smaps_rollup`, None if it lacks the lines.
 
-    >>> allocated_kb(b"Pss: 900 kB\nPss_Anon: 100 kB\nPss_File: 780 kB\nPss_Shmem: 20 kB\n")
+    >>> allocated_kb(b"Pss: 900 kB\\nPss_Anon: 100 kB\\nPss_File: 780 kB\\nPss_Shmem: 20 kB\\n")
     120
-    >>> allocated_kb(b"Pss: 900 kB\n") is None
+    >>> allocated_kb(b"Pss: 900 kB\\n") is None
     True
     """
     found = [int(line.split()[1]) for line in rollup.splitlines() if line.startswith(_ALLOCATED)]
