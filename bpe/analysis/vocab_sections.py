@@ -56,7 +56,8 @@ GLOSSARY = (
     (
         "training memory",
         "the process tree's peak allocated memory (anonymous and shared pages, PSS: library "
-        "code and page cache left out; sampled every 50 ms) in stages 1-3, above its "
+        "code and page cache left out; sampled every 50 ms, less often once sampling a large "
+        "tree would take over 10% of a core) in stages 1-3, above its "
         "memory when the run began; inputs under 12 MiB are counted in-process. Before it "
         "begins, freed memory is handed back and glibc's malloc thresholds are pinned, so a "
         "sweep's late job measures what a fresh process does",

@@ -36,6 +36,7 @@ import ctypes
 import ctypes.util
 import gc
 import logging
+import operator
 import os
 import resource
 import subprocess
@@ -161,19 +162,47 @@ def tree_mb(pid: int | None = None, *, exclude: frozenset[int] = frozenset()) ->
     return total
 
 
+#: The watcher's budget: sampling may take `WATCHER_BURST` seconds plus `WATCHER_DUTY` of the
+#: time since it started; past that it waits longer than `interval` (`pause_after`). So a short
+#: run is sampled every interval, and a long one with big processes does not pay for it in
+#: wall time: reading a process's `smaps_rollup` walks its page tables, so a sample costs more
+#: as the tree grows. Stage 1 of a 1 GiB corpus (a parent and two workers holding 750 MB) took
+#: 23 ms a sample; there, three runs each, stage 1's wall / the watcher's CPU seconds / the
+#: peak it saw: every 0.05 s 18.7-20.5 s / 4.6-5.2 s / 754-783 MB; at most 10% of a core
+#: 16.9-17.5 s / 1.0 s / 729-743 MB; 5% 16.8-17.3 s / 0.5 s / 692-753 MB; no watcher 15.0-16.7 s.
+WATCHER_BURST, WATCHER_DUTY = 0.2, 0.1
+
+
+def pause_after(*, spent: float, elapsed: float, interval: float) -> float:
+    """Seconds the watcher waits after a sample, having spent `spent` s sampling in `elapsed`
+    s: `interval` while it is within its budget (`WATCHER_DUTY`), else until it is again.
+
+    >>> pause_after(spent=0.15, elapsed=0.4, interval=0.05)  # a short run: every interval
+    0.05
+    >>> round(pause_after(spent=1.2, elapsed=9.0, interval=0.05), 3)  # 10 s covers 1.2 s
+    1.0
+    """
+    due = (spent - WATCHER_BURST) / WATCHER_DUTY
+    return max(interval, due - elapsed)
+
+
 #: The watcher process: prints `<monotonic seconds> <MB>` of its parent's tree (itself left
-#: out) every interval until its parent is gone or it is stopped.
+#: out) every interval (`pause_after`) until its parent is gone or it is stopped.
 WATCHER = """
 import os, sys, time
-from bpe.experiment.memory import tree_mb
+from bpe.experiment.memory import pause_after, tree_mb
 parent, interval, me = int(sys.argv[1]), float(sys.argv[2]), frozenset([os.getpid()])
+began, spent = time.monotonic(), 0.0
 while True:
+    start = time.monotonic()
     try:
         mb = tree_mb(parent, exclude=me)
     except Exception:
         break
-    print(f"{time.monotonic()} {mb}", flush=True)
-    time.sleep(interval)
+    print(f"{start} {mb}", flush=True)
+    now = time.monotonic()
+    spent += now - start
+    time.sleep(pause_after(spent=spent, elapsed=now - began, interval=interval))
 """
 
 
@@ -318,6 +347,7 @@ class MemorySampler:
             peak = max(self.samples, key=lambda s: s[1])
             timeline.append([round(peak[0], 4), round(peak[1], 2), peak[2]])
             timeline.sort(key=lambda p: p[0])
+        times = [t for t, _, _ in self.samples]
         own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
         return {
@@ -329,6 +359,8 @@ class MemorySampler:
             "children_ru_maxrss_mb": round(children, 2),
             "per_stage_peak_mb": {k: round(v, 2) for k, v in per_stage.items()},
             "interval_s": self.interval,
+            # the watcher waits longer after slow samples (`pause_after`): the longest wait
+            "widest_gap_s": round(max(map(operator.sub, times[1:], times), default=0.0), 4),
             "num_samples": len(self.samples),
             "timeline": timeline,
         }

@@ -399,9 +399,9 @@ LINEAGE_HELDOUT = key("lineage.heldout")
 MEMORY = key("memory")
 MEMORY_BEFORE_REPORT = key("memory.before_report")
 MEMORY_INTERVAL_S = key("memory.interval_s")
+MEMORY_WIDEST_GAP_S = key("memory.widest_gap_s", always=False)  # samples wait longer in big trees
 MEMORY_MEASURE = key("memory.measure")
-#: its values: the tree's allocated pages (anonymous, shared memory) as PSS, or in older runs
-#: all of PSS, library code and page cache included; and how a label says them
+#: its values (allocated pages' PSS; older runs: all of PSS) and how a label says them
 ALLOCATED_PSS, ALL_PSS = "allocated_pss", "pss"
 MEASURE_LABELS = {ALLOCATED_PSS: "allocated PSS", ALL_PSS: "PSS"}
 MEMORY_TIMELINE = key("memory.timeline")
