@@ -167,9 +167,10 @@ def tree_mb(pid: int | None = None, *, exclude: frozenset[int] = frozenset()) ->
 #: run is sampled every interval, and a long one with big processes does not pay for it in
 #: wall time: reading a process's `smaps_rollup` walks its page tables, so a sample costs more
 #: as the tree grows. Stage 1 of a 1 GiB corpus (a parent and two workers holding 750 MB) took
-#: 23 ms a sample; there, three runs each, stage 1's wall / the watcher's CPU seconds / the
-#: peak it saw: every 0.05 s 18.7-20.5 s / 4.6-5.2 s / 754-783 MB; at most 10% of a core
-#: 16.9-17.5 s / 1.0 s / 729-743 MB; 5% 16.8-17.3 s / 0.5 s / 692-753 MB; no watcher 15.0-16.7 s.
+#: 23 ms a sample; there, three alternations, stage 1's wall / the watcher's CPU seconds / the
+#: peak it saw: every 0.05 s 19.0-22.1 s / 4.7-5.8 s / 773-798 MB; within this budget
+#: 15.9-18.9 s / 1.1-1.2 s / 727-795 MB; no watcher 15.8-18.3 s. (A 5% duty missed more of
+#: the peak: 692-753 MB.)
 WATCHER_BURST, WATCHER_DUTY = 0.2, 0.1
 
 
