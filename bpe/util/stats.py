@@ -5,6 +5,7 @@ What it does not do: read runs or text.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 
@@ -19,5 +20,8 @@ def gini(values: Sequence[float]) -> float:
     if n == 0 or sum(values) == 0:
         return 0.0
     ordered = sorted(values)
-    weighted = sum((2 * (i + 1) - n - 1) * v for i, v in enumerate(ordered))
-    return weighted / (n * sum(ordered))
+    # subtle: the weighted sum is 0 for equal values and never negative for sorted ones, but a
+    # plain float sum of its terms came out at -2.5e-17 for five equal values; fsum adds them
+    # exactly (equal values' terms cancel in pairs) and what rounding is left cannot go below 0
+    weighted = math.fsum((2 * (i + 1) - n - 1) * v for i, v in enumerate(ordered))
+    return max(0.0, weighted / (n * math.fsum(ordered)))
