@@ -1,4 +1,5 @@
-"""Memory of the whole process tree, sampled over time by a background thread.
+"""Memory of the whole process tree, sampled over time by a watcher process (a thread
+where the process cannot start).
 
 What it does: every `interval` seconds sums the memory of this process and all its children
 (pre-tokenization workers, a profiled child) that the tree *allocated* (`MEASURE`): on Linux
