@@ -21,7 +21,7 @@ from bpe.experiment.ladder import LadderPlan, climb
 from bpe.formats.gpt2_format import save_tokenizer_files
 from bpe.pipeline import train_bpe_detailed
 from bpe.runs import schema
-from tests.conftest import FIXTURES, ROOT
+from tests.conftest import FIXTURES, ROOT, _bpe_train
 
 CORPUS = FIXTURES / "corpus.en"
 FAST = ["debug=fast", f"dataset.path={CORPUS}"]
@@ -29,21 +29,7 @@ SPECIALS = ["<|endoftext|>"]  # the default dataset's, which dataset.path= keeps
 
 
 def _sweep(tmp_path: Path, *overrides: str, fast: list[str] = FAST) -> tuple[str, Path]:
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bpe.cli.train",
-            "-m",
-            f"experiments_dir={tmp_path}",
-            *fast,
-            *overrides,
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=900,
-    )
+    proc = _bpe_train(tmp_path, ("-m", *fast, *overrides), 900)
     (sweep,) = (tmp_path / "sweeps").iterdir()
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stderr, sweep

@@ -16,7 +16,7 @@ from bpe.measures import token_kind
 from bpe.runs.command import rerun_command
 from bpe.runs.stages import TIMED_STAGES
 from bpe.runs.upgrade import upgrade
-from tests.conftest import FIXTURES, ROOT
+from tests.conftest import FIXTURES, ROOT, train_run
 
 RUN = FIXTURES / "runs" / "2026-01-01_00-00-00_000000_tinystories_sample_heap_v300"
 GOLDEN = ROOT / "tests" / "golden" / "ANALYSIS.md"
@@ -139,27 +139,11 @@ def test_the_time_sentence_names_the_pretokenization_backend():
 
 
 def test_a_variant_run_lists_the_plain_run_on_its_input_as_differing_by_design(tmp_path):
-    import subprocess
-    import sys
-
     corpus = FIXTURES / "corpus.en"
     for variant in ("bpe", "superbpe"):
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "bpe.cli.train",
-                "debug=fast",
-                f"dataset.path={corpus}",
-                f"experiments_dir={tmp_path}",
-                f"variant={variant}",
-            ],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=300,
+        train_run(
+            tmp_path, "debug=fast", f"dataset.path={corpus}", f"variant={variant}", timeout=300
         )
-        assert proc.returncode == 0, proc.stderr[-2000:]
     (superbpe,) = [p for p in tmp_path.glob("2*_superbpe_*") if p.is_dir()]
     text = (superbpe / "ANALYSIS.md").read_text("utf-8")
     siblings = text.split("## Sibling runs (same input)")[1].split("\n## ")[0]

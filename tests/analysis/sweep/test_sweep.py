@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURES, ROOT, console_env, late_bad_utf8
+from tests.conftest import FIXTURES, ROOT, _bpe_train, console_env, late_bad_utf8
 
 # the debug preset (bpe/conf/debug/fast.yaml) on the CS336 fixture corpus
 FAST = ["debug=fast", f"dataset.path={FIXTURES / 'corpus.en'}"]
@@ -19,21 +19,7 @@ FAST = ["debug=fast", f"dataset.path={FIXTURES / 'corpus.en'}"]
 def _sweep(
     tmp_path: Path, *overrides: str, fast: list[str] = FAST
 ) -> tuple[subprocess.CompletedProcess, Path]:
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bpe.cli.train",
-            "-m",
-            f"experiments_dir={tmp_path}",
-            *fast,
-            *overrides,
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=600,
-    )
+    proc = _bpe_train(tmp_path, ("-m", *fast, *overrides), 600)
     sweeps = list((tmp_path / "sweeps").iterdir()) if (tmp_path / "sweeps").is_dir() else []
     assert len(sweeps) == 1, proc.stderr
     return proc, sweeps[0]
