@@ -176,7 +176,7 @@ WATCHER_BURST, WATCHER_DUTY = 0.2, 0.1
 
 
 def pause_after(*, spent: float, elapsed: float, interval: float) -> float:
-    """Seconds the watcher waits after a sample, having spent `spent` s sampling in `elapsed`
+    """Seconds the watcher waits after a sample, having spent `spent` CPU seconds in `elapsed`
     s: `interval` while it is within its budget (`WATCHER_DUTY`), else until it is again.
 
     >>> pause_after(spent=0.15, elapsed=0.4, interval=0.05)  # a short run: every interval
@@ -194,7 +194,7 @@ WATCHER = """
 import os, sys, time
 from bpe.experiment.memory import pause_after, tree_mb
 parent, interval, me = int(sys.argv[1]), float(sys.argv[2]), frozenset([os.getpid()])
-began, spent = time.monotonic(), 0.0
+began, cpu = time.monotonic(), time.process_time()
 while True:
     start = time.monotonic()
     try:
@@ -202,9 +202,10 @@ while True:
     except Exception:
         break
     print(f"{start} {mb}", flush=True)
-    now = time.monotonic()
-    spent += now - start
-    time.sleep(pause_after(spent=spent, elapsed=now - began, interval=interval))
+    # the CPU it took (the kernel's walk included), not the wall time: a busy machine that
+    # keeps the watcher waiting for a core does not use up its budget
+    spent = time.process_time() - cpu
+    time.sleep(pause_after(spent=spent, elapsed=time.monotonic() - began, interval=interval))
 """
 
 
