@@ -89,12 +89,32 @@ def test_training_memory_is_the_same_alone_and_as_the_fifth_job_of_a_joblib_swee
 
 def test_phase_memory_reads_only_its_own_stages():
     per_stage = {"setup": 100.0, "pretokenize": 180.0, "merge": 150.0, "analysis": 400.0}
-    summary = {"per_stage_peak_mb": per_stage, "baseline_mb": 100.0}
+    gaps = {"pretokenize": 0.05, "merge": 0.1, "analysis": 0.9}
+    summary = {"per_stage_peak_mb": per_stage, "baseline_mb": 100.0, "per_stage_widest_gap_s": gaps}
     phases = with_phases(summary)
-    assert phases["training"] == {"peak_mb": 180.0, "added_mb": 80.0, "stage": "pretokenize"}
-    assert phases["merge"] == {"peak_mb": 150.0, "added_mb": 50.0, "stage": "merge"}
+    training = {"peak_mb": 180.0, "added_mb": 80.0, "stage": "pretokenize", "widest_gap_s": 0.1}
+    assert phases["training"] == training
+    merge = {"peak_mb": 150.0, "added_mb": 50.0, "stage": "merge", "widest_gap_s": 0.1}
+    assert phases["merge"] == merge
     assert phases["analysis"]["peak_mb"] == 400.0  # apart: never training's
     assert phase_memory({"setup": 1.0}, ("merge",), 1.0)["added_mb"] is None
+
+
+def test_training_reports_its_own_sampling_gap_not_the_analysis_one():
+    """The watcher slows down once sampling a large tree costs more than its budget, which
+    happens in the analysis stage: training's line must name training's own interval."""
+    with MemorySampler(interval=0.01) as mem:
+        mem.set_stage("merge")
+        time.sleep(0.2)
+        mem.set_stage("analysis")
+        time.sleep(0.2)
+    mem.collect(settle=True)
+    # planted: the watcher lost 0.5 s during the analysis stage
+    mem.samples[:] = [(t + 0.5 * (stage == "analysis"), mb, stage) for t, mb, stage in mem.samples]
+    phases = with_phases(mem.summary())
+    assert phases["analysis"]["widest_gap_s"] >= 0.5
+    assert phases["training"]["widest_gap_s"] < 0.2, phases["training"]
+    assert phases["widest_gap_s"] >= 0.5  # the whole run's figure still has it
 
 
 def test_a_stage_reports_what_it_added_above_the_baseline():

@@ -127,26 +127,50 @@ def release_free_memory() -> None:
     trim(0)
 
 
-def phase_memory(per_stage: dict[str, float], stages: tuple[str, ...], baseline: float) -> dict:
-    """A phase's memory from per-stage peaks: its peak, the stage of that peak, and what it
-    added above the run's baseline (the tree's memory when sampling began).
+def phase_memory(
+    per_stage: dict[str, float],
+    stages: tuple[str, ...],
+    baseline: float,
+    *,
+    gaps: dict[str, float] | None = None,
+) -> dict:
+    """A phase's memory from per-stage peaks: its peak, the stage of that peak, what it added
+    above the run's baseline (the tree's memory when sampling began) and, from the per-stage
+    `gaps` (`widest_gaps`), the longest the watcher waited for a sample in the phase.
 
     >>> phase_memory({"setup": 150.0, "pretokenize": 360.0, "merge": 170.0},
-    ...              ("pretokenize", "merge"), 150.0)
-    {'peak_mb': 360.0, 'added_mb': 210.0, 'stage': 'pretokenize'}
+    ...              ("pretokenize", "merge"), 150.0, gaps={"merge": 0.05, "analysis": 0.6})
+    {'peak_mb': 360.0, 'added_mb': 210.0, 'stage': 'pretokenize', 'widest_gap_s': 0.05}
     >>> phase_memory({"setup": 150.0}, ("analysis",), 150.0)
-    {'peak_mb': None, 'added_mb': None, 'stage': None}
+    {'peak_mb': None, 'added_mb': None, 'stage': None, 'widest_gap_s': None}
     """
     seen = [s for s in stages if s in per_stage]
+    waited = [gaps[s] for s in stages if s in (gaps or {})]
+    widest = max(waited) if waited else None
     if not seen:
-        return {"peak_mb": None, "added_mb": None, "stage": None}
+        return {"peak_mb": None, "added_mb": None, "stage": None, "widest_gap_s": widest}
     stage = max(seen, key=lambda s: per_stage[s])
     peak = per_stage[stage]
     return {
         "peak_mb": round(peak, 2),
         "added_mb": round(max(0.0, peak - baseline), 2),
         "stage": stage,
+        "widest_gap_s": widest,
     }
+
+
+def widest_gaps(samples: list[tuple[float, float, str]]) -> dict[str, float]:
+    """Per stage, the longest wait for one of its samples: the time since the sample before,
+    counted in the stage of the sample that ended the wait (a phase's figure is then final
+    when the phase ends, whatever the watcher does in later, larger trees).
+
+    >>> widest_gaps([(0.0, 9.0, "merge"), (0.05, 9.0, "merge"), (0.6, 9.0, "analysis")])
+    {'merge': 0.05, 'analysis': 0.55}
+    """
+    gaps: dict[str, float] = {}
+    for (before, _, _), (t, _, stage) in zip(samples, samples[1:], strict=False):
+        gaps[stage] = round(max(gaps.get(stage, 0.0), t - before), 4)
+    return gaps
 
 
 def tree_mb(pid: int | None = None, *, exclude: frozenset[int] = frozenset()) -> float:
@@ -362,8 +386,10 @@ class MemorySampler:
             "children_ru_maxrss_mb": round(children, 2),
             "per_stage_peak_mb": {k: round(v, 2) for k, v in per_stage.items()},
             "interval_s": self.interval,
-            # the watcher waits longer after slow samples (`pause_after`): the longest wait
+            # the watcher waits longer after slow samples (`pause_after`): the longest wait,
+            # in the whole run and per stage (`widest_gaps`)
             "widest_gap_s": round(max(map(operator.sub, times[1:], times), default=0.0), 4),
+            "per_stage_widest_gap_s": widest_gaps(self.samples),
             "num_samples": len(self.samples),
             "timeline": timeline,
         }

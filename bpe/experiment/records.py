@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 
 from omegaconf import DictConfig
@@ -155,12 +156,15 @@ def with_phases(summary: dict) -> dict:
     tokenizer, the held-out measures) is reported apart, never as training's.
     """
     per_stage, baseline = summary["per_stage_peak_mb"], summary.get("baseline_mb") or 0.0
+    phase = partial(
+        phase_memory, per_stage, baseline=baseline, gaps=summary.get("per_stage_widest_gap_s")
+    )
     return {
         **summary,
-        "training": phase_memory(per_stage, TRAINING_MEMORY_STAGES, baseline),
+        "training": phase(TRAINING_MEMORY_STAGES),
         # stages 2-3 alone: where the trainers differ (stage 1 is shared, or a cache hit)
-        "merge": phase_memory(per_stage, TRAIN_STAGES[1:], baseline),
-        "analysis": phase_memory(per_stage, (ANALYSIS,), baseline),
+        "merge": phase(TRAIN_STAGES[1:]),
+        "analysis": phase((ANALYSIS,)),
     }
 
 

@@ -362,5 +362,5 @@ def _before_report(summary: dict) -> dict:
     The report renders these figures; the final metrics keep them under `before_report`
     beside the whole run's, so regenerating the report later shows the same numbers.
     """
-    keys = ("peak_mb", "ru_maxrss_mb", "children_ru_maxrss_mb", "widest_gap_s")
+    keys = ("peak_mb", "ru_maxrss_mb", "children_ru_maxrss_mb")
     return {**with_phases(summary), "before_report": {k: summary[k] for k in keys}}

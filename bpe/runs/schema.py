@@ -212,6 +212,7 @@ BASELINE_MB = key("memory.baseline_mb", always=False)
 TRAINING_ADDED_MB = key("memory.training.added_mb", always=False)
 TRAINING_PEAK_MB = key("memory.training.peak_mb", always=False)
 TRAINING_PEAK_STAGE = key("memory.training.stage", always=False)
+TRAINING_WIDEST_GAP_S = key("memory.training.widest_gap_s", always=False)  # longest sample wait
 MERGE_ADDED_MB = key("memory.merge.added_mb", always=False)  # stages 2-3 alone
 ANALYSIS_PEAK_MB = key("memory.analysis.peak_mb", always=False)
 PEAK_MB_PER_STAGE = key("memory.per_stage_peak_mb")
@@ -399,7 +400,6 @@ LINEAGE_HELDOUT = key("lineage.heldout")
 MEMORY = key("memory")
 MEMORY_BEFORE_REPORT = key("memory.before_report")
 MEMORY_INTERVAL_S = key("memory.interval_s")
-MEMORY_WIDEST_GAP_S = key("memory.before_report.widest_gap_s", always=False)  # as ANALYSIS.md
 MEMORY_MEASURE = key("memory.measure")
 #: its values (allocated pages' PSS; older runs: all of PSS) and how a label says them
 ALLOCATED_PSS, ALL_PSS = "allocated_pss", "pss"

@@ -381,7 +381,7 @@ def _memory_headline(metrics: dict, headline: dict) -> list[str]:
     before training was reported apart get the whole tree's peak, labelled as such."""
     get = partial(schema.get, metrics)
     added = get(schema.TRAINING_ADDED_MB, default=None)
-    every, widest = get(schema.MEMORY_INTERVAL_S), get(schema.MEMORY_WIDEST_GAP_S, default=None)
+    every, widest = get(schema.MEMORY_INTERVAL_S), get(schema.TRAINING_WIDEST_GAP_S, default=None)
     if widest is not None and widest > 2 * every:  # the watcher slowed down in a large tree
         every = f"{every}-{widest:.2f}"
     interval = f"{measure_label(metrics)}, sampled every {every} s"
