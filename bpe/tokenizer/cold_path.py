@@ -279,6 +279,7 @@ class ColdPath:
         if arrays is None:
             return None
         from bpe.text.gpt2_scanner import char_classes
+        from bpe.tokenizer.compiled import id_list
         from bpe.tokenizer.compiled_encode import encode_spans
 
         cps, spans = arrays
@@ -303,7 +304,7 @@ class ColdPath:
             replay=self.replay_tables,
         )
         del cps, arrays  # the text's code points (4 bytes a character) before the list is made
-        return ids.tolist() if listed else ids
+        return id_list(ids) if listed else ids
 
     def encode_dropout(
         self, text: str, special_regex, special_ids: dict[str, int], stream
@@ -315,6 +316,7 @@ class ColdPath:
         if arrays is None:
             return None
         from bpe.text.gpt2_scanner import char_classes
+        from bpe.tokenizer.compiled import id_list
         from bpe.tokenizer.compiled_dropout import encode_spans_dropout
 
         threshold, seed_key = stream.coins()
@@ -327,7 +329,7 @@ class ColdPath:
             seed_key=seed_key,
             offset=stream.offset,
         )
-        return ids.tolist()
+        return id_list(ids)
 
     def _text_arrays(self, text: str, special_regex, special_ids: dict[str, int]):
         """(code points, spans) of text for the whole-text kernels, loading them on first use:

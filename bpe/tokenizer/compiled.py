@@ -136,6 +136,27 @@ def pair_table(pairs: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ui
     return slots, shift
 
 
+#: Python's ints 0, 1, ... shared by every tokenizer of the process (`id_list`)
+_INTS = np.empty(0, dtype=object)
+
+
+def id_list(ids: np.ndarray) -> list[int]:
+    """The kernel's ids (non-negative) as a Python list whose ints come from one table of the
+    process, not made anew: about 0.6x the time of `ids.tolist()` on a text's ids (which makes
+    an int for each id above 256), and a list that is freed 10x faster.
+
+    >>> id_list(np.array([3, 300, 3], np.int32))
+    [3, 300, 3]
+    """
+    global _INTS
+    if len(ids) == 0:
+        return []
+    top = int(ids.max())
+    if top >= len(_INTS):  # once per process, or when a larger vocab comes: 1.4 ms for GPT-2's
+        _INTS = np.array(range(max(top + 1, 2 * len(_INTS))), dtype=object)
+    return _INTS.take(ids).tolist()
+
+
 def merge_pretokens(tables: MergeTables, pretokens: Sequence[str]) -> list[tuple[int, ...]]:
     """The ids of each pretoken, in one call of the compiled kernel.
 
@@ -155,7 +176,7 @@ def merge_pretokens(tables: MergeTables, pretokens: Sequence[str]) -> list[tuple
     out = np.empty(len(data), dtype=np.int32)  # ids fit (MAX_ID); half the memory traffic
     out_ends = np.empty(len(pretokens), dtype=np.int64)
     total = _merge_all(data, chars, tables.byte_ids, tables.ranks(), out, out_ends)
-    flat = out[:total].tolist()
+    flat = id_list(out[:total])
     stops = out_ends.tolist()
     starts = [0, *stops[:-1]]
     # subtle: tuples of ints cannot form a cycle, but allocating tens of thousands of them

@@ -53,13 +53,12 @@ from bpe.tokenizer.compiled import (
 )
 from bpe.tokenizer.compiled_encode import (
     CACHED_UP_TO,
+    ENTRY,
     FIRST_SLOTS,
-    IDS_AT,
-    IDS_N,
-    LENGTH,
     _doubled,
     _find,
     _grown,
+    _ids_of,
     _store,
     _utf8_into,
     _utf8_length,
@@ -259,10 +258,9 @@ def _encode_dropout(
     heap = np.empty(3 * room, np.int64)
     held = np.empty(2 * room, np.int64)
     walk = np.empty(4 * CACHED_UP_TO + 2, np.int32)  # (coins, bytes, ids) without drops
-    table = np.zeros((FIRST_SLOTS, 5), np.int64)
-    pool = np.empty(4 * FIRST_SLOTS, np.uint32)
-    id_pool = np.empty(8 * FIRST_SLOTS, np.int32)
-    used = np.zeros(3, np.int64)  # pretokens kept, code points used, ids used
+    table = np.zeros((FIRST_SLOTS, 2), np.int64)
+    pool = np.empty(12 * FIRST_SLOTS, np.int32)
+    used = np.zeros(2, np.int64)  # pretokens kept, pool used
     pos = 0
     for k in range(len(lo)):
         i = lo[k]
@@ -272,9 +270,9 @@ def _encode_dropout(
             if j - i <= CACHED_UP_TO:
                 h = pretoken_key(cps, i, j)
                 s = _find(table, pool, cps, i, j, h)
-                if table[s, LENGTH] == 0:  # first seen: walk it without drops, and keep that
-                    table, pool, id_pool, s = _remember(
-                        (table, pool, id_pool, used),
+                if table[s, ENTRY] == 0:  # first seen: walk it without drops, and keep that
+                    table, pool, s = _remember(
+                        (table, pool, used),
                         (cps, i, j, h),
                         first,
                         byte_ids,
@@ -282,12 +280,12 @@ def _encode_dropout(
                         (nxt, prv, heap, held),
                         ranks,
                     )
-                a = table[s, IDS_AT]
-                if _survives(id_pool[a], first, threshold):  # its walk: the one without drops
-                    for q in range(table[s, IDS_N] - 2):
-                        out[pos + q] = id_pool[a + 2 + q]
-                    pos += table[s, IDS_N] - 2
-                    offset += id_pool[a + 1]
+                a, kept = _ids_of(table[s, ENTRY])  # (coins, bytes, ids): never in the slot
+                if _survives(pool[a], first, threshold):  # its walk: the one without drops
+                    for q in range(kept - 2):
+                        out[pos + q] = pool[a + 2 + q]
+                    pos += kept - 2
+                    offset += pool[a + 1]
                     i = j
                     continue
             w = out[pos:]
@@ -323,13 +321,13 @@ def _survives(coins, state, threshold):  # pragma: no cover - compiled
 @njit(cache=True, nogil=True)
 def _remember(known, pretoken, first, byte_ids, walk, scratch, ranks):  # pragma: no cover
     """Keep pretoken (cps, i, j, key h) = cps[i:j]'s walk without drops from coin state
-    `first` (coins, bytes, ids) in its empty slot of the `known` table (table, pool, id_pool,
-    used), growing or emptying it as `bpe.tokenizer.compiled_encode` does; returns (table,
-    pool, id_pool, its slot)."""
-    table, pool, id_pool, used = known
+    `first` (coins, bytes, ids) in its empty slot of the `known` table (table, pool, used),
+    growing or emptying it as `bpe.tokenizer.compiled_encode` does; returns (table, pool, its
+    slot)."""
+    table, pool, used = known
     cps, i, j, h = pretoken
     if used[0] >= MAX_KNOWN:  # full: start again
-        table[:, LENGTH] = 0
+        table[:, ENTRY] = 0
         used[:] = 0
     elif 2 * (used[0] + 1) > len(table):
         table = _doubled(table)
@@ -338,10 +336,7 @@ def _remember(known, pretoken, first, byte_ids, walk, scratch, ranks):  # pragma
     count, last = _merge_dropout(walk[2:], n, first, np.uint64(0), scratch, ranks)
     # each coin adds _GOLDEN, which is odd: times its inverse, the advance counts the coins
     walk[0], walk[1] = np.int64((last - first) * _GOLDEN_INVERSE), n
-    pool = _grown(pool, used[1] + j - i)
-    id_pool = _grown(id_pool, used[2] + count + 2)
-    _store(table[s], h, pool, used[1], cps[i:j], id_pool, used[2], walk[: count + 2])
+    pool = _grown(pool, used[1] + count + 2 + j - i)
+    used[1] = _store(table, s, h, pool, used[1], cps[i:j], walk[: count + 2])
     used[0] += 1
-    used[1] += j - i
-    used[2] += count + 2
-    return table, pool, id_pool, s
+    return table, pool, s

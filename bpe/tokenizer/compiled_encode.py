@@ -14,10 +14,13 @@ What it does:
       text is warm, and it holds at most `max_size` pretokens (it empties itself when full, as
       `bpe.tokenizer.cold_path.PretokenCache` does), growing from small.
 
-The cache's slot is (key, offset, length, ids offset, ids count): the key packs a pretoken of
-up to three code points into 63 bits (so equal keys are equal pretokens) and hashes a longer one
-(FNV-1a), which a hit then confirms by comparing code points (`bpe.text.gpt2_scanner`'s key;
-`bpe.pretokenize.scan_kernels` measured why a slot holds all of it).
+The cache's slot is two int64s, the pretoken's key and its entry (`KEY`, `ENTRY`): the key
+packs a pretoken of up to three code points into 63 bits (so equal keys are equal pretokens)
+and hashes a longer one (FNV-1a), which a hit then confirms by comparing code points
+(`bpe.text.gpt2_scanner`'s key). The entry is `at << 20 | length << 10 | ids`: the pretoken's
+ids, then (when longer than three code points) its code points, lie in one int32 pool from
+`at`, so a hit reads the slot and one stretch of the pool; a short pretoken of one id keeps
+that id in place of `at`, and a hit on it reads the slot alone.
 
 What it does not do: split on special tokens (the caller passes the spans), other split patterns
 (they go through `bpe.text.pretokens` and `bpe.tokenizer.cold_path`), BPE-dropout
@@ -35,8 +38,9 @@ from bpe.tokenizer.compiled_replay import ReplayTables, _replay, _scratch
 from bpe.tokenizer.compiled_segments import METHODS, TokenTrie, _cut_one
 from bpe.util.jit_cache import njit
 
-#: the columns of a slot of the cache: key, code points' offset and length, ids' offset, count
-KEY, OFFSET, LENGTH, IDS_AT, IDS_N = 0, 1, 2, 3, 4
+#: the columns of a slot of the cache: the key and the entry (0: an empty slot), whose low
+#: 10 bits count the ids (up to 4 x CACHED_UP_TO) and the next 10 the code points
+KEY, ENTRY = 0, 1
 #: slots a new cache starts with (it doubles up to what its `max_size` needs)
 FIRST_SLOTS = 1 << 12
 #: longer pretokens (runs of spaces, base64 blobs) are merged every time, never cached, so the
@@ -60,18 +64,18 @@ class KernelCache:
         self.max_size = max_size
         #: the slots it may grow to: the power of two that keeps max_size at most half full
         self.max_slots = 1 << max(4, (2 * max_size - 1).bit_length())
-        self.slots = np.zeros((min(FIRST_SLOTS, self.max_slots), 5), np.int64)
-        self.cps = np.empty(4 * len(self.slots), np.uint32)
-        self.ids = np.empty(2 * len(self.slots), np.int32)
-        #: (pretokens held, code points used, ids used)
-        self.used = np.zeros(3, np.int64)
+        self.slots = np.zeros((min(FIRST_SLOTS, self.max_slots), 2), np.int64)
+        #: each entry's ids, then its code points when the key does not hold them
+        self.pool = np.empty(4 * len(self.slots), np.int32)
+        #: (pretokens held, pool used)
+        self.used = np.zeros(2, np.int64)
 
     def __len__(self) -> int:
         return int(self.used[0])
 
     def clear(self) -> None:
         """Forget every pretoken (the arrays stay allocated)."""
-        self.slots[:, LENGTH] = 0
+        self.slots[:, ENTRY] = 0
         self.used[:] = 0
 
 
@@ -120,7 +124,7 @@ def encode_spans(
     >>> encode_spans(tables, KernelCache(max_size=8), text, char_classes(), *span).tolist()
     [256, 257, 33, 300]
     """
-    state = (cache.slots, cache.cps, cache.ids, cache.used, cache.max_slots, cache.max_size)
+    state = (cache.slots, cache.pool, cache.used, cache.max_slots, cache.max_size)
     stop = len(cps) if stop is None else stop
     text = (cps, classes, lo, hi, after, stop)
     # subtle: one entry kernel per way of turning a miss into ids, so a run compiles only the
@@ -133,7 +137,7 @@ def encode_spans(
         out, *grown = _encode_replay(text, state, tables.byte_ids, replay)
     else:
         out, *grown = _encode_merges(text, state, tables.byte_ids, tables.ranks())
-    cache.slots, cache.cps, cache.ids = grown
+    cache.slots, cache.pool = grown
     return out
 
 
@@ -176,32 +180,34 @@ def _find(slots, pool, cps, i, j, h):  # pragma: no cover - compiled
     key = np.int64(h)
     length = j - i
     s = first_slot(h, np.uint64(mask))
-    while slots[s, LENGTH] != 0:
-        if slots[s, KEY] == key and slots[s, LENGTH] == length:
+    while True:
+        entry = slots[s, ENTRY]
+        if entry == 0:
+            return s
+        if slots[s, KEY] == key and ((entry >> 10) & 0x3FF) == length:
             if length <= PACKED:  # the key is the code points themselves
                 return s
-            a = slots[s, OFFSET]
+            a = (entry >> 20) + (entry & 0x3FF)  # its code points follow its ids
             q = 0
             while q < length and pool[a + q] == cps[i + q]:
                 q += 1
             if q == length:
                 return s
         s = (s + 1) & mask
-    return s
 
 
 @njit(cache=True, nogil=True)
 def _doubled(slots):  # pragma: no cover - compiled
     """The same entries in a table twice the size."""
-    bigger = np.zeros((2 * len(slots), 5), np.int64)
+    bigger = np.zeros((2 * len(slots), 2), np.int64)
     mask = np.int64(len(bigger) - 1)
     for t in range(len(slots)):
-        if slots[t, LENGTH] != 0:
+        if slots[t, ENTRY] != 0:
             u = first_slot(np.uint64(slots[t, KEY]), np.uint64(mask))
-            while bigger[u, LENGTH] != 0:
+            while bigger[u, ENTRY] != 0:
                 u = (u + 1) & mask
-            for c in range(5):  # not `bigger[u] = slots[t]`: see `bpe.util.jit_cache`
-                bigger[u, c] = slots[t, c]
+            bigger[u, KEY] = slots[t, KEY]
+            bigger[u, ENTRY] = slots[t, ENTRY]
     return bigger
 
 
@@ -217,18 +223,30 @@ def _utf8_length(cps, lo, hi):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _store(slot, h, pool, pool_used, pretoken, id_pool, ids_used, ids):  # pragma: no cover
-    """Fill an empty slot: the pretoken's key h, its code points and its ids, each appended to
-    its pool (which has room)."""
-    for q in range(len(pretoken)):  # element by element: see `bpe.util.jit_cache`
-        pool[pool_used + q] = pretoken[q]
-    for q in range(len(ids)):
-        id_pool[ids_used + q] = ids[q]
-    slot[KEY] = np.int64(h)
-    slot[OFFSET] = pool_used
-    slot[LENGTH] = len(pretoken)
-    slot[IDS_AT] = ids_used
-    slot[IDS_N] = len(ids)
+def _store(slots, s, h, pool, at, pretoken, ids):  # pragma: no cover - compiled
+    """Fill empty slot s: the pretoken's key h and its entry; its ids, then its code points
+    unless the key holds them, go to the pool from `at` (which has room). Returns the pool
+    used."""
+    length, n = len(pretoken), len(ids)
+    if length <= PACKED and n == 1:  # the slot alone: its id where `at` would be
+        slots[s, KEY] = np.int64(h)
+        slots[s, ENTRY] = (np.int64(ids[0]) << 20) | (length << 10) | 1
+        return at
+    for q in range(n):  # element by element: see `bpe.util.jit_cache`
+        pool[at + q] = ids[q]
+    if length > PACKED:
+        for q in range(length):
+            pool[at + n + q] = pretoken[q]
+    slots[s, KEY] = np.int64(h)
+    slots[s, ENTRY] = (np.int64(at) << 20) | (length << 10) | n
+    return at + n + (length if length > PACKED else 0)
+
+
+@njit(cache=True, nogil=True)
+def _ids_of(entry):  # pragma: no cover - compiled
+    """(where a filled slot's ids start in the pool, how many) from its entry; for a pretoken
+    of at most `PACKED` code points and one id, the first is that id (`_store`)."""
+    return entry >> 20, entry & 0x3FF
 
 
 @njit(cache=True, nogil=True)
@@ -243,7 +261,7 @@ def _grown(array, need):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _next_miss(text, slots, pool, id_pool, out, at):  # pragma: no cover - compiled
+def _next_miss(text, slots, pool, out, at):  # pragma: no cover - compiled
     """Walk `text` from the cursor at = [span k, position i, ids written pos]: a cached
     pretoken's ids and each span's special id are written to out, up to the first pretoken not
     in the cache. Returns (its end j, its key h, its empty slot s) with the cursor on its start,
@@ -257,13 +275,17 @@ def _next_miss(text, slots, pool, id_pool, out, at):  # pragma: no cover - compi
             j = pretoken_end(cps, classes, i, end)
             h = pretoken_key(cps, i, j)
             s = _find(slots, pool, cps, i, j, h)
-            if slots[s, LENGTH] == 0:
+            entry = slots[s, ENTRY]
+            if entry == 0:
                 at[0], at[1], at[2] = k, i, pos
                 return j, h, s
-            a = slots[s, IDS_AT]
-            for q in range(slots[s, IDS_N]):
-                out[pos + q] = id_pool[a + q]
-            pos += slots[s, IDS_N]
+            a, n = _ids_of(entry)
+            if n == 1 and j - i <= PACKED:  # the id is in the slot (`_store`)
+                out[pos] = a
+            else:
+                for q in range(n):
+                    out[pos + q] = pool[a + q]
+            pos += n
             i = j
         if after[k] >= 0 and end <= stop:
             out[pos] = after[k]
@@ -280,23 +302,20 @@ def _remember(state, cps, i, j, h, s, ids):  # pragma: no cover - compiled
     """Cache pretoken cps[i:j] (key h, empty slot s) with its ids, if it is short enough
     (`CACHED_UP_TO`); a full cache is emptied first, a crowded one doubled. Returns the state
     with its arrays maybe regrown."""
-    slots, pool, id_pool, used, max_slots, max_size = state
+    slots, pool, used, max_slots, max_size = state
     if j - i > CACHED_UP_TO:
         return state
     if used[0] >= max_size:  # full: empty it, as the Python cache does
-        slots[:, LENGTH] = 0
+        slots[:, ENTRY] = 0
         used[:] = 0
         s = _find(slots, pool, cps, i, j, h)
     elif 2 * (used[0] + 1) > len(slots) and len(slots) < max_slots:
         slots = _doubled(slots)
         s = _find(slots, pool, cps, i, j, h)
-    pool = _grown(pool, used[1] + j - i)
-    id_pool = _grown(id_pool, used[2] + len(ids))
-    _store(slots[s], h, pool, used[1], cps[i:j], id_pool, used[2], ids)
+    pool = _grown(pool, used[1] + len(ids) + j - i)
+    used[1] = _store(slots, s, h, pool, used[1], cps[i:j], ids)
     used[0] += 1
-    used[1] += j - i
-    used[2] += len(ids)
-    return slots, pool, id_pool, used, max_slots, max_size
+    return slots, pool, used, max_slots, max_size
 
 
 @njit(cache=True, nogil=True)
@@ -326,19 +345,19 @@ def _start(text):  # pragma: no cover - compiled
 # take turns, as with the Python path's dict).
 @njit(cache=True)
 def _encode_merges(text, state, byte_ids, ranks):  # pragma: no cover - compiled
-    """`encode_spans`' kernel for merges (`Ranks`); returns (ids, slots, pool, id_pool)."""
+    """`encode_spans`' kernel for merges (`Ranks`); returns (ids, slots, pool)."""
     cps = text[0]
     out, at = _start(text)
     r = np.empty(SHORT_PRETOKEN, np.int64)
     while True:
-        j, h, s = _next_miss(text, state[0], state[1], state[2], out, at)
+        j, h, s = _next_miss(text, state[0], state[1], out, at)
         if j < 0:
             break
         w = out[at[2] :]
         n = _utf8_into(w, cps, at[1], j, byte_ids)
         count = _merge(w, n, r, ranks)
         state = _took(state, cps, at, j, h, s, w[:count])
-    return out[: at[2]], state[0], state[1], state[2]
+    return out[: at[2]], state[0], state[1]
 
 
 @njit(cache=True)
@@ -351,7 +370,7 @@ def _encode_cut(text, state, byte_ids, trie, method):  # pragma: no cover - comp
     raw = np.empty(256, np.int32)  # a pretoken's bytes
     cost = np.empty(257, np.int32)
     while True:
-        j, h, s = _next_miss(text, state[0], state[1], state[2], out, at)
+        j, h, s = _next_miss(text, state[0], state[1], out, at)
         if j < 0:
             break
         if 4 * (j - at[1]) > len(raw):
@@ -361,7 +380,7 @@ def _encode_cut(text, state, byte_ids, trie, method):  # pragma: no cover - comp
         n = _utf8_into(raw, cps, at[1], j, identity)
         count = _cut_one(raw, 0, n, trie_slots, trie_shift, trie_token, method, w, 0, cost)
         state = _took(state, cps, at, j, h, s, w[:count])
-    return out[: at[2]], state[0], state[1], state[2]
+    return out[: at[2]], state[0], state[1]
 
 
 @njit(cache=True)
@@ -372,11 +391,11 @@ def _encode_replay(text, state, byte_ids, history):  # pragma: no cover - compil
     out, at = _start(text)
     nodes, queue, head, times, replayed = _scratch(len(history[0]))
     while True:
-        j, h, s = _next_miss(text, state[0], state[1], state[2], out, at)
+        j, h, s = _next_miss(text, state[0], state[1], out, at)
         if j < 0:
             break
         w = out[at[2] :]
         n = _utf8_into(w, cps, at[1], j, byte_ids)
         count, nodes, queue = _replay(w, n, nodes, queue, head, times, replayed, history)
         state = _took(state, cps, at, j, h, s, w[:count])
-    return out[: at[2]], state[0], state[1], state[2]
+    return out[: at[2]], state[0], state[1]

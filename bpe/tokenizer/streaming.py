@@ -160,6 +160,8 @@ class StreamingEncoder:
 
 
 def _ints(ids) -> Iterator[int]:
-    """The ids of an array as Python ints, a slice at a time."""
+    """The ids of the whole-text kernel's array as Python ints, a slice at a time."""
+    from bpe.tokenizer.compiled import id_list
+
     for k in range(0, len(ids), 4096):
-        yield from ids[k : k + 4096].tolist()
+        yield from id_list(ids[k : k + 4096])
