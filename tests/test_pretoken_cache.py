@@ -344,13 +344,14 @@ def test_stage_1_counts_past_32_bits_never_wrap(tmp_path, big):
     exact. The table is given a count near `big` and then counts on."""
     pytest.importorskip("numba")
     from bpe.pretokenize.engines import PretokenTable, load_scanner
-    from bpe.pretokenize.scan_kernels import COUNT
+    from bpe.pretokenize.scan_kernels import TALLY
 
     load_scanner()
     table = PretokenTable()
     table.add(["the the the cat"])  # " the" twice
-    the = next(s for s in range(len(table.slots)) if table.slots[s, COUNT] == 2)
-    table.slots[the, COUNT] = big - 2  # as if the text so far held `big - 2` of them
+    the = next(s for s in range(len(table.slots)) if table.slots[s, TALLY] >> 8 == 2)
+    # as if the text so far held `big - 2` of them (a tally is count << 8 | length)
+    table.slots[the, TALLY] = (big - 2) << 8 | table.slots[the, TALLY] & 0xFF
     table.add(["the cat the"])
     counts = table.counts()
     assert counts[b"the"] == 1 + 1 and counts[b" the"] == big - 2 + 1

@@ -109,6 +109,24 @@ def test_counts_equal_count_pretokens_on_every_bundled_corpus(path):
     assert count_pretokens(text, [EOT], engine="compiled") == expected
 
 
+def test_the_table_keeps_every_kind_of_key_apart_as_it_grows():
+    """Packed keys (up to three code points; up to nine ASCII ones), hashed ones (longer or not
+    ASCII; their length in the pool, past 255 and 65,535 too), NUL, and the table doubling many
+    times with all of them in it: the counts and their order are `regex`'s."""
+    rng = random.Random(0)
+    alphabet = "abcdefghij\x00\u00e9\u4e2d\U0001f600"
+    words = [
+        "".join(rng.choice(alphabet[:10] if k % 2 else alphabet) for _ in range(1 + k % 12))
+        for k in range(30_000)
+    ]
+    words += ["\x00", "\x00\x00a", "a", " " * 300, "x" * 70_000, "\u00e9" * 300]
+    text = " ".join(rng.choice(words) for _ in range(120_000)) + " " + " ".join(words)
+    expected = count_pretokens(text, engine="regex")
+    counts = count_texts_compiled([text])
+    assert len(counts) > 20_000  # past many doublings of a table that starts at 8,192 slots
+    assert list(counts.items()) == list(expected.items())  # first occurrence, as regex
+
+
 def test_the_class_table_is_regex_own():
     table = char_classes()
     rng = random.Random(0)

@@ -154,8 +154,11 @@ class PretokenTable:
     def __init__(self, capacity: int = 1 << 13) -> None:
         import numpy as np
 
-        self.slots = np.zeros((capacity, 4), np.int64)
+        self.slots = np.zeros((capacity, 2), np.int64)
         self.pool = np.empty(4 * capacity, np.uint32)
+        #: each distinct pretoken's (tag, length), in order of first occurrence
+        self.log = np.empty((capacity // 2, 2), np.int64)
+        #: (distinct pretokens, pool used)
         self.used = np.zeros(2, np.int64)
 
     def add(self, texts: Sequence[str], special_regex: regex.Pattern | None = None) -> None:
@@ -179,13 +182,14 @@ class PretokenTable:
             hi.append(offset)
         # lone surrogates pass here and fail in `counts` (`str.encode`), as with `regex`
         cps = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-        self.slots, self.pool = _kernels().count_into(
+        self.slots, self.pool, self.log = _kernels().count_into(
             cps,
             char_classes(),
             np.array(lo, np.int64),
             np.array(hi, np.int64),
             self.slots,
             self.pool,
+            self.log,
             self.used,
         )
 
@@ -198,11 +202,12 @@ class PretokenTable:
         per 200,000 distinct pretokens, about half the scanning time).
         """
         k = _kernels()
-        data, ends, counts, surrogate = k.utf8_keys(self.slots, self.pool)
-        if surrogate:  # UTF-8 has no lone surrogates: Python raises, as with the regex engine
-            text = self.pool[: int(self.used[1])].tobytes().decode("utf-32-le", "surrogatepass")
-            text.encode("utf-8")
-            raise AssertionError("unreachable: the text holds a lone surrogate")
+        data, ends, counts, surrogate = k.utf8_keys(
+            self.slots, self.pool, self.log, int(self.used[0])
+        )
+        if surrogate >= 0:  # UTF-8 has no lone surrogates: Python raises, as with `regex`
+            chr(surrogate).encode("utf-8")
+            raise AssertionError("unreachable: a lone surrogate has no UTF-8")
         raw = data.tobytes()
         stops = ends.tolist()
         out: Counter[bytes] = Counter()

@@ -10,8 +10,8 @@ What it does:
 
       that starts at a given code point ends, found by hand;
     * `pretoken_key` and `first_slot`: a pretoken's key in an open-addressing hash table (its
-      code points packed into 63 bits when it has at most `PACKED`, else FNV-1a) and the slot
-      to probe first.
+      code points packed into 63 bits when they fit, else FNV-1a with the top bit set, so
+      `is_packed` tells the two apart) and the slot to probe first.
 
 Two kernels share them: stage 1's counter (`bpe.pretokenize.scan_kernels`) and the tokenizer's
 whole-text encoder (`bpe.tokenizer.compiled_encode`). Both split text held as code points
@@ -108,21 +108,51 @@ def char_classes() -> np.ndarray:
 
 #: pretokens of at most this many code points are their own key: 21 bits each, packed
 PACKED = 3
+#: ... and ASCII ones of at most this many (" the", " world", "ing"), 7 bits each
+PACKED_ASCII = 9
+_TOP = np.uint64(1 << 63)
 
 
 @njit(**_JIT)
 def pretoken_key(cps, i, j):
-    """A pretoken's key: its code points packed into 63 bits when it has at most `PACKED`
-    (equal keys and lengths then mean equal pretokens, no comparison needed), else FNV-1a."""
-    if j - i <= PACKED:
+    """A pretoken's key: its code points packed into 63 bits when it has at most `PACKED`, or
+    `PACKED_ASCII` all below 128 (equal packed keys and lengths then mean equal pretokens, no
+    comparison needed); else FNV-1a with the top bit set, a hash to confirm.
+
+    Most pretokens of English text are short ASCII words, so most hits compare no code
+    points and a table need not keep theirs.
+
+    >>> a = np.array([ord(c) for c in " the"], np.uint32)
+    >>> hex(pretoken_key(a, 0, 4))  # 7 bits each
+    '0x41d3465'
+    >>> b = np.array([ord(c) for c in " thé"], np.uint32)
+    >>> pretoken_key(b, 0, 4) >= 2**63, pretoken_key(b, 1, 4) >= 2**63  # hashed; packed
+    (True, False)
+    """
+    n = j - i
+    if n <= PACKED:
         h = np.uint64(0)
         for p in range(i, j):
             h = (h << np.uint64(21)) | np.uint64(cps[p])
         return h
+    if n <= PACKED_ASCII:
+        h = np.uint64(0)
+        p = i
+        while p < j and cps[p] < 128:
+            h = (h << np.uint64(7)) | np.uint64(cps[p])
+            p += 1
+        if p == j:
+            return h
     h = _FNV_OFFSET
     for p in range(i, j):
         h = (h ^ np.uint64(cps[p])) * _FNV_PRIME
-    return h
+    return h | _TOP
+
+
+@njit(**_JIT)
+def is_packed(h):
+    """Whether key h (`pretoken_key`) holds the code points themselves (its top bit clear)."""
+    return h < _TOP
 
 
 @njit(**_JIT)

@@ -15,12 +15,12 @@ What it does:
       `bpe.tokenizer.cold_path.PretokenCache` does), growing from small.
 
 The cache's slot is two int64s, the pretoken's key and its entry (`KEY`, `ENTRY`): the key
-packs a pretoken of up to three code points into 63 bits (so equal keys are equal pretokens)
-and hashes a longer one (FNV-1a), which a hit then confirms by comparing code points
-(`bpe.text.gpt2_scanner`'s key). The entry is `at << 20 | length << 10 | ids`: the pretoken's
-ids, then (when longer than three code points) its code points, lie in one int32 pool from
-`at`, so a hit reads the slot and one stretch of the pool; a short pretoken of one id keeps
-that id in place of `at`, and a hit on it reads the slot alone.
+(`bpe.text.gpt2_scanner.pretoken_key`) packs the code points of a short pretoken (up to three,
+or up to nine ASCII ones) into 63 bits, so equal keys are equal pretokens, and hashes a longer
+one, which a hit then confirms by comparing code points. The entry is `at << 20 | length << 10
+| ids`: the pretoken's ids, then (unless its key holds them) its code points, lie in one int32
+pool from `at`, so a hit reads the slot and one stretch of the pool; a packed pretoken of one
+id keeps that id in place of `at`, and a hit on it reads the slot alone.
 
 What it does not do: split on special tokens (the caller passes the spans), other split patterns
 (they go through `bpe.text.pretokens` and `bpe.tokenizer.cold_path`), BPE-dropout
@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bpe.text.gpt2_scanner import PACKED, first_slot, pretoken_end, pretoken_key
+from bpe.text.gpt2_scanner import first_slot, is_packed, pretoken_end, pretoken_key
 from bpe.tokenizer.compiled import SHORT_PRETOKEN, MergeTables, _merge
 from bpe.tokenizer.compiled_replay import ReplayTables, _replay, _scratch
 from bpe.tokenizer.compiled_segments import METHODS, TokenTrie, _cut_one
@@ -173,7 +173,7 @@ def _utf8_into(w, cps, i, j, byte_ids):  # pragma: no cover - compiled
     return m
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _find(slots, pool, cps, i, j, h):  # pragma: no cover - compiled
     """The slot of pretoken cps[i:j] (key h), or the empty slot where it belongs."""
     mask = np.int64(len(slots) - 1)
@@ -185,7 +185,7 @@ def _find(slots, pool, cps, i, j, h):  # pragma: no cover - compiled
         if entry == 0:
             return s
         if slots[s, KEY] == key and ((entry >> 10) & 0x3FF) == length:
-            if length <= PACKED:  # the key is the code points themselves
+            if is_packed(h):  # the key is the code points themselves
                 return s
             a = (entry >> 20) + (entry & 0x3FF)  # its code points follow its ids
             q = 0
@@ -227,25 +227,25 @@ def _store(slots, s, h, pool, at, pretoken, ids):  # pragma: no cover - compiled
     """Fill empty slot s: the pretoken's key h and its entry; its ids, then its code points
     unless the key holds them, go to the pool from `at` (which has room). Returns the pool
     used."""
-    length, n = len(pretoken), len(ids)
-    if length <= PACKED and n == 1:  # the slot alone: its id where `at` would be
+    length, n, packed = len(pretoken), len(ids), is_packed(h)
+    if packed and n == 1:  # the slot alone: its id where `at` would be
         slots[s, KEY] = np.int64(h)
         slots[s, ENTRY] = (np.int64(ids[0]) << 20) | (length << 10) | 1
         return at
     for q in range(n):  # element by element: see `bpe.util.jit_cache`
         pool[at + q] = ids[q]
-    if length > PACKED:
+    if not packed:
         for q in range(length):
             pool[at + n + q] = pretoken[q]
     slots[s, KEY] = np.int64(h)
     slots[s, ENTRY] = (np.int64(at) << 20) | (length << 10) | n
-    return at + n + (length if length > PACKED else 0)
+    return at + n + (0 if packed else length)
 
 
 @njit(cache=True, nogil=True)
 def _ids_of(entry):  # pragma: no cover - compiled
-    """(where a filled slot's ids start in the pool, how many) from its entry; for a pretoken
-    of at most `PACKED` code points and one id, the first is that id (`_store`)."""
+    """(where a filled slot's ids start in the pool, how many) from its entry; for a packed
+    pretoken of one id, the first is that id (`_store`)."""
     return entry >> 20, entry & 0x3FF
 
 
@@ -280,7 +280,7 @@ def _next_miss(text, slots, pool, out, at):  # pragma: no cover - compiled
                 at[0], at[1], at[2] = k, i, pos
                 return j, h, s
             a, n = _ids_of(entry)
-            if n == 1 and j - i <= PACKED:  # the id is in the slot (`_store`)
+            if n == 1 and is_packed(h):  # the id is in the slot (`_store`)
                 out[pos] = a
             else:
                 for q in range(n):
