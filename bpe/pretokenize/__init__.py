@@ -31,7 +31,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import closing
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from bpe.corpus.files import Corpus, Part
 from bpe.corpus.manifest import corpus_manifest
@@ -47,7 +47,7 @@ from bpe.pretokenize.counting import (
     min_parallel_for,
 )
 from bpe.pretokenize.dask_backend import TreeCount, check_backend, dask_cluster
-from bpe.pretokenize.engines import PretokenTable, load_scanner, resolve_engine
+from bpe.pretokenize.engines import CountsSum, PretokenTable, load_scanner, resolve_engine
 from bpe.runs.stages import STAGE_TIMINGS, stage_label
 from bpe.text.patterns import GPT2_PATTERN, compiled_pattern, pattern_name
 from bpe.text.pretokens import bmp_pretoken_regex
@@ -251,10 +251,19 @@ def _on_processes(
     )
     started: list[float] = []
     total: Counter = Counter()
+    groups = CountsSum() if job.engine == "compiled" else None
     with closing(results):
         for part, counts in results:
-            total.update(counts)
+            if groups is not None:  # a group's arrays, added up in a compiled table
+                groups.add(*counts.utf8)
+                total[_TEXT_BYTES] += counts.num_bytes
+                total[_RECORDS] += counts.records
+            else:
+                total.update(counts)
             meter.update(part.size)
+    if groups is not None:  # the sums as one Counter, the two tags added to it
+        total, tags = groups.counts(), total
+        total.update(tags)
     if started:
         logger.info(
             "%s started in %.2f s (included in stage 1's time)",
@@ -274,6 +283,17 @@ def _in_one_table(job: _Job, parts: list[Part], meter: Progress) -> Counter:
 def _count_parts_compiled(
     job: _Job, parts: Sequence[Part], done: Callable[[int], object]
 ) -> Counter:
+    table, num_bytes, records = _table_of_parts(job, parts, done)
+    tagged: Counter = table.counts()  # type: ignore[assignment]
+    tagged[_TEXT_BYTES] = num_bytes
+    tagged[_RECORDS] = records
+    return tagged
+
+
+def _table_of_parts(
+    job: _Job, parts: Sequence[Part], done: Callable[[int], object]
+) -> tuple[PretokenTable, int, int]:
+    """The parts counted into one compiled table: (the table, text bytes, records)."""
     corpus, specials, pattern, block_bytes = job.corpus, job.specials, job.pattern, job.block_bytes
     load_scanner()  # a no-op here, or in a worker forked from a parent that loaded it
     table = PretokenTable()
@@ -284,10 +304,16 @@ def _count_parts_compiled(
         n, r = add_pieces(table, pieces, special)
         num_bytes, records = num_bytes + n, records + r
         done(part.size)
-    tagged: Counter = table.counts()  # type: ignore[assignment]
-    tagged[_TEXT_BYTES] = num_bytes
-    tagged[_RECORDS] = records
-    return tagged
+    return table, num_bytes, records
+
+
+class _GroupCounts(NamedTuple):
+    """A group's counts as a worker sends them: arrays (`PretokenTable.utf8`), which pickle
+    as three buffers, where a Counter pickled a bytes object per distinct pretoken."""
+
+    utf8: tuple
+    num_bytes: int
+    records: int
 
 
 @dataclass(frozen=True)
@@ -317,8 +343,9 @@ def _part_groups(parts: Sequence[Part], workers: int) -> list[PartGroup]:
     return [PartGroup(g, tuple(parts[r.start : r.stop])) for g, r in enumerate(ranges)]
 
 
-def _count_part_group(job: _Job, group: PartGroup) -> Counter:
-    return _count_parts_compiled(job, group.parts, lambda size: None)
+def _count_part_group(job: _Job, group: PartGroup) -> _GroupCounts:
+    table, num_bytes, records = _table_of_parts(job, group.parts, lambda size: None)
+    return _GroupCounts(table.utf8(), num_bytes, records)
 
 
 def _on_dask(

@@ -91,13 +91,11 @@ def count_into(cps, cls, seg_lo, seg_hi, slots, pool, log, used):
                 slots[s, TAG] = np.int64(h)
                 slots[s, TALLY] = _ONE | length
             else:
-                if pool_used + 2 + length > len(pool):
-                    bigger = np.empty(2 * (pool_used + 2 + length), np.uint32)
-                    bigger[:pool_used] = pool[:pool_used]
-                    pool = bigger
+                pool = _room(pool, pool_used, 2 + length)
                 pool[pool_used] = length & 0xFFFFFFFF
                 pool[pool_used + 1] = length >> 32
-                pool[pool_used + 2 : pool_used + 2 + length] = cps[i:j]
+                for q in range(length):  # element by element: see `bpe.util.jit_cache`
+                    pool[pool_used + 2 + q] = cps[i + q]
                 slots[s, TAG] = (np.int64(h) & _HIGH24) | pool_used
                 slots[s, TALLY] = _ONE
                 pool_used += 2 + length
@@ -172,6 +170,17 @@ def _doubled(slots, pool):
 
 
 @njit(**_JIT)
+def _room(pool, used, more):
+    """pool, or a copy twice as long as needed when `more` past its `used` do not fit."""
+    if used + more <= len(pool):
+        return pool
+    bigger = np.empty(2 * (used + more), pool.dtype)
+    for q in range(used):  # element by element: see `bpe.util.jit_cache`
+        bigger[q] = pool[q]
+    return bigger
+
+
+@njit(**_JIT)
 def _grown_rows(log):
     """log with twice the rows, the first ones copied."""
     bigger = np.empty((2 * len(log), 2), np.int64)
@@ -242,3 +251,76 @@ def utf8_keys(slots, pool, log, n):
             s = (s + 1) & mask
         counts[e] = slots[s, TALLY] >> 8
     return out, ends, counts, surrogate
+
+
+#: the columns of an entry of the table `merge_counts` fills: key, pool offset, length, count
+_KEY, _AT, _LEN, _COUNT = 0, 1, 2, 3
+
+
+@njit(**_JIT)
+def merge_counts(slots, entries, pool, used, data, ends, counts):
+    """Add distinct pretokens given as UTF-8 (`data`, the k-th ending at `ends[k]`) with
+    their counts to a table of byte strings: how a parent adds up its workers' tables.
+
+    A slot holds an entry's index + 1 (0: empty); entry e is (key, offset of its bytes in
+    `pool`, length, count), in order of first arrival; `used` is (entries, pool bytes used).
+    The key is `pretoken_key` of the bytes, and a key match is confirmed byte by byte.
+
+    Returns:
+        (slots, entries, pool): the same arrays, or larger ones when they had to grow.
+    """
+    n = used[0]
+    pool_used = used[1]
+    start = 0
+    for k in range(len(ends)):
+        end = ends[k]
+        length = end - start
+        h = pretoken_key(data, start, end)
+        mask = np.int64(len(slots) - 1)
+        s = first_slot(h, np.uint64(mask))
+        e = slots[s] - 1
+        while e >= 0:
+            if entries[e, _KEY] == np.int64(h) and entries[e, _LEN] == length:
+                a = entries[e, _AT]
+                q = 0
+                while q < length and pool[a + q] == data[start + q]:
+                    q += 1
+                if q == length:
+                    break
+            s = (s + 1) & mask
+            e = slots[s] - 1
+        if e >= 0:
+            entries[e, _COUNT] += counts[k]
+            start = end
+            continue
+        if 2 * (n + 1) > len(slots):  # more than half full: double and re-place
+            slots = np.zeros(2 * len(slots), np.int64)
+            mask = np.int64(len(slots) - 1)
+            for f in range(n):
+                u = first_slot(np.uint64(entries[f, _KEY]), np.uint64(mask))
+                while slots[u] != 0:
+                    u = (u + 1) & mask
+                slots[u] = f + 1
+            s = first_slot(h, np.uint64(mask))
+            while slots[s] != 0:
+                s = (s + 1) & mask
+        if n == len(entries):
+            bigger = np.empty((2 * n, 4), np.int64)
+            for f in range(n):  # element by element: see `bpe.util.jit_cache`
+                for c in range(4):
+                    bigger[f, c] = entries[f, c]
+            entries = bigger
+        pool = _room(pool, pool_used, length)
+        for q in range(length):
+            pool[pool_used + q] = data[start + q]
+        entries[n, _KEY] = np.int64(h)
+        entries[n, _AT] = pool_used
+        entries[n, _LEN] = length
+        entries[n, _COUNT] = counts[k]
+        slots[s] = n + 1
+        n += 1
+        pool_used += length
+        start = end
+    used[0] = n
+    used[1] = pool_used
+    return slots, entries, pool
