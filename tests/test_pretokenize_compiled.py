@@ -187,8 +187,8 @@ def test_groups_of_chunks_counted_in_workers_equal_the_regex_counts(method, monk
     """Worker processes (forked with the scanner loaded, or started fresh) each count a group
     of chunks into one table."""
     path = ROOT / "tests" / "fixtures" / "corpus.en"
-    # pinned: the policy picks forkserver in a process with threads (a run's memory sampler, or
-    # whatever an earlier test in this process started) and fork otherwise
+    # pinned: the policy picks forkserver in a process with threads (whatever an earlier test
+    # in this process started) and fork otherwise
     monkeypatch.setattr("bpe.corpus.parts.start_method_for", lambda n: method)
     monkeypatch.setattr(
         "bpe.pretokenize.counting.GROUP_BYTES", 16 * 1024

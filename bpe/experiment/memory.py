@@ -18,7 +18,10 @@ subtle: the samples are taken by a small watcher *process* (`WATCHER`), not by a
 this one: a sampling thread needs the GIL for every file psutil reads, and a busy merge loop
 holds it, so a thread took one sample in a second of pure Python (stages under a second went
 unmeasured). The watcher leaves itself out of the sums; a sample at each stage boundary is
-still taken here. Where the watcher cannot start, a thread samples instead.
+still taken here. It writes its samples to a file that this process reads when it collects
+them, so the run keeps a single thread and stage 1 can fork its workers (a thread reading a
+pipe made them start from a fork server, each importing Numba again: 2-3 CPU seconds and a
+slower start of a stage 1 on 1 GiB). Where the watcher cannot start, a thread samples instead.
 
 What a run reports (`phase_memory`): the tree's memory when the sampler starts is the run's
 *baseline*, and each phase (training: stages 1-3; analysis) is reported as its peak and as what
@@ -42,6 +45,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -241,14 +245,14 @@ def _stamp(line: str) -> float:
         return float("nan")
 
 
-def _start_watcher(interval: float) -> subprocess.Popen | None:
-    """The watcher process (`WATCHER`) for this process's tree, or None if it cannot start."""
+def _start_watcher(interval: float, out) -> subprocess.Popen | None:
+    """The watcher process (`WATCHER`) for this process's tree, writing to file `out`, or None
+    if it cannot start."""
     try:
         return subprocess.Popen(
             [sys.executable, "-c", WATCHER, str(os.getpid()), str(interval)],
-            stdout=subprocess.PIPE,
+            stdout=out,
             stderr=subprocess.DEVNULL,
-            text=True,
             env={
                 **os.environ,
                 "PYTHONPATH": os.pathsep.join(
@@ -281,6 +285,10 @@ class MemorySampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="memory-sampler", daemon=True)
         self._watcher: subprocess.Popen | None = None
+        #: the file the watcher writes to, how much of it was read, and a line read in part
+        self._out = tempfile.TemporaryFile()
+        self._read_to = 0
+        self._partial = b""
         self._lines: list[str] = []
         self._t0 = 0.0
 
@@ -288,10 +296,9 @@ class MemorySampler:
         self._t0 = time.monotonic()
         self._stages.append((self._t0, self.stage))
         self._sample()
-        self._watcher = _start_watcher(self.interval)
-        if self._watcher is not None:
-            self._thread = threading.Thread(target=self._read, name="memory-watcher", daemon=True)
-        self._thread.start()
+        self._watcher = _start_watcher(self.interval, self._out)
+        if self._watcher is None:
+            self._thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
@@ -299,8 +306,10 @@ class MemorySampler:
         if self._watcher is not None:
             self._watcher.terminate()
             self._watcher.wait(timeout=5)
-        self._thread.join(timeout=5)
+        elif self._thread.is_alive():
+            self._thread.join(timeout=5)
         self.collect()
+        self._out.close()
         self._sample()
 
     def elapsed(self) -> float:
@@ -329,10 +338,11 @@ class MemorySampler:
             self._sample()
 
     def _read(self) -> None:
-        """Collect the watcher's lines (one GIL round trip per line, timestamps its own)."""
-        assert self._watcher is not None and self._watcher.stdout is not None
-        for line in self._watcher.stdout:
-            self._lines.append(line)
+        """Take the watcher's whole lines written since the last read (timestamps its own)."""
+        while chunk := os.pread(self._out.fileno(), 1 << 20, self._read_to):
+            self._read_to += len(chunk)
+            *lines, self._partial = (self._partial + chunk).split(b"\n")
+            self._lines.extend(line.decode() for line in lines)
 
     def collect(self, *, settle: bool = False) -> None:
         """Move the watcher's samples so far into `samples`, each labelled with the stage
@@ -344,9 +354,12 @@ class MemorySampler:
             now = time.monotonic()
             deadline = now + 5 * self.interval + 0.5
             while time.monotonic() < deadline and self._watcher.poll() is None:
+                self._read()
                 if self._lines and _stamp(self._lines[-1]) >= now:
                     break
                 time.sleep(self.interval / 5)
+        if not self._out.closed:
+            self._read()
         lines, self._lines = self._lines, []
         times = [t for t, _ in self._stages]
         for line in lines:

@@ -147,7 +147,7 @@ REGEX_MIN_PARALLEL_BYTES = 12 * 1024 * 1024
 #: tree:
 #:     OWT sample (2.5 MB):  in-process 1.4-1.8 / 1.2-1.4;  2 forked workers 1.3-2.1 / 1.0-1.5
 #:     64 MiB OWT-like:      in-process 5.9-6.4 / 4.0-4.3;  2 forked workers 7.3-8.8 / 4.7-6.0
-#: (forkserver workers, the start method under the run harness's memory thread, each import
+#: (forkserver workers, the start method in a process with threads, each import
 #: Numba again: 5.7 s and 11-13 s wall). Scanning at ~50 MB/s, a worker pays for itself only
 #: when its share takes seconds; larger inputs use the workers of the usual policy.
 COMPILED_MIN_PARALLEL_BYTES = 256 * 1024 * 1024

@@ -34,7 +34,7 @@ def cpu_seconds() -> float:
     Workers report their own CPU time as they stop (`bpe.util.pool`), whatever started them:
     a forkserver's workers are not this process's children, so the kernel's count of waited-for
     children (`RUSAGE_CHILDREN`) would miss them (it missed 90% of stage 1 under the run
-    harness, which starts workers from a forkserver).
+    harness when its memory sampling kept a thread and its workers came from a forkserver).
     """
     own = resource.getrusage(resource.RUSAGE_SELF)
     return own.ru_utime + own.ru_stime + _WORKERS[0]

@@ -75,8 +75,9 @@ def start_method_for(workers: int) -> str:
 
     subtle: forking a multi-threaded process can copy a lock another thread holds (logging, a
     memory sampler thread inside psutil) into the child, which then hangs forever. fork is the
-    fastest start and safe with one thread; with more (the experiment harness samples memory in
-    a thread) workers come from a clean fork server instead (spawn where there is none).
+    fastest start and safe with one thread; with more workers come from a clean fork server
+    instead (spawn where there is none). A run keeps one thread for this reason: its memory
+    watcher is a process (`bpe.experiment.memory`).
     """
     if workers <= 1:
         return "in-process"
