@@ -272,3 +272,26 @@ def test_a_lone_surrogate_fails_as_with_regex():
         count_pretokens(text)
     with pytest.raises(UnicodeEncodeError):
         count_pretokens(text, engine="compiled")
+
+
+def test_the_parent_sums_groups_as_counters_do():
+    """`CountsSum` (the parent's compiled table of byte strings) equals adding Counters, in
+    order of first arrival, through many doublings, with keys that pack (b"a" and b"\\0\\0a"
+    share one), hashed ones and long ones."""
+    from bpe.pretokenize.engines import CountsSum
+
+    rng = random.Random(1)
+    words = [
+        bytes(rng.choice(b"ab\0\xc3\xa9 ") for _ in range(rng.randint(1, 14)))
+        for _ in range(40_000)
+    ]
+    words += [b"a", b"\0\0a", b"x" * 5000]
+    total, expected = CountsSum(), Counter()
+    for _ in range(5):
+        group = Counter({w: rng.randint(1, 9) for w in rng.sample(words, 9000)})
+        data = np.frombuffer(b"".join(group), np.uint8).copy()
+        ends = np.cumsum([len(w) for w in group])
+        total.add(data, ends, np.array(list(group.values())))
+        expected.update(group)
+    got = total.counts()
+    assert len(got) > 20_000 and list(got.items()) == list(expected.items())

@@ -249,8 +249,8 @@ class CountsSum:
     def __init__(self, capacity: int = 1 << 14) -> None:
         import numpy as np
 
-        self.slots = np.zeros(2 * capacity, np.int64)
-        self.entries = np.empty((capacity, 4), np.int64)
+        self.slots = np.zeros((2 * capacity, 2), np.int64)
+        self.entries = np.empty((capacity, 3), np.int64)
         self.pool = np.empty(8 * capacity, np.uint8)
         self.used = np.zeros(2, np.int64)
 
@@ -265,7 +265,7 @@ class CountsSum:
         n = int(self.used[0])
         entries = self.entries[:n]
         return as_counter(
-            self.pool[: int(self.used[1])], entries[:, 1] + entries[:, 2], entries[:, 3]
+            self.pool[: int(self.used[1])], entries[:, 0] + entries[:, 1], entries[:, 2]
         )
 
 

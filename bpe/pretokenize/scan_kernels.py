@@ -253,8 +253,8 @@ def utf8_keys(slots, pool, log, n):
     return out, ends, counts, surrogate
 
 
-#: the columns of an entry of the table `merge_counts` fills: key, pool offset, length, count
-_KEY, _AT, _LEN, _COUNT = 0, 1, 2, 3
+#: the columns of an entry of the table `merge_counts` fills: pool offset, length, count
+_AT, _LEN, _COUNT = 0, 1, 2
 
 
 @njit(**_JIT)
@@ -262,9 +262,10 @@ def merge_counts(slots, entries, pool, used, data, ends, counts):
     """Add distinct pretokens given as UTF-8 (`data`, the k-th ending at `ends[k]`) with
     their counts to a table of byte strings: how a parent adds up its workers' tables.
 
-    A slot holds an entry's index + 1 (0: empty); entry e is (key, offset of its bytes in
-    `pool`, length, count), in order of first arrival; `used` is (entries, pool bytes used).
-    The key is `pretoken_key` of the bytes, and a key match is confirmed byte by byte.
+    A slot is (key, entry index + 1; 0: empty), the key `pretoken_key` of the bytes, so a
+    probe compares keys in the slot; entry e is (offset of its bytes in `pool`, length,
+    count), in order of first arrival, and a key match is confirmed by the length and, unless
+    the key packs the bytes themselves, byte by byte. `used` is (entries, pool bytes used).
 
     Returns:
         (slots, entries, pool): the same arrays, or larger ones when they had to grow.
@@ -276,11 +277,14 @@ def merge_counts(slots, entries, pool, used, data, ends, counts):
         end = ends[k]
         length = end - start
         h = pretoken_key(data, start, end)
+        key = np.int64(h)
         mask = np.int64(len(slots) - 1)
         s = first_slot(h, np.uint64(mask))
-        e = slots[s] - 1
+        e = slots[s, 1] - 1
         while e >= 0:
-            if entries[e, _KEY] == np.int64(h) and entries[e, _LEN] == length:
+            if slots[s, 0] == key and entries[e, _LEN] == length:
+                if is_packed(h):
+                    break
                 a = entries[e, _AT]
                 q = 0
                 while q < length and pool[a + q] == data[start + q]:
@@ -288,39 +292,49 @@ def merge_counts(slots, entries, pool, used, data, ends, counts):
                 if q == length:
                     break
             s = (s + 1) & mask
-            e = slots[s] - 1
+            e = slots[s, 1] - 1
         if e >= 0:
             entries[e, _COUNT] += counts[k]
             start = end
             continue
         if 2 * (n + 1) > len(slots):  # more than half full: double and re-place
-            slots = np.zeros(2 * len(slots), np.int64)
+            slots = _doubled_pairs(slots)
             mask = np.int64(len(slots) - 1)
-            for f in range(n):
-                u = first_slot(np.uint64(entries[f, _KEY]), np.uint64(mask))
-                while slots[u] != 0:
-                    u = (u + 1) & mask
-                slots[u] = f + 1
             s = first_slot(h, np.uint64(mask))
-            while slots[s] != 0:
+            while slots[s, 1] != 0:
                 s = (s + 1) & mask
         if n == len(entries):
-            bigger = np.empty((2 * n, 4), np.int64)
+            bigger = np.empty((2 * n, 3), np.int64)
             for f in range(n):  # element by element: see `bpe.util.jit_cache`
-                for c in range(4):
+                for c in range(3):
                     bigger[f, c] = entries[f, c]
             entries = bigger
         pool = _room(pool, pool_used, length)
         for q in range(length):
             pool[pool_used + q] = data[start + q]
-        entries[n, _KEY] = np.int64(h)
         entries[n, _AT] = pool_used
         entries[n, _LEN] = length
         entries[n, _COUNT] = counts[k]
-        slots[s] = n + 1
+        slots[s, 0] = key
+        slots[s, 1] = n + 1
         n += 1
         pool_used += length
         start = end
     used[0] = n
     used[1] = pool_used
     return slots, entries, pool
+
+
+@njit(**_JIT)
+def _doubled_pairs(slots):
+    """The (key, value) slots (value 0: empty) in a table twice the size."""
+    bigger = np.zeros((2 * len(slots), 2), np.int64)
+    mask = np.int64(len(bigger) - 1)
+    for t in range(len(slots)):
+        if slots[t, 1] != 0:
+            u = first_slot(np.uint64(slots[t, 0]), np.uint64(mask))
+            while bigger[u, 1] != 0:
+                u = (u + 1) & mask
+            bigger[u, 0] = slots[t, 0]
+            bigger[u, 1] = slots[t, 1]
+    return bigger
