@@ -16,10 +16,10 @@ run a loop (`bpe.trainers.learn_merges`).
 
 from __future__ import annotations
 
+from codecs import charmap_decode
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import repeat
 from typing import Protocol
 
 from bpe.runs import schema
@@ -356,10 +356,10 @@ def prepare(
     counts arrive in (the merges do not depend on it, since the candidate order is total, but
     the work done per merge, and so its timing, then repeats exactly).
 
-    A word is built in C: the pretoken decoded as Latin-1 (character b for byte b), shifted
-    past the special tokens' ids by `str.translate`. On 0.45 M unique pretokens this took
-    0.9 s against 1.5 s for lists of ints built in Python (a third of it is the sort), and the
-    words hold 27 MB against 76 MB.
+    A word is built in C: the pretoken decoded with a character map that turns byte b into
+    the character of id `len(specials) + b` (`build_words`). On 0.45 M unique pretokens
+    words as str took 0.9 s against 1.5 s for lists of ints built in Python (a third of it is
+    the sort), and hold 27 MB against 76 MB.
 
     >>> prepare({b"ab": 2}, 300, ["<|endoftext|>"]).words == [as_word([98, 99])]
     True
@@ -380,16 +380,15 @@ def build_words(
     >>> build_words({b"ba": 2, b"a": 1, b"c": 0}, offset=1)
     (['b', 'cb'], [1, 2])
     """
-    pretokens = sorted(p for p, n in pretoken_counts.items() if n > 0)
+    pretokens = sorted(pretoken_counts)
     counts = list(map(pretoken_counts.__getitem__, pretokens))
-    words = list(map(bytes.decode, pretokens, repeat("latin-1")))
-    del pretokens
-    if offset:
-        # subtle: in place, so that two lists of every word never exist at once (at 6.8 M
-        # distinct pretokens each list of words is ~400 MB)
-        shift = [chr(offset + b) for b in range(256)]
-        for k, word in enumerate(words):
-            words[k] = word.translate(shift)
+    if 0 in counts:  # rare: a count can be 0 only when a caller passes one
+        pretokens = [p for p, n in zip(pretokens, counts, strict=True) if n > 0]
+        counts = [n for n in counts if n > 0]
+    # byte b becomes character offset + b in one pass (a decode with this table as its map);
+    # on 1.53 M pretokens 0.56 s, where a Latin-1 decode and then a translate took 0.82 s
+    table = "".join(chr(offset + b) for b in range(256))
+    words = [charmap_decode(p, "strict", table)[0] for p in pretokens]
     return words, counts
 
 
