@@ -439,3 +439,14 @@ def test_a_forked_worker_exits_when_its_parent_dies_though_it_holds_the_parent_s
     if alive:
         os.kill(worker, signal.SIGKILL)
     assert not alive, "the orphaned worker still waits for a chunk"
+
+
+def test_a_cut_past_the_first_look_is_still_found():
+    """`_char_cut` searches the region's first bytes before the whole of it: a first cut past
+    them (a long run of letters, of multi-byte letters cut by the look's end) is the same."""
+    from bpe.text.cuts import FIRST_LOOK, _char_cut
+
+    for run in ("a" * (FIRST_LOOK + 10), "é" * FIRST_LOOK, "a" * (FIRST_LOOK - 1)):
+        region = (run + ", world").encode("utf-8")
+        assert _char_cut(region) == len(run.encode("utf-8"))
+    assert _char_cut(("a" * (3 * FIRST_LOOK)).encode("utf-8")) is None  # no cut at all
