@@ -32,7 +32,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from bpe.text.gpt2_scanner import first_slot, is_packed, pretoken_end, pretoken_key
+from bpe.text.gpt2_scanner import (
+    doubled_slots,
+    first_slot,
+    grown,
+    is_packed,
+    pretoken_end,
+    pretoken_key,
+)
 from bpe.util.jit_cache import njit
 
 _JIT = {"cache": True, "nogil": True}
@@ -91,7 +98,7 @@ def count_into(cps, cls, seg_lo, seg_hi, slots, pool, log, used):
                 slots[s, TAG] = np.int64(h)
                 slots[s, TALLY] = _ONE | length
             else:
-                pool = _room(pool, pool_used, 2 + length)
+                pool = grown(pool, pool_used + 2 + length)
                 pool[pool_used] = length & 0xFFFFFFFF
                 pool[pool_used + 1] = length >> 32
                 for q in range(length):  # element by element: see `bpe.util.jit_cache`
@@ -170,23 +177,12 @@ def _doubled(slots, pool):
 
 
 @njit(**_JIT)
-def _room(pool, used, more):
-    """pool, or a copy twice as long as needed when `more` past its `used` do not fit."""
-    if used + more <= len(pool):
-        return pool
-    bigger = np.empty(2 * (used + more), pool.dtype)
-    for q in range(used):  # element by element: see `bpe.util.jit_cache`
-        bigger[q] = pool[q]
-    return bigger
-
-
-@njit(**_JIT)
-def _grown_rows(log):
-    """log with twice the rows, the first ones copied."""
-    bigger = np.empty((2 * len(log), 2), np.int64)
-    for r in range(len(log)):
-        bigger[r, 0] = log[r, 0]
-        bigger[r, 1] = log[r, 1]
+def _grown_rows(rows):
+    """rows (a 2-D int64 array) with twice the rows, the first ones copied."""
+    bigger = np.empty((2 * len(rows), rows.shape[1]), np.int64)
+    for r in range(len(rows)):  # element by element: see `bpe.util.jit_cache`
+        for c in range(rows.shape[1]):
+            bigger[r, c] = rows[r, c]
     return bigger
 
 
@@ -298,18 +294,14 @@ def merge_counts(slots, entries, pool, used, data, ends, counts):
             start = end
             continue
         if 2 * (n + 1) > len(slots):  # more than half full: double and re-place
-            slots = _doubled_pairs(slots)
+            slots = doubled_slots(slots)
             mask = np.int64(len(slots) - 1)
             s = first_slot(h, np.uint64(mask))
             while slots[s, 1] != 0:
                 s = (s + 1) & mask
         if n == len(entries):
-            bigger = np.empty((2 * n, 3), np.int64)
-            for f in range(n):  # element by element: see `bpe.util.jit_cache`
-                for c in range(3):
-                    bigger[f, c] = entries[f, c]
-            entries = bigger
-        pool = _room(pool, pool_used, length)
+            entries = _grown_rows(entries)
+        pool = grown(pool, pool_used + length)
         for q in range(length):
             pool[pool_used + q] = data[start + q]
         entries[n, _AT] = pool_used
@@ -323,18 +315,3 @@ def merge_counts(slots, entries, pool, used, data, ends, counts):
     used[0] = n
     used[1] = pool_used
     return slots, entries, pool
-
-
-@njit(**_JIT)
-def _doubled_pairs(slots):
-    """The (key, value) slots (value 0: empty) in a table twice the size."""
-    bigger = np.zeros((2 * len(slots), 2), np.int64)
-    mask = np.int64(len(bigger) - 1)
-    for t in range(len(slots)):
-        if slots[t, 1] != 0:
-            u = first_slot(np.uint64(slots[t, 0]), np.uint64(mask))
-            while bigger[u, 1] != 0:
-                u = (u + 1) & mask
-            bigger[u, 0] = slots[t, 0]
-            bigger[u, 1] = slots[t, 1]
-    return bigger

@@ -11,7 +11,8 @@ What it does:
       that starts at a given code point ends, found by hand;
     * `pretoken_key` and `first_slot`: a pretoken's key in an open-addressing hash table (its
       code points packed into 63 bits when they fit, else FNV-1a with the top bit set, so
-      `is_packed` tells the two apart) and the slot to probe first.
+      `is_packed` tells the two apart) and the slot to probe first; `doubled_slots` and
+      `grown`, the two ways the kernels' tables of (key, value) slots and pools grow.
 
 Two kernels share them: stage 1's counter (`bpe.pretokenize.scan_kernels`) and the tokenizer's
 whole-text encoder (`bpe.tokenizer.compiled_encode`). Both split text held as code points
@@ -160,3 +161,30 @@ def first_slot(h, mask):
     """The first slot to probe: the key's top bits after one multiply (Fibonacci hashing),
     so that packed keys, which differ in their low bits, spread over the table."""
     return np.int64(((h * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(32)) & mask)
+
+
+@njit(**_JIT)
+def doubled_slots(slots):
+    """A table of (key, value) slots (value 0: empty; the key a `pretoken_key`) in one twice
+    the size: the encoder's pretoken cache and stage 1's sum of groups grow so."""
+    bigger = np.zeros((2 * len(slots), 2), np.int64)
+    mask = np.int64(len(bigger) - 1)
+    for t in range(len(slots)):
+        if slots[t, 1] != 0:
+            u = first_slot(np.uint64(slots[t, 0]), np.uint64(mask))
+            while bigger[u, 1] != 0:
+                u = (u + 1) & mask
+            bigger[u, 0] = slots[t, 0]
+            bigger[u, 1] = slots[t, 1]
+    return bigger
+
+
+@njit(**_JIT)
+def grown(array, need):
+    """array, or a copy at least twice `need` long when it is shorter than need."""
+    if need <= len(array):
+        return array
+    bigger = np.empty(2 * need, array.dtype)
+    for q in range(len(array)):  # not `bigger[: len(array)] = array`: see `bpe.util.jit_cache`
+        bigger[q] = array[q]
+    return bigger

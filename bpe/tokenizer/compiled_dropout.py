@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bpe.text.gpt2_scanner import pretoken_end, pretoken_key
+from bpe.text.gpt2_scanner import doubled_slots, grown, pretoken_end, pretoken_key
 from bpe.tokenizer.compiled import (
     _LOW32,
     _NO_RANK,
@@ -55,9 +55,7 @@ from bpe.tokenizer.compiled_encode import (
     CACHED_UP_TO,
     ENTRY,
     FIRST_SLOTS,
-    _doubled,
     _find,
-    _grown,
     _ids_of,
     _store,
     _utf8_into,
@@ -330,13 +328,13 @@ def _remember(known, pretoken, first, byte_ids, walk, scratch, ranks):  # pragma
         table[:, ENTRY] = 0
         used[:] = 0
     elif 2 * (used[0] + 1) > len(table):
-        table = _doubled(table)
+        table = doubled_slots(table)
     s = _find(table, pool, cps, i, j, h)
     n = _utf8_into(walk[2:], cps, i, j, byte_ids)  # a kept pretoken fits the scratch
     count, last = _merge_dropout(walk[2:], n, first, np.uint64(0), scratch, ranks)
     # each coin adds _GOLDEN, which is odd: times its inverse, the advance counts the coins
     walk[0], walk[1] = np.int64((last - first) * _GOLDEN_INVERSE), n
-    pool = _grown(pool, used[1] + count + 2 + j - i)
+    pool = grown(pool, used[1] + count + 2 + j - i)
     used[1] = _store(table, s, h, pool, used[1], cps[i:j], walk[: count + 2])
     used[0] += 1
     return table, pool, s

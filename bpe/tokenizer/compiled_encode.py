@@ -32,7 +32,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from bpe.text.gpt2_scanner import first_slot, is_packed, pretoken_end, pretoken_key
+from bpe.text.gpt2_scanner import (
+    doubled_slots,
+    first_slot,
+    grown,
+    is_packed,
+    pretoken_end,
+    pretoken_key,
+)
 from bpe.tokenizer.compiled import SHORT_PRETOKEN, MergeTables, _merge
 from bpe.tokenizer.compiled_replay import ReplayTables, _replay, _scratch
 from bpe.tokenizer.compiled_segments import METHODS, TokenTrie, _cut_one
@@ -197,21 +204,6 @@ def _find(slots, pool, cps, i, j, h):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _doubled(slots):  # pragma: no cover - compiled
-    """The same entries in a table twice the size."""
-    bigger = np.zeros((2 * len(slots), 2), np.int64)
-    mask = np.int64(len(bigger) - 1)
-    for t in range(len(slots)):
-        if slots[t, ENTRY] != 0:
-            u = first_slot(np.uint64(slots[t, KEY]), np.uint64(mask))
-            while bigger[u, ENTRY] != 0:
-                u = (u + 1) & mask
-            bigger[u, KEY] = slots[t, KEY]
-            bigger[u, ENTRY] = slots[t, ENTRY]
-    return bigger
-
-
-@njit(cache=True, nogil=True)
 def _utf8_length(cps, lo, hi):  # pragma: no cover - compiled
     """The UTF-8 length of the spans cps[lo[k]:hi[k]]."""
     total = 0
@@ -247,17 +239,6 @@ def _ids_of(entry):  # pragma: no cover - compiled
     """(where a filled slot's ids start in the pool, how many) from its entry; for a packed
     pretoken of one id, the first is that id (`_store`)."""
     return entry >> 20, entry & 0x3FF
-
-
-@njit(cache=True, nogil=True)
-def _grown(array, need):  # pragma: no cover - compiled
-    """array, or a copy at least twice `need` long when it is shorter than need."""
-    if need <= len(array):
-        return array
-    bigger = np.empty(2 * need, array.dtype)
-    for q in range(len(array)):  # not `bigger[: len(array)] = array`: see `bpe.util.jit_cache`
-        bigger[q] = array[q]
-    return bigger
 
 
 @njit(cache=True, nogil=True)
@@ -310,9 +291,9 @@ def _remember(state, cps, i, j, h, s, ids):  # pragma: no cover - compiled
         used[:] = 0
         s = _find(slots, pool, cps, i, j, h)
     elif 2 * (used[0] + 1) > len(slots) and len(slots) < max_slots:
-        slots = _doubled(slots)
+        slots = doubled_slots(slots)
         s = _find(slots, pool, cps, i, j, h)
-    pool = _grown(pool, used[1] + len(ids) + j - i)
+    pool = grown(pool, used[1] + len(ids) + j - i)
     used[1] = _store(slots, s, h, pool, used[1], cps[i:j], ids)
     used[0] += 1
     return slots, pool, used, max_slots, max_size
